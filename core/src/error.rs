@@ -1,0 +1,225 @@
+//! The one error type of the module. Its `Display` is the exact error reply a client
+//! receives (one line, starting with the Redis error code), and the Lua twins produce
+//! the same text.
+
+use std::fmt;
+
+/// At most this many bytes of a bad argument are quoted back in an error.
+const ECHO_MAX: usize = 64;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// `what` is the argument's name (`window`, `period`, `seconds`...).
+    InvalidDuration {
+        what: &'static str,
+        value: Vec<u8>,
+        reason: DurationProblem,
+    },
+    /// An integer argument out of its range or not an integer.
+    InvalidInteger {
+        what: &'static str,
+        value: Vec<u8>,
+        min: i64,
+    },
+    /// The `AT` option's value is not a Unix time in milliseconds.
+    InvalidTime {
+        value: Vec<u8>,
+    },
+    UnknownOption {
+        value: Vec<u8>,
+    },
+    RepeatedOption {
+        name: &'static str,
+    },
+    MissingOptionValue {
+        name: &'static str,
+    },
+    /// A request that can never be allowed: its cost exceeds the capacity.
+    CostOverCapacity {
+        cost: i64,
+        capacity: i64,
+        what: &'static str,
+    },
+    /// GCRA: `period / count` is below one microsecond.
+    RateTooHigh,
+    /// The key holds a string that is not state of this command.
+    InvalidState {
+        command: &'static str,
+        expected: &'static str,
+    },
+    /// The key holds another Redis type.
+    WrongType,
+    /// Wrong number of arguments for the command (named as Redis names it).
+    WrongArity {
+        command: &'static str,
+    },
+    /// Any other syntax problem, already worded.
+    Syntax(String),
+    /// The server refused an operation the module needed (never expected).
+    Internal(&'static str),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DurationProblem {
+    /// Zero, negative, fractional, empty or not a number.
+    NotPositive,
+    UnknownUnit,
+    TooLong,
+}
+
+/// Quote user input inside an error reply: printable ASCII is kept, anything else
+/// (including NUL, CR and LF, which would break the reply) is written as `\xNN`, and
+/// long values are cut.
+pub fn echo(value: &[u8]) -> String {
+    let mut out = String::new();
+    for &b in value.iter().take(ECHO_MAX) {
+        if (0x20..0x7f).contains(&b) && b != b'\\' && b != b'\'' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    if value.len() > ECHO_MAX {
+        out.push_str("...");
+    }
+    out
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidDuration {
+                what,
+                value,
+                reason,
+            } => {
+                let v = echo(value);
+                match reason {
+                    DurationProblem::NotPositive => write!(
+                        f,
+                        "ERR invalid {what} '{v}': must be a positive duration (an integer with an optional unit ms, s, m, h or d)"
+                    ),
+                    DurationProblem::UnknownUnit => write!(
+                        f,
+                        "ERR invalid {what} '{v}': unknown unit (use ms, s, m, h or d)"
+                    ),
+                    DurationProblem::TooLong => {
+                        write!(f, "ERR invalid {what} '{v}': must be at most 10 years (3650d)")
+                    }
+                }
+            }
+            Error::InvalidInteger { what, value, min } => write!(
+                f,
+                "ERR invalid {what} '{}': must be an integer from {min} to 9223372036854775807",
+                echo(value)
+            ),
+            Error::InvalidTime { value } => write!(
+                f,
+                "ERR invalid AT '{}': must be a Unix time in milliseconds from 0 to {}",
+                echo(value),
+                crate::args::MAX_AT_MS
+            ),
+            Error::UnknownOption { value } => write!(f, "ERR unknown option '{}'", echo(value)),
+            Error::RepeatedOption { name } => write!(f, "ERR option {name} given more than once"),
+            Error::MissingOptionValue { name } => write!(f, "ERR option {name} needs a value"),
+            Error::CostOverCapacity {
+                cost,
+                capacity,
+                what,
+            } => write!(
+                f,
+                "ERR cost {cost} exceeds the {what} {capacity}: the request can never be allowed"
+            ),
+            Error::RateTooHigh => write!(
+                f,
+                "ERR invalid rate: period / count must be at least 1 microsecond"
+            ),
+            Error::InvalidState { command, expected } => write!(
+                f,
+                "ERR the key does not hold {command} state (expected {expected})"
+            ),
+            Error::WrongType => write!(
+                f,
+                "WRONGTYPE Operation against a key holding the wrong kind of value"
+            ),
+            Error::WrongArity { command } => {
+                write!(f, "ERR wrong number of arguments for '{command}' command")
+            }
+            Error::Syntax(msg) => write!(f, "ERR {msg}"),
+            Error::Internal(what) => write!(f, "ERR internal error: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echo_keeps_replies_on_one_line() {
+        assert_eq!(echo(b"10s"), "10s");
+        assert_eq!(echo(b"a\r\nb\0"), "a\\x0d\\x0ab\\x00");
+        assert_eq!(echo(b"it's"), "it\\x27s");
+        let long = vec![b'x'; 100];
+        assert_eq!(echo(&long).len(), ECHO_MAX + 3);
+    }
+
+    #[test]
+    fn spec_example_message() {
+        let e = Error::InvalidDuration {
+            what: "window",
+            value: b"0s".to_vec(),
+            reason: DurationProblem::NotPositive,
+        };
+        assert!(e
+            .to_string()
+            .starts_with("ERR invalid window '0s': must be a positive duration"));
+    }
+
+    #[test]
+    fn every_message_is_one_line_with_an_error_code() {
+        let all = [
+            Error::InvalidInteger {
+                what: "limit",
+                value: b"\n".to_vec(),
+                min: 1,
+            },
+            Error::InvalidTime {
+                value: b"-1".to_vec(),
+            },
+            Error::UnknownOption {
+                value: b"\r\n".to_vec(),
+            },
+            Error::RepeatedOption { name: "COST" },
+            Error::MissingOptionValue { name: "AT" },
+            Error::CostOverCapacity {
+                cost: 5,
+                capacity: 4,
+                what: "limit",
+            },
+            Error::RateTooHigh,
+            Error::InvalidState {
+                command: "RL.FIXED",
+                expected: "an integer counter",
+            },
+            Error::WrongType,
+            Error::WrongArity {
+                command: "RL.FIXED",
+            },
+            Error::Syntax("x".into()),
+            Error::Internal("x"),
+        ];
+        for e in all {
+            let s = e.to_string();
+            assert!(
+                !s.contains('\n') && !s.contains('\r') && !s.contains('\0'),
+                "{s}"
+            );
+            assert!(s.starts_with("ERR ") || s.starts_with("WRONGTYPE "), "{s}");
+        }
+    }
+}

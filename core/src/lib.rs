@@ -1,0 +1,14 @@
+//! The pure part of redis-ratelimit: argument parsing, units, errors and the limiter
+//! algorithms. Nothing here talks to Redis or reads a clock: callers pass the stored
+//! state and the time in, and get a decision and the state to write back.
+
+pub mod args;
+pub mod duration;
+pub mod error;
+pub mod fixed;
+pub mod units;
+pub mod verdict;
+
+pub use error::{Error, Result};
+pub use units::{Micros, UnixMillis};
+pub use verdict::{Decision, Verdict};

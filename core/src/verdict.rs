@@ -1,0 +1,89 @@
+//! The decision of a limiter and the five integers every limiter reply starts with.
+
+use crate::units::Micros;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Allowed,
+    /// Denied; the same request would be allowed after this long.
+    Denied {
+        retry_after: Micros,
+    },
+}
+
+/// What a limiter tells the client about one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub decision: Decision,
+    /// The capacity: requests allowed in a full window (or max_burst + 1 for GCRA).
+    pub limit: i64,
+    /// How much more cost would be allowed right now, after this request.
+    pub remaining: i64,
+    /// Time until the state is back to full capacity.
+    pub reset_after: Micros,
+}
+
+/// Field 4 of a reply for an allowed request.
+pub const NO_RETRY: i64 = -1;
+
+impl Verdict {
+    pub fn is_allowed(&self) -> bool {
+        self.decision == Decision::Allowed
+    }
+
+    /// `[limited, limit, remaining, retry_after_ms, reset_after_ms]` as sent to clients:
+    /// times in milliseconds rounded up, retry_after at least 1 when denied, -1 when allowed.
+    pub fn fields(&self) -> [i64; 5] {
+        let (limited, retry_after_ms) = match self.decision {
+            Decision::Allowed => (0, NO_RETRY),
+            Decision::Denied { retry_after } => (1, ms_i64(retry_after).max(1)),
+        };
+        [
+            limited,
+            self.limit,
+            self.remaining,
+            retry_after_ms,
+            ms_i64(self.reset_after),
+        ]
+    }
+}
+
+fn ms_i64(t: Micros) -> i64 {
+    i64::try_from(t.ceil_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_encoding() {
+        let allowed = Verdict {
+            decision: Decision::Allowed,
+            limit: 10,
+            remaining: 9,
+            reset_after: Micros(1_000_001),
+        };
+        assert_eq!(allowed.fields(), [0, 10, 9, -1, 1001]);
+        let denied = Verdict {
+            decision: Decision::Denied {
+                retry_after: Micros(1),
+            },
+            limit: 10,
+            remaining: 0,
+            reset_after: Micros(0),
+        };
+        assert_eq!(denied.fields(), [1, 10, 0, 1, 0]);
+        let denied_zero = Verdict {
+            decision: Decision::Denied {
+                retry_after: Micros(0),
+            },
+            ..denied
+        };
+        assert_eq!(
+            denied_zero.fields()[3],
+            1,
+            "a denial always says to wait at least 1 ms"
+        );
+    }
+}

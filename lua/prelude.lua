@@ -1,0 +1,158 @@
+-- redis-ratelimit: the prelude shared by the Lua twins of the RL.* commands.
+-- A twin is this file followed by its command's file, loaded as one script:
+--   redis-cli SCRIPT LOAD "$(cat lua/prelude.lua lua/fixed.lua)"
+-- It parses arguments, words errors and reads the clock exactly as the module does.
+-- Lua numbers are doubles: every integer here stays below 2^53, where they are exact;
+-- the twins refuse larger integer arguments with an error the module does not give.
+
+local MAX_SAFE = 9007199254740991 -- 2^53 - 1
+local MAX_DURATION_MS = 315360000000 -- 3650 days
+local MAX_AT_MS = 4102444800000 -- 2100-01-01
+local I64_MAX = '9223372036854775807'
+
+-- Raise an error reply (caught by `run` below).
+local function fail(msg)
+  error({ err = msg }, 0)
+end
+
+-- Quote user input in an error: printable ASCII kept, the rest as \xNN, cut at 64 bytes.
+local function echo(v)
+  local out = {}
+  for i = 1, math.min(#v, 64) do
+    local b = string.byte(v, i)
+    if b >= 0x20 and b < 0x7f and b ~= 0x5c and b ~= 0x27 then
+      out[#out + 1] = string.char(b)
+    else
+      out[#out + 1] = string.format('\\x%02x', b)
+    end
+  end
+  if #v > 64 then out[#out + 1] = '...' end
+  return table.concat(out)
+end
+
+-- Format an integer-valued number without exponent (for replies and redis.call).
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- Parse a signed decimal integer >= min, as the module does; nil when it is not one.
+-- Values beyond 2^53 are refused by name, since a double cannot hold them exactly.
+local function parse_int(what, v, min)
+  local bad = 'ERR invalid ' .. what .. " '" .. echo(v) .. "': must be an integer from "
+    .. int(min) .. ' to ' .. I64_MAX
+  local neg, digits = string.match(v, '^(%-?)(%d+)$')
+  if not digits then fail(bad) end
+  local sig = string.gsub(digits, '^0+', '')
+  local limit = (neg == '-') and '9223372036854775808' or I64_MAX
+  if #sig > 19 or (#sig == 19 and sig > limit) then fail(bad) end
+  local n = tonumber(sig ~= '' and sig or '0')
+  if n > MAX_SAFE then
+    fail('ERR invalid ' .. what .. " '" .. echo(v)
+      .. "': the Lua twin computes exactly only up to 9007199254740991")
+  end
+  if neg == '-' and n ~= 0 then n = -n end
+  if n < min then fail(bad) end
+  return n
+end
+
+-- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
+local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
+local function parse_duration(what, v)
+  local head = 'ERR invalid ' .. what .. " '" .. echo(v) .. "': "
+  local not_positive = head
+    .. 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
+  local digits, unit = string.match(v, '^(%d*)(.*)$')
+  if digits == '' then fail(not_positive) end
+  local per = UNIT_MS[unit]
+  if not per then
+    if string.match(unit, '^%a+$') then fail(head .. 'unknown unit (use ms, s, m, h or d)') end
+    fail(not_positive)
+  end
+  local sig = string.gsub(digits, '^0+', '')
+  local too_long = head .. 'must be at most 10 years (3650d)'
+  if #sig > 12 then fail(too_long) end
+  local n = tonumber(sig ~= '' and sig or '0')
+  if n == 0 then fail(not_positive) end
+  if n * per > MAX_DURATION_MS then fail(too_long) end
+  return n * per
+end
+
+local function parse_at(v)
+  local ok, ms = pcall(parse_int, 'AT', v, 0)
+  if not ok or ms > MAX_AT_MS then
+    fail("ERR invalid AT '" .. echo(v) .. "': must be a Unix time in milliseconds from 0 to "
+      .. int(MAX_AT_MS))
+  end
+  return ms
+end
+
+-- Options COST n, AT ms and (when align_ok) ALIGN, case-insensitive, each at most once.
+-- Reads ARGV[first..last]; `other(i)` may consume a keyword of the command's own and
+-- return how many arguments it used (or nil).
+local function parse_options(first, last, align_ok, other)
+  local o = { cost = 1, at = nil, align = false }
+  local seen = {}
+  local function once(name)
+    if seen[name] then fail('ERR option ' .. name .. ' given more than once') end
+    seen[name] = true
+  end
+  local i = first
+  while i <= last do
+    local w = string.upper(ARGV[i])
+    if w == 'COST' or w == 'AT' then
+      once(w)
+      if i + 1 > last then fail('ERR option ' .. w .. ' needs a value') end
+      if w == 'COST' then o.cost = parse_int('cost', ARGV[i + 1], 0) else o.at = parse_at(ARGV[i + 1]) end
+      i = i + 2
+    elseif w == 'ALIGN' and align_ok then
+      once('ALIGN')
+      o.align = true
+      i = i + 1
+    else
+      local used = other and other(i)
+      if not used then fail("ERR unknown option '" .. echo(ARGV[i]) .. "'") end
+      i = i + used
+    end
+  end
+  return o
+end
+
+-- The request's time in µs: AT, or the server clock (TIME, as the module reads it).
+local function now_us(at_ms)
+  if at_ms then return at_ms * 1000 end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Milliseconds rounded down / up from µs (exact below 2^53).
+local function floor_ms(us)
+  return (us - us % 1000) / 1000
+end
+local function ceil_ms(us)
+  return floor_ms(us + 999)
+end
+
+-- A string key's value and absolute expiry in ms (nil: no TTL); nil when missing.
+local function read_string(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' and v.err then
+    fail('WRONGTYPE Operation against a key holding the wrong kind of value')
+  end
+  if not v then return nil end
+  local exp = redis.call('PEXPIRETIME', key)
+  if exp < 0 then exp = nil end
+  return v, exp
+end
+
+-- Run the command body; an error raised with `fail` (or by redis.call) becomes the
+-- error reply. Redis 7.0's pcall hands error tables back as their message string;
+-- other servers keep the table: both are accepted.
+local function run(body)
+  local ok, res = pcall(body)
+  if ok then return res end
+  if type(res) == 'table' and res.err then res = res.err end
+  if type(res) == 'string' and string.match(res, '^%u+ ') then
+    return redis.error_reply(res)
+  end
+  error(res, 0)
+end

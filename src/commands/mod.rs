@@ -1,0 +1,3 @@
+//! One file per command: parse (pure), load state, decide (pure), write effects, reply.
+
+pub mod fixed;

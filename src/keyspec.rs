@@ -1,0 +1,110 @@
+//! Arity and key specs through `RedisModule_SetCommandInfo` (Redis 7.0+), so that
+//! `COMMAND GETKEYS`, Cluster routing, `CROSSSLOT` and ACL key patterns see exactly
+//! the keys each command names.
+
+use crate::api::api;
+use redis_module::raw;
+use std::ffi::CString;
+use std::mem::{size_of, zeroed};
+
+/// Where a command's keys are in its argument vector (the command name is index 0).
+#[derive(Clone, Copy, Debug)]
+pub enum Keys {
+    /// One key at index 1.
+    First,
+    /// `cmd numkeys key [key ...]`: the count at index 1, the keys after it.
+    NumKeys,
+    /// Every argument from this index to the end.
+    AllFrom(i32),
+    /// No keys (node-wide commands).
+    None,
+}
+
+/// The access a command has to its keys.
+pub const READ_WRITE_UPDATE: u64 = (raw::REDISMODULE_CMD_KEY_RW
+    | raw::REDISMODULE_CMD_KEY_ACCESS
+    | raw::REDISMODULE_CMD_KEY_UPDATE) as u64;
+
+/// Set `name`'s arity and key spec. Fails (the module then refuses to load) when the
+/// server lacks the API.
+pub fn set_command_info(
+    ctx: *mut raw::RedisModuleCtx,
+    name: &str,
+    arity: i32,
+    keys: Keys,
+    key_flags: u64,
+) -> Result<(), String> {
+    let (Ok(get_command), Ok(set_info)) = (
+        api!(RedisModule_GetCommand),
+        api!(RedisModule_SetCommandInfo),
+    ) else {
+        return Err(
+            "this server has no RedisModule_SetCommandInfo (Redis 7.0 or later is needed)".into(),
+        );
+    };
+    let cname = CString::new(name).map_err(|_| format!("bad command name {name}"))?;
+    // SAFETY: called from OnLoad with the module context; the name is NUL-terminated.
+    let command = unsafe { get_command(ctx, cname.as_ptr()) };
+    if command.is_null() {
+        return Err(format!("command {name} is not registered"));
+    }
+
+    let version = raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: size_of::<raw::RedisModuleCommandKeySpec>(),
+        sizeof_arg: size_of::<raw::RedisModuleCommandArg>(),
+    };
+    // Two specs: the real one and the all-zero terminator.
+    // SAFETY: the key spec is plain C data for which all-zero is the terminator value.
+    let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { zeroed() };
+    let spec = &mut specs[0];
+    spec.flags = key_flags;
+    match keys {
+        Keys::None => {}
+        Keys::First | Keys::AllFrom(_) | Keys::NumKeys => {
+            spec.begin_search_type =
+                raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+            let pos = match keys {
+                Keys::AllFrom(i) => i,
+                _ => 1,
+            };
+            spec.bs.index = raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos };
+            match keys {
+                Keys::NumKeys => {
+                    spec.find_keys_type =
+                        raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+                    spec.fk.keynum = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
+                        keynumidx: 0,
+                        firstkey: 1,
+                        keystep: 1,
+                    };
+                }
+                _ => {
+                    spec.find_keys_type =
+                        raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+                    let lastkey = if matches!(keys, Keys::First) { 0 } else { -1 };
+                    spec.fk.range = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
+                        lastkey,
+                        keystep: 1,
+                        limit: 0,
+                    };
+                }
+            }
+        }
+    }
+    // SAFETY: all-zero is a valid "not set" value for every field of the info struct.
+    let mut info: raw::RedisModuleCommandInfo = unsafe { zeroed() };
+    info.version = &version;
+    info.arity = arity;
+    if !matches!(keys, Keys::None) {
+        info.key_specs = specs.as_mut_ptr();
+    }
+    // SAFETY: `info` and everything it points to live until the call returns; the
+    // server copies what it keeps.
+    let rc = unsafe { set_info(command, &info) };
+    if rc != raw::REDISMODULE_OK as i32 {
+        return Err(format!("RedisModule_SetCommandInfo failed for {name}"));
+    }
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! redis-ratelimit: rate limiting as native Redis/Valkey commands.
+//!
+//! This file only registers the module. The limiter logic is in the `ratelimit-core`
+//! crate (pure, unit-tested); `commands/` holds the per-command glue.
+
+mod api;
+mod clock;
+mod commands;
+mod keyspec;
+mod reply;
+mod string_key;
+
+use keyspec::{set_command_info, Keys, READ_WRITE_UPDATE};
+use redis_module::{redis_module, Context, RedisString, Status};
+
+// The module allocates with the server's allocator; anything linked outside a server
+// (tests, tools) uses the system one.
+#[cfg(not(test))]
+type ModuleAllocator = redis_module::alloc::RedisAlloc;
+#[cfg(not(test))]
+const MODULE_ALLOCATOR: ModuleAllocator = redis_module::alloc::RedisAlloc;
+#[cfg(test)]
+type ModuleAllocator = std::alloc::System;
+#[cfg(test)]
+const MODULE_ALLOCATOR: ModuleAllocator = std::alloc::System;
+
+/// Arity (negative: at least) and key positions of every command, applied on load.
+const COMMAND_INFO: &[(&str, i32, Keys)] = &[("RL.FIXED", -4, Keys::First)];
+
+fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    // Absolute expiry times are read and written with APIs that arrived in Redis 6.2;
+    // command info in 7.0.
+    let has_abs_expire =
+        api::api!(RedisModule_GetAbsExpire).is_ok() && api::api!(RedisModule_SetAbsExpire).is_ok();
+    if !has_abs_expire {
+        ctx.log_warning("ratelimit: this server lacks RedisModule_GetAbsExpire/SetAbsExpire (Redis 7.0+ or Valkey 8+ is needed)");
+        return Status::Err;
+    }
+    for &(name, arity, keys) in COMMAND_INFO {
+        if let Err(e) = set_command_info(ctx.ctx, name, arity, keys, READ_WRITE_UPDATE) {
+            ctx.log_warning(&format!("ratelimit: {e}"));
+            return Status::Err;
+        }
+    }
+    Status::Ok
+}
+
+redis_module! {
+    name: "ratelimit",
+    version: 1,
+    allocator: (ModuleAllocator, MODULE_ALLOCATOR),
+    data_types: [],
+    init: init,
+    commands: [
+        ["RL.FIXED", commands::fixed::command, "write deny-oom fast", 1, 1, 1, ""],
+    ],
+}

@@ -1,0 +1,149 @@
+//! Limiter state kept in plain Redis strings with an absolute expiry (RL.FIXED's
+//! counter, RL.GCRA's TAT, RL.MULTI's packed counters): reading them, writing them,
+//! and replicating each write as a plain command with an absolute time
+//! (`SET key value PXAT t`, `PEXPIREAT key t`), so replicas and the AOF never read a
+//! clock of their own.
+
+use crate::api::api;
+use ratelimit_core::{Error, UnixMillis};
+use redis_module::{raw, Context, RedisString};
+use std::os::raw::{c_char, c_int};
+
+/// A key opened for reading and writing through the raw module API, closed on drop.
+pub struct StringKey<'a> {
+    ctx: &'a Context,
+    name: &'a RedisString,
+    key: *mut raw::RedisModuleKey,
+    /// What the key held when it was opened (`None`: it did not exist).
+    pub stored: Option<Stored>,
+}
+
+/// The value and absolute expiry of an existing string key.
+#[derive(Debug)]
+pub struct Stored {
+    pub value: Vec<u8>,
+    /// `None`: the key has no TTL.
+    pub expires_at: Option<UnixMillis>,
+}
+
+const OK: c_int = raw::REDISMODULE_OK as c_int;
+
+impl<'a> StringKey<'a> {
+    /// Open `name`; a key of another type is `WRONGTYPE`.
+    pub fn open(ctx: &'a Context, name: &'a RedisString) -> Result<Self, Error> {
+        let open = api!(RedisModule_OpenKey)?;
+        let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
+        // SAFETY: ctx is the live command context and name a live module string.
+        let key = unsafe { open(ctx.ctx, name.inner, mode) }.cast::<raw::RedisModuleKey>();
+        if key.is_null() {
+            return Err(Error::Internal("open key"));
+        }
+        let mut this = StringKey {
+            ctx,
+            name,
+            key,
+            stored: None,
+        };
+        let key_type_of = api!(RedisModule_KeyType)?;
+        // SAFETY: the key is open.
+        let key_type = unsafe { key_type_of(key) } as isize;
+        match key_type {
+            raw::REDISMODULE_KEYTYPE_EMPTY => {}
+            raw::REDISMODULE_KEYTYPE_STRING => this.stored = Some(this.read()?),
+            _ => return Err(Error::WrongType),
+        }
+        Ok(this)
+    }
+
+    fn read(&self) -> Result<Stored, Error> {
+        let mut len: usize = 0;
+        let dma = api!(RedisModule_StringDMA)?;
+        // SAFETY: the key is an open string key; READ mode leaves its value as it is.
+        let data = unsafe { dma(self.key, &mut len, raw::REDISMODULE_READ as c_int) };
+        let value = match data {
+            p if !p.is_null() => {
+                // SAFETY: DMA gives `len` readable bytes, valid while the key is open.
+                unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec()
+            }
+            _ => return Err(Error::Internal("string read")),
+        };
+        let get_abs_expire = api!(RedisModule_GetAbsExpire)?;
+        // SAFETY: the key is open.
+        let exp = unsafe { get_abs_expire(self.key) };
+        let expires_at = u64::try_from(exp).ok().map(UnixMillis);
+        Ok(Stored { value, expires_at })
+    }
+
+    /// Store `value` with the absolute expiry `expires_at`; replicated as
+    /// `SET key value PXAT expires_at`.
+    pub fn set(&self, value: &[u8], expires_at: UnixMillis) -> Result<(), Error> {
+        let v = self.ctx.create_string(value);
+        let string_set = api!(RedisModule_StringSet)?;
+        // SAFETY: key and string are live; StringSet takes its own reference.
+        let rc = unsafe { string_set(self.key, v.inner) };
+        if rc != OK {
+            return Err(Error::Internal("string set"));
+        }
+        self.set_abs_expire(expires_at)?;
+        let ms = millis_arg(expires_at)?;
+        if let Ok(replicate) = api!(RedisModule_Replicate) {
+            // SAFETY: the format "sscl" matches (string, string, C string, long long).
+            unsafe {
+                replicate(
+                    self.ctx.ctx,
+                    c"SET".as_ptr(),
+                    c"sscl".as_ptr(),
+                    self.name.inner,
+                    v.inner,
+                    c"PXAT".as_ptr() as *const c_char,
+                    ms,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Give the existing key the absolute expiry `expires_at`; replicated as
+    /// `PEXPIREAT key expires_at`.
+    pub fn expire_at(&self, expires_at: UnixMillis) -> Result<(), Error> {
+        self.set_abs_expire(expires_at)?;
+        let ms = millis_arg(expires_at)?;
+        if let Ok(replicate) = api!(RedisModule_Replicate) {
+            // SAFETY: the format "sl" matches (string, long long).
+            unsafe {
+                replicate(
+                    self.ctx.ctx,
+                    c"PEXPIREAT".as_ptr(),
+                    c"sl".as_ptr(),
+                    self.name.inner,
+                    ms,
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn set_abs_expire(&self, at: UnixMillis) -> Result<(), Error> {
+        let ms = millis_arg(at)?;
+        let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
+        // SAFETY: the key is open for writing and holds a value.
+        let rc = unsafe { set_abs_expire(self.key, ms) };
+        if rc != OK {
+            return Err(Error::Internal("set expire"));
+        }
+        Ok(())
+    }
+}
+
+fn millis_arg(at: UnixMillis) -> Result<i64, Error> {
+    i64::try_from(at.0).map_err(|_| Error::Internal("expiry out of range"))
+}
+
+impl Drop for StringKey<'_> {
+    fn drop(&mut self) {
+        if let Ok(close) = api!(RedisModule_CloseKey) {
+            // SAFETY: opened by OpenKey in `open`, closed exactly once here.
+            unsafe { close(self.key) };
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! Test harness shared by the integration tests: real servers on loopback ports, a
+//! small RESP client, the Lua twins, and a seeded random generator.
+#![allow(dead_code)]
+
+pub mod resp;
+pub mod rng;
+pub mod server;
+pub mod twins;
+
+pub use resp::{Client, Value};
+pub use rng::Rng;
+pub use server::{Server, ServerBuilder};
+pub use twins::Twins;
+
+/// Milliseconds since the Unix epoch, from this machine's clock.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
