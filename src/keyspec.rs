@@ -9,7 +9,8 @@ use std::mem::{size_of, zeroed};
 
 /// Where a command's keys are in its argument vector (the command name is index 0).
 #[derive(Clone, Copy, Debug)]
-pub enum Keys {
+#[allow(dead_code)] // NumKeys, AllFrom and None serve the commands that follow RL.FIXED.
+pub enum KeySpec {
     /// One key at index 1.
     First,
     /// `cmd numkeys key [key ...]`: the count at index 1, the keys after it.
@@ -31,7 +32,7 @@ pub fn set_command_info(
     ctx: *mut raw::RedisModuleCtx,
     name: &str,
     arity: i32,
-    keys: Keys,
+    keys: KeySpec,
     key_flags: u64,
 ) -> Result<(), String> {
     let (Ok(get_command), Ok(set_info)) = (
@@ -61,17 +62,17 @@ pub fn set_command_info(
     let spec = &mut specs[0];
     spec.flags = key_flags;
     match keys {
-        Keys::None => {}
-        Keys::First | Keys::AllFrom(_) | Keys::NumKeys => {
+        KeySpec::None => {}
+        KeySpec::First | KeySpec::AllFrom(_) | KeySpec::NumKeys => {
             spec.begin_search_type =
                 raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
             let pos = match keys {
-                Keys::AllFrom(i) => i,
+                KeySpec::AllFrom(i) => i,
                 _ => 1,
             };
             spec.bs.index = raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos };
             match keys {
-                Keys::NumKeys => {
+                KeySpec::NumKeys => {
                     spec.find_keys_type =
                         raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
                     spec.fk.keynum = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
@@ -83,7 +84,11 @@ pub fn set_command_info(
                 _ => {
                     spec.find_keys_type =
                         raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-                    let lastkey = if matches!(keys, Keys::First) { 0 } else { -1 };
+                    let lastkey = if matches!(keys, KeySpec::First) {
+                        0
+                    } else {
+                        -1
+                    };
                     spec.fk.range = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
                         lastkey,
                         keystep: 1,
@@ -97,7 +102,7 @@ pub fn set_command_info(
     let mut info: raw::RedisModuleCommandInfo = unsafe { zeroed() };
     info.version = &version;
     info.arity = arity;
-    if !matches!(keys, Keys::None) {
+    if !matches!(keys, KeySpec::None) {
         info.key_specs = specs.as_mut_ptr();
     }
     // SAFETY: `info` and everything it points to live until the call returns; the

@@ -10,7 +10,7 @@ mod keyspec;
 mod reply;
 mod string_key;
 
-use keyspec::{set_command_info, Keys, READ_WRITE_UPDATE};
+use keyspec::{set_command_info, KeySpec, READ_WRITE_UPDATE};
 use redis_module::{redis_module, Context, RedisString, Status};
 
 // The module allocates with the server's allocator; anything linked outside a server
@@ -25,7 +25,7 @@ type ModuleAllocator = std::alloc::System;
 const MODULE_ALLOCATOR: ModuleAllocator = std::alloc::System;
 
 /// Arity (negative: at least) and key positions of every command, applied on load.
-const COMMAND_INFO: &[(&str, i32, Keys)] = &[("RL.FIXED", -4, Keys::First)];
+const COMMAND_INFO: &[(&str, i32, KeySpec)] = &[("RL.FIXED", -4, KeySpec::First)];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     // Absolute expiry times are read and written with APIs that arrived in Redis 6.2;

@@ -5,7 +5,7 @@ mod common;
 
 use common::{unix_ms, Client, Rng, Server, Twins, Value};
 use ratelimit_core::fixed::{self, Counter, Effect};
-use ratelimit_core::{Micros, UnixMillis};
+use ratelimit_core::UnixMillis;
 
 /// An `AT` base an hour ahead of the real clock, so keys written at it stay alive.
 fn base() -> u64 {

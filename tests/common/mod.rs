@@ -9,7 +9,7 @@ pub mod twins;
 
 pub use resp::{Client, Value};
 pub use rng::Rng;
-pub use server::{Server, ServerBuilder};
+pub use server::Server;
 pub use twins::Twins;
 
 /// Milliseconds since the Unix epoch, from this machine's clock.
