@@ -1,6 +1,7 @@
 //! Test harness shared by the integration tests: real servers on loopback ports, a
 //! small RESP client, the Lua twins, and a seeded random generator.
-#![allow(dead_code)]
+// Each test binary uses a part of the harness.
+#![allow(dead_code, unused_imports)]
 
 pub mod resp;
 pub mod rng;

@@ -199,7 +199,7 @@ impl Server {
         let b = &self.builder;
         let mut conf = format!(
             "port {}\nbind 127.0.0.1\ndir {}\nlogfile {}\nsave \"\"\nappendonly {}\nappendfsync always\n\
-             enable-debug-command local\nenable-module-command local\nprotected-mode no\n",
+             enable-debug-command local\nenable-module-command local\nprotected-mode no\nrepl-diskless-sync-delay 0\n",
             self.port,
             self.dir.display(),
             self.dir.join("server.log").display(),

@@ -1,0 +1,80 @@
+//! Loading the module and what the server knows about its commands.
+
+mod common;
+
+use common::server::module_path;
+use common::{Server, Value};
+
+#[test]
+fn loads_from_the_config_file() {
+    let s = Server::start();
+    let mut c = s.client();
+    let modules = c.cmd(&["MODULE", "LIST"]);
+    let names: Vec<String> = modules
+        .array()
+        .iter()
+        .map(|m| m.array()[1].text())
+        .collect();
+    assert_eq!(names, ["ratelimit"]);
+    assert_eq!(c.cmd(&["RL.FIXED", "k", "1", "1s"]).ints()[0], 0);
+}
+
+#[test]
+fn loads_with_module_load_at_runtime() {
+    let s = Server::builder().module(false).start();
+    let mut c = s.client();
+    assert!(c
+        .cmd(&["RL.FIXED", "k", "1", "1s"])
+        .err()
+        .unwrap()
+        .contains("unknown command"));
+    let path = module_path().display().to_string();
+    assert_eq!(
+        c.cmd(&["MODULE", "LOAD", &path]),
+        Value::Status("OK".into())
+    );
+    assert_eq!(c.cmd(&["RL.FIXED", "k", "1", "1s"]).ints()[..3], [0, 1, 0]);
+}
+
+#[test]
+fn command_getkeys_and_info() {
+    let s = Server::start();
+    let mut c = s.client();
+    assert_eq!(
+        c.cmd(&["COMMAND", "GETKEYS", "RL.FIXED", "user:1", "10", "1m", "COST", "2"]),
+        Value::Array(vec![Value::Bulk(b"user:1".to_vec())])
+    );
+    let info = c.cmd(&["COMMAND", "INFO", "RL.FIXED"]);
+    let entry = info.array()[0].array();
+    assert_eq!(entry[0].text(), "RL.FIXED");
+    assert_eq!(entry[1], Value::Int(-4), "arity");
+    let flags = format!("{:?}", entry[2]);
+    assert!(
+        flags.contains("write") && flags.contains("denyoom"),
+        "{flags}"
+    );
+    assert_eq!(
+        &entry[3..6],
+        &[Value::Int(1), Value::Int(1), Value::Int(1)],
+        "first/last/step"
+    );
+    // Arity is enforced by the server itself.
+    assert!(c
+        .cmd(&["RL.FIXED", "k", "1"])
+        .err()
+        .unwrap()
+        .contains("wrong number of arguments"));
+}
+
+#[test]
+fn acl_key_patterns_apply() {
+    let s = Server::start();
+    let mut c = s.client();
+    c.cmd(&["ACL", "SETUSER", "app", "on", ">pw", "~app:*", "+@all"]);
+    let mut u = s.client();
+    assert_eq!(u.cmd(&["AUTH", "app", "pw"]), Value::Status("OK".into()));
+    assert_eq!(u.cmd(&["RL.FIXED", "app:1", "5", "1m"]).ints()[0], 0);
+    let denied = u.cmd(&["RL.FIXED", "other:1", "5", "1m"]);
+    assert!(denied.err().unwrap().starts_with("NOPERM"), "{denied:?}");
+    assert_eq!(c.cmd(&["EXISTS", "other:1"]).int(), 0);
+}
