@@ -514,6 +514,30 @@ mod tests {
     }
 
     proptest! {
+        /// Any argument vector parses or errors, and any stored state, time and
+        /// parameters decide or error: nothing panics or overflows.
+        #[test]
+        fn arbitrary_input_never_panics(
+            args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..24), 0..8),
+            count in any::<i64>(),
+            ends in proptest::option::of(any::<u64>()),
+            now in any::<u64>(),
+            limit in 1i64..=i64::MAX,
+            window in 1u64..=crate::duration::MAX_DURATION.0,
+            cost in 0i64..=i64::MAX,
+            align in any::<bool>(),
+        ) {
+            let raw: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let _ = parse_args(&raw);
+            let stored = Some(Counter { count: count.max(0), ends_at: ends.map(UnixMillis) });
+            let params = FixedParams { limit, window: Micros(window), cost, align };
+            if let Ok(out) = decide(stored, Micros(now), &params) {
+                let f = out.verdict.fields();
+                prop_assert!((0..=limit).contains(&f[2]));
+                prop_assert_eq!(f[0] == 1, f[3] > 0);
+            }
+        }
+
         /// Never more than `limit` allowed cost in any one window; remaining within
         /// [0, limit]; retry_after > 0 exactly when denied; a denied request waits
         /// until the window ends and is then allowed.
