@@ -8,6 +8,7 @@ mod clock;
 mod commands;
 mod keyspec;
 mod reply;
+mod stats;
 mod string_key;
 
 use keyspec::{set_command_info, KeySpec, READ_WRITE_UPDATE};

@@ -1,6 +1,7 @@
 //! Writing replies straight into the client buffer (no intermediate values).
 
 use crate::api::api;
+use crate::stats::{self, Command, Outcome};
 use ratelimit_core::Error;
 use redis_module::{raw, Context, RedisResult, RedisValue};
 use std::os::raw::c_long;
@@ -26,10 +27,30 @@ pub fn integers(ctx: &Context, values: &[i64]) {
     }
 }
 
-/// Run a command body and send its error, if any, as the reply.
-pub fn run(ctx: &Context, body: impl FnOnce() -> Result<(), Error>) -> RedisResult {
+/// Run a command body (which sends its own reply), send its error, if any, as the
+/// reply, and count the outcome for `INFO ratelimit`.
+pub fn run(
+    ctx: &Context,
+    command: Command,
+    body: impl FnOnce() -> Result<Outcome, Error>,
+) -> RedisResult {
     match body() {
-        Ok(()) => Ok(RedisValue::NoReply),
-        Err(e) => error(ctx, &e),
+        Ok(outcome) => {
+            stats::record(command, outcome);
+            Ok(RedisValue::NoReply)
+        }
+        Err(e) => {
+            stats::record(command, Outcome::Error);
+            error(ctx, &e)
+        }
+    }
+}
+
+/// The outcome of a limiter's decision.
+pub fn outcome(allowed: bool) -> Outcome {
+    if allowed {
+        Outcome::Allowed
+    } else {
+        Outcome::Denied
     }
 }

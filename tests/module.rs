@@ -79,3 +79,30 @@ fn acl_key_patterns_apply() {
     assert!(denied.err().unwrap().starts_with("NOPERM"), "{denied:?}");
     assert_eq!(c.cmd(&["EXISTS", "other:1"]).int(), 0);
 }
+
+/// `INFO ratelimit` fields as (name, value).
+fn info_fields(c: &mut common::Client) -> Vec<(String, i64)> {
+    c.cmd(&["INFO", "ratelimit"])
+        .text()
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
+        .collect()
+}
+
+#[test]
+fn info_section_counts_calls_allowed_denied_and_errors() {
+    let s = Server::start();
+    let mut c = s.client();
+    for _ in 0..3 {
+        c.cmd(&["RL.FIXED", "k", "2", "1m"]);
+    }
+    c.cmd(&["RL.FIXED", "k", "2", "0s"]);
+    c.cmd(&["RL.FIXED", "k", "2", "1m", "COST", "0"]);
+    let fields = info_fields(&mut c);
+    let get = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+    assert_eq!(get("ratelimit_fixed_calls"), Some(5), "{fields:?}");
+    assert_eq!(get("ratelimit_fixed_allowed"), Some(3), "{fields:?}");
+    assert_eq!(get("ratelimit_fixed_denied"), Some(1), "{fields:?}");
+    assert_eq!(get("ratelimit_fixed_errors"), Some(1), "{fields:?}");
+}
