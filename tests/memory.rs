@@ -1,0 +1,63 @@
+//! Memory: limiter keys expire by themselves and the server's memory returns to its
+//! baseline once they have.
+
+mod common;
+
+use common::{Client, Server};
+use std::time::{Duration, Instant};
+
+fn used_memory(c: &mut Client) -> i64 {
+    let info = c.cmd(&["INFO", "memory"]).text();
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory in INFO memory")
+}
+
+/// Write 20 000 limiter keys with short windows (`call(i)` builds the i-th call,
+/// pipelined 1 000 at a time), wait until they have all expired by themselves, and
+/// check that memory is back near where it started.
+fn returns_to_baseline(call: fn(usize) -> Vec<Vec<u8>>) {
+    let s = Server::start();
+    let mut c = s.client();
+    // Warm up the server's own structures (client buffers, dict sizes) first.
+    for round in 0..2 {
+        let baseline = used_memory(&mut c);
+        for batch in 0..20 {
+            let calls: Vec<_> = (batch * 1_000..(batch + 1) * 1_000).map(call).collect();
+            for (r, call) in c.pipeline(&calls).iter().zip(&calls) {
+                assert!(!r.is_err(), "{call:?}: {r:?}");
+            }
+        }
+        assert!(
+            c.cmd(&["DBSIZE"]).int() > 10_000,
+            "the workload wrote too little"
+        );
+        let grown = used_memory(&mut c);
+        assert!(
+            grown > baseline + 500_000,
+            "keys took no memory? {baseline} -> {grown}"
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while c.cmd(&["DBSIZE"]).int() > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "limiter keys did not expire by themselves"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let after = used_memory(&mut c);
+        if round == 1 {
+            // Within 256 KiB of the baseline: no per-key leak (20 000 keys would be MBs).
+            assert!(
+                (after - baseline).abs() < 256 * 1024,
+                "baseline {baseline}, grown {grown}, after {after}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fixed_window_keys_expire_and_memory_returns_to_baseline() {
+    returns_to_baseline(|i| crate::args!["RL.FIXED", format!("user:{i}"), 10, "2s"]);
+}
