@@ -26,7 +26,10 @@ type ModuleAllocator = std::alloc::System;
 const MODULE_ALLOCATOR: ModuleAllocator = std::alloc::System;
 
 /// Arity (negative: at least) and key positions of every command, applied on load.
-const COMMAND_INFO: &[(&str, i32, KeySpec)] = &[("RL.FIXED", -4, KeySpec::First)];
+const COMMAND_INFO: &[(&str, i32, KeySpec)] = &[
+    ("RL.FIXED", -4, KeySpec::First),
+    ("RL.GCRA", -5, KeySpec::First),
+];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     // Absolute expiry times are read and written with APIs that arrived in Redis 6.2;
@@ -54,5 +57,6 @@ redis_module! {
     init: init,
     commands: [
         ["RL.FIXED", commands::fixed::command, "write deny-oom fast", 1, 1, 1, ""],
+        ["RL.GCRA", commands::gcra::command, "write deny-oom fast", 1, 1, 1, ""],
     ],
 }

@@ -42,6 +42,8 @@ pub enum Error {
     },
     /// GCRA: `period / count` is below one microsecond.
     RateTooHigh,
+    /// GCRA: the burst window `T * (max_burst + 1)` is longer than 50 years.
+    BurstTooLong,
     /// The key holds a string that is not state of this command.
     InvalidState {
         command: &'static str,
@@ -134,6 +136,10 @@ impl fmt::Display for Error {
                 f,
                 "ERR invalid rate: period / count must be at least 1 microsecond"
             ),
+            Error::BurstTooLong => write!(
+                f,
+                "ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)"
+            ),
             Error::InvalidState { command, expected } => write!(
                 f,
                 "ERR the key does not hold {command} state (expected {expected})"
@@ -202,6 +208,7 @@ mod tests {
                 what: "limit",
             },
             Error::RateTooHigh,
+            Error::BurstTooLong,
             Error::InvalidState {
                 command: "RL.FIXED",
                 expected: "an integer counter",

@@ -1,0 +1,678 @@
+//! The generic cell rate algorithm (RL.GCRA), arguments as in `CL.THROTTLE`:
+//! `count` requests per `period`, plus `max_burst` extra at once.
+//!
+//! Everything is integer microseconds. The emission interval is
+//! `T = period / count` **rounded up** to a whole microsecond, so the sustained rate
+//! never exceeds `count / period` (it is below it by less than one microsecond per
+//! request). The capacity is `max_burst + 1` requests, the burst window `T * capacity`.
+//!
+//! The state is the theoretical arrival time (TAT) in µs since the Unix epoch. A request
+//! of cost `n` at `now`:
+//!
+//! ```text
+//! tat     = max(stored TAT or now, now)
+//! new_tat = tat + T * n
+//! allowed iff new_tat - now <= T * capacity
+//! ```
+//!
+//! An allowed request with `n > 0` stores `new_tat`, expiring at `new_tat` rounded up
+//! to the millisecond: the moment the state is back to full capacity.
+//!
+//! Every time involved stays below 2^53 µs (see [`MAX_TAT`]), so the Lua twin, whose
+//! numbers are doubles, computes exactly the same integers.
+
+use crate::args::{parse_int, Accepts, Options, MAX_AT_MS};
+use crate::duration::parse_duration;
+use crate::error::{Error, Result};
+use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
+use crate::verdict::{Decision, Verdict};
+
+/// The longest burst window `T * (max_burst + 1)`: 18 250 days (50 years of 365 days).
+pub const MAX_BURST_WINDOW: Micros = Micros(18_250 * 86_400 * 1_000_000);
+
+/// The largest TAT accepted from a key: the latest `AT` plus the longest burst window.
+/// Anything the limiter writes is at most this; `MAX_TAT + MAX_BURST_WINDOW` (the largest
+/// sum ever computed) is below 2^53.
+pub const MAX_TAT: Micros = Micros(MAX_AT_MS * MICROS_PER_MS + MAX_BURST_WINDOW.0);
+
+// The largest sum ever formed, the largest stored TAT plus the longest window, is exact
+// in a double.
+const _: () = assert!(MAX_TAT.0 + MAX_BURST_WINDOW.0 < 1 << 53);
+
+/// A stored TAT has at most this many digits (`MAX_TAT` has 16).
+pub const MAX_TAT_DIGITS: usize = 16;
+
+/// The error for a string key that does not hold a TAT.
+pub const INVALID_STATE: Error = Error::InvalidState {
+    command: "RL.GCRA",
+    expected: "a theoretical arrival time in microseconds since the Unix epoch",
+};
+
+/// A checked GCRA request: the rate, the capacity and the cost.
+///
+/// Built only by [`GcraParams::new`], which guarantees `interval >= 1 µs`,
+/// `interval * capacity <= MAX_BURST_WINDOW` and `0 <= cost <= capacity`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcraParams {
+    interval: Micros,
+    capacity: i64,
+    cost: i64,
+}
+
+impl GcraParams {
+    /// Check `max_burst` (≥ 0), `count` (≥ 1), `period` and `cost` (0 to the capacity),
+    /// in that order of errors: rate, burst window, cost.
+    pub fn new(max_burst: i64, count: i64, period: Micros, cost: i64) -> Result<GcraParams> {
+        let below = |what: &'static str, v: i64, min: i64| Error::InvalidInteger {
+            what,
+            value: v.to_string().into_bytes(),
+            min,
+        };
+        if max_burst < 0 {
+            return Err(below("max_burst", max_burst, 0));
+        }
+        if count < 1 {
+            return Err(below("count", count, 1));
+        }
+        if cost < 0 {
+            return Err(below("cost", cost, 0));
+        }
+        let count = count as u64;
+        if period.0 < count {
+            return Err(Error::RateTooHigh);
+        }
+        let interval = Micros(period.0.div_ceil(count));
+        let capacity = max_burst.checked_add(1).ok_or(Error::BurstTooLong)?;
+        match interval.0.checked_mul(capacity as u64) {
+            Some(w) if w <= MAX_BURST_WINDOW.0 => {}
+            _ => return Err(Error::BurstTooLong),
+        }
+        if cost > capacity {
+            return Err(Error::CostOverCapacity {
+                cost,
+                capacity,
+                what: "burst capacity",
+            });
+        }
+        Ok(GcraParams {
+            interval,
+            capacity,
+            cost,
+        })
+    }
+
+    /// The emission interval T: `period / count` rounded up to a whole microsecond.
+    pub fn interval(&self) -> Micros {
+        self.interval
+    }
+
+    /// `max_burst + 1`: field 2 of the reply.
+    pub fn capacity(&self) -> i64 {
+        self.capacity
+    }
+
+    pub fn cost(&self) -> i64 {
+        self.cost
+    }
+
+    /// `T * capacity`: how far ahead of now the TAT may be after an allowed request.
+    pub fn burst_window(&self) -> Micros {
+        Micros(self.interval.0.saturating_mul(self.capacity as u64))
+    }
+
+    /// `T * cost`: how far one request moves the TAT.
+    pub fn increment(&self) -> Micros {
+        Micros(self.interval.0.saturating_mul(self.cost as u64))
+    }
+}
+
+/// What has to be written back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Nothing: a denial or a peek.
+    None,
+    /// Store the TAT with this absolute expiry (`SET key tat PXAT expires_at`).
+    Set { tat: Micros, expires_at: UnixMillis },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub verdict: Verdict,
+    pub effect: Effect,
+}
+
+/// The arguments of `RL.GCRA key max_burst count period [COST n] [AT unix_ms]` after
+/// the key, checked: a bad rate, a burst window that is too long and a cost above the
+/// capacity are refused here, before any key is read.
+pub fn parse_args(args: &[&[u8]]) -> Result<(GcraParams, Option<Micros>)> {
+    let [max_burst, count, period, options @ ..] = args else {
+        return Err(Error::WrongArity { command: "RL.GCRA" });
+    };
+    let max_burst = parse_int("max_burst", max_burst, 0)?;
+    let count = parse_int("count", count, 1)?;
+    let period = parse_duration("period", period)?;
+    let opts = Options::parse(options, Accepts::CostAt)?;
+    let params = GcraParams::new(max_burst, count, period, opts.cost)?;
+    Ok((params, opts.at))
+}
+
+/// Read a stored TAT: 1 to [`MAX_TAT_DIGITS`] decimal digits, at most [`MAX_TAT`].
+pub fn parse_tat(raw: &[u8]) -> Option<Micros> {
+    if raw.is_empty() || raw.len() > MAX_TAT_DIGITS || !raw.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = raw.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
+    (n <= MAX_TAT.0).then_some(Micros(n))
+}
+
+/// Decide one request. `stored` is the key's TAT (`None`: no key); a TAT in the past
+/// counts as `now`.
+pub fn decide(stored: Option<Micros>, now: Micros, p: &GcraParams) -> Outcome {
+    let t = p.interval.0;
+    let window = p.burst_window().0;
+    let tat = stored.map_or(now, |s| s.max(now));
+    let new_tat = tat.saturating_add(p.increment());
+    // How far ahead of now the TAT would be after this request.
+    let ahead = new_tat.saturating_since(now).0;
+    // Whole requests of cost 1 that still fit when the TAT is `behind` ahead of now.
+    let room = |behind: u64| -> i64 {
+        i64::try_from(window.saturating_sub(behind) / t).unwrap_or(i64::MAX)
+    };
+    if ahead <= window {
+        let effect = if p.cost > 0 {
+            Effect::Set {
+                tat: new_tat,
+                expires_at: UnixMillis::covering(new_tat),
+            }
+        } else {
+            Effect::None
+        };
+        let verdict = Verdict {
+            decision: Decision::Allowed,
+            limit: p.capacity,
+            remaining: room(ahead),
+            reset_after: Micros(ahead),
+        };
+        Outcome { verdict, effect }
+    } else {
+        let behind = tat.saturating_since(now);
+        let verdict = Verdict {
+            decision: Decision::Denied {
+                retry_after: Micros(ahead - window),
+            },
+            limit: p.capacity,
+            remaining: room(behind.0),
+            reset_after: behind,
+        };
+        Outcome {
+            verdict,
+            effect: Effect::None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const T0: u64 = 1_700_000_000_000_000; // µs, an arbitrary instant on a second boundary
+    const DAY_MS: u64 = 86_400_000;
+
+    fn params(max_burst: i64, count: i64, period_ms: u64, cost: i64) -> GcraParams {
+        GcraParams::new(max_burst, count, Micros::from_millis(period_ms), cost).unwrap()
+    }
+
+    /// `T0 + us` microseconds.
+    fn at(us: u64) -> Micros {
+        Micros(T0 + us)
+    }
+
+    fn set(tat_after_t0: u64) -> Effect {
+        Effect::Set {
+            tat: at(tat_after_t0),
+            expires_at: UnixMillis::covering(at(tat_after_t0)),
+        }
+    }
+
+    /// Run requests (µs after T0, cost) against one key; the reply fields of each.
+    fn run(max_burst: i64, count: i64, period_ms: u64, calls: &[(u64, i64)]) -> Vec<[i64; 5]> {
+        let mut stored = None;
+        calls
+            .iter()
+            .map(|&(t, cost)| {
+                let out = decide(stored, at(t), &params(max_burst, count, period_ms, cost));
+                if let Effect::Set { tat, .. } = out.effect {
+                    stored = Some(tat);
+                }
+                out.verdict.fields()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn redis_cell_readme_example() {
+        // CL.THROTTLE user123 15 30 60: 30 per minute (T = 2 s), 16 at once.
+        let calls: Vec<(u64, i64)> = (0..17).map(|_| (0, 1)).collect();
+        let r = run(15, 30, 60_000, &calls);
+        assert_eq!(r[0], [0, 16, 15, -1, 2_000]);
+        for (i, f) in r.iter().enumerate().take(16) {
+            assert_eq!(
+                *f,
+                [0, 16, 15 - i as i64, -1, 2_000 * (i as i64 + 1)],
+                "{i}"
+            );
+        }
+        assert_eq!(r[16], [1, 16, 0, 2_000, 32_000]);
+        // One emission interval later exactly one more fits.
+        let mut calls = calls;
+        calls.extend([(1_999_999, 1), (2_000_000, 1), (2_000_000, 1)]);
+        let r = run(15, 30, 60_000, &calls);
+        assert_eq!(r[17], [1, 16, 0, 1, 30_001]);
+        assert_eq!(r[18], [0, 16, 0, -1, 32_000]);
+        assert_eq!(r[19], [1, 16, 0, 2_000, 32_000]);
+    }
+
+    #[test]
+    fn one_per_day() {
+        let hour = 3_600_000_000;
+        let r = run(
+            0,
+            1,
+            DAY_MS,
+            &[(0, 1), (hour, 1), (24 * hour - 1, 1), (24 * hour, 1)],
+        );
+        assert_eq!(r[0], [0, 1, 0, -1, 86_400_000]);
+        assert_eq!(r[1], [1, 1, 0, 82_800_000, 82_800_000]);
+        assert_eq!(r[2], [1, 1, 0, 1, 1]);
+        assert_eq!(r[3], [0, 1, 0, -1, 86_400_000]);
+        // The key expires when the day is over.
+        let out = decide(None, at(0), &params(0, 1, DAY_MS, 1));
+        assert_eq!(out.effect, set(86_400_000_000));
+    }
+
+    #[test]
+    fn hundred_thousand_per_second() {
+        // T = 10 µs: exact, no rounding.
+        let p = params(99_999, 100_000, 1_000, 1);
+        assert_eq!(p.interval(), Micros(10));
+        assert_eq!(p.burst_window(), Micros(1_000_000));
+        // The whole burst at once, then one request every 10 µs.
+        let r = run(99_999, 100_000, 1_000, &[(0, 100_000)]);
+        assert_eq!(r[0], [0, 100_000, 0, -1, 1_000]);
+        let full = Some(at(1_000_000));
+        let p1 = params(99_999, 100_000, 1_000, 1);
+        assert!(!decide(full, at(9), &p1).verdict.is_allowed());
+        let out = decide(full, at(10), &p1);
+        assert!(out.verdict.is_allowed());
+        assert_eq!(out.effect, set(1_000_010));
+        let out = decide(full, at(25), &params(99_999, 100_000, 1_000, 2));
+        assert_eq!(out.verdict.fields(), [0, 100_000, 0, -1, 1_000]);
+        // 1 ms of waiting is exactly 100 requests.
+        let out = decide(full, at(1_000), &params(99_999, 100_000, 1_000, 100));
+        assert_eq!(out.verdict.fields(), [0, 100_000, 0, -1, 1_000]);
+        let out = decide(full, at(1_000), &params(99_999, 100_000, 1_000, 101));
+        assert_eq!(out.verdict.fields(), [1, 100_000, 100, 1, 999]);
+        assert_eq!(
+            out.verdict.decision,
+            Decision::Denied {
+                retry_after: Micros(10)
+            }
+        );
+    }
+
+    #[test]
+    fn a_million_per_second_and_the_lowest_interval() {
+        let p = params(0, 1_000_000, 1_000, 1);
+        assert_eq!(p.interval(), Micros(1));
+        let r = run(
+            0,
+            1_000_000,
+            1_000,
+            &[(0, 1), (0, 1), (1, 1), (1, 1), (2, 1)],
+        );
+        assert_eq!(
+            r,
+            [
+                [0, 1, 0, -1, 1],
+                [1, 1, 0, 1, 1],
+                [0, 1, 0, -1, 1],
+                [1, 1, 0, 1, 1],
+                [0, 1, 0, -1, 1],
+            ]
+        );
+    }
+
+    #[test]
+    fn period_not_divisible_by_count_rounds_the_interval_up() {
+        // 3 per second: T = 333 333.3 µs, rounded up to 333 334 µs.
+        let p = params(2, 3, 1_000, 1);
+        assert_eq!(p.interval(), Micros(333_334));
+        assert_eq!(p.burst_window(), Micros(1_000_002));
+        let r = run(2, 3, 1_000, &[(0, 1), (0, 1), (0, 1), (0, 1)]);
+        assert_eq!(
+            r,
+            [
+                [0, 3, 2, -1, 334],
+                [0, 3, 1, -1, 667],
+                [0, 3, 0, -1, 1_001],
+                [1, 3, 0, 334, 1_001],
+            ]
+        );
+        // 7 per 10 ms: T = 1428.57 µs, rounded up to 1429 µs.
+        assert_eq!(params(0, 7, 10, 1).interval(), Micros(1_429));
+        // Never faster than the stated rate: 3 000 000 requests take at least 1 000 000 s.
+        assert!(p.interval().0 * 3 >= 1_000_000);
+    }
+
+    #[test]
+    fn peeks_and_costs() {
+        let p0 = params(9, 10, 1_000, 0);
+        // A peek on a missing key: full, nothing written.
+        let out = decide(None, at(0), &p0);
+        assert_eq!(out.verdict.fields(), [0, 10, 10, -1, 0]);
+        assert_eq!(out.effect, Effect::None);
+        // A peek on a half-used key.
+        let out = decide(Some(at(500_000)), at(0), &p0);
+        assert_eq!(out.verdict.fields(), [0, 10, 5, -1, 500]);
+        assert_eq!(out.effect, Effect::None);
+        // A peek on a full key is allowed (cost 0 fits).
+        let out = decide(Some(at(1_000_000)), at(0), &p0);
+        assert_eq!(out.verdict.fields(), [0, 10, 0, -1, 1_000]);
+        // A TAT beyond the burst window (written with a larger burst) denies even a peek.
+        let out = decide(Some(at(1_500_000)), at(0), &p0);
+        assert_eq!(out.verdict.fields(), [1, 10, 0, 500, 1_500]);
+        assert_eq!(out.effect, Effect::None);
+        // A cost that does not fit is denied, with the room left as remaining.
+        let out = decide(Some(at(500_000)), at(0), &params(9, 10, 1_000, 6));
+        assert_eq!(out.verdict.fields(), [1, 10, 5, 100, 500]);
+        assert_eq!(out.effect, Effect::None);
+        let out = decide(Some(at(500_000)), at(0), &params(9, 10, 1_000, 5));
+        assert_eq!(out.verdict.fields(), [0, 10, 0, -1, 1_000]);
+        assert_eq!(out.effect, set(1_000_000));
+        // A partly refilled cell does not count as room.
+        let out = decide(Some(at(500_001)), at(0), &p0);
+        assert_eq!(out.verdict.fields()[2], 4);
+    }
+
+    #[test]
+    fn a_tat_in_the_past_counts_as_now() {
+        let p = params(1, 2, 1_000, 1);
+        let out = decide(Some(at(0)), at(10_000_000), &p);
+        assert_eq!(out.verdict.fields(), [0, 2, 1, -1, 500]);
+        assert_eq!(out.effect, set(10_500_000));
+        let out = decide(Some(Micros(0)), at(0), &p);
+        assert_eq!(out.effect, set(500_000));
+        // Sub-millisecond TATs expire at the next millisecond.
+        let out = decide(None, at(1), &params(0, 1_000, 1_000, 1));
+        assert_eq!(
+            out.effect,
+            Effect::Set {
+                tat: at(1_001),
+                expires_at: UnixMillis((T0 + 2_000) / 1_000)
+            }
+        );
+        assert_eq!(out.verdict.fields(), [0, 1, 0, -1, 1]);
+    }
+
+    #[test]
+    fn argument_errors() {
+        let parse = |args: &[&str]| {
+            let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            parse_args(&raw)
+        };
+        assert_eq!(
+            parse(&["15", "30", "60"]),
+            Ok((params(15, 30, 60_000, 1), None))
+        );
+        assert_eq!(
+            parse(&["0", "1", "1d", "cost", "0", "at", "5"]),
+            Ok((params(0, 1, DAY_MS, 0), Some(Micros::from_millis(5))))
+        );
+        assert_eq!(
+            parse(&["1", "1"]),
+            Err(Error::WrongArity { command: "RL.GCRA" })
+        );
+        assert_eq!(
+            parse(&["-1", "1", "1s"]),
+            Err(Error::InvalidInteger {
+                what: "max_burst",
+                value: b"-1".to_vec(),
+                min: 0
+            })
+        );
+        assert_eq!(
+            parse(&["1", "0", "1s"]),
+            Err(Error::InvalidInteger {
+                what: "count",
+                value: b"0".to_vec(),
+                min: 1
+            })
+        );
+        assert!(matches!(
+            parse(&["1", "1", "0"]),
+            Err(Error::InvalidDuration { what: "period", .. })
+        ));
+        assert_eq!(
+            parse(&["1", "1", "1s", "ALIGN"]),
+            Err(Error::UnknownOption {
+                value: b"ALIGN".to_vec()
+            })
+        );
+        // Rate: period / count below 1 µs.
+        assert_eq!(parse(&["0", "1001", "1ms"]), Err(Error::RateTooHigh));
+        assert!(parse(&["0", "1000", "1ms"]).is_ok());
+        assert_eq!(
+            parse(&["0", "9223372036854775807", "1s"]),
+            Err(Error::RateTooHigh)
+        );
+        // Burst window: T * (max_burst + 1) at most 50 years.
+        assert!(parse(&["18249", "1", "1d"]).is_ok());
+        assert_eq!(parse(&["18250", "1", "1d"]), Err(Error::BurstTooLong));
+        assert_eq!(
+            parse(&["9223372036854775807", "1", "1ms"]),
+            Err(Error::BurstTooLong)
+        );
+        assert_eq!(
+            parse(&["9223372036854775806", "1", "1d"]),
+            Err(Error::BurstTooLong)
+        );
+        assert!(parse(&["4", "1", "3650d"]).is_ok());
+        assert_eq!(parse(&["5", "1", "3650d"]), Err(Error::BurstTooLong));
+        // Cost above the capacity.
+        assert_eq!(
+            parse(&["15", "30", "60", "COST", "17"]),
+            Err(Error::CostOverCapacity {
+                cost: 17,
+                capacity: 16,
+                what: "burst capacity"
+            })
+        );
+        assert!(parse(&["15", "30", "60", "COST", "16"]).is_ok());
+        // The rate is checked before the burst window, the burst window before the cost.
+        assert_eq!(
+            parse(&["99999999999", "2000", "1ms", "COST", "99999999999999"]),
+            Err(Error::RateTooHigh)
+        );
+        assert_eq!(
+            parse(&["99999999999", "1", "1s", "COST", "99999999999999"]),
+            Err(Error::BurstTooLong)
+        );
+    }
+
+    #[test]
+    fn constructor_refuses_what_the_parser_refuses() {
+        let s = Micros::from_secs(1);
+        assert!(GcraParams::new(-1, 1, s, 1).is_err());
+        assert!(GcraParams::new(0, 0, s, 1).is_err());
+        assert!(GcraParams::new(0, 1, s, -1).is_err());
+        assert!(GcraParams::new(i64::MAX, 1, s, 1).is_err());
+        assert_eq!(GcraParams::new(0, 1, Micros(0), 0), Err(Error::RateTooHigh));
+    }
+
+    #[test]
+    fn stored_tats() {
+        assert_eq!(parse_tat(b"0"), Some(Micros(0)));
+        assert_eq!(
+            parse_tat(b"1700000000123456"),
+            Some(Micros(1_700_000_000_123_456))
+        );
+        assert_eq!(parse_tat(b"0000000000000042"), Some(Micros(42)));
+        assert_eq!(MAX_TAT, Micros(5_679_244_800_000_000));
+        assert_eq!(parse_tat(b"5679244800000000"), Some(MAX_TAT));
+        for bad in [
+            &b""[..],
+            b"5679244800000001",
+            b"9999999999999999",
+            b"00000000000000001",
+            b"-1",
+            b"+1",
+            b"1.5",
+            b" 1",
+            b"1 ",
+            b"abc",
+            b"\x00",
+        ] {
+            assert_eq!(parse_tat(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn max_tat_has_max_tat_digits() {
+        assert_eq!(MAX_TAT.0.to_string().len(), MAX_TAT_DIGITS);
+    }
+
+    // ---- properties ----------------------------------------------------------------
+
+    /// A random valid configuration: (max_burst, count, period in ms).
+    fn config() -> impl Strategy<Value = (i64, i64, u64)> {
+        prop_oneof![
+            // Small buckets, slow to fast.
+            (0i64..20, 1i64..50, 1u64..5_000),
+            // High rates: the interval is a few microseconds.
+            (0i64..2_000, 100i64..2_000, 1u64..3),
+            // Long periods.
+            (0i64..5, 1i64..3, 1u64..(30 * DAY_MS)),
+        ]
+        .prop_filter("a valid rate and burst window", |&(b, c, p)| {
+            GcraParams::new(b, c, Micros::from_millis(p), 0).is_ok()
+        })
+    }
+
+    proptest! {
+        /// Over any interval of length L, allowed cost <= capacity + L / T; remaining is
+        /// in [0, capacity]; retry_after > 0 exactly when denied and is exactly the wait
+        /// (1 µs less is still denied); remaining is exact (remaining fits, one more does
+        /// not); after reset_after the key is back to full capacity.
+        #[test]
+        fn invariants(
+            (max_burst, count, period_ms) in config(),
+            steps in proptest::collection::vec((0u64..4, 0u64..1_000_000, 0u64..100), 1..150),
+        ) {
+            let period = Micros::from_millis(period_ms);
+            let p1 = GcraParams::new(max_burst, count, period, 1).unwrap();
+            let (t, capacity) = (p1.interval().0, p1.capacity());
+            let mut stored: Option<Micros> = None;
+            let mut now = Micros(T0 + 7);
+            // (time, cost) of every allowed request.
+            let mut allowed: Vec<(u64, i64)> = Vec::new();
+            for (scale, dt, c) in steps {
+                // Steps from 0 to beyond the burst window, in µs, ms, or intervals.
+                now = Micros(now.0 + match scale {
+                    0 => dt % 3,
+                    1 => dt % (t * 3 + 1),
+                    2 => dt % (p1.burst_window().0 + 2),
+                    _ => dt,
+                });
+                let cost = (c as i64) % (capacity + 1);
+                let p = GcraParams::new(max_burst, count, period, cost).unwrap();
+                let out = decide(stored, now, &p);
+                let [limited, lim, remaining, retry, reset] = out.verdict.fields();
+                prop_assert_eq!(lim, capacity);
+                prop_assert!((0..=capacity).contains(&remaining));
+                prop_assert_eq!(limited == 1, retry > 0);
+                prop_assert_eq!(limited == 0, retry == -1);
+                prop_assert!(reset >= 0);
+                prop_assert!(reset as u64 <= p1.burst_window().ceil_millis());
+                match out.verdict.decision {
+                    Decision::Denied { retry_after } => {
+                        prop_assert_eq!(out.effect, Effect::None);
+                        prop_assert!(retry_after.0 > 0);
+                        // Waiting exactly retry_after (or the rounded-up ms) is enough...
+                        let later = decide(stored, Micros(now.0 + retry_after.0), &p);
+                        prop_assert!(later.verdict.is_allowed());
+                        let later = decide(stored, Micros(now.0 + retry as u64 * 1000), &p);
+                        prop_assert!(later.verdict.is_allowed());
+                        // ...and 1 µs less is not.
+                        let early = decide(stored, Micros(now.0 + retry_after.0 - 1), &p);
+                        prop_assert!(!early.verdict.is_allowed());
+                    }
+                    Decision::Allowed => {
+                        if cost > 0 {
+                            allowed.push((now.0, cost));
+                            prop_assert!(out.effect != Effect::None);
+                        } else {
+                            prop_assert_eq!(out.effect, Effect::None);
+                        }
+                    }
+                }
+                // remaining is exact, measured on the state after this request.
+                let after = match out.effect {
+                    Effect::Set { tat, expires_at } => {
+                        // The key expires when the state is full again.
+                        prop_assert_eq!(expires_at, UnixMillis::covering(tat));
+                        let full = decide(Some(tat), tat, &GcraParams::new(max_burst, count, period, 0).unwrap());
+                        prop_assert_eq!(full.verdict.fields()[2], capacity);
+                        prop_assert_eq!(full.verdict.fields()[4], 0);
+                        Some(tat)
+                    }
+                    Effect::None => stored,
+                };
+                if limited == 0 {
+                    let fits = GcraParams::new(max_burst, count, period, remaining).unwrap();
+                    prop_assert!(decide(after, now, &fits).verdict.is_allowed());
+                    if remaining < capacity {
+                        let over = GcraParams::new(max_burst, count, period, remaining + 1).unwrap();
+                        prop_assert!(!decide(after, now, &over).verdict.is_allowed());
+                    }
+                    // After reset_after (rounded up to ms) the state is full again.
+                    let peek = GcraParams::new(max_burst, count, period, 0).unwrap();
+                    let later = decide(after, Micros(now.0 + reset as u64 * 1000), &peek);
+                    prop_assert_eq!(later.verdict.fields()[2], capacity);
+                }
+                stored = after;
+            }
+            // Over every interval [t_i, t_j]: cost <= capacity + (t_j - t_i) / T.
+            for i in 0..allowed.len() {
+                let mut sum = 0i64;
+                for &(tj, cj) in &allowed[i..] {
+                    sum += cj;
+                    let bound = capacity + ((tj - allowed[i].0) / t) as i64;
+                    prop_assert!(sum <= bound, "{} allowed in {} µs, bound {}", sum, tj - allowed[i].0, bound);
+                }
+            }
+        }
+
+        /// Any stored TAT the parser accepts, any valid request and any time up to the
+        /// latest AT keep every intermediate value below 2^53 (the Lua twin's exact range).
+        #[test]
+        fn arithmetic_stays_in_range(
+            (max_burst, count, period_ms) in config(),
+            stored in 0u64..=MAX_TAT.0,
+            now in 0u64..=MAX_AT_MS * 1000,
+            cost in 0i64..1_000_000,
+        ) {
+            let period = Micros::from_millis(period_ms);
+            let capacity = max_burst + 1;
+            let p = GcraParams::new(max_burst, count, period, cost % (capacity + 1)).unwrap();
+            let tat = stored.max(now);
+            prop_assert!(tat + p.increment().0 < 1 << 53);
+            prop_assert!(p.burst_window() <= MAX_BURST_WINDOW);
+            let out = decide(Some(Micros(stored)), Micros(now), &p);
+            if let Effect::Set { tat, .. } = out.effect {
+                // What is written can be read back.
+                prop_assert_eq!(parse_tat(tat.0.to_string().as_bytes()), Some(tat));
+            }
+        }
+    }
+}

@@ -1,0 +1,66 @@
+-- RL.GCRA twin: EVALSHA sha 1 key max_burst count period [COST n] [AT unix_ms]
+-- State: KEYS[1] is a plain integer string, the theoretical arrival time (TAT) in µs
+-- since the Unix epoch, expiring at the TAT rounded up to the millisecond.
+-- Needs lua/prelude.lua in front of it.
+
+local MAX_BURST_WINDOW_US = 1576800000000000 -- 18250 days (50 years)
+local MAX_TAT_US = MAX_AT_MS * 1000 + MAX_BURST_WINDOW_US -- below 2^53 with any window added
+
+local function gcra()
+  if #KEYS ~= 1 or #ARGV < 3 then
+    fail("ERR wrong number of arguments for 'RL.GCRA' command")
+  end
+  local key = KEYS[1]
+  local max_burst = parse_int('max_burst', ARGV[1], 0)
+  local count = parse_int('count', ARGV[2], 1)
+  local period = parse_duration('period', ARGV[3]) * 1000
+  local o = parse_options(4, #ARGV, false)
+  -- The emission interval T: period / count rounded up to a whole µs.
+  if count > period then
+    fail('ERR invalid rate: period / count must be at least 1 microsecond')
+  end
+  local rest = period % count
+  local interval = (period - rest) / count
+  if rest > 0 then interval = interval + 1 end
+  local capacity = max_burst + 1
+  local window = interval * capacity
+  if window > MAX_BURST_WINDOW_US then
+    fail('ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)')
+  end
+  if o.cost > capacity then
+    fail('ERR cost ' .. int(o.cost) .. ' exceeds the burst capacity ' .. int(capacity)
+      .. ': the request can never be allowed')
+  end
+  local now = now_us(o.at)
+
+  -- Only the value counts: the expiry always follows the TAT.
+  local raw = redis.pcall('GET', key)
+  if type(raw) == 'table' and raw.err then
+    fail('WRONGTYPE Operation against a key holding the wrong kind of value')
+  end
+  local tat = now
+  if raw then
+    if not string.match(raw, '^%d+$') or #raw > 16 or tonumber(raw) > MAX_TAT_US then
+      fail('ERR the key does not hold RL.GCRA state'
+        .. ' (expected a theoretical arrival time in microseconds since the Unix epoch)')
+    end
+    -- A TAT in the past counts as now.
+    tat = math.max(tonumber(raw), now)
+  end
+
+  local new_tat = tat + interval * o.cost
+  local ahead = new_tat - now
+  if ahead <= window then
+    if o.cost > 0 then
+      redis.call('SET', key, int(new_tat), 'PXAT', int(ceil_ms(new_tat)))
+    end
+    local room = window - ahead
+    return { 0, capacity, (room - room % interval) / interval, -1, ceil_ms(ahead) }
+  end
+  local behind = tat - now
+  local room = math.max(window - behind, 0)
+  return { 1, capacity, (room - room % interval) / interval, math.max(1, ceil_ms(ahead - window)),
+    ceil_ms(behind) }
+end
+
+return run(gcra)

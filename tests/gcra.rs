@@ -1,0 +1,746 @@
+//! RL.GCRA against real servers: every rule, bad inputs, the differential test (native
+//! command, Lua twin and the pure model on the same inputs), replication and AOF with
+//! the server clock, and concurrent clients on one key.
+
+mod common;
+
+use common::{unix_ms, Client, Rng, Server, Twins, Value};
+use ratelimit_core::gcra::{self, Effect};
+use ratelimit_core::UnixMillis;
+
+/// An `AT` base an hour ahead of the real clock, so keys written at it stay alive.
+fn base() -> u64 {
+    (unix_ms() + 3_600_000) / 60_000 * 60_000
+}
+
+/// Microseconds since the Unix epoch, from this machine's clock (the servers' clock).
+fn unix_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+/// The native command or its Lua twin.
+#[derive(Clone, Debug)]
+struct Limiter {
+    /// `None`: the native command; `Some(sha)`: the twin.
+    twin: Option<String>,
+}
+
+impl Limiter {
+    fn name(&self) -> &'static str {
+        if self.twin.is_some() {
+            "twin"
+        } else {
+            "native"
+        }
+    }
+
+    fn argv(&self, key: &str, args: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = match &self.twin {
+            None => vec!["RL.GCRA".into(), key.into()],
+            Some(sha) => vec!["EVALSHA".into(), sha.clone(), "1".into(), key.into()],
+        };
+        v.extend(args.iter().map(|a| a.to_string()));
+        v
+    }
+
+    fn call(&self, c: &mut Client, key: &str, args: &[&str]) -> Value {
+        c.cmd(&self.argv(key, args))
+    }
+}
+
+/// Both sides, with the twin loaded into the server behind `c`.
+fn limiters(c: &mut Client) -> [Limiter; 2] {
+    let twins = Twins::load(c);
+    [
+        Limiter { twin: None },
+        Limiter {
+            twin: Some(twins.gcra),
+        },
+    ]
+}
+
+/// (value, PEXPIRETIME) of a key.
+fn state(c: &mut Client, key: &str) -> (Option<String>, i64) {
+    let v = match c.cmd(&["GET", key]) {
+        Value::Nil => None,
+        v => Some(v.text()),
+    };
+    (v, c.cmd(&["PEXPIRETIME", key]).int())
+}
+
+/// The state a TAT of `tat_us` is stored as.
+fn tat_state(tat_us: u64) -> (Option<String>, i64) {
+    (Some(tat_us.to_string()), tat_us.div_ceil(1000) as i64)
+}
+
+#[test]
+fn redis_cell_readme_example() {
+    // CL.THROTTLE user123 15 30 60: 30 per minute plus 15, so 16 at once, then one
+    // every 2 s.
+    let s = Server::start();
+    let mut c = s.client();
+    let t = base();
+    for rl in limiters(&mut c) {
+        let key = format!("user123:{}", rl.name());
+        let at = t.to_string();
+        for i in 0..16 {
+            assert_eq!(
+                rl.call(&mut c, &key, &["15", "30", "60", "AT", &at]).ints(),
+                [0, 16, 15 - i, -1, 2_000 * (i + 1)],
+                "{} request {i}",
+                rl.name()
+            );
+        }
+        assert_eq!(
+            rl.call(&mut c, &key, &["15", "30", "60", "AT", &at]).ints(),
+            [1, 16, 0, 2_000, 32_000],
+            "{}",
+            rl.name()
+        );
+        assert_eq!(state(&mut c, &key), tat_state((t + 32_000) * 1000));
+        let at = (t + 2_000).to_string();
+        assert_eq!(
+            rl.call(&mut c, &key, &["15", "30", "60", "AT", &at]).ints(),
+            [0, 16, 0, -1, 32_000]
+        );
+        assert_eq!(
+            rl.call(&mut c, &key, &["15", "30", "60", "AT", &at]).ints(),
+            [1, 16, 0, 2_000, 32_000]
+        );
+        assert_eq!(state(&mut c, &key), tat_state((t + 34_000) * 1000));
+    }
+}
+
+#[test]
+fn one_per_day() {
+    let s = Server::start();
+    let mut c = s.client();
+    let t = base();
+    let day = 86_400_000;
+    for rl in limiters(&mut c) {
+        let key = rl.name();
+        let call = |c: &mut Client, ms: u64| {
+            rl.call(c, key, &["0", "1", "1d", "AT", &(t + ms).to_string()])
+                .ints()
+        };
+        assert_eq!(call(&mut c, 0), [0, 1, 0, -1, day as i64]);
+        assert_eq!(state(&mut c, key), tat_state((t + day) * 1000));
+        assert_eq!(call(&mut c, 3_600_000), [1, 1, 0, 82_800_000, 82_800_000]);
+        assert_eq!(call(&mut c, day - 1), [1, 1, 0, 1, 1]);
+        assert_eq!(call(&mut c, day), [0, 1, 0, -1, day as i64]);
+        assert_eq!(state(&mut c, key), tat_state((t + 2 * day) * 1000));
+    }
+}
+
+#[test]
+fn a_hundred_thousand_per_second_is_exact() {
+    // T = 10 µs, capacity 100: each millisecond lets exactly 100 more through.
+    let s = Server::start();
+    let mut c = s.client();
+    let t = base();
+    for rl in limiters(&mut c) {
+        let key = rl.name();
+        let mut allowed = 0;
+        for ms in 0..=50u64 {
+            let at = (t + ms).to_string();
+            let cmd: Vec<Vec<u8>> = rl
+                .argv(key, &["99", "100000", "1s", "AT", &at])
+                .into_iter()
+                .map(String::into_bytes)
+                .collect();
+            let replies = c.pipeline(&vec![cmd; 120]);
+            let now_allowed = replies.iter().filter(|r| r.ints()[0] == 0).count();
+            assert_eq!(now_allowed, 100, "{} at ms {ms}", rl.name());
+            allowed += now_allowed;
+            // The first denial of each millisecond: 10 µs to wait, shown as 1 ms.
+            assert_eq!(replies[100].ints(), [1, 100, 0, 1, 1]);
+        }
+        assert_eq!(allowed, 100 + 50 * 100);
+        assert_eq!(state(&mut c, key), tat_state((t + 51) * 1000));
+    }
+}
+
+#[test]
+fn period_not_divisible_by_count() {
+    // 3 per second: T = 333 333.3 µs is rounded up to 333 334 µs.
+    let s = Server::start();
+    let mut c = s.client();
+    let t = base();
+    for rl in limiters(&mut c) {
+        let key = rl.name();
+        let at = t.to_string();
+        let replies: Vec<Vec<i64>> = (0..4)
+            .map(|_| rl.call(&mut c, key, &["2", "3", "1s", "AT", &at]).ints())
+            .collect();
+        assert_eq!(
+            replies,
+            [
+                vec![0, 3, 2, -1, 334],
+                vec![0, 3, 1, -1, 667],
+                vec![0, 3, 0, -1, 1_001],
+                vec![1, 3, 0, 334, 1_001],
+            ],
+            "{}",
+            rl.name()
+        );
+        assert_eq!(state(&mut c, key), tat_state(t * 1000 + 1_000_002));
+    }
+}
+
+#[test]
+fn server_clock_is_used_without_at() {
+    let s = Server::start();
+    let mut c = s.client();
+    for rl in limiters(&mut c) {
+        let key = rl.name();
+        let before = unix_us();
+        let r = rl.call(&mut c, key, &["0", "1", "1m"]).ints();
+        let after = unix_us();
+        assert_eq!(&r[..4], &[0, 1, 0, -1]);
+        assert!(r[4] == 60_000 || r[4] == 60_001, "{r:?}");
+        let (v, exp) = state(&mut c, key);
+        let tat: u64 = v.expect("a TAT").parse().expect("an integer");
+        assert!(
+            tat >= before + 60_000_000 && tat <= after + 60_000_000,
+            "{tat} not in [{before}, {after}] + 60 s"
+        );
+        assert_eq!(exp, tat.div_ceil(1000) as i64);
+    }
+}
+
+#[test]
+fn cost_and_peek() {
+    // 10 per second, burst 9: T = 100 ms, capacity 10.
+    let s = Server::start();
+    let mut c = s.client();
+    let t = base();
+    for rl in limiters(&mut c) {
+        let key = rl.name();
+        let at0 = t.to_string();
+        let at1 = (t + 100).to_string();
+        // A peek on a missing key creates nothing.
+        assert_eq!(
+            rl.call(&mut c, key, &["9", "10", "1s", "COST", "0", "AT", &at0])
+                .ints(),
+            [0, 10, 10, -1, 0]
+        );
+        assert_eq!(c.cmd(&["EXISTS", key]).int(), 0);
+        assert_eq!(
+            rl.call(&mut c, key, &["9", "10", "1s", "COST", "4", "AT", &at0])
+                .ints(),
+            [0, 10, 6, -1, 400]
+        );
+        let before = state(&mut c, key);
+        assert_eq!(before, tat_state((t + 400) * 1000));
+        // A peek changes neither the value nor the TTL.
+        assert_eq!(
+            rl.call(&mut c, key, &["9", "10", "1s", "cost", "0", "at", &at1])
+                .ints(),
+            [0, 10, 7, -1, 300]
+        );
+        assert_eq!(state(&mut c, key), before);
+        // A cost that does not fit is denied, with the room left as remaining.
+        assert_eq!(
+            rl.call(&mut c, key, &["9", "10", "1s", "COST", "8", "AT", &at1])
+                .ints(),
+            [1, 10, 7, 100, 300]
+        );
+        assert_eq!(state(&mut c, key), before);
+        assert_eq!(
+            rl.call(&mut c, key, &["9", "10", "1s", "AT", &at1, "COST", "7"])
+                .ints(),
+            [0, 10, 0, -1, 1_000]
+        );
+        assert_eq!(state(&mut c, key), tat_state((t + 1_100) * 1000));
+        // The whole capacity at once is allowed on a full bucket.
+        let later = (t + 5_000).to_string();
+        assert_eq!(
+            rl.call(&mut c, key, &["9", "10", "1s", "COST", "10", "AT", &later])
+                .ints(),
+            [0, 10, 0, -1, 1_000]
+        );
+    }
+}
+
+#[test]
+fn denied_requests_consume_nothing() {
+    let s = Server::start();
+    let mut c = s.client();
+    let t = base();
+    for rl in limiters(&mut c) {
+        let key = rl.name();
+        for i in 0..2 {
+            rl.call(&mut c, key, &["1", "2", "1m", "AT", &(t + i).to_string()]);
+        }
+        let full = state(&mut c, key);
+        for i in 0..20 {
+            let at = (t + 100 + i * 1000).to_string();
+            let r = rl.call(&mut c, key, &["1", "2", "1m", "AT", &at]).ints();
+            assert_eq!(r[0], 1);
+            assert_eq!(state(&mut c, key), full, "{} denial {i}", rl.name());
+        }
+    }
+}
+
+#[test]
+fn a_tat_in_the_past_counts_as_now() {
+    let s = Server::start();
+    let mut c = s.client();
+    let t = base();
+    for rl in limiters(&mut c) {
+        let key = rl.name();
+        // A TAT well before AT (the key still exists: AT runs ahead of the clock), and
+        // without TTL: it counts as now, and the allowed request gives the key its TTL.
+        c.cmd(&["SET", key, &((t - 5_000) * 1000).to_string()]);
+        assert_eq!(
+            rl.call(&mut c, key, &["0", "1", "1s", "AT", &t.to_string()])
+                .ints(),
+            [0, 1, 0, -1, 1_000]
+        );
+        assert_eq!(state(&mut c, key), tat_state((t + 1_000) * 1000));
+        // A TAT of 0 (the epoch) is a valid, long past TAT.
+        c.cmd(&["SET", key, "0"]);
+        assert_eq!(
+            rl.call(&mut c, key, &["0", "1", "1s", "AT", &t.to_string()])
+                .ints(),
+            [0, 1, 0, -1, 1_000]
+        );
+        // A sub-millisecond TAT expires at the next millisecond.
+        c.cmd(&["SET", key, &(t * 1000 + 1).to_string()]);
+        assert_eq!(
+            rl.call(&mut c, key, &["1", "1000", "1s", "AT", &t.to_string()])
+                .ints(),
+            [0, 2, 0, -1, 2]
+        );
+        assert_eq!(state(&mut c, key), tat_state(t * 1000 + 1_001));
+    }
+}
+
+#[test]
+fn wrong_type_and_invalid_state_leave_the_key_untouched() {
+    let s = Server::start();
+    let mut c = s.client();
+    let invalid = "ERR the key does not hold RL.GCRA state (expected a theoretical arrival time in microseconds since the Unix epoch)";
+    c.cmd(&["RPUSH", "list", "a"]);
+    for rl in limiters(&mut c) {
+        assert_eq!(
+            rl.call(&mut c, "list", &["5", "1", "1s"]).err(),
+            Some("WRONGTYPE Operation against a key holding the wrong kind of value")
+        );
+        assert_eq!(
+            c.cmd(&["LRANGE", "list", "0", "-1"]),
+            Value::Array(vec![Value::Bulk(b"a".to_vec())])
+        );
+        for bad in [
+            "abc",
+            "-1",
+            "1.5",
+            "",
+            " 1",
+            "1e15",
+            "5679244800000001",
+            "9999999999999999",
+            "00000000000000001",
+            "99999999999999999999",
+        ] {
+            c.cmd(&["SET", "s", bad, "PX", "100000"]);
+            let before = state(&mut c, "s");
+            for args in [&["5", "1", "1s"][..], &["5", "1", "1s", "COST", "0"]] {
+                assert_eq!(
+                    rl.call(&mut c, "s", args).err(),
+                    Some(invalid),
+                    "{} {bad:?} {args:?}",
+                    rl.name()
+                );
+                assert_eq!(state(&mut c, "s"), before);
+            }
+        }
+        // The largest TAT the limiter can write is accepted.
+        c.cmd(&["SET", "s", "5679244800000000"]);
+        let r = rl.call(&mut c, "s", &["0", "1", "1s", "COST", "0"]).ints();
+        assert_eq!(r[0], 1);
+    }
+}
+
+#[test]
+fn bad_inputs_are_errors_that_write_nothing() {
+    let s = Server::start();
+    let mut c = s.client();
+    c.cmd(&["SET", "k", "1", "PX", "100000"]);
+    let before = state(&mut c, "k");
+    let int_err = |what: &str, v: &str, min: i64| {
+        format!("ERR invalid {what} '{v}': must be an integer from {min} to 9223372036854775807")
+    };
+    let not_positive = |v: &str| {
+        format!("ERR invalid period '{v}': must be a positive duration (an integer with an optional unit ms, s, m, h or d)")
+    };
+    let rate = "ERR invalid rate: period / count must be at least 1 microsecond".to_string();
+    let burst =
+        "ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)"
+            .to_string();
+    let arity = "ERR wrong number of arguments for 'RL.GCRA' command".to_string();
+    let cases: Vec<(&[&str], String)> = vec![
+        (&["-1", "1", "1s"], int_err("max_burst", "-1", 0)),
+        (&["x", "1", "1s"], int_err("max_burst", "x", 0)),
+        (&["1.5", "1", "1s"], int_err("max_burst", "1.5", 0)),
+        (&["", "1", "1s"], int_err("max_burst", "", 0)),
+        (
+            &["9223372036854775808", "1", "1s"],
+            int_err("max_burst", "9223372036854775808", 0),
+        ),
+        (&["0", "0", "1s"], int_err("count", "0", 1)),
+        (&["0", "-2", "1s"], int_err("count", "-2", 1)),
+        (&["0", "2.5", "1s"], int_err("count", "2.5", 1)),
+        (&["0", "1", "0"], not_positive("0")),
+        (&["0", "1", "-1s"], not_positive("-1s")),
+        (&["0", "1", "0.5s"], not_positive("0.5s")),
+        (&["0", "1", ""], not_positive("")),
+        (
+            &["0", "1", "1y"],
+            "ERR invalid period '1y': unknown unit (use ms, s, m, h or d)".into(),
+        ),
+        (
+            &["0", "1", "3651d"],
+            "ERR invalid period '3651d': must be at most 10 years (3650d)".into(),
+        ),
+        (&["0", "1001", "1ms"], rate.clone()),
+        (&["0", "1000001", "1s"], rate.clone()),
+        (&["0", "4000000000000", "1h"], rate.clone()),
+        (&["18250", "1", "1d"], burst.clone()),
+        (&["5", "1", "3650d"], burst.clone()),
+        (&["999999999999999", "1", "1s"], burst.clone()),
+        (
+            &["15", "30", "60", "COST", "17"],
+            "ERR cost 17 exceeds the burst capacity 16: the request can never be allowed".into(),
+        ),
+        (
+            &["0", "1", "1s", "COST", "2"],
+            "ERR cost 2 exceeds the burst capacity 1: the request can never be allowed".into(),
+        ),
+        (&["15", "30", "60", "COST", "-1"], int_err("cost", "-1", 0)),
+        (&["15", "30", "60", "COST"], "ERR option COST needs a value".into()),
+        (
+            &["15", "30", "60", "COST", "1", "cost", "1"],
+            "ERR option COST given more than once".into(),
+        ),
+        (
+            &["15", "30", "60", "AT", "1", "AT", "1"],
+            "ERR option AT given more than once".into(),
+        ),
+        (&["15", "30", "60", "AT"], "ERR option AT needs a value".into()),
+        (
+            &["15", "30", "60", "AT", "4102444800001"],
+            "ERR invalid AT '4102444800001': must be a Unix time in milliseconds from 0 to 4102444800000".into(),
+        ),
+        (&["15", "30", "60", "ALIGN"], "ERR unknown option 'ALIGN'".into()),
+        (&["15", "30", "60", "LIMIT", "1", "1"], "ERR unknown option 'LIMIT'".into()),
+        (&["15", "30", "60", "COST", "1", "2"], "ERR unknown option '2'".into()),
+        (
+            &["15\r\n", "30", "60"],
+            int_err("max_burst", "15\\x0d\\x0a", 0),
+        ),
+        (&["15", "30", "60\0"], not_positive("60\\x00")),
+        (&["15", "30"], arity.clone()),
+        (&["15"], arity.clone()),
+        (&[], arity.clone()),
+    ];
+    for rl in limiters(&mut c) {
+        for (args, want) in &cases {
+            assert_eq!(
+                rl.call(&mut c, "k", args).err(),
+                Some(want.as_str()),
+                "{} {args:?}",
+                rl.name()
+            );
+            assert_eq!(state(&mut c, "k"), before, "{args:?} changed the key");
+            assert_eq!(c.cmd(&["DBSIZE"]).int(), 1, "{args:?} created a key");
+        }
+    }
+    // No key at all.
+    assert_eq!(c.cmd(&["RL.GCRA"]).err(), Some(arity.as_str()));
+    let twin = limiters(&mut c)[1].twin.clone().expect("twin");
+    assert_eq!(
+        c.cmd(&["EVALSHA", &twin, "0", "1", "1", "1s"]).err(),
+        Some(arity.as_str())
+    );
+}
+
+#[test]
+fn key_specs_name_exactly_the_key() {
+    let s = Server::start();
+    let mut c = s.client();
+    assert_eq!(
+        c.cmd(&["COMMAND", "GETKEYS", "RL.GCRA", "user:1", "1", "2", "1s", "COST", "1"]),
+        Value::Array(vec![Value::Bulk(b"user:1".to_vec())])
+    );
+    let info = c.cmd(&["COMMAND", "INFO", "RL.GCRA"]);
+    let entry = info.array()[0].array();
+    assert_eq!(entry[1], Value::Int(-5));
+}
+
+// ---- differential: native, twin and model ---------------------------------------
+
+/// One logical key in the model: what `GET` and `PEXPIRETIME` should show.
+#[derive(Clone, Debug, PartialEq)]
+enum Model {
+    Missing,
+    Stored(String, Option<UnixMillis>),
+}
+
+impl Model {
+    fn observed(&self) -> (Option<String>, i64) {
+        match self {
+            Model::Missing => (None, -2),
+            Model::Stored(v, e) => (Some(v.clone()), e.map_or(-1, |e| e.0 as i64)),
+        }
+    }
+}
+
+/// The reply the model predicts for one call, applying its effect to `m`.
+fn model_call(m: &mut Model, args: &[String]) -> Value {
+    let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    let (params, at) = match gcra::parse_args(&raw) {
+        Ok(p) => p,
+        Err(e) => return Value::Error(e.to_string()),
+    };
+    let now = at.expect("the differential test always passes AT");
+    let stored = match m {
+        Model::Missing => None,
+        Model::Stored(v, _) => match gcra::parse_tat(v.as_bytes()) {
+            Some(t) => Some(t),
+            None => return Value::Error(gcra::INVALID_STATE.to_string()),
+        },
+    };
+    let out = gcra::decide(stored, now, &params);
+    if let Effect::Set { tat, expires_at } = out.effect {
+        *m = Model::Stored(tat.as_u64().to_string(), Some(expires_at));
+    }
+    Value::Array(
+        out.verdict
+            .fields()
+            .iter()
+            .map(|&f| Value::Int(f))
+            .collect(),
+    )
+}
+
+fn random_args(rng: &mut Rng, now_ms: u64) -> Vec<String> {
+    let max_burst = *rng.pick(&[0i64, 0, 1, 2, 5, 15, 99, 18_249]);
+    let count = *rng.pick(&[1i64, 1, 2, 3, 7, 30, 1_000, 100_000, 1_000_000]);
+    let period = rng
+        .pick(&[
+            "1", "60", "1s", "250ms", "7ms", "1m", "1d", "1500ms", "1h", "3650d", "1ms",
+        ])
+        .to_string();
+    let capacity = max_burst + 1;
+    let mut args = vec![max_burst.to_string(), count.to_string(), period];
+    if rng.chance(60) {
+        let cost = if rng.chance(5) {
+            capacity + 1
+        } else {
+            rng.irange(0, capacity.min(20) + 1)
+        };
+        let word = rng.pick(&["COST", "cost", "Cost"]).to_string();
+        args.extend([word, cost.to_string()]);
+    }
+    if rng.chance(3) {
+        // An occasional bad argument: both sides must word it the same way.
+        let bad = rng.pick(&["0", "x", "-1", "1.5", ""]).to_string();
+        let i = rng.range(0, 3) as usize;
+        args[i] = bad;
+    }
+    if rng.chance(2) {
+        args.push("ALIGN".into());
+    }
+    args.extend(["AT".to_string(), now_ms.to_string()]);
+    // Options in either order.
+    if args.len() == 7 && rng.chance(50) {
+        let opts = args.split_off(3);
+        args.extend(opts[2..].iter().cloned());
+        args.extend(opts[..2].iter().cloned());
+    }
+    args
+}
+
+/// A value written from outside: a TAT (some in the past, some ahead, padded or not),
+/// or something that is not one.
+fn outside_value(rng: &mut Rng, now_ms: u64) -> String {
+    match rng.range(0, 6) {
+        0 => ((now_ms + rng.range(0, 5_000)) * 1000 + rng.range(0, 1000)).to_string(),
+        1 => ((now_ms - rng.range(0, 5_000)) * 1000).to_string(),
+        2 => format!("{:016}", rng.range(0, 1_000_000)),
+        3 => "junk".into(),
+        4 => "5679244800000001".into(),
+        _ => "-5".into(),
+    }
+}
+
+#[test]
+fn differential_native_twin_and_model() {
+    let s = Server::start();
+    let mut c = s.client();
+    let [native, twin] = limiters(&mut c);
+    for seed in Rng::seeds(&[1, 2, 3, 4]) {
+        let mut rng = Rng::new(seed);
+        let mut now = base();
+        let names = ["a", "b", "c"];
+        let mut models = vec![Model::Missing; names.len()];
+        for step in 0..600 {
+            now += *rng.pick(&[0u64, 0, 0, 1, 3, 50, 120, 400, 999, 1_000, 2_500, 61_000]);
+            let k = rng.range(0, names.len() as u64) as usize;
+            // Three physical keys share one history: native only, twin only, mixed.
+            let keys = [
+                format!("n:{seed}:{}", names[k]),
+                format!("t:{seed}:{}", names[k]),
+                format!("m:{seed}:{}", names[k]),
+            ];
+            if rng.chance(4) {
+                let v = outside_value(&mut rng, now);
+                let ttl = rng.chance(50).then(|| UnixMillis(now + 3_600_000));
+                for key in &keys {
+                    match ttl {
+                        None => c.cmd(&["SET", key, &v]),
+                        Some(e) => c.cmd(&["SET", key, &v, "PXAT", &e.0.to_string()]),
+                    };
+                }
+                models[k] = Model::Stored(v, ttl);
+                continue;
+            }
+            let args = random_args(&mut rng, now);
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            let want = model_call(&mut models[k], &args);
+            let mixed = if rng.chance(50) { &native } else { &twin };
+            let ctx = format!("seed {seed} step {step} key {} args {args:?}", names[k]);
+            assert_eq!(native.call(&mut c, &keys[0], &argv), want, "native, {ctx}");
+            assert_eq!(twin.call(&mut c, &keys[1], &argv), want, "twin, {ctx}");
+            assert_eq!(
+                mixed.call(&mut c, &keys[2], &argv),
+                want,
+                "mixed ({}), {ctx}",
+                mixed.name()
+            );
+            let expected = models[k].observed();
+            for key in &keys {
+                assert_eq!(state(&mut c, key), expected, "state of {key}, {ctx}");
+            }
+        }
+    }
+}
+
+// ---- replication, persistence, concurrency -----------------------------------------
+
+/// Configurations whose TATs stay minutes ahead of the clock, so nothing expires while
+/// the states are compared. (max_burst, count, period)
+const SLOW: &[[&str; 3]] = &[["4", "1", "1m"], ["2", "7", "1m"], ["999", "1000", "1h"]];
+
+/// Requests with the server clock on `keys`, alternating native and twin.
+fn traffic(c: &mut Client, rls: &[Limiter; 2], keys: &[String], n: usize, seed: u64) {
+    let mut rng = Rng::new(seed);
+    for i in 0..n {
+        let key = rng.pick(keys);
+        let [b, cnt, p] = *rng.pick(SLOW);
+        let cost = rng.range(0, 3).to_string();
+        let r = rls[i % 2].call(c, key, &[b, cnt, p, "COST", &cost]);
+        assert!(!r.is_err(), "{r:?}");
+    }
+}
+
+#[test]
+fn replicas_hold_the_primarys_tat_and_expiry() {
+    // No wait for more replicas before a full sync.
+    let primary = Server::builder()
+        .config("repl-diskless-sync-delay", "0")
+        .start();
+    let with_module = primary.start_replica(true);
+    let without_module = primary.start_replica(false);
+    let mut c = primary.client();
+    let rls = limiters(&mut c);
+    let keys: Vec<String> = (0..12).map(|i| format!("user:{i}")).collect();
+    traffic(&mut c, &rls, &keys, 300, 7);
+    assert_eq!(c.cmd(&["WAIT", "2", "5000"]).int(), 2);
+    let mut r1 = with_module.client();
+    let mut r2 = without_module.client();
+    assert_eq!(r2.cmd(&["MODULE", "LIST"]), Value::Array(vec![]));
+    for key in &keys {
+        let want = state(&mut c, key);
+        let tat: u64 = want.0.as_deref().expect("a TAT").parse().expect("integer");
+        assert_eq!(want.1, tat.div_ceil(1000) as i64, "{key}");
+        assert_eq!(state(&mut r1, key), want, "replica with the module, {key}");
+        assert_eq!(
+            state(&mut r2, key),
+            want,
+            "replica without the module, {key}"
+        );
+    }
+}
+
+#[test]
+fn aof_reload_keeps_tat_and_expiry() {
+    let mut s = Server::builder().aof(true).start();
+    let mut c = s.client();
+    let rls = limiters(&mut c);
+    let keys: Vec<String> = (0..8).map(|i| format!("user:{i}")).collect();
+    traffic(&mut c, &rls, &keys, 100, 11);
+    let before: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
+    drop(c);
+    s.restart(true);
+    let mut c = s.client();
+    let after: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
+    assert_eq!(after, before);
+}
+
+#[test]
+fn concurrent_clients_never_get_more_than_the_bound() {
+    // 20 per second plus 9: T = 50 ms, capacity 10.
+    const T_US: u64 = 50_000;
+    const CAPACITY: u64 = 10;
+    let s = Server::start();
+    let mut c = s.client();
+    let rls = limiters(&mut c);
+    let start = unix_us();
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let rl = rls[i % 2].clone();
+            let port = s.port;
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).expect("connect");
+                let mut allowed = 0u64;
+                for _ in 0..60 {
+                    let r = rl.call(&mut c, "shared", &["9", "20", "1s"]).ints();
+                    assert_eq!(r[1], CAPACITY as i64);
+                    if r[0] == 0 {
+                        allowed += 1;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(3));
+                }
+                allowed
+            })
+        })
+        .collect();
+    let allowed: u64 = handles
+        .into_iter()
+        .map(|h| h.join().expect("client thread"))
+        .sum();
+    let end = unix_us();
+    let bound = CAPACITY + (end - start) / T_US;
+    assert!(allowed >= CAPACITY, "{allowed} allowed");
+    assert!(
+        allowed <= bound,
+        "{allowed} allowed in {} µs, bound {bound}",
+        end - start
+    );
+    // Every allowed request moved the TAT by exactly T from the first one's time.
+    let tat: u64 = state(&mut c, "shared")
+        .0
+        .expect("a TAT")
+        .parse()
+        .expect("integer");
+    let first = tat - allowed * T_US;
+    assert!(
+        (start..=end).contains(&first),
+        "TAT {tat} - {allowed} * T is outside [{start}, {end}]"
+    );
+}
