@@ -8,14 +8,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Command {
     Fixed,
+    Gcra,
 }
 
 impl Command {
-    const ALL: [Command; 1] = [Command::Fixed];
+    const ALL: [Command; 2] = [Command::Fixed, Command::Gcra];
 
     fn name(self) -> &'static str {
         match self {
             Command::Fixed => "fixed",
+            Command::Gcra => "gcra",
         }
     }
 }

@@ -116,6 +116,25 @@ fn five_ints(v: &Value) -> bool {
     }
 }
 
+fn valid_gcra(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let mut v = vec![
+        s(rng.pick::<&str>(&["k", "key"])),
+        rng.range(0, 20).to_string().into_bytes(),
+        rng.range(1, 1000).to_string().into_bytes(),
+        s(rng.pick::<&str>(&["1s", "1ms", "10", "1h", "1d"])),
+    ];
+    if rng.chance(50) {
+        v.extend([s("COST"), rng.range(0, 3).to_string().into_bytes()]);
+    }
+    if rng.chance(30) {
+        v.extend([
+            s("AT"),
+            rng.range(0, 4_102_444_800_000).to_string().into_bytes(),
+        ]);
+    }
+    v
+}
+
 const TARGETS: &[Target] = &[
     Target {
         name: "RL.FIXED",
@@ -127,6 +146,18 @@ const TARGETS: &[Target] = &[
         name: "RL.FIXED twin",
         prefix: |t| vec![s("EVALSHA"), t.fixed.clone().into_bytes(), s("1")],
         valid: valid_fixed,
+        well_formed: five_ints,
+    },
+    Target {
+        name: "RL.GCRA",
+        prefix: |_| vec![s("RL.GCRA")],
+        valid: valid_gcra,
+        well_formed: five_ints,
+    },
+    Target {
+        name: "RL.GCRA twin",
+        prefix: |t| vec![s("EVALSHA"), t.gcra.clone().into_bytes(), s("1")],
+        valid: valid_gcra,
         well_formed: five_ints,
     },
 ];

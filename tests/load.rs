@@ -1,5 +1,6 @@
 //! Load: many concurrent clients on a few hot keys. Fixed windows allow exactly their
-//! limit between all clients, with no errors and no stall. Loopback only, bounded in
+//! limit between all clients, GCRA never more than its bound, with no errors and no
+//! stall. Loopback only, bounded in
 //! requests and time.
 
 mod common;
@@ -56,4 +57,31 @@ fn fixed_windows_allow_exactly_the_limit_under_load() {
     });
     // 32 000 requests over 4 keys: 8 000 each against a limit of 3 000.
     assert_eq!(totals, vec![3_000; HOT_KEYS]);
+}
+
+#[test]
+fn gcra_never_exceeds_its_bound_under_load() {
+    let s = Server::start();
+    let started = common::unix_ms();
+    // 1 per minute with a burst of 2 999: 3 000 at once, then one a minute.
+    let totals = hammer(&s, |key| {
+        vec![
+            "RL.GCRA".into(),
+            key.into(),
+            "2999".into(),
+            "1".into(),
+            "1m".into(),
+        ]
+    });
+    let elapsed_min = (common::unix_ms() - started) / 60_000;
+    for (k, allowed) in totals.iter().enumerate() {
+        assert!(
+            *allowed >= 3_000,
+            "hot:{k}: the burst was not all allowed: {allowed}"
+        );
+        assert!(
+            *allowed as u64 <= 3_000 + elapsed_min + 1,
+            "hot:{k}: {allowed} over the bound"
+        );
+    }
 }

@@ -61,3 +61,8 @@ fn returns_to_baseline(call: fn(usize) -> Vec<Vec<u8>>) {
 fn fixed_window_keys_expire_and_memory_returns_to_baseline() {
     returns_to_baseline(|i| crate::args!["RL.FIXED", format!("user:{i}"), 10, "2s"]);
 }
+
+#[test]
+fn gcra_keys_expire_and_memory_returns_to_baseline() {
+    returns_to_baseline(|i| crate::args!["RL.GCRA", format!("user:{i}"), 5, 10, "2s"]);
+}

@@ -2,13 +2,14 @@
 
 use crate::clock::request_time;
 use crate::reply;
+use crate::stats::Command;
 use crate::string_key::StringKey;
 use ratelimit_core::gcra::{self, Effect};
 use ratelimit_core::Error;
 use redis_module::{Context, RedisResult, RedisString};
 
 pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply::run(ctx, || {
+    reply::run(ctx, Command::Gcra, || {
         let [_, key, rest @ ..] = args.as_slice() else {
             return Err(Error::WrongArity { command: "RL.GCRA" });
         };
@@ -26,6 +27,6 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
             key.set(tat.as_u64().to_string().as_bytes(), expires_at)?;
         }
         reply::integers(ctx, &outcome.verdict.fields());
-        Ok(())
+        Ok(reply::outcome(outcome.verdict.is_allowed()))
     })
 }
