@@ -25,7 +25,11 @@ type ModuleAllocator = std::alloc::System;
 const MODULE_ALLOCATOR: ModuleAllocator = std::alloc::System;
 
 /// Arity (negative: at least) and key positions of every command, applied on load.
-const COMMAND_INFO: &[(&str, i32, KeySpec)] = &[("RL.FIXED", -4, KeySpec::First)];
+const COMMAND_INFO: &[(&str, i32, KeySpec)] = &[
+    ("RL.FIXED", -4, KeySpec::First),
+    // RL.MULTI numkeys key LIMIT window limit, at least.
+    ("RL.MULTI", -6, KeySpec::NumKeys),
+];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     // Absolute expiry times are read and written with APIs that arrived in Redis 6.2;
@@ -53,5 +57,10 @@ redis_module! {
     init: init,
     commands: [
         ["RL.FIXED", commands::fixed::command, "write deny-oom fast", 1, 1, 1, ""],
+        // Keys come from the numkeys key spec set in `init` (the server then marks the
+        // command movablekeys); the legacy first/last/step cannot express them. Redis
+        // 7.0 routes Cluster calls with the legacy range only, or by asking the command
+        // (`getkeys-api`): RL.MULTI answers those requests too.
+        ["RL.MULTI", commands::multi::command, "write deny-oom getkeys-api", 0, 0, 0, ""],
     ],
 }

@@ -6,6 +6,7 @@ pub mod args;
 pub mod duration;
 pub mod error;
 pub mod fixed;
+pub mod multi;
 pub mod units;
 pub mod verdict;
 

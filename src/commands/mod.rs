@@ -1,3 +1,4 @@
 //! One file per command: parse (pure), load state, decide (pure), write effects, reply.
 
 pub mod fixed;
+pub mod multi;

@@ -6,6 +6,7 @@ use std::path::Path;
 
 pub struct Twins {
     pub fixed: String,
+    pub multi: String,
 }
 
 /// The full text of a twin script.
@@ -26,6 +27,7 @@ impl Twins {
         };
         Twins {
             fixed: load("fixed.lua"),
+            multi: load("multi.lua"),
         }
     }
 }
