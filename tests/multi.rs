@@ -1057,7 +1057,9 @@ fn start_cluster() -> Vec<Server> {
                 .start()
         })
         .collect();
-    let mut create = Command::new("redis-cli");
+    // `$REDIS_CLI` (e.g. valkey-cli) or redis-cli from PATH.
+    let cli = std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
+    let mut create = Command::new(cli);
     create.arg("--cluster").arg("create");
     for n in &nodes {
         create.arg(format!("127.0.0.1:{}", n.port));
