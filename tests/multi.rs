@@ -665,6 +665,113 @@ fn bad_inputs_are_errors_that_write_nothing() {
         .contains("wrong number of arguments"));
 }
 
+#[test]
+fn concurrent_clients_never_get_more_than_the_limit_between_them() {
+    let s = Server::start();
+    let port = s.port;
+    let at = base().to_string();
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let at = at.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).expect("connect");
+                let mut allowed = 0;
+                for _ in 0..40 {
+                    // Half of the clients share only the user key.
+                    let ip = format!("ip:{}", i % 2);
+                    let args = [
+                        "2",
+                        ip.as_str(),
+                        "user:1",
+                        "LIMIT",
+                        "1h",
+                        "100",
+                        "LIMIT",
+                        "1d",
+                        "1000",
+                        "AT",
+                        &at,
+                    ];
+                    let r = multi(&mut c, &args);
+                    if split(&r).0[0] == 0 {
+                        allowed += 1;
+                    }
+                }
+                allowed
+            })
+        })
+        .collect();
+    let allowed: i64 = threads.into_iter().map(|t| t.join().expect("thread")).sum();
+    assert_eq!(allowed, 100);
+    let mut c = s.client();
+    let user = state(&mut c, "user:1").0.expect("user:1");
+    assert!(user.starts_with("3600000:100:"), "{user}");
+    let ips: i64 = ["ip:0", "ip:1"]
+        .iter()
+        .map(|k| {
+            let v = state(&mut c, k).0.expect("ip key");
+            v.split(':')
+                .nth(1)
+                .and_then(|n| n.parse::<i64>().ok())
+                .expect("count")
+        })
+        .sum();
+    assert_eq!(ips, 100);
+}
+
+#[test]
+fn the_largest_call_and_binary_keys() {
+    let s = Server::start();
+    let mut c = s.client();
+    let twins = Twins::load(&mut c);
+    let t = base().to_string();
+    let keys: Vec<Vec<u8>> = (0..64u8)
+        .map(|i| vec![b'k', 0, b'\r', b'\n', 0xff, i])
+        .collect();
+    let windows: Vec<String> = (1..=16).map(|w| format!("{w}m")).collect();
+    for (cmd, name) in [
+        (vec![b"RL.MULTI".to_vec()], "native"),
+        (
+            vec![b"EVALSHA".to_vec(), twins.multi.clone().into_bytes()],
+            "twin",
+        ),
+    ] {
+        let mut args = cmd;
+        args.push(b"64".to_vec());
+        args.extend(keys.iter().cloned());
+        for (i, w) in windows.iter().enumerate() {
+            args.extend([
+                b"LIMIT".to_vec(),
+                w.clone().into_bytes(),
+                (100 - i).to_string().into_bytes(),
+            ]);
+        }
+        args.extend([b"AT".to_vec(), t.clone().into_bytes()]);
+        let r = c.cmd(&args);
+        let items = r.array();
+        // The twin's call is the second on the same keys.
+        let remaining = if name == "native" { 84 } else { 83 };
+        // The smallest limit (85, the 16th window) binds, on the first key.
+        assert_eq!(
+            items[..5].iter().map(Value::int).collect::<Vec<_>>(),
+            [0, 85, remaining, -1, 960_000],
+            "{name}"
+        );
+        assert_eq!(items[5], Value::Bulk(keys[0].clone()), "{name}");
+        assert_eq!(items[6], Value::Int(960_000), "{name}");
+    }
+    let v = c.cmd(&[b"GET".to_vec(), keys[63].clone()]).text();
+    assert_eq!(v.split(',').count(), 16);
+    assert!(v.starts_with("60000:2:"), "{v}");
+    // A binary key in an error is quoted on one line.
+    c.cmd(&[b"SET".to_vec(), b"bad\r\n".to_vec(), b"x".to_vec()]);
+    let r = c.cmd(&[&b"RL.MULTI"[..], b"1", b"bad\r\n", b"LIMIT", b"1s", b"1"]);
+    assert_eq!(
+        r.err(),
+        Some("ERR the key 'bad\\x0d\\x0a' does not hold RL.MULTI state (expected window_ms:count:end_ms entries separated by commas)")
+    );
+}
+
 // ---- differential: native, twin and model -------------------------------------
 
 /// One logical key as the model sees it: value and absolute expiry (`None`: no TTL).
