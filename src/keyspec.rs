@@ -9,7 +9,7 @@ use std::mem::{size_of, zeroed};
 
 /// Where a command's keys are in its argument vector (the command name is index 0).
 #[derive(Clone, Copy, Debug)]
-#[allow(dead_code)] // NumKeys, AllFrom and None serve the commands that follow RL.FIXED.
+#[allow(dead_code)] // AllFrom and None serve the commands that follow RL.MULTI.
 pub enum KeySpec {
     /// One key at index 1.
     First,

@@ -29,6 +29,8 @@ const MODULE_ALLOCATOR: ModuleAllocator = std::alloc::System;
 const COMMAND_INFO: &[(&str, i32, KeySpec)] = &[
     ("RL.FIXED", -4, KeySpec::First),
     ("RL.GCRA", -5, KeySpec::First),
+    // RL.MULTI numkeys key LIMIT window limit, at least.
+    ("RL.MULTI", -6, KeySpec::NumKeys),
 ];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
@@ -58,5 +60,10 @@ redis_module! {
     commands: [
         ["RL.FIXED", commands::fixed::command, "write deny-oom fast", 1, 1, 1, ""],
         ["RL.GCRA", commands::gcra::command, "write deny-oom fast", 1, 1, 1, ""],
+        // Keys come from the numkeys key spec set in `init` (the server then marks the
+        // command movablekeys); the legacy first/last/step cannot express them. Redis
+        // 7.0 routes Cluster calls with the legacy range only, or by asking the command
+        // (`getkeys-api`): RL.MULTI answers those requests too.
+        ["RL.MULTI", commands::multi::command, "write deny-oom getkeys-api", 0, 0, 0, ""],
     ],
 }

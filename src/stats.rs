@@ -9,15 +9,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub enum Command {
     Fixed,
     Gcra,
+    Multi,
 }
 
 impl Command {
-    const ALL: [Command; 2] = [Command::Fixed, Command::Gcra];
+    const ALL: [Command; 3] = [Command::Fixed, Command::Gcra, Command::Multi];
 
     fn name(self) -> &'static str {
         match self {
             Command::Fixed => "fixed",
             Command::Gcra => "gcra",
+            Command::Multi => "multi",
         }
     }
 }

@@ -135,6 +135,40 @@ fn valid_gcra(rng: &mut Rng) -> Vec<Vec<u8>> {
     v
 }
 
+fn valid_multi(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let n = rng.range(1, 3);
+    let mut v = vec![n.to_string().into_bytes()];
+    v.extend((0..n).map(|i| format!("{{m}}{i}").into_bytes()));
+    for w in ["1s", "1m", "1h"].iter().take(rng.range(1, 4) as usize) {
+        v.extend([s("LIMIT"), s(w), rng.range(1, 20).to_string().into_bytes()]);
+    }
+    if rng.chance(50) {
+        v.extend([s("COST"), rng.range(0, 2).to_string().into_bytes()]);
+    }
+    if rng.chance(30) {
+        v.push(s("ALIGN"));
+    }
+    if rng.chance(30) {
+        v.extend([
+            s("AT"),
+            rng.range(0, 4_102_444_800_000).to_string().into_bytes(),
+        ]);
+    }
+    v
+}
+
+/// The five integers, then the binding key and its window in ms.
+fn multi_reply(v: &Value) -> bool {
+    match v {
+        Value::Array(items) if items.len() == 7 => {
+            five_ints(&Value::Array(items[..5].to_vec()))
+                && matches!(items[5], Value::Bulk(_))
+                && matches!(items[6], Value::Int(w) if w > 0)
+        }
+        _ => false,
+    }
+}
+
 const TARGETS: &[Target] = &[
     Target {
         name: "RL.FIXED",
@@ -159,6 +193,13 @@ const TARGETS: &[Target] = &[
         prefix: |t| vec![s("EVALSHA"), t.gcra.clone().into_bytes(), s("1")],
         valid: valid_gcra,
         well_formed: five_ints,
+    },
+    // numkeys is the first fuzzed argument of the command; the twin gets it from EVALSHA.
+    Target {
+        name: "RL.MULTI",
+        prefix: |_| vec![s("RL.MULTI")],
+        valid: valid_multi,
+        well_formed: multi_reply,
     },
 ];
 

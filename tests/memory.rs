@@ -66,3 +66,21 @@ fn fixed_window_keys_expire_and_memory_returns_to_baseline() {
 fn gcra_keys_expire_and_memory_returns_to_baseline() {
     returns_to_baseline(|i| crate::args!["RL.GCRA", format!("user:{i}"), 5, 10, "2s"]);
 }
+
+#[test]
+fn multi_keys_expire_and_memory_returns_to_baseline() {
+    returns_to_baseline(|i| {
+        crate::args![
+            "RL.MULTI",
+            2,
+            format!("{{u{i}}}ip"),
+            format!("{{u{i}}}id"),
+            "LIMIT",
+            "1s",
+            10,
+            "LIMIT",
+            "2s",
+            20
+        ]
+    });
+}

@@ -59,6 +59,36 @@ pub enum Error {
     Syntax(String),
     /// The server refused an operation the module needed (never expected).
     Internal(&'static str),
+    /// RL.MULTI: `numkeys` is not an integer from 1 to 64.
+    InvalidNumKeys {
+        value: Vec<u8>,
+    },
+    /// RL.MULTI: `numkeys` names more keys than there are arguments after it.
+    NumKeysOverArgs {
+        value: Vec<u8>,
+        available: usize,
+    },
+    /// RL.MULTI: the same key named twice in one call.
+    DuplicateKey {
+        key: Vec<u8>,
+    },
+    /// RL.MULTI: no `LIMIT window limit` at all.
+    MissingLimit,
+    /// RL.MULTI: `LIMIT` without both its window and its limit.
+    IncompleteLimit,
+    /// RL.MULTI: two LIMITs with the same window (compared in milliseconds).
+    DuplicateWindow {
+        value: Vec<u8>,
+        ms: u64,
+    },
+    /// RL.MULTI: more than [`crate::multi::MAX_WINDOWS`] LIMITs.
+    TooManyWindows,
+    /// Like `InvalidState`, for commands with several keys: names the key.
+    InvalidKeyState {
+        key: Vec<u8>,
+        command: &'static str,
+        expected: &'static str,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,6 +183,41 @@ impl fmt::Display for Error {
             }
             Error::Syntax(msg) => write!(f, "ERR {msg}"),
             Error::Internal(what) => write!(f, "ERR internal error: {what}"),
+            Error::InvalidNumKeys { value } => write!(
+                f,
+                "ERR invalid numkeys '{}': must be an integer from 1 to {}",
+                echo(value),
+                crate::multi::MAX_KEYS
+            ),
+            Error::NumKeysOverArgs { value, available } => write!(
+                f,
+                "ERR invalid numkeys '{}': only {available} arguments follow it",
+                echo(value)
+            ),
+            Error::DuplicateKey { key } => {
+                write!(f, "ERR key '{}' given more than once", echo(key))
+            }
+            Error::MissingLimit => write!(f, "ERR at least one LIMIT window limit is needed"),
+            Error::IncompleteLimit => write!(f, "ERR LIMIT needs a window and a limit"),
+            Error::DuplicateWindow { value, ms } => write!(
+                f,
+                "ERR window '{}' given more than once ({ms} ms)",
+                echo(value)
+            ),
+            Error::TooManyWindows => write!(
+                f,
+                "ERR too many LIMITs: at most {} windows",
+                crate::multi::MAX_WINDOWS
+            ),
+            Error::InvalidKeyState {
+                key,
+                command,
+                expected,
+            } => write!(
+                f,
+                "ERR the key '{}' does not hold {command} state (expected {expected})",
+                echo(key)
+            ),
         }
     }
 }
@@ -219,6 +284,28 @@ mod tests {
             },
             Error::Syntax("x".into()),
             Error::Internal("x"),
+            Error::InvalidNumKeys {
+                value: b"\r\n".to_vec(),
+            },
+            Error::NumKeysOverArgs {
+                value: b"9".to_vec(),
+                available: 3,
+            },
+            Error::DuplicateKey {
+                key: b"a\nb".to_vec(),
+            },
+            Error::MissingLimit,
+            Error::IncompleteLimit,
+            Error::DuplicateWindow {
+                value: b"1m".to_vec(),
+                ms: 60_000,
+            },
+            Error::TooManyWindows,
+            Error::InvalidKeyState {
+                key: b"k\r\n".to_vec(),
+                command: "RL.MULTI",
+                expected: "x",
+            },
         ];
         for e in all {
             let s = e.to_string();

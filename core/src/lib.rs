@@ -7,6 +7,7 @@ pub mod duration;
 pub mod error;
 pub mod fixed;
 pub mod gcra;
+pub mod multi;
 pub mod units;
 pub mod verdict;
 

@@ -2,3 +2,4 @@
 
 pub mod fixed;
 pub mod gcra;
+pub mod multi;

@@ -7,6 +7,7 @@ use std::path::Path;
 pub struct Twins {
     pub fixed: String,
     pub gcra: String,
+    pub multi: String,
 }
 
 /// The full text of a twin script.
@@ -28,6 +29,7 @@ impl Twins {
         Twins {
             fixed: load("fixed.lua"),
             gcra: load("gcra.lua"),
+            multi: load("multi.lua"),
         }
     }
 }

@@ -1,0 +1,1041 @@
+//! RL.MULTI: several identifiers (keys) against several fixed windows, all or nothing.
+//!
+//! Each (key, window) pair is a fixed-window counter with RL.FIXED's rules (this module
+//! calls [`fixed::decide`] for every pair). A request is allowed iff every pair has room
+//! for its cost; then every pair consumes it. Otherwise nothing changes.
+//!
+//! State: one string per key holding the counters of all its windows as
+//! `window_ms:count:end_ms` entries separated by commas, sorted by window, e.g.
+//! `1000:3:1700000001000,60000:7:1700000060000`. `end_ms` is the absolute end of the
+//! window in Unix milliseconds. The key expires at the latest end. Windows a call does
+//! not name are kept until they end; ended windows are dropped when the key is written.
+
+use crate::args::{parse_int, Accepts, OptionParser};
+use crate::duration::{parse_duration, MAX_DURATION};
+use crate::error::{Error, Result};
+use crate::fixed::{self, Counter, Effect, FixedParams};
+use crate::units::{Micros, UnixMillis};
+use crate::verdict::{Decision, Verdict};
+
+/// At most this many keys per call.
+pub const MAX_KEYS: usize = 64;
+/// At most this many `LIMIT window limit` triples per call.
+pub const MAX_WINDOWS: usize = 16;
+/// The largest `end_ms` accepted in stored state: 2^53 - 1, exact in the Lua twin.
+pub const MAX_END_MS: u64 = 9_007_199_254_740_991;
+/// What an RL.MULTI key holds, as error replies word it.
+pub const STATE_FORMAT: &str = "window_ms:count:end_ms entries separated by commas";
+
+const COMMAND: &str = "RL.MULTI";
+
+/// One `LIMIT window limit`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    pub window: Micros,
+    pub limit: i64,
+}
+
+/// The parsed arguments of
+/// `RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT ...] [COST n] [ALIGN] [AT ms]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The keys are the arguments at `1..=numkeys` (after the command name).
+    pub numkeys: usize,
+    /// In argument order.
+    pub limits: Vec<Limit>,
+    pub cost: i64,
+    pub align: bool,
+    pub at: Option<Micros>,
+}
+
+/// Parse the arguments after the command name. Every check that needs no key is done
+/// here: a cost above the smallest limit is refused before any key is read.
+pub fn parse_args(args: &[&[u8]]) -> Result<Request> {
+    // numkeys, one key, LIMIT window limit.
+    if args.len() < 5 {
+        return Err(Error::WrongArity { command: COMMAND });
+    }
+    let [raw_numkeys, after @ ..] = args else {
+        return Err(Error::WrongArity { command: COMMAND });
+    };
+    let numkeys = match parse_int("numkeys", raw_numkeys, 1) {
+        Ok(n) if n as u64 <= MAX_KEYS as u64 => n as usize,
+        _ => {
+            return Err(Error::InvalidNumKeys {
+                value: raw_numkeys.to_vec(),
+            })
+        }
+    };
+    if numkeys > after.len() {
+        return Err(Error::NumKeysOverArgs {
+            value: raw_numkeys.to_vec(),
+            available: after.len(),
+        });
+    }
+    let (keys, rest) = after.split_at(numkeys);
+    for (i, key) in keys.iter().enumerate() {
+        if keys.iter().take(i).any(|earlier| earlier == key) {
+            return Err(Error::DuplicateKey { key: key.to_vec() });
+        }
+    }
+
+    let mut opts = OptionParser::new(Accepts::CostAtAlign);
+    let mut limits: Vec<Limit> = Vec::new();
+    let mut i = 0;
+    while let Some(word) = rest.get(i) {
+        if word.eq_ignore_ascii_case(b"LIMIT") {
+            if limits.len() >= MAX_WINDOWS {
+                return Err(Error::TooManyWindows);
+            }
+            let (Some(raw_window), Some(raw_limit)) = (rest.get(i + 1), rest.get(i + 2)) else {
+                return Err(Error::IncompleteLimit);
+            };
+            let window = parse_duration("window", raw_window)?;
+            let limit = parse_int("limit", raw_limit, 1)?;
+            if limits.iter().any(|l| l.window == window) {
+                return Err(Error::DuplicateWindow {
+                    value: raw_window.to_vec(),
+                    ms: window.floor_millis(),
+                });
+            }
+            limits.push(Limit { window, limit });
+            i += 3;
+        } else {
+            i += opts.take(rest, i)?.ok_or_else(|| Error::UnknownOption {
+                value: word.to_vec(),
+            })?;
+        }
+    }
+    let opts = opts.finish();
+    let Some(smallest) = limits.iter().map(|l| l.limit).min() else {
+        return Err(Error::MissingLimit);
+    };
+    if opts.cost > smallest {
+        return Err(Error::CostOverCapacity {
+            cost: opts.cost,
+            capacity: smallest,
+            what: "limit",
+        });
+    }
+    Ok(Request {
+        numkeys,
+        limits,
+        cost: opts.cost,
+        align: opts.align,
+        at: opts.at,
+    })
+}
+
+/// Where the keys are among the arguments after the command name (`1..=numkeys`), for
+/// servers that ask the command itself (Redis 7.0 routes Cluster calls that way);
+/// `None` when `numkeys` is not valid, so no key is reported and the command's own
+/// error follows.
+pub fn key_positions(args: &[&[u8]]) -> Option<std::ops::RangeInclusive<usize>> {
+    let raw = args.first()?;
+    let n = usize::try_from(parse_int("numkeys", raw, 1).ok()?).ok()?;
+    (n <= MAX_KEYS && n < args.len()).then_some(1..=n)
+}
+
+/// The counter of one window in a key's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub window_ms: u64,
+    pub count: i64,
+    /// The absolute end of the window.
+    pub ends_at: UnixMillis,
+}
+
+/// A key's state: its entries, sorted by window, one per window.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct State {
+    entries: Vec<Entry>,
+}
+
+impl State {
+    /// Build a state from entries in any order; `None` when a window repeats.
+    pub fn new(mut entries: Vec<Entry>) -> Option<State> {
+        entries.sort_unstable_by_key(|e| e.window_ms);
+        if entries.windows(2).any(|w| w[0].window_ms == w[1].window_ms) {
+            return None;
+        }
+        Some(State { entries })
+    }
+
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    pub fn get(&self, window_ms: u64) -> Option<&Entry> {
+        self.entries
+            .binary_search_by_key(&window_ms, |e| e.window_ms)
+            .ok()
+            .and_then(|i| self.entries.get(i))
+    }
+
+    /// Read a stored value: `window_ms:count:end_ms` entries separated by commas (at
+    /// least one), each number 1 to 19 decimal digits; window_ms from 1 to 10 years,
+    /// count a non-negative i64, end_ms at most [`MAX_END_MS`]; no window twice.
+    pub fn parse(raw: &[u8]) -> Option<State> {
+        if raw.is_empty() {
+            return None;
+        }
+        let mut entries = Vec::new();
+        for item in raw.split(|&b| b == b',') {
+            let mut parts = item.split(|&b| b == b':');
+            let (Some(w), Some(c), Some(e), None) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                return None;
+            };
+            let window_ms = parse_u64(w)?;
+            if window_ms == 0 || window_ms > MAX_DURATION.floor_millis() {
+                return None;
+            }
+            let count = fixed::parse_count(c)?;
+            let end = parse_u64(e)?;
+            if end > MAX_END_MS {
+                return None;
+            }
+            entries.push(Entry {
+                window_ms,
+                count,
+                ends_at: UnixMillis(end),
+            });
+        }
+        State::new(entries)
+    }
+
+    /// The stored value (the format [`State::parse`] reads).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = String::with_capacity(self.entries.len() * 28);
+        for (i, e) in self.entries.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&format!("{}:{}:{}", e.window_ms, e.count, e.ends_at.0));
+        }
+        out.into_bytes()
+    }
+
+    /// The latest end of the windows that have not ended at `now`.
+    pub fn latest_live_end(&self, now: Micros) -> Option<UnixMillis> {
+        self.entries
+            .iter()
+            .map(|e| e.ends_at)
+            .filter(|end| end.as_micros() > now)
+            .max()
+    }
+}
+
+/// 1 to 19 decimal digits.
+fn parse_u64(raw: &[u8]) -> Option<u64> {
+    if raw.is_empty() || raw.len() > 19 || !raw.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(raw).ok()?.parse().ok()
+}
+
+/// The error for a key whose string is not RL.MULTI state.
+pub fn invalid_state(key: &[u8]) -> Error {
+    Error::InvalidKeyState {
+        key: key.to_vec(),
+        command: COMMAND,
+        expected: STATE_FORMAT,
+    }
+}
+
+/// What a key held when the call started.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    pub state: State,
+    /// `None`: the key has no TTL.
+    pub expires_at: Option<UnixMillis>,
+}
+
+/// What to write to one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyEffect {
+    None,
+    /// `SET key value PXAT ends_at`.
+    Set {
+        state: State,
+        ends_at: UnixMillis,
+    },
+    /// `PEXPIREAT key ends_at`: a key that had lost its TTL gets it back.
+    ExpireAt(UnixMillis),
+}
+
+/// The pair whose numbers the reply carries (fields 2, 3 and 5, then 6 and 7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Binding {
+    /// Index into the call's keys.
+    pub key: usize,
+    pub window_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub verdict: Verdict,
+    pub binding: Binding,
+    /// One per key, in key order.
+    pub effects: Vec<KeyEffect>,
+}
+
+/// Decide one request. `stored` has one element per key, in key order (`None`: the
+/// key does not exist).
+pub fn decide(stored: &[Option<Stored>], now: Micros, req: &Request) -> Result<Outcome> {
+    if stored.len() != req.numkeys || req.limits.is_empty() {
+        return Err(Error::Internal("RL.MULTI state does not match its keys"));
+    }
+    // The binding pair so far: (verdict, binding).
+    let mut denied: Option<(Micros, Verdict, Binding)> = None;
+    let mut least: Option<(Verdict, Binding)> = None;
+    // The named windows' counters after the request, per key (used when allowed).
+    let mut updated: Vec<Vec<Entry>> = Vec::with_capacity(stored.len());
+    for (k, st) in stored.iter().enumerate() {
+        let mut entries = Vec::with_capacity(req.limits.len());
+        for lim in &req.limits {
+            let window_ms = lim.window.floor_millis();
+            let counter = st
+                .as_ref()
+                .and_then(|s| s.state.get(window_ms))
+                .map(|e| Counter {
+                    count: e.count,
+                    ends_at: Some(e.ends_at),
+                });
+            let params = FixedParams {
+                limit: lim.limit,
+                window: lim.window,
+                cost: req.cost,
+                align: req.align,
+            };
+            let out = fixed::decide(counter, now, &params)?;
+            let binding = Binding { key: k, window_ms };
+            match out.verdict.decision {
+                // The denying pair that frees up last; ties keep the first.
+                Decision::Denied { retry_after } => {
+                    if denied.map_or(true, |(r, _, _)| retry_after > r) {
+                        denied = Some((retry_after, out.verdict, binding));
+                    }
+                }
+                // The allowed pair with the least remaining; ties keep the first.
+                Decision::Allowed => {
+                    if least.map_or(true, |(v, _)| out.verdict.remaining < v.remaining) {
+                        least = Some((out.verdict, binding));
+                    }
+                }
+            }
+            if let Effect::Set { count, ends_at } = out.effect {
+                entries.push(Entry {
+                    window_ms,
+                    count,
+                    ends_at,
+                });
+            }
+        }
+        updated.push(entries);
+    }
+
+    if let Some((_, verdict, binding)) = denied {
+        // Nothing is consumed. A key that lost its TTL (PERSIST from outside) gets it
+        // back at the end of its latest live window, as RL.FIXED repairs its counters;
+        // a peek writes nothing at all.
+        let effects = stored
+            .iter()
+            .map(|st| match st {
+                Some(s) if s.expires_at.is_none() && req.cost > 0 => s
+                    .state
+                    .latest_live_end(now)
+                    .map_or(KeyEffect::None, KeyEffect::ExpireAt),
+                _ => KeyEffect::None,
+            })
+            .collect();
+        return Ok(Outcome {
+            verdict,
+            binding,
+            effects,
+        });
+    }
+    let Some((verdict, binding)) = least else {
+        return Err(Error::Internal("RL.MULTI found no pair"));
+    };
+    if req.cost == 0 {
+        return Ok(Outcome {
+            verdict,
+            binding,
+            effects: vec![KeyEffect::None; stored.len()],
+        });
+    }
+    let mut effects = Vec::with_capacity(stored.len());
+    for (st, named) in stored.iter().zip(updated) {
+        let mut entries = named;
+        if let Some(s) = st {
+            // Windows this call does not name are kept while they have not ended.
+            entries.extend(s.state.entries().iter().filter(|e| {
+                e.ends_at.as_micros() > now
+                    && !req
+                        .limits
+                        .iter()
+                        .any(|l| l.window.floor_millis() == e.window_ms)
+            }));
+        }
+        let ends_at = entries.iter().map(|e| e.ends_at).max();
+        match (State::new(entries), ends_at) {
+            (Some(state), Some(ends_at)) => effects.push(KeyEffect::Set { state, ends_at }),
+            _ => return Err(Error::Internal("RL.MULTI state to write")),
+        }
+    }
+    Ok(Outcome {
+        verdict,
+        binding,
+        effects,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: u64 = 1_700_000_000_000; // ms, on a second boundary (20 s past a minute)
+
+    fn parse(args: &[&str]) -> Result<Request> {
+        let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        parse_args(&raw)
+    }
+
+    fn lim(window_ms: u64, limit: i64) -> Limit {
+        Limit {
+            window: Micros::from_millis(window_ms),
+            limit,
+        }
+    }
+
+    #[test]
+    fn arguments() {
+        assert_eq!(
+            parse(&[
+                "2", "ip:1", "user:1", "LIMIT", "1", "10", "limit", "1m", "120", "COST", "2",
+                "LIMIT", "1h", "240", "align", "AT", "5"
+            ]),
+            Ok(Request {
+                numkeys: 2,
+                limits: vec![lim(1_000, 10), lim(60_000, 120), lim(3_600_000, 240)],
+                cost: 2,
+                align: true,
+                at: Some(Micros::from_millis(5)),
+            })
+        );
+        assert_eq!(
+            parse(&["1", "k", "LIMIT", "1500ms", "3"]),
+            Ok(Request {
+                numkeys: 1,
+                limits: vec![lim(1_500, 3)],
+                cost: 1,
+                align: false,
+                at: None,
+            })
+        );
+        // A key may be spelled like a keyword: keys are positional.
+        assert_eq!(
+            parse(&["2", "LIMIT", "COST", "LIMIT", "1", "1"]).map(|r| r.numkeys),
+            Ok(2)
+        );
+        let many_keys: Vec<String> = std::iter::once("64".to_string())
+            .chain((0..64).map(|i| format!("k{i}")))
+            .chain(["LIMIT", "1s", "1"].map(String::from))
+            .collect();
+        let many_keys: Vec<&str> = many_keys.iter().map(String::as_str).collect();
+        assert_eq!(parse(&many_keys).map(|r| r.numkeys), Ok(64));
+        let mut many_windows = vec!["1".to_string(), "k".to_string()];
+        for w in 1..=16 {
+            many_windows.extend(["LIMIT".to_string(), format!("{w}s"), "5".to_string()]);
+        }
+        let many_windows: Vec<&str> = many_windows.iter().map(String::as_str).collect();
+        assert_eq!(parse(&many_windows).map(|r| r.limits.len()), Ok(16));
+    }
+
+    #[test]
+    fn argument_errors() {
+        use Error::*;
+        let numkeys = |v: &str| InvalidNumKeys {
+            value: v.as_bytes().to_vec(),
+        };
+        let mut k65 = vec!["65".to_string()];
+        k65.extend((0..65).map(|i| format!("k{i}")));
+        k65.extend(["LIMIT", "1s", "1"].map(String::from));
+        let k65: Vec<&str> = k65.iter().map(String::as_str).collect();
+        let mut w17 = vec!["1".to_string(), "k".to_string()];
+        for w in 1..=17 {
+            w17.extend(["LIMIT".to_string(), format!("{w}s"), "5".to_string()]);
+        }
+        let w17: Vec<&str> = w17.iter().map(String::as_str).collect();
+        let cases: Vec<(&[&str], Error)> = vec![
+            (
+                &["1", "k", "LIMIT", "1s"],
+                WrongArity {
+                    command: "RL.MULTI",
+                },
+            ),
+            (&["0", "k", "LIMIT", "1s", "1"], numkeys("0")),
+            (&["-1", "k", "LIMIT", "1s", "1"], numkeys("-1")),
+            (&["x", "k", "LIMIT", "1s", "1"], numkeys("x")),
+            (&["1.0", "k", "LIMIT", "1s", "1"], numkeys("1.0")),
+            (
+                &["99999999999999999999", "k", "LIMIT", "1s", "1"],
+                numkeys("99999999999999999999"),
+            ),
+            (&k65, numkeys("65")),
+            (
+                &["6", "a", "b", "c", "d", "e"],
+                NumKeysOverArgs {
+                    value: b"6".to_vec(),
+                    available: 5,
+                },
+            ),
+            (
+                &["2", "a", "a", "LIMIT", "1s", "1"],
+                DuplicateKey { key: b"a".to_vec() },
+            ),
+            (&["4", "a", "b", "c", "d"], MissingLimit),
+            (&["1", "a", "COST", "1", "AT", "5"], MissingLimit),
+            (
+                &["1", "a", "LIMIT", "1s", "1", "LIMIT", "2s"],
+                IncompleteLimit,
+            ),
+            (&["2", "a", "b", "LIMIT", "1s"], IncompleteLimit),
+            (
+                &["1", "a", "LIMIT", "1m", "5", "LIMIT", "60s", "6"],
+                DuplicateWindow {
+                    value: b"60s".to_vec(),
+                    ms: 60_000,
+                },
+            ),
+            (
+                &["1", "a", "LIMIT", "1000ms", "5", "LIMIT", "1", "6"],
+                DuplicateWindow {
+                    value: b"1".to_vec(),
+                    ms: 1_000,
+                },
+            ),
+            (&w17, TooManyWindows),
+            (
+                &[
+                    "1", "a", "LIMIT", "1s", "10", "LIMIT", "1m", "3", "COST", "4",
+                ],
+                CostOverCapacity {
+                    cost: 4,
+                    capacity: 3,
+                    what: "limit",
+                },
+            ),
+            (
+                &["1", "a", "LIMIT", "0s", "10"],
+                InvalidDuration {
+                    what: "window",
+                    value: b"0s".to_vec(),
+                    reason: crate::error::DurationProblem::NotPositive,
+                },
+            ),
+            (
+                &["1", "a", "LIMIT", "1s", "0"],
+                InvalidInteger {
+                    what: "limit",
+                    value: b"0".to_vec(),
+                    min: 1,
+                },
+            ),
+            // The limit of a LIMIT is never read as the next keyword.
+            (
+                &["1", "a", "LIMIT", "1s", "COST", "5"],
+                InvalidInteger {
+                    what: "limit",
+                    value: b"COST".to_vec(),
+                    min: 1,
+                },
+            ),
+            (
+                &["1", "a", "LIMIT", "1s", "5", "LIMITS"],
+                UnknownOption {
+                    value: b"LIMITS".to_vec(),
+                },
+            ),
+            (
+                &["1", "a", "LIMIT", "1s", "5", "COST", "1", "cost", "1"],
+                RepeatedOption { name: "COST" },
+            ),
+        ];
+        for (args, want) in cases {
+            assert_eq!(parse(args), Err(want), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn key_positions_follow_numkeys() {
+        let pos = |args: &[&str]| {
+            let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            key_positions(&raw)
+        };
+        assert_eq!(pos(&["2", "a", "b", "LIMIT", "1s", "1"]), Some(1..=2));
+        assert_eq!(pos(&["1", "a"]), Some(1..=1));
+        for bad in [
+            &["0", "a"][..],
+            &["-1", "a"],
+            &["x", "a"],
+            &["2", "a"],
+            &["65", "a"],
+            &[],
+        ] {
+            assert_eq!(pos(bad), None, "{bad:?}");
+        }
+    }
+
+    fn entry(window_ms: u64, count: i64, end_after_t0: u64) -> Entry {
+        Entry {
+            window_ms,
+            count,
+            ends_at: UnixMillis(T0 + end_after_t0),
+        }
+    }
+
+    #[test]
+    fn state_format() {
+        let s = State::parse(b"60000:7:1700000060000,1000:3:1700000001000").unwrap();
+        assert_eq!(
+            s.entries(),
+            [entry(1_000, 3, 1_000), entry(60_000, 7, 60_000)]
+        );
+        assert_eq!(
+            s.encode(),
+            b"1000:3:1700000001000,60000:7:1700000060000".to_vec()
+        );
+        assert_eq!(State::parse(&s.encode()), Some(s));
+        assert!(State::parse(b"1:0:0").is_some());
+        assert!(State::parse(b"315360000000:9223372036854775807:9007199254740991").is_some());
+        assert!(State::parse(b"0001:007:0").is_some());
+        for bad in [
+            &b""[..],
+            b"5",
+            b"abc",
+            b",",
+            b"1000:1:5,",
+            b",1000:1:5",
+            b"1000:1",
+            b"1000:1:5:6",
+            b"1000::5",
+            b"0:1:5",
+            b"-1000:1:5",
+            b"1000:-1:5",
+            b"1000:1:-5",
+            b"1000:+1:5",
+            b"315360000001:1:5",
+            b"1000:9223372036854775808:5",
+            b"1000:1:9007199254740992",
+            b"1000:1:99999999999999999999",
+            b"1000:1:5,1000:2:6",
+            b"1000:1:5 ",
+            b"1000:1:5\n",
+            b"1000:1:5;2000:1:5",
+            b"1e3:1:5",
+        ] {
+            assert_eq!(
+                State::parse(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    fn stored(entries: &[Entry], expires: Option<u64>) -> Option<Stored> {
+        Some(Stored {
+            state: State::new(entries.to_vec()).unwrap(),
+            expires_at: expires.map(|e| UnixMillis(T0 + e)),
+        })
+    }
+
+    fn req(numkeys: usize, limits: &[(u64, i64)], cost: i64, align: bool) -> Request {
+        Request {
+            numkeys,
+            limits: limits.iter().map(|&(w, l)| lim(w, l)).collect(),
+            cost,
+            align,
+            at: None,
+        }
+    }
+
+    fn at(ms: u64) -> Micros {
+        Micros::from_millis(T0 + ms)
+    }
+
+    fn set(entries: &[Entry]) -> KeyEffect {
+        let ends_at = entries.iter().map(|e| e.ends_at).max().unwrap();
+        KeyEffect::Set {
+            state: State::new(entries.to_vec()).unwrap(),
+            ends_at,
+        }
+    }
+
+    const SEED: &[(u64, i64)] = &[(1_000, 10), (60_000, 120), (3_600_000, 240)];
+
+    #[test]
+    fn table() {
+        struct Case {
+            name: &'static str,
+            stored: Vec<Option<Stored>>,
+            now: Micros,
+            req: Request,
+            fields: [i64; 5],
+            binding: (usize, u64),
+            effects: Vec<KeyEffect>,
+        }
+        let cases = vec![
+            Case {
+                name: "first request opens every window of every key",
+                stored: vec![None, None],
+                now: at(0),
+                req: req(2, SEED, 1, false),
+                fields: [0, 10, 9, -1, 1_000],
+                binding: (0, 1_000),
+                effects: vec![
+                    set(&[
+                        entry(1_000, 1, 1_000),
+                        entry(60_000, 1, 60_000),
+                        entry(3_600_000, 1, 3_600_000),
+                    ]);
+                    2
+                ],
+            },
+            Case {
+                name: "allowed: the pair with the least remaining binds",
+                stored: vec![
+                    stored(
+                        &[entry(1_000, 2, 500), entry(60_000, 100, 30_000)],
+                        Some(30_000),
+                    ),
+                    stored(&[entry(60_000, 115, 40_000)], Some(40_000)),
+                ],
+                now: at(100),
+                req: req(2, SEED, 1, false),
+                fields: [0, 120, 4, -1, 39_900],
+                binding: (1, 60_000),
+                effects: vec![
+                    set(&[
+                        entry(1_000, 3, 500),
+                        entry(60_000, 101, 30_000),
+                        entry(3_600_000, 1, 3_600_100),
+                    ]),
+                    set(&[
+                        entry(1_000, 1, 1_100),
+                        entry(60_000, 116, 40_000),
+                        entry(3_600_000, 1, 3_600_100),
+                    ]),
+                ],
+            },
+            Case {
+                name: "allowed: ties go to the first key, then the first LIMIT",
+                stored: vec![None, None],
+                now: at(0),
+                req: req(2, &[(60_000, 5), (1_000, 5)], 2, false),
+                fields: [0, 5, 3, -1, 60_000],
+                binding: (0, 60_000),
+                effects: vec![set(&[entry(1_000, 2, 1_000), entry(60_000, 2, 60_000)]); 2],
+            },
+            Case {
+                name: "denied: one full pair denies the whole request and nothing changes",
+                stored: vec![
+                    stored(&[entry(1_000, 3, 800)], Some(800)),
+                    stored(&[entry(1_000, 10, 600)], Some(600)),
+                ],
+                now: at(100),
+                req: req(2, SEED, 1, false),
+                fields: [1, 10, 0, 500, 500],
+                binding: (1, 1_000),
+                effects: vec![KeyEffect::None, KeyEffect::None],
+            },
+            Case {
+                name: "denied: the denying pair that frees up last binds",
+                stored: vec![
+                    stored(
+                        &[entry(1_000, 10, 600), entry(60_000, 120, 20_000)],
+                        Some(20_000),
+                    ),
+                    stored(&[entry(3_600_000, 240, 50_000)], Some(50_000)),
+                ],
+                now: at(100),
+                req: req(2, SEED, 1, false),
+                fields: [1, 240, 0, 49_900, 49_900],
+                binding: (1, 3_600_000),
+                effects: vec![KeyEffect::None, KeyEffect::None],
+            },
+            Case {
+                name: "denied: ties in retry_after go to the first key",
+                stored: vec![
+                    stored(&[entry(1_000, 10, 600)], Some(600)),
+                    stored(&[entry(1_000, 10, 600)], Some(600)),
+                ],
+                now: at(100),
+                req: req(2, SEED, 1, false),
+                fields: [1, 10, 0, 500, 500],
+                binding: (0, 1_000),
+                effects: vec![KeyEffect::None, KeyEffect::None],
+            },
+            Case {
+                name: "a cost that fits one pair but not another is denied by that one",
+                stored: vec![stored(&[entry(60_000, 117, 30_000)], Some(30_000))],
+                now: at(0),
+                req: req(1, SEED, 4, false),
+                fields: [1, 120, 3, 30_000, 30_000],
+                binding: (0, 60_000),
+                effects: vec![KeyEffect::None],
+            },
+            Case {
+                name: "windows not named are kept; ended ones are dropped",
+                stored: vec![stored(
+                    &[
+                        entry(500, 4, 50),
+                        entry(2_000, 1, 1_500),
+                        entry(5_000, 9, 4_000),
+                    ],
+                    Some(4_000),
+                )],
+                now: at(100),
+                req: req(1, &[(1_000, 10)], 1, false),
+                fields: [0, 10, 9, -1, 1_000],
+                binding: (0, 1_000),
+                effects: vec![set(&[
+                    entry(1_000, 1, 1_100),
+                    entry(2_000, 1, 1_500),
+                    entry(5_000, 9, 4_000),
+                ])],
+            },
+            Case {
+                name: "an ended named window starts again",
+                stored: vec![stored(&[entry(1_000, 10, 1_000)], Some(1_000))],
+                now: at(1_000),
+                req: req(1, &[(1_000, 10)], 1, false),
+                fields: [0, 10, 9, -1, 1_000],
+                binding: (0, 1_000),
+                effects: vec![set(&[entry(1_000, 1, 2_000)])],
+            },
+            Case {
+                name: "aligned windows end on multiples of the window",
+                stored: vec![None],
+                now: at(15_250),
+                req: req(1, &[(1_000, 10), (60_000, 100)], 1, true),
+                fields: [0, 10, 9, -1, 750],
+                binding: (0, 1_000),
+                effects: vec![set(&[entry(1_000, 1, 16_000), entry(60_000, 1, 40_000)])],
+            },
+            Case {
+                name: "peek: nothing written, reply as for a real request",
+                stored: vec![None, stored(&[entry(1_000, 4, 500)], Some(500))],
+                now: at(0),
+                req: req(2, SEED, 0, false),
+                fields: [0, 10, 6, -1, 500],
+                binding: (1, 1_000),
+                effects: vec![KeyEffect::None, KeyEffect::None],
+            },
+            Case {
+                name: "peek on empty keys: full capacity, nothing to reset",
+                stored: vec![None],
+                now: at(0),
+                req: req(1, SEED, 0, false),
+                fields: [0, 10, 10, -1, 0],
+                binding: (0, 1_000),
+                effects: vec![KeyEffect::None],
+            },
+            Case {
+                name: "peek on a full window is allowed",
+                stored: vec![stored(&[entry(1_000, 10, 500)], Some(500))],
+                now: at(0),
+                req: req(1, SEED, 0, false),
+                fields: [0, 10, 0, -1, 500],
+                binding: (0, 1_000),
+                effects: vec![KeyEffect::None],
+            },
+            Case {
+                name: "a count above a (lowered) limit denies even a peek",
+                stored: vec![stored(&[entry(1_000, 12, 500)], Some(500))],
+                now: at(0),
+                req: req(1, SEED, 0, false),
+                fields: [1, 10, 0, 500, 500],
+                binding: (0, 1_000),
+                effects: vec![KeyEffect::None],
+            },
+            Case {
+                name: "denied: a key without TTL gets it back at its latest live end",
+                stored: vec![stored(
+                    &[
+                        entry(1_000, 10, 600),
+                        entry(60_000, 3, 20_000),
+                        entry(500, 1, 50),
+                    ],
+                    None,
+                )],
+                now: at(100),
+                req: req(1, &[(1_000, 10)], 1, false),
+                fields: [1, 10, 0, 500, 500],
+                binding: (0, 1_000),
+                effects: vec![KeyEffect::ExpireAt(UnixMillis(T0 + 20_000))],
+            },
+            Case {
+                name: "a peek never repairs a TTL, even when denied",
+                stored: vec![stored(&[entry(1_000, 12, 600)], None)],
+                now: at(100),
+                req: req(1, &[(1_000, 10)], 0, false),
+                fields: [1, 10, 0, 500, 500],
+                binding: (0, 1_000),
+                effects: vec![KeyEffect::None],
+            },
+            Case {
+                name: "huge limits do not overflow",
+                stored: vec![stored(&[entry(1_000, i64::MAX - 1, 10)], Some(10))],
+                now: at(0),
+                req: req(1, &[(1_000, i64::MAX)], i64::MAX, false),
+                fields: [1, i64::MAX, 1, 10, 10],
+                binding: (0, 1_000),
+                effects: vec![KeyEffect::None],
+            },
+        ];
+        for c in cases {
+            let out = decide(&c.stored, c.now, &c.req).unwrap();
+            assert_eq!(out.verdict.fields(), c.fields, "{}", c.name);
+            assert_eq!(
+                (out.binding.key, out.binding.window_ms),
+                c.binding,
+                "{}",
+                c.name
+            );
+            assert_eq!(out.effects, c.effects, "{}", c.name);
+        }
+    }
+
+    #[test]
+    fn mismatched_state_is_an_internal_error_not_a_panic() {
+        assert!(matches!(
+            decide(&[None], at(0), &req(2, SEED, 1, false)),
+            Err(Error::Internal(_))
+        ));
+    }
+
+    /// Apply effects to simulated keys, as the glue does.
+    fn apply(keys: &mut [Option<Stored>], idx: &[usize], effects: &[KeyEffect]) {
+        for (&k, e) in idx.iter().zip(effects) {
+            match e {
+                KeyEffect::None => {}
+                KeyEffect::Set { state, ends_at } => {
+                    keys[k] = Some(Stored {
+                        state: state.clone(),
+                        expires_at: Some(*ends_at),
+                    })
+                }
+                KeyEffect::ExpireAt(t) => {
+                    if let Some(s) = keys[k].as_mut() {
+                        s.expires_at = Some(*t)
+                    }
+                }
+            }
+        }
+    }
+
+    use proptest::prelude::*;
+
+    const WINDOWS: [u64; 4] = [250, 1_000, 1_500, 60_000];
+
+    proptest! {
+        #[test]
+        fn state_round_trips(
+            entries in proptest::collection::btree_map(
+                1u64..=315_360_000_000,
+                (0i64..=i64::MAX, 0u64..=MAX_END_MS),
+                1..20,
+            )
+        ) {
+            let entries: Vec<Entry> = entries
+                .into_iter()
+                .map(|(w, (c, e))| Entry { window_ms: w, count: c, ends_at: UnixMillis(e) })
+                .collect();
+            let state = State::new(entries).unwrap();
+            prop_assert_eq!(State::parse(&state.encode()), Some(state));
+        }
+
+        /// Never more than a window's limit allowed in any instance of any (key, window)
+        /// pair; all or nothing (a denial changes no key, an allowed request writes every
+        /// key with every named window); waiting retry_after makes a denied request fit;
+        /// written state holds no ended window and expires at its latest end.
+        #[test]
+        fn invariants(
+            limits in proptest::collection::vec(1i64..12, 4),
+            steps in proptest::collection::vec(
+                (0u64..2_000_000, 1u8..8, 1u8..16, 0i64..12, any::<bool>(), any::<bool>()),
+                1..150,
+            ),
+        ) {
+            let mut keys: Vec<Option<Stored>> = vec![None, None, None];
+            let mut now = Micros::from_millis(T0) .saturating_add(Micros(77));
+            // (key, window_ms, end) -> cost allowed in that window instance
+            let mut used: std::collections::HashMap<(usize, u64, UnixMillis), i64> =
+                Default::default();
+            for (dt, key_mask, window_mask, cost, align, reverse) in steps {
+                now = now.saturating_add(Micros(dt));
+                let mut idx: Vec<usize> = (0..3).filter(|k| key_mask & (1 << k) != 0).collect();
+                if reverse {
+                    idx.reverse();
+                }
+                let mut ws: Vec<usize> = (0..4).filter(|w| window_mask & (1 << w) != 0).collect();
+                if reverse {
+                    ws.rotate_left(1);
+                }
+                let smallest = ws.iter().map(|&w| limits[w]).min().unwrap();
+                let r = Request {
+                    numkeys: idx.len(),
+                    limits: ws.iter().map(|&w| lim(WINDOWS[w], limits[w])).collect(),
+                    cost: cost.min(smallest),
+                    align,
+                    at: None,
+                };
+                let view: Vec<Option<Stored>> = idx.iter().map(|&k| keys[k].clone()).collect();
+                let out = decide(&view, now, &r).unwrap();
+                let [limited, limit, remaining, retry, _reset] = out.verdict.fields();
+                prop_assert!(out.binding.key < idx.len());
+                let bound = r.limits.iter().find(|l| l.window.floor_millis() == out.binding.window_ms);
+                prop_assert_eq!(bound.map(|l| l.limit), Some(limit));
+                prop_assert!((0..=limit).contains(&remaining));
+                prop_assert_eq!(limited == 1, retry > 0);
+                prop_assert_eq!(out.effects.len(), idx.len());
+                if limited == 1 {
+                    prop_assert!(out.effects.iter().all(|e| *e == KeyEffect::None));
+                    let later = now.saturating_add(Micros::from_millis(retry as u64));
+                    let again = decide(&view, later, &r).unwrap();
+                    prop_assert!(again.verdict.is_allowed());
+                    continue;
+                }
+                if r.cost == 0 {
+                    prop_assert!(out.effects.iter().all(|e| *e == KeyEffect::None));
+                    continue;
+                }
+                for (i, e) in out.effects.iter().enumerate() {
+                    let KeyEffect::Set { state, ends_at } = e else {
+                        return Err(TestCaseError::fail("an allowed request skipped a key"));
+                    };
+                    prop_assert_eq!(Some(*ends_at), state.entries().iter().map(|e| e.ends_at).max());
+                    for entry in state.entries() {
+                        prop_assert!(entry.ends_at.as_micros() > now, "an ended window was kept");
+                    }
+                    for l in &r.limits {
+                        let w = l.window.floor_millis();
+                        let entry = state.get(w);
+                        prop_assert!(entry.is_some(), "a named window is missing");
+                        if let Some(entry) = entry {
+                            let total = used.entry((idx[i], w, entry.ends_at)).or_insert(0);
+                            *total += r.cost;
+                            prop_assert_eq!(*total, entry.count);
+                            prop_assert!(*total <= l.limit);
+                        }
+                    }
+                }
+                apply(&mut keys, &idx, &out.effects);
+            }
+        }
+    }
+}
