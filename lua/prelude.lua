@@ -37,43 +37,52 @@ end
 
 -- Parse a signed decimal integer >= min, as the module does; nil when it is not one.
 -- Values beyond 2^53 are refused by name, since a double cannot hold them exactly.
+-- Error texts are built only when they are needed: this runs on every call.
+local function bad_int(what, v, min)
+  fail('ERR invalid ' .. what .. " '" .. echo(v) .. "': must be an integer from "
+    .. int(min) .. ' to ' .. I64_MAX)
+end
 local function parse_int(what, v, min)
-  local bad = 'ERR invalid ' .. what .. " '" .. echo(v) .. "': must be an integer from "
-    .. int(min) .. ' to ' .. I64_MAX
   local neg, digits = string.match(v, '^(%-?)(%d+)$')
-  if not digits then fail(bad) end
+  if not digits then bad_int(what, v, min) end
   local sig = string.gsub(digits, '^0+', '')
-  local limit = (neg == '-') and '9223372036854775808' or I64_MAX
-  if #sig > 19 or (#sig == 19 and sig > limit) then fail(bad) end
+  if #sig > 19 or (#sig == 19 and sig > ((neg == '-') and '9223372036854775808' or I64_MAX)) then
+    bad_int(what, v, min)
+  end
   local n = tonumber(sig ~= '' and sig or '0')
   if n > MAX_SAFE then
     fail('ERR invalid ' .. what .. " '" .. echo(v)
       .. "': the Lua twin computes exactly only up to 9007199254740991")
   end
   if neg == '-' and n ~= 0 then n = -n end
-  if n < min then fail(bad) end
+  if n < min then bad_int(what, v, min) end
   return n
 end
 
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
 local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
+local function bad_duration(what, v, reason)
+  local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
+  if reason == 'unit' then
+    why = 'unknown unit (use ms, s, m, h or d)'
+  elseif reason == 'long' then
+    why = 'must be at most 10 years (3650d)'
+  end
+  fail('ERR invalid ' .. what .. " '" .. echo(v) .. "': " .. why)
+end
 local function parse_duration(what, v)
-  local head = 'ERR invalid ' .. what .. " '" .. echo(v) .. "': "
-  local not_positive = head
-    .. 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
   local digits, unit = string.match(v, '^(%d*)(.*)$')
-  if digits == '' then fail(not_positive) end
+  if digits == '' then bad_duration(what, v) end
   local per = UNIT_MS[unit]
   if not per then
-    if string.match(unit, '^%a+$') then fail(head .. 'unknown unit (use ms, s, m, h or d)') end
-    fail(not_positive)
+    if string.match(unit, '^%a+$') then bad_duration(what, v, 'unit') end
+    bad_duration(what, v)
   end
   local sig = string.gsub(digits, '^0+', '')
-  local too_long = head .. 'must be at most 10 years (3650d)'
-  if #sig > 12 then fail(too_long) end
+  if #sig > 12 then bad_duration(what, v, 'long') end
   local n = tonumber(sig ~= '' and sig or '0')
-  if n == 0 then fail(not_positive) end
-  if n * per > MAX_DURATION_MS then fail(too_long) end
+  if n == 0 then bad_duration(what, v) end
+  if n * per > MAX_DURATION_MS then bad_duration(what, v, 'long') end
   return n * per
 end
 
