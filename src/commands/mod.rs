@@ -1,3 +1,5 @@
 //! One file per command: parse (pure), load state, decide (pure), write effects, reply.
 
+pub mod bulkexpire;
 pub mod fixed;
+pub mod sweep;
