@@ -17,8 +17,9 @@ help: ## Show this list
 deps: ## Install missing system packages (redis-server, libclang-dev, cc) with apt-get as root
 	@./scripts/deps.sh
 
-build: deps ## Build the module in release mode (target/release/libredis_ratelimit.so)
-	$(CARGO) build --release --lib
+build: deps ## Build the module and the sweep tool in release mode (target/release/)
+	$(CARGO) build --release --lib -p redis-ratelimit
+	$(CARGO) build --release -p ratelimit-sweep
 
 run: build ## Run redis-server on 127.0.0.1:$(PORT) in the foreground with the module and redis.conf.example
 	redis-server redis.conf.example --port $(PORT)
@@ -27,11 +28,13 @@ lint: deps ## cargo fmt --check and clippy with -D warnings
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-unit: deps ## Unit and property tests of the pure code
-	$(CARGO) test -p ratelimit-core
+unit: deps ## Unit and property tests of the pure code (core, RESP client, sweep tool)
+	$(CARGO) test -p ratelimit-core -p ratelimit-resp -p ratelimit-sweep
 
 integration: deps ## Integration, differential and reliability tests against real servers
-	$(CARGO) build --lib
-	RATELIMIT_MODULE=$(abspath $(DEBUG_MODULE)) $(CARGO) test -p redis-ratelimit
+	$(CARGO) build --lib -p redis-ratelimit
+	$(CARGO) build -p ratelimit-sweep
+	RATELIMIT_MODULE=$(abspath $(DEBUG_MODULE)) RATELIMIT_SWEEP=$(abspath target/debug/ratelimit-sweep) \
+		$(CARGO) test -p redis-ratelimit
 
 test: lint unit integration ## Everything: lint, unit, integration, differential, reliability

@@ -9,7 +9,8 @@ pub mod twins;
 
 pub use resp::{Client, Value};
 pub use rng::Rng;
-pub use server::Server;
+#[allow(unused_imports)] // each test binary uses its own part
+pub use server::{sweep_tool_path, Server};
 pub use twins::Twins;
 
 /// Milliseconds since the Unix epoch, from this machine's clock.

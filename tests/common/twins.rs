@@ -6,6 +6,7 @@ use std::path::Path;
 
 pub struct Twins {
     pub fixed: String,
+    pub bulkexpire: String,
 }
 
 /// The full text of a twin script.
@@ -26,6 +27,7 @@ impl Twins {
         };
         Twins {
             fixed: load("fixed.lua"),
+            bulkexpire: load("bulkexpire.lua"),
         }
     }
 }
