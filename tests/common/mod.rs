@@ -1,6 +1,6 @@
 //! Test harness shared by the integration tests: real servers on loopback ports, a
 //! small RESP client, the Lua twins, and a seeded random generator.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)] // each test binary uses its own part
 
 pub mod resp;
 pub mod rng;
@@ -9,7 +9,6 @@ pub mod twins;
 
 pub use resp::{Client, Value};
 pub use rng::Rng;
-#[allow(unused_imports)] // each test binary uses its own part
 pub use server::{sweep_tool_path, Server};
 pub use twins::Twins;
 

@@ -1,7 +1,6 @@
 //! The RESP client of the tests: the workspace's `ratelimit-resp` crate (shared with
 //! the `ratelimit-sweep` tool), plus the `args!` helper.
 
-#[allow(unused_imports)] // each test binary uses its own part
 pub use ratelimit_resp::{encode, Client, Value};
 
 /// Build an argument vector from anything printable: `args!["RL.FIXED", key, 10, "1s"]`.
