@@ -14,7 +14,7 @@ use crate::units::{Micros, UnixMillis};
 /// COUNT of RL.SWEEP when none is given: about this many keys are visited per call.
 pub const SWEEP_DEFAULT_COUNT: u64 = 1_000;
 /// The largest COUNT RL.SWEEP accepts, so that one call stays short.
-pub const SWEEP_MAX_COUNT: u64 = 10_000;
+pub const SWEEP_MAX_COUNT: u64 = 5_000;
 
 /// The absolute expiry given at `now` for a TTL of `ttl`: the current millisecond plus
 /// the TTL, as `PEXPIRE key ttl_ms` would set it.
@@ -280,10 +280,10 @@ mod tests {
         );
         assert_eq!(sweep(&["007", "1s"]), Ok(base(7, 1_000)));
         assert_eq!(
-            sweep(&["5", "2h", "match", "app:*", "Count", "10000", "type", "HASH", "dryrun"]),
+            sweep(&["5", "2h", "match", "app:*", "Count", "5000", "type", "HASH", "dryrun"]),
             Ok(SweepArgs {
                 pattern: Some(b"app:*".to_vec()),
-                count: 10_000,
+                count: 5_000,
                 type_filter: Some(TypeFilter::Core(KeyType::Hash)),
                 dry_run: true,
                 ..base(5, 7_200_000)
@@ -308,7 +308,7 @@ mod tests {
             what: "count",
             value: v.as_bytes().to_vec(),
             min: 1,
-            max: 10_000,
+            max: 5_000,
         };
         let cases: &[(&[&str], Error)] = &[
             (
@@ -351,7 +351,7 @@ mod tests {
                 },
             ),
             (&["0", "1", "COUNT", "0"], count_err("0")),
-            (&["0", "1", "COUNT", "10001"], count_err("10001")),
+            (&["0", "1", "COUNT", "5001"], count_err("5001")),
             (&["0", "1", "COUNT", "-5"], count_err("-5")),
             (&["0", "1", "COUNT", "many"], count_err("many")),
             (

@@ -15,7 +15,7 @@ Options:
   --ttl DURATION    the TTL to give: 90, 1500ms, 10m, 24h, 7d (a bare number is seconds)
   --match PATTERN   only keys matching this glob pattern (as SCAN MATCH)
   --type TYPE       only keys of this type: string, list, set, zset, hash, stream, ...
-  --count N         keys visited per call, 1 to 10000 (default: the server's, 1000)
+  --count N         keys visited per call, 1 to 5000 (default: the server's, 1000)
   --max-rate N      at most N keys visited per second on each node (default: no limit)
   --dry-run         count the keys that would get a TTL; change nothing
   --quiet           no progress, only the summary
@@ -217,8 +217,8 @@ mod tests {
             ),
             (&["--ttl", "1w"], "invalid --ttl '1w': unknown unit (use ms, s, m, h or d)"),
             (&["--ttl", "1", "--ttl", "2"], "--ttl given more than once"),
-            (&["--ttl", "1", "--count", "0"], "invalid --count '0': must be an integer from 1 to 10000"),
-            (&["--ttl", "1", "--count", "10001"], "invalid --count '10001': must be an integer from 1 to 10000"),
+            (&["--ttl", "1", "--count", "0"], "invalid --count '0': must be an integer from 1 to 5000"),
+            (&["--ttl", "1", "--count", "5001"], "invalid --count '5001': must be an integer from 1 to 5000"),
             (
                 &["--ttl", "1", "--max-rate", "0"],
                 "invalid --max-rate '0': must be a positive integer (keys per second)",

@@ -173,7 +173,7 @@ mod tests {
                 "is a replica",
             ),
             (
-                "ERR invalid count '0': must be an integer from 1 to 10000",
+                "ERR invalid count '0': must be an integer from 1 to 5000",
                 "127.0.0.1:6379: ERR invalid count",
             ),
         ];

@@ -330,7 +330,7 @@ mod tests {
                 max_rate: Some(10_000_000),
                 ..opts()
             }),
-            Some(10_000)
+            Some(5_000)
         );
     }
 
