@@ -8,4 +8,5 @@ pub mod cluster;
 pub mod node;
 pub mod progress;
 pub mod run;
+pub mod terminal;
 pub mod url;

@@ -56,12 +56,14 @@ impl Snapshot {
         }
     }
 
-    /// The terminal line (no newline; the caller rewrites it in place).
-    pub fn bar_line(&self, width: usize) -> String {
+    /// The terminal line for a terminal `columns` wide (no newline; the caller
+    /// rewrites it in place, so it must not wrap): the bar takes what the figures
+    /// leave, from 8 to 30 cells, and goes when there is no room for 8; the figures
+    /// are cut at the right edge when even they do not fit.
+    pub fn bar_line(&self, columns: usize) -> String {
         let pm = self.permille();
-        format!(
-            "{} {:>3}.{}%  {}/{} keys  {} keys/s  ETA {}  {} {}{}",
-            bar(pm, width),
+        let figures = format!(
+            " {:>3}.{}%  {}/{}  {}/s  ETA {}  {} {}{}",
             pm / 10,
             pm % 10,
             thousands(self.scanned),
@@ -71,7 +73,16 @@ impl Snapshot {
             self.expired_word(),
             thousands(self.expired),
             nodes_note(self.nodes_done, self.nodes),
-        )
+        );
+        // One column stays free: writing into the last one wraps on some terminals.
+        let room = columns.saturating_sub(1);
+        let cells = room.saturating_sub(figures.len() + 2).min(30);
+        let line = if cells >= 8 {
+            format!("{}{figures}", bar(pm, cells))
+        } else {
+            figures.trim_start().to_string()
+        };
+        line.chars().take(room).collect()
     }
 
     /// The line printed every few seconds when stderr is not a terminal.
@@ -176,10 +187,21 @@ mod tests {
             s.plain_line(),
             "progress: scanned 250000/1000000 keys (25.0%), expired 125000, 125000 keys/s, ETA 0:06"
         );
+        let figures = "  25.0%  250,000/1,000,000  125,000/s  ETA 0:06  expired 125,000";
         assert_eq!(
-            s.bar_line(10),
-            "[##--------]  25.0%  250,000/1,000,000 keys  125,000 keys/s  ETA 0:06  expired 125,000"
+            s.bar_line(200),
+            format!("[#######-----------------------]{figures}")
         );
+        // The bar shrinks to fit, then goes; the line never reaches the last column.
+        let w = figures.len() + 2 + 8 + 1;
+        assert_eq!(s.bar_line(w), format!("[##------]{figures}"));
+        assert_eq!(s.bar_line(w - 1), figures.trim_start());
+        assert_eq!(s.bar_line(20), figures.trim_start()[..19]);
+        // A 1 000 000-key sweep keeps a bar on an 80-column terminal.
+        assert!(s.bar_line(80).starts_with("[###-"), "{}", s.bar_line(80));
+        for cols in [0, 1, 40, 80, 120] {
+            assert!(s.bar_line(cols).chars().count() < cols.max(1), "{cols}");
+        }
         // Before any time has passed there is no rate and no ETA.
         assert_eq!(snap(0, 10, 0).eta(), None);
         // More keys scanned than DBSIZE said (rehashing, new keys): capped at 100%.

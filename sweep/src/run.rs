@@ -164,6 +164,7 @@ pub fn run(o: &Options, display: Display, log: &mut dyn FnMut(&str)) -> Result<S
             })
             .collect();
 
+        let columns = crate::terminal::stderr_columns().unwrap_or(80);
         let mut last_line = Instant::now();
         let mut last_text = String::new();
         let mut stderr = std::io::stderr();
@@ -171,7 +172,7 @@ pub fn run(o: &Options, display: Display, log: &mut dyn FnMut(&str)) -> Result<S
             std::thread::sleep(Duration::from_millis(50));
             match display {
                 Display::Bar if last_line.elapsed() >= BAR_EVERY => {
-                    let _ = write!(stderr, "\r\x1b[2K{}", snapshot().bar_line(30));
+                    let _ = write!(stderr, "\r\x1b[2K{}", snapshot().bar_line(columns));
                     let _ = stderr.flush();
                     last_line = Instant::now();
                 }
@@ -185,7 +186,7 @@ pub fn run(o: &Options, display: Display, log: &mut dyn FnMut(&str)) -> Result<S
         }
         match display {
             Display::Bar => {
-                let _ = writeln!(stderr, "\r\x1b[2K{}", snapshot().bar_line(30));
+                let _ = writeln!(stderr, "\r\x1b[2K{}", snapshot().bar_line(columns));
             }
             Display::Lines => {
                 let text = snapshot().plain_line();
