@@ -9,7 +9,7 @@ PORT ?= 6379
 RELEASE_MODULE := target/release/libredis_ratelimit.so
 DEBUG_MODULE := target/debug/libredis_ratelimit.so
 
-.PHONY: help deps build run test lint unit integration
+.PHONY: help deps build run test lint unit integration bench-sweep
 
 help: ## Show this list
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -38,3 +38,6 @@ integration: deps ## Integration, differential and reliability tests against rea
 		$(CARGO) test -p redis-ratelimit
 
 test: lint unit integration ## Everything: lint, unit, integration, differential, reliability
+
+bench-sweep: build ## Seed 001 before/after: ratelimit-sweep vs the seed's SCAN + EVAL loop on 1 000 000 keys (SEED=0 skips the loop)
+	bench/sweep.sh
