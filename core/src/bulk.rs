@@ -416,6 +416,17 @@ mod tests {
         }
 
         #[test]
+        fn sweep_parsing_never_panics(args in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "0", "1", "60", "1h", "MATCH", "match", "COUNT", "TYPE", "DRYRUN", "5000",
+                "5001", "-1", "", "x*", "hash", "18446744073709551616",
+            ]),
+            0..8,
+        )) {
+            let _ = sweep(&args);
+        }
+
+        #[test]
         fn counts_in_range_are_accepted(n in 1u64..=SWEEP_MAX_COUNT) {
             let s = n.to_string();
             prop_assert_eq!(sweep(&["0", "1", "COUNT", &s]).map(|a| a.count), Ok(n));

@@ -251,6 +251,12 @@ mod tests {
         }
 
         #[test]
+        fn never_panics_on_special_characters(p in r"[\[\]^\\*?a-]{0,12}", k in r"[\[\]^\\*?a-]{0,12}") {
+            // Debug builds check every index and subtraction: any slip panics here.
+            let _ = matches(p.as_bytes(), k.as_bytes());
+        }
+
+        #[test]
         fn never_panics(p in proptest::collection::vec(any::<u8>(), 0..24),
                         k in proptest::collection::vec(any::<u8>(), 0..24)) {
             let _ = matches(&p, &k);
