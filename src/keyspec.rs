@@ -9,7 +9,6 @@ use std::mem::{size_of, zeroed};
 
 /// Where a command's keys are in its argument vector (the command name is index 0).
 #[derive(Clone, Copy, Debug)]
-#[allow(dead_code)] // AllFrom and None serve the commands that follow RL.MULTI.
 pub enum KeySpec {
     /// One key at index 1.
     First,
@@ -21,10 +20,14 @@ pub enum KeySpec {
     None,
 }
 
-/// The access a command has to its keys.
+/// The access a command has to its keys: a limiter reads and changes its state.
 pub const READ_WRITE_UPDATE: u64 = (raw::REDISMODULE_CMD_KEY_RW
     | raw::REDISMODULE_CMD_KEY_ACCESS
     | raw::REDISMODULE_CMD_KEY_UPDATE) as u64;
+
+/// Changes keys without reading or returning their values (as EXPIRE).
+pub const WRITE_UPDATE: u64 =
+    (raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE) as u64;
 
 /// Set `name`'s arity and key spec. Fails (the module then refuses to load) when the
 /// server lacks the API.

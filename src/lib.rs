@@ -3,6 +3,7 @@
 //! This file only registers the module. The limiter logic is in the `ratelimit-core`
 //! crate (pure, unit-tested); `commands/` holds the per-command glue.
 
+mod any_key;
 mod api;
 mod clock;
 mod commands;
@@ -11,7 +12,7 @@ mod reply;
 mod stats;
 mod string_key;
 
-use keyspec::{set_command_info, KeySpec, READ_WRITE_UPDATE};
+use keyspec::{set_command_info, KeySpec, READ_WRITE_UPDATE, WRITE_UPDATE};
 use redis_module::{redis_module, Context, RedisString, Status};
 
 // The module allocates with the server's allocator; anything linked outside a server
@@ -25,12 +26,17 @@ type ModuleAllocator = std::alloc::System;
 #[cfg(test)]
 const MODULE_ALLOCATOR: ModuleAllocator = std::alloc::System;
 
-/// Arity (negative: at least) and key positions of every command, applied on load.
-const COMMAND_INFO: &[(&str, i32, KeySpec)] = &[
-    ("RL.FIXED", -4, KeySpec::First),
-    ("RL.GCRA", -5, KeySpec::First),
+/// Arity (negative: at least), key positions and key access of every command, applied
+/// on load.
+const COMMAND_INFO: &[(&str, i32, KeySpec, u64)] = &[
+    ("RL.FIXED", -4, KeySpec::First, READ_WRITE_UPDATE),
+    ("RL.GCRA", -5, KeySpec::First, READ_WRITE_UPDATE),
     // RL.MULTI numkeys key LIMIT window limit, at least.
-    ("RL.MULTI", -6, KeySpec::NumKeys),
+    ("RL.MULTI", -6, KeySpec::NumKeys, READ_WRITE_UPDATE),
+    // As EXPIRE: the keys' TTLs change, their values are neither read nor returned.
+    ("RL.BULKEXPIRE", -3, KeySpec::AllFrom(2), WRITE_UPDATE),
+    // Node-wide like SCAN: no keys declared; it checks each key's ACL itself.
+    ("RL.SWEEP", -3, KeySpec::None, 0),
 ];
 
 fn init(ctx: &Context, _args: &[RedisString]) -> Status {
@@ -42,8 +48,8 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         ctx.log_warning("ratelimit: this server lacks RedisModule_GetAbsExpire/SetAbsExpire (Redis 7.0+ or Valkey 8+ is needed)");
         return Status::Err;
     }
-    for &(name, arity, keys) in COMMAND_INFO {
-        if let Err(e) = set_command_info(ctx.ctx, name, arity, keys, READ_WRITE_UPDATE) {
+    for &(name, arity, keys, key_flags) in COMMAND_INFO {
+        if let Err(e) = set_command_info(ctx.ctx, name, arity, keys, key_flags) {
             ctx.log_warning(&format!("ratelimit: {e}"));
             return Status::Err;
         }
@@ -65,5 +71,9 @@ redis_module! {
         // 7.0 routes Cluster calls with the legacy range only, or by asking the command
         // (`getkeys-api`): RL.MULTI answers those requests too.
         ["RL.MULTI", commands::multi::command, "write deny-oom getkeys-api", 0, 0, 0, ""],
+        // Not deny-oom: giving keys a TTL is how a full server gets its memory back
+        // (EXPIRE is not deny-oom either).
+        ["RL.BULKEXPIRE", commands::bulkexpire::command, "write", 2, -1, 1, ""],
+        ["RL.SWEEP", commands::sweep::command, "write", 0, 0, 0, ""],
     ],
 }

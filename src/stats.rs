@@ -1,5 +1,6 @@
-//! Per-command counters shown by `INFO ratelimit`: calls, allowed, denied and errors,
-//! so operators can see the limiter working.
+//! Per-command counters shown by `INFO ratelimit`, so operators can see the limiter
+//! working: calls, allowed, denied and errors for the limiters; calls, keys given a TTL
+//! and errors for the bulk TTL commands.
 
 use redis_module::{InfoContext, RedisResult};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,16 +11,30 @@ pub enum Command {
     Fixed,
     Gcra,
     Multi,
+    BulkExpire,
+    Sweep,
 }
 
 impl Command {
-    const ALL: [Command; 3] = [Command::Fixed, Command::Gcra, Command::Multi];
+    const ALL: [Command; 5] = [
+        Command::Fixed,
+        Command::Gcra,
+        Command::Multi,
+        Command::BulkExpire,
+        Command::Sweep,
+    ];
+
+    fn limits(self) -> bool {
+        matches!(self, Command::Fixed | Command::Gcra | Command::Multi)
+    }
 
     fn name(self) -> &'static str {
         match self {
             Command::Fixed => "fixed",
             Command::Gcra => "gcra",
             Command::Multi => "multi",
+            Command::BulkExpire => "bulkexpire",
+            Command::Sweep => "sweep",
         }
     }
 }
@@ -29,6 +44,8 @@ impl Command {
 pub enum Outcome {
     Allowed,
     Denied,
+    /// A bulk TTL command gave this many keys a TTL.
+    Expired(u64),
     Error,
 }
 
@@ -37,6 +54,7 @@ struct Counters {
     allowed: AtomicU64,
     denied: AtomicU64,
     errors: AtomicU64,
+    expired: AtomicU64,
 }
 
 impl Counters {
@@ -46,6 +64,7 @@ impl Counters {
             allowed: AtomicU64::new(0),
             denied: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            expired: AtomicU64::new(0),
         }
     }
 }
@@ -55,27 +74,38 @@ static COUNTERS: [Counters; Command::ALL.len()] = [const { Counters::new() }; Co
 pub fn record(command: Command, outcome: Outcome) {
     let c = &COUNTERS[command as usize];
     c.calls.fetch_add(1, Ordering::Relaxed);
-    let field = match outcome {
-        Outcome::Allowed => &c.allowed,
-        Outcome::Denied => &c.denied,
-        Outcome::Error => &c.errors,
+    let (field, n) = match outcome {
+        Outcome::Allowed => (&c.allowed, 1),
+        Outcome::Denied => (&c.denied, 1),
+        Outcome::Expired(n) => (&c.expired, n),
+        Outcome::Error => (&c.errors, 1),
     };
-    field.fetch_add(1, Ordering::Relaxed);
+    field.fetch_add(n, Ordering::Relaxed);
 }
 
-/// The `ratelimit` INFO section: `<command>_calls`, `_allowed`, `_denied`, `_errors`.
+/// The `ratelimit` INFO section: `<command>_calls`, `_allowed`, `_denied`, `_errors`
+/// for the limiters, `<command>_calls`, `_keys_expired`, `_errors` for the bulk ones.
 #[redis_module_macros::info_command_handler]
 fn info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
     let mut section = ctx.builder().add_section("stats");
     for command in Command::ALL {
         let c = &COUNTERS[command as usize];
         let name = command.name();
-        for (field, counter) in [
-            ("calls", &c.calls),
-            ("allowed", &c.allowed),
-            ("denied", &c.denied),
-            ("errors", &c.errors),
-        ] {
+        let fields: &[(&str, &AtomicU64)] = if command.limits() {
+            &[
+                ("calls", &c.calls),
+                ("allowed", &c.allowed),
+                ("denied", &c.denied),
+                ("errors", &c.errors),
+            ]
+        } else {
+            &[
+                ("calls", &c.calls),
+                ("keys_expired", &c.expired),
+                ("errors", &c.errors),
+            ]
+        };
+        for &(field, counter) in fields {
             let value = counter.load(Ordering::Relaxed);
             section = section.field(&format!("{name}_{field}"), value.to_string())?;
         }

@@ -77,7 +77,7 @@ impl<'a> StringKey<'a> {
     /// Store `value` with the absolute expiry `expires_at`; replicated as
     /// `SET key value PXAT expires_at`.
     pub fn set(&self, value: &[u8], expires_at: UnixMillis) -> Result<(), Error> {
-        let v = self.ctx.create_string(value);
+        let v = RedisString::create_from_slice(self.ctx.ctx, value);
         let string_set = api!(RedisModule_StringSet)?;
         // SAFETY: key and string are live; StringSet takes its own reference.
         let rc = unsafe { string_set(self.key, v.inner) };

@@ -169,6 +169,55 @@ fn multi_reply(v: &Value) -> bool {
     }
 }
 
+fn valid_bulkexpire(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let mut v = vec![s(rng.pick::<&str>(&["1h", "90", "1500ms", "1d"]))];
+    v.extend((0..rng.range(1, 4)).map(|_| s(rng.pick::<&str>(&["k", "key", "{m}0"]))));
+    v
+}
+
+/// The twin takes the keys as KEYS and the duration last, as the seed's script did.
+fn valid_bulkexpire_twin(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let mut v = valid_bulkexpire(rng);
+    let ttl = v.remove(0);
+    v.insert(0, v.len().to_string().into_bytes());
+    v.push(ttl);
+    v
+}
+
+fn valid_sweep(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let mut v = vec![s("0"), s(rng.pick::<&str>(&["1h", "90", "1d"]))];
+    if rng.chance(40) {
+        v.extend([
+            s("MATCH"),
+            s(rng.pick::<&str>(&["k*", "*", "[a-z]ey", "\\*"])),
+        ]);
+    }
+    if rng.chance(40) {
+        v.extend([s("COUNT"), rng.range(1, 6_000).to_string().into_bytes()]);
+    }
+    if rng.chance(30) {
+        v.extend([
+            s("TYPE"),
+            s(rng.pick::<&str>(&["string", "list", "hash", "nosuchtype"])),
+        ]);
+    }
+    if rng.chance(30) {
+        v.push(s("DRYRUN"));
+    }
+    v
+}
+
+fn bulk_strings(v: &Value) -> bool {
+    matches!(v, Value::Array(items) if items.iter().all(|i| matches!(i, Value::Bulk(_))))
+}
+
+fn sweep_reply(v: &Value) -> bool {
+    matches!(v, Value::Array(items) if items.len() == 3
+        && matches!(&items[0], Value::Bulk(c) if !c.is_empty() && c.iter().all(u8::is_ascii_digit))
+        && matches!(items[1], Value::Int(n) if n >= 0)
+        && matches!(items[2], Value::Int(n) if n >= 0))
+}
+
 const TARGETS: &[Target] = &[
     Target {
         name: "RL.FIXED",
@@ -200,6 +249,24 @@ const TARGETS: &[Target] = &[
         prefix: |_| vec![s("RL.MULTI")],
         valid: valid_multi,
         well_formed: multi_reply,
+    },
+    Target {
+        name: "RL.BULKEXPIRE",
+        prefix: |_| vec![s("RL.BULKEXPIRE")],
+        valid: valid_bulkexpire,
+        well_formed: bulk_strings,
+    },
+    Target {
+        name: "RL.BULKEXPIRE twin",
+        prefix: |t| vec![s("EVALSHA"), t.bulkexpire.clone().into_bytes()],
+        valid: valid_bulkexpire_twin,
+        well_formed: bulk_strings,
+    },
+    Target {
+        name: "RL.SWEEP",
+        prefix: |_| vec![s("RL.SWEEP")],
+        valid: valid_sweep,
+        well_formed: sweep_reply,
     },
 ];
 

@@ -105,4 +105,21 @@ fn info_section_counts_calls_allowed_denied_and_errors() {
     assert_eq!(get("ratelimit_fixed_allowed"), Some(3), "{fields:?}");
     assert_eq!(get("ratelimit_fixed_denied"), Some(1), "{fields:?}");
     assert_eq!(get("ratelimit_fixed_errors"), Some(1), "{fields:?}");
+    // The bulk TTL commands count the keys they gave a TTL (a dry run gives none).
+    c.cmd(&["SET", "p1", "x"]);
+    c.cmd(&["SET", "p2", "x"]);
+    c.cmd(&["RL.BULKEXPIRE", "1h", "p1", "missing"]);
+    c.cmd(&["RL.SWEEP", "0", "1h", "DRYRUN"]);
+    c.cmd(&["RL.SWEEP", "0", "1h", "COUNT", "1000"]);
+    let fields = info_fields(&mut c);
+    let get = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+    assert_eq!(get("ratelimit_bulkexpire_calls"), Some(1), "{fields:?}");
+    assert_eq!(
+        get("ratelimit_bulkexpire_keys_expired"),
+        Some(1),
+        "{fields:?}"
+    );
+    assert_eq!(get("ratelimit_sweep_calls"), Some(2), "{fields:?}");
+    assert_eq!(get("ratelimit_sweep_keys_expired"), Some(1), "{fields:?}");
+    assert_eq!(get("ratelimit_sweep_errors"), Some(0), "{fields:?}");
 }

@@ -21,6 +21,17 @@ pub enum Error {
         value: Vec<u8>,
         min: i64,
     },
+    /// An integer argument with an upper bound of its own (RL.SWEEP's COUNT).
+    IntegerOutOfRange {
+        what: &'static str,
+        value: Vec<u8>,
+        min: i64,
+        max: i64,
+    },
+    /// A SCAN cursor that is not an unsigned 64-bit integer.
+    InvalidCursor {
+        value: Vec<u8>,
+    },
     /// The `AT` option's value is not a Unix time in milliseconds.
     InvalidTime {
         value: Vec<u8>,
@@ -145,6 +156,21 @@ impl fmt::Display for Error {
                 "ERR invalid {what} '{}': must be an integer from {min} to 9223372036854775807",
                 echo(value)
             ),
+            Error::IntegerOutOfRange {
+                what,
+                value,
+                min,
+                max,
+            } => write!(
+                f,
+                "ERR invalid {what} '{}': must be an integer from {min} to {max}",
+                echo(value)
+            ),
+            Error::InvalidCursor { value } => write!(
+                f,
+                "ERR invalid cursor '{}': must be an unsigned 64-bit integer (0 starts a sweep)",
+                echo(value)
+            ),
             Error::InvalidTime { value } => write!(
                 f,
                 "ERR invalid AT '{}': must be a Unix time in milliseconds from 0 to {}",
@@ -261,6 +287,15 @@ mod tests {
             },
             Error::InvalidTime {
                 value: b"-1".to_vec(),
+            },
+            Error::IntegerOutOfRange {
+                what: "count",
+                value: b"\r\n".to_vec(),
+                min: 1,
+                max: 10,
+            },
+            Error::InvalidCursor {
+                value: b"\n".to_vec(),
             },
             Error::UnknownOption {
                 value: b"\r\n".to_vec(),

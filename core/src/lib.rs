@@ -3,10 +3,12 @@
 //! state and the time in, and get a decision and the state to write back.
 
 pub mod args;
+pub mod bulk;
 pub mod duration;
 pub mod error;
 pub mod fixed;
 pub mod gcra;
+pub mod glob;
 pub mod multi;
 pub mod units;
 pub mod verdict;

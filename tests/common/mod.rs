@@ -10,7 +10,7 @@ pub mod twins;
 
 pub use resp::{Client, Value};
 pub use rng::Rng;
-pub use server::Server;
+pub use server::{sweep_tool_path, Server};
 pub use twins::Twins;
 
 /// Milliseconds since the Unix epoch, from this machine's clock.

@@ -40,6 +40,36 @@ pub fn module_path() -> PathBuf {
     .clone()
 }
 
+/// The `ratelimit-sweep` binary: `$RATELIMIT_SWEEP`, or the debug build of this
+/// workspace (built once per test binary).
+pub fn sweep_tool_path() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        if let Ok(p) = std::env::var("RATELIMIT_SWEEP") {
+            return PathBuf::from(p);
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "ratelimit-sweep"])
+            .current_dir(root)
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building ratelimit-sweep failed");
+        let target = std::env::var("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| root.join("target"));
+        let bin = target.join("debug").join("ratelimit-sweep");
+        assert!(
+            bin.exists(),
+            "ratelimit-sweep not found at {}",
+            bin.display()
+        );
+        bin
+    })
+    .clone()
+}
+
 #[derive(Clone, Debug)]
 pub struct ServerBuilder {
     module: bool,

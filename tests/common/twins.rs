@@ -8,6 +8,7 @@ pub struct Twins {
     pub fixed: String,
     pub gcra: String,
     pub multi: String,
+    pub bulkexpire: String,
 }
 
 /// The full text of a twin script.
@@ -30,6 +31,7 @@ impl Twins {
             fixed: load("fixed.lua"),
             gcra: load("gcra.lua"),
             multi: load("multi.lua"),
+            bulkexpire: load("bulkexpire.lua"),
         }
     }
 }
