@@ -9,7 +9,7 @@ PORT ?= 6379
 RELEASE_MODULE := target/release/libredis_ratelimit.so
 DEBUG_MODULE := target/debug/libredis_ratelimit.so
 
-.PHONY: help deps build run test lint unit integration
+.PHONY: help deps build run test lint unit integration bench bench-core
 
 help: ## Show this list
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -35,3 +35,10 @@ integration: deps ## Integration, differential and reliability tests against rea
 	RATELIMIT_MODULE=$(abspath $(DEBUG_MODULE)) $(CARGO) test -p redis-ratelimit
 
 test: lint unit integration ## Everything: lint, unit, integration, differential, reliability
+
+bench: build ## Native commands against their Lua twins on a throwaway server, plus bench-core; writes bench/results.{md,csv,svg}
+	@command -v python3 >/dev/null || { echo "bench: python3 is needed (apt-get install python3)"; exit 1; }
+	python3 bench/bench.py --module $(abspath $(RELEASE_MODULE)) --core $(BENCH_ARGS)
+
+bench-core: deps ## Criterion micro-benchmarks of the pure algorithms (ns per decision, fake clock)
+	$(CARGO) bench -p ratelimit-core --bench algorithms
