@@ -38,6 +38,7 @@ from typing import Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+sys.dont_write_bytecode = True  # no __pycache__ next to the table
 
 from rows import BULK, FIRST, NUMKEYS, ROWS, Bulk, Row  # noqa: E402
 
