@@ -899,7 +899,8 @@ class Report:
             f"Microseconds the server spends in one call (`INFO commandstats`, `usec_per_call` of the command, "
             f"or of `evalsha` for a twin), pipeline {self.headline}. *Twin ÷ native*: how many times the native "
             f"command's cost the twin costs (for a script: how many times the cost of the native command named). "
-            f"*÷ {self.floor.row.name if self.floor else 'floor'}*: the native command's cost over that of the floor. "
+            f"*÷ {self.floor.row.name if self.floor else 'floor'}*: the native command's (or script's) cost over that "
+            f"of the floor. "
             f"*Native ÷ twin req/s*: the throughput gain clients see. *Bytes/key*: `MEMORY USAGE` of a key written "
             f"twice.",
             "",
@@ -1181,3 +1182,6 @@ if __name__ == "__main__":
     except KeyboardInterrupt:
         log("bench: interrupted; the server was stopped")
         sys.exit(130)
+    except (RuntimeError, OSError, ReplyError, subprocess.SubprocessError) as e:
+        log(f"bench: {e}")
+        sys.exit(1)
