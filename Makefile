@@ -9,7 +9,7 @@ PORT ?= 6379
 RELEASE_MODULE := target/release/libredis_ratelimit.so
 DEBUG_MODULE := target/debug/libredis_ratelimit.so
 
-.PHONY: help deps build run test lint unit integration integration-valkey valkey bench-sweep test-binaries
+.PHONY: help deps build run test lint unit integration integration-valkey valkey bench bench-core bench-sweep test-binaries
 
 help: ## Show this list
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -51,3 +51,10 @@ test: lint unit integration integration-valkey ## Everything: lint, unit, integr
 
 bench-sweep: build ## Seed 001 before/after: ratelimit-sweep vs the seed's SCAN + EVAL loop on 1 000 000 keys (SEED=0 skips the loop)
 	bench/sweep.sh
+
+bench: build ## Native commands against their Lua twins on a throwaway server, plus bench-core; writes bench/results.{md,csv,svg}
+	@command -v python3 >/dev/null || { echo "bench: python3 is needed (apt-get install python3)"; exit 1; }
+	python3 bench/bench.py --module $(abspath $(RELEASE_MODULE)) --core $(BENCH_ARGS)
+
+bench-core: deps ## Criterion micro-benchmarks of the pure algorithms (ns per decision, fake clock)
+	$(CARGO) bench -p ratelimit-core --bench algorithms

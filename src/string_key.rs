@@ -7,6 +7,8 @@
 use crate::api::api;
 use ratelimit_core::{Error, UnixMillis};
 use redis_module::{raw, Context, RedisString};
+use std::cell::Cell;
+use std::io::Write;
 use std::os::raw::{c_char, c_int};
 
 /// A key opened for reading and writing through the raw module API, closed on drop.
@@ -16,6 +18,10 @@ pub struct StringKey<'a> {
     key: *mut raw::RedisModuleKey,
     /// What the key held when it was opened (`None`: it did not exist).
     pub stored: Option<Stored>,
+    /// The length of the value now (`None`: no key) and its absolute expiry now, kept
+    /// up to date by the writes so that each one does only what changes.
+    len: Cell<Option<usize>>,
+    expiry: Cell<Option<UnixMillis>>,
 }
 
 /// The value and absolute expiry of an existing string key.
@@ -43,13 +49,20 @@ impl<'a> StringKey<'a> {
             name,
             key,
             stored: None,
+            len: Cell::new(None),
+            expiry: Cell::new(None),
         };
         let key_type_of = api!(RedisModule_KeyType)?;
         // SAFETY: the key is open.
         let key_type = unsafe { key_type_of(key) } as isize;
         match key_type {
             raw::REDISMODULE_KEYTYPE_EMPTY => {}
-            raw::REDISMODULE_KEYTYPE_STRING => this.stored = Some(this.read()?),
+            raw::REDISMODULE_KEYTYPE_STRING => {
+                let stored = this.read()?;
+                this.len.set(Some(stored.value.len()));
+                this.expiry.set(stored.expires_at);
+                this.stored = Some(stored);
+            }
             _ => return Err(Error::WrongType),
         }
         Ok(this)
@@ -76,25 +89,26 @@ impl<'a> StringKey<'a> {
 
     /// Store `value` with the absolute expiry `expires_at`; replicated as
     /// `SET key value PXAT expires_at`.
+    ///
+    /// The value is written in place (an existing key is not deleted and re-added) and
+    /// the expiry is set only when it changes: within a window, a write costs one copy.
     pub fn set(&self, value: &[u8], expires_at: UnixMillis) -> Result<(), Error> {
-        let v = RedisString::create_from_slice(self.ctx.ctx, value);
-        let string_set = api!(RedisModule_StringSet)?;
-        // SAFETY: key and string are live; StringSet takes its own reference.
-        let rc = unsafe { string_set(self.key, v.inner) };
-        if rc != OK {
-            return Err(Error::Internal("string set"));
+        self.write_value(value)?;
+        if self.expiry.get() != Some(expires_at) {
+            self.set_abs_expire(expires_at)?;
         }
-        self.set_abs_expire(expires_at)?;
         let ms = millis_arg(expires_at)?;
         if let Ok(replicate) = api!(RedisModule_Replicate) {
-            // SAFETY: the format "sscl" matches (string, string, C string, long long).
+            // SAFETY: the format "sbcl" matches (string, buffer + length, C string,
+            // long long); the buffer is live for the call, which copies it.
             unsafe {
                 replicate(
                     self.ctx.ctx,
                     c"SET".as_ptr(),
-                    c"sscl".as_ptr(),
+                    c"sbcl".as_ptr(),
                     self.name.inner,
-                    v.inner,
+                    value.as_ptr() as *const c_char,
+                    value.len(),
                     c"PXAT".as_ptr() as *const c_char,
                     ms,
                 );
@@ -103,10 +117,72 @@ impl<'a> StringKey<'a> {
         Ok(())
     }
 
+    /// [`set`](Self::set) with the decimal text of `n`, as INCR writes integers.
+    pub fn set_integer(&self, n: i64, expires_at: UnixMillis) -> Result<(), Error> {
+        let mut buf = [0u8; 20]; // i64::MIN has 20 characters
+        let mut w: &mut [u8] = &mut buf;
+        write!(w, "{n}").map_err(|_| Error::Internal("integer format"))?;
+        let len = 20 - w.len();
+        let digits = buf.get(..len).ok_or(Error::Internal("integer format"))?;
+        self.set(digits, expires_at)
+    }
+
+    /// Make the key's value `value`: resized (or created) to its length, then copied
+    /// into place.
+    fn write_value(&self, value: &[u8]) -> Result<(), Error> {
+        if value.is_empty() && self.len.get().is_none() {
+            return self.create_empty();
+        }
+        if self.len.get() != Some(value.len()) {
+            let truncate = api!(RedisModule_StringTruncate)?;
+            // SAFETY: the key is open for writing and is a string key or empty (open
+            // refused other types); an empty key is created with this length.
+            let rc = unsafe { truncate(self.key, value.len()) };
+            if rc != OK {
+                return Err(Error::Internal("string resize"));
+            }
+            // A new key has no expiry.
+            if self.len.get().is_none() {
+                self.expiry.set(None);
+            }
+            self.len.set(Some(value.len()));
+        }
+        let dma = api!(RedisModule_StringDMA)?;
+        let mut len: usize = 0;
+        // SAFETY: the key is an open string key; WRITE gives its own copy of the value.
+        let data = unsafe { dma(self.key, &mut len, raw::REDISMODULE_WRITE as c_int) };
+        if data.is_null() || len != value.len() {
+            return Err(Error::Internal("string write"));
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: DMA gives `len` writable bytes, valid until the key is next changed;
+        // `value` has the same length and is not part of the key's value.
+        unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), data.cast::<u8>(), len) };
+        Ok(())
+    }
+
+    /// Create the key with an empty value (StringTruncate creates no key for length 0).
+    fn create_empty(&self) -> Result<(), Error> {
+        let v = self.ctx.create_string("");
+        let string_set = api!(RedisModule_StringSet)?;
+        // SAFETY: key and string are live; StringSet takes its own reference.
+        let rc = unsafe { string_set(self.key, v.inner) };
+        if rc != OK {
+            return Err(Error::Internal("string set"));
+        }
+        self.len.set(Some(0));
+        self.expiry.set(None);
+        Ok(())
+    }
+
     /// Give the existing key the absolute expiry `expires_at`; replicated as
     /// `PEXPIREAT key expires_at`.
     pub fn expire_at(&self, expires_at: UnixMillis) -> Result<(), Error> {
-        self.set_abs_expire(expires_at)?;
+        if self.expiry.get() != Some(expires_at) {
+            self.set_abs_expire(expires_at)?;
+        }
         let ms = millis_arg(expires_at)?;
         if let Ok(replicate) = api!(RedisModule_Replicate) {
             // SAFETY: the format "sl" matches (string, long long).
@@ -131,6 +207,7 @@ impl<'a> StringKey<'a> {
         if rc != OK {
             return Err(Error::Internal("set expire"));
         }
+        self.expiry.set(Some(at));
         Ok(())
     }
 }

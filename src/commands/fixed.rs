@@ -32,7 +32,7 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         let outcome = fixed::decide(stored, now, &params)?;
         match outcome.effect {
             Effect::None => {}
-            Effect::Set { count, ends_at } => key.set(count.to_string().as_bytes(), ends_at)?,
+            Effect::Set { count, ends_at } => key.set_integer(count, ends_at)?,
             Effect::ExpireAt(ends_at) => key.expire_at(ends_at)?,
         }
         reply::integers(ctx, &outcome.verdict.fields());

@@ -1,0 +1,111 @@
+"""The table of `make bench`: what is measured, one row per command.
+
+A row names a native command line and, for an RL.* command, its Lua twin. The twin is
+called with the same arguments (`lua/prelude.lua` + `lua/<twin>` as one script, keys as
+KEYS and the rest as ARGV, in the same order), so a pair is one line:
+
+    Row("RL.GCRA", native="RL.GCRA rl:gcra:__rand_int__ 1000000 1000000 1s",
+        twin="gcra.lua", denied="RL.GCRA rl:gcra:__rand_int__ 0 1 1h"),
+
+`__rand_int__` is redis-benchmark's placeholder: each occurrence becomes a random
+12-digit number below the key space (100 000 keys by default, 1 000 in the denied mode).
+Rows whose command the loaded module does not have are left out with a note, so this
+table can list commands before they are merged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+# Where the keys are in a native command line, to build its twin's EVALSHA call (the
+# names of src/keyspec.rs). Index 0 is the command name.
+FIRST = "first"  # one key at index 1:              RL.FIXED key limit window ...
+NUMKEYS = "numkeys"  # a count at 1, the keys after it: RL.MULTI 2 k1 k2 LIMIT ...
+
+
+def all_from(index: int) -> str:
+    """Every argument from `index` to the end is a key: RL.BULKEXPIRE seconds k1 k2 ..."""
+    return f"from:{index}"
+
+
+@dataclass
+class Row:
+    # The label in the tables: the command's name for native commands.
+    name: str
+    # The native command line, run as it is (None for a script-only row).
+    native: Optional[str] = None
+    # The twin's file under lua/, loaded after lua/prelude.lua.
+    twin: Optional[str] = None
+    # Where the keys of `native` are (FIRST, NUMKEYS or all_from(i)).
+    keys: str = FIRST
+    # The command line of the denied mode (limit 1 on a small key space, filled first).
+    # For a script row: its arguments after EVALSHA sha, like `call`.
+    denied: Optional[str] = None
+    # A command line run on every key of the key space before the fill, for commands
+    # that work on keys made by others (RL.BULKEXPIRE). Such rows get no memory figure.
+    setup: Optional[str] = None
+    # A script loaded as it is (no prelude), for rows without a native command...
+    script: Optional[str] = None
+    # ...and its arguments after `EVALSHA sha`: numkeys key [key ...] arg [arg ...].
+    call: Optional[str] = None
+    # For a script row: the row whose native command its cost is compared with.
+    against: Optional[str] = None
+    # The floor every native command is compared with (one row: INCR).
+    floor: bool = False
+    # A plain Redis command shown for reference (drawn like the floor).
+    reference: bool = False
+    # Requests per redis-benchmark run, when the default would take too long.
+    requests: Optional[int] = None
+    # One line on what the row is, for the notes under the tables.
+    about: str = ""
+
+
+@dataclass
+class Bulk:
+    """Giving a TTL to keys that have none, over a whole key space: keys per second for
+    one native command against the seed's loop (SCAN a chunk, EVAL a script on it)."""
+
+    name: str
+    # Keys created without a TTL before each run (DEBUG POPULATE <keys> <prefix>).
+    keys: int
+    prefix: str
+    # One native call; `{cursor}` is replaced. Reply: [next_cursor, scanned, expired].
+    native: str
+    # The baseline: `scan` (with `{cursor}`) on the client, then EVALSHA of `script` on the
+    # keys it returned (the script's reply: the keys it gave a TTL), on one connection.
+    scan: str
+    script: str = "bench/lua/seed_expire.lua"
+
+
+ROWS: List[Row] = [
+    Row(
+        "INCR",
+        native="INCR rl:incr:__rand_int__",
+        floor=True,
+        about="the floor: one native counter write (its keys have no TTL)",
+    ),
+    Row(
+        "SET PX",
+        native="SET rl:set:__rand_int__ 1 PX 3600000",
+        reference=True,
+        about="a native write that sets a TTL, as every limiter write does",
+    ),
+    Row(
+        "RL.FIXED",
+        native="RL.FIXED rl:fixed:__rand_int__ 1000000 1h",
+        twin="fixed.lua",
+        keys=FIRST,
+        denied="RL.FIXED rl:fixed:__rand_int__ 1 1h",
+        about="fixed window; allowed: limit 1 000 000 per hour; denied: limit 1, key at its limit",
+    ),
+    Row(
+        "INCR+PEXPIRE script",
+        script="bench/lua/incr_pexpire.lua",
+        call="1 rl:lua:__rand_int__ 3600000",
+        against="RL.FIXED",
+        about="the plainest fixed-window Lua script (INCR, then PEXPIRE), no checks",
+    ),
+]
+
+BULK: List[Bulk] = []

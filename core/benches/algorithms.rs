@@ -1,0 +1,124 @@
+//! Nanoseconds per decision of the pure algorithms, with a fake clock: no Redis, no
+//! system clock. `make bench-core` runs these (and `make bench` before the server
+//! benchmark); the run is kept short on purpose.
+//!
+//! Each benchmark's name is `<algorithm>/<function>/<case>`; `bench/bench.py` reads
+//! criterion's estimates under `target/criterion/` into `bench/results.md`.
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use ratelimit_core::duration::parse_duration;
+use ratelimit_core::fixed::{self, Counter, FixedParams};
+use ratelimit_core::{Micros, UnixMillis};
+use std::time::Duration;
+
+/// An arbitrary instant on a second boundary, in µs since the Unix epoch.
+const T0: u64 = 1_700_000_000_000_000;
+
+/// A clock that moves 1 µs per reading, so no two decisions see the same time.
+struct FakeClock(u64);
+
+impl FakeClock {
+    fn tick(&mut self) -> Micros {
+        self.0 += 1;
+        Micros(self.0)
+    }
+}
+
+fn params(limit: i64) -> FixedParams {
+    FixedParams {
+        limit,
+        window: Micros::from_secs(3600),
+        cost: 1,
+        align: false,
+    }
+}
+
+fn fixed_decide(c: &mut Criterion) {
+    let window_end = Some(UnixMillis(T0 / 1000 + 3_600_000));
+    let cases: [(&str, Option<Counter>, FixedParams); 4] = [
+        ("new_key", None, params(1_000_000)),
+        (
+            "existing_allowed",
+            Some(Counter {
+                count: 41,
+                ends_at: window_end,
+            }),
+            params(1_000_000),
+        ),
+        (
+            "denied",
+            Some(Counter {
+                count: 1,
+                ends_at: window_end,
+            }),
+            params(1),
+        ),
+        (
+            "missing_ttl",
+            Some(Counter {
+                count: 7,
+                ends_at: None,
+            }),
+            params(1_000_000),
+        ),
+    ];
+    for (name, stored, p) in cases {
+        let mut clock = FakeClock(T0);
+        c.bench_function(&format!("fixed/decide/{name}"), |b| {
+            b.iter(|| fixed::decide(black_box(stored), clock.tick(), black_box(&p)))
+        });
+    }
+}
+
+fn fixed_parse_args(c: &mut Criterion) {
+    let cases: [(&str, &[&[u8]]); 2] = [
+        ("limit_window", &[b"1000000", b"1h"]),
+        (
+            "all_options",
+            &[
+                b"100",
+                b"1500ms",
+                b"COST",
+                b"2",
+                b"align",
+                b"AT",
+                b"1700000000000",
+            ],
+        ),
+    ];
+    for (name, args) in cases {
+        c.bench_function(&format!("fixed/parse_args/{name}"), |b| {
+            b.iter(|| fixed::parse_args(black_box(args)))
+        });
+    }
+    // An error reply's text is built only when the arguments are wrong; time that too.
+    let bad: &[&[u8]] = &[b"100", b"0s"];
+    c.bench_function("fixed/parse_args/invalid_window", |b| {
+        b.iter(|| fixed::parse_args(black_box(bad)).map_err(|e| e.to_string()))
+    });
+}
+
+fn duration_parse(c: &mut Criterion) {
+    for raw in ["90", "1500ms", "24h"] {
+        c.bench_function(&format!("duration/parse_duration/{raw}"), |b| {
+            b.iter(|| parse_duration("window", black_box(raw.as_bytes())))
+        });
+    }
+}
+
+fn config() -> Criterion {
+    // Short on purpose: these figures are a guide to where time goes, and `make bench`
+    // must stay within a few minutes on a small machine.
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1))
+        .sample_size(30)
+        .without_plots()
+}
+
+criterion_group! {
+    name = algorithms;
+    config = config();
+    targets = fixed_decide, fixed_parse_args, duration_parse
+}
+criterion_main!(algorithms);
