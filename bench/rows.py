@@ -100,6 +100,40 @@ ROWS: List[Row] = [
         about="fixed window; allowed: limit 1 000 000 per hour; denied: limit 1, key at its limit",
     ),
     Row(
+        "RL.GCRA",
+        native="RL.GCRA rl:gcra:__rand_int__ 1000000 1000000 1s",
+        twin="gcra.lua",
+        keys=FIRST,
+        denied="RL.GCRA rl:gcra:__rand_int__ 0 1 1h",
+        about="GCRA; allowed: 1 000 000 per second with a burst of 1 000 000; denied: 1 per hour, no burst, key used",
+    ),
+    Row(
+        "RL.MULTI",
+        native="RL.MULTI 2 rl:multi:ip:__rand_int__ rl:multi:user:__rand_int__ "
+        "LIMIT 1s 1000000 LIMIT 1m 1000000 LIMIT 1h 1000000",
+        twin="multi.lua",
+        keys=NUMKEYS,
+        denied="RL.MULTI 2 rl:multi:ip:__rand_int__ rl:multi:user:__rand_int__ LIMIT 1m 1 LIMIT 1h 1 LIMIT 1d 1",
+        about="2 identifiers x 3 windows, all or nothing; denied: limit 1 in every window",
+    ),
+    Row(
+        "over_limit_multi_lua (seed)",
+        script="lua/seed/over_limit_multi.lua",
+        call="2 ip:__rand_int__ user:__rand_int__ [[1,1000000],[60,1000000],[3600,1000000]] 1700000000",
+        denied="2 ip:__rand_int__ user:__rand_int__ [[60,1],[3600,1],[86400,1]] 1700000000",
+        against="RL.MULTI",
+        about="the seeds' script as published (2 identifiers x 3 windows, INCR + EXPIRE each, answers 0/1)",
+    ),
+    Row(
+        "RL.BULKEXPIRE",
+        native="RL.BULKEXPIRE 60 " + " ".join(["rl:bulk:__rand_int__"] * 100),
+        twin="bulkexpire.lua",
+        keys=all_from(2),
+        setup="SET rl:bulk:__rand_int__ x",
+        requests=20_000,
+        about="100 keys per call (made without TTL first; later calls find most with a TTL, as in a re-run)",
+    ),
+    Row(
         "INCR+PEXPIRE script",
         script="bench/lua/incr_pexpire.lua",
         call="1 rl:lua:__rand_int__ 3600000",
@@ -108,4 +142,14 @@ ROWS: List[Row] = [
     ),
 ]
 
-BULK: List[Bulk] = []
+BULK: List[Bulk] = [
+    Bulk(
+        "RL.SWEEP vs SCAN + EVAL",
+        keys=1_000_000,
+        prefix="bulk",
+        # RL.SWEEP's default chunk (1 000 keys) against the seed's published loop (SCAN
+        # COUNT 100, one EVAL of its expire.lua per chunk).
+        native="RL.SWEEP {cursor} 60 MATCH bulk:*",
+        scan="SCAN {cursor} MATCH bulk:* COUNT 100",
+    ),
+]
