@@ -1004,7 +1004,10 @@ def chart(r: Report) -> str:
     top = values[-1]
     if len(values) > 1 and values[-1] > 3 * values[-2]:
         top = values[-2] * 1.3
-    width, left, right_pad = 860, 200, 210
+    # The label column fits the longest title (bold 12 px: about 7.2 px a character).
+    longest = max(len(title) for title, _, _ in groups)
+    left = max(200, int(7.2 * longest) + 16)
+    width, right_pad = 660 + left, 210
     bar_h, gap, group_gap, head = 18, 4, 14, 76
     plot_w = width - left - right_pad
     height = head + sum(len(b) * (bar_h + gap) + group_gap for _, _, b in groups) + 40
