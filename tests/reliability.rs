@@ -1,10 +1,10 @@
-//! Replication, persistence and concurrency: replicas and restarts hold exactly the
-//! primary's values and absolute expiry times; concurrent clients never get more
-//! than the limit between them.
+//! Replication, persistence and concurrency: replicas and restarts (AOF after a crash,
+//! RDB) hold exactly the primary's values and absolute expiry times, for a workload of
+//! every command; concurrent clients never get more than the limit between them.
 
 mod common;
 
-use common::{unix_ms, Client, Rng, Server, Twins, Value};
+use common::{unix_ms, workload, Client, Rng, Server, Twins, Value};
 use std::collections::BTreeMap;
 
 /// Every key with its value and PEXPIRETIME (small keyspaces only).
@@ -128,12 +128,14 @@ fn the_replication_stream_holds_effects_not_commands() {
 fn state_survives_an_aof_restart_after_a_crash() {
     let mut s = Server::builder().aof(true).start();
     let mut c = s.client();
-    workload(&mut c, 11, 400);
-    let before = snapshot(&mut c);
+    let twins = Twins::load(&mut c);
+    workload::run(&mut c, &twins, 11, 600, workload::at_base(), true);
+    let before = workload::snapshot(&mut c);
+    assert!(before.len() > 20, "the workload wrote too little");
     drop(c);
     s.restart(true); // SIGKILL: only what appendfsync always wrote survives
     let mut c = s.client();
-    assert_eq!(snapshot(&mut c), before);
+    assert_eq!(workload::snapshot(&mut c), before);
     // And limiting carries on from the restored counters.
     let r = c.cmd(&["RL.FIXED", "fresh", "2", "1h"]).ints();
     assert_eq!(r[..3], [0, 2, 1]);
@@ -143,12 +145,14 @@ fn state_survives_an_aof_restart_after_a_crash() {
 fn state_survives_an_rdb_restart() {
     let mut s = Server::builder().config("save", "3600 1").start();
     let mut c = s.client();
-    workload(&mut c, 13, 400);
-    let before = snapshot(&mut c);
+    let twins = Twins::load(&mut c);
+    workload::run(&mut c, &twins, 13, 600, workload::at_base(), true);
+    let before = workload::snapshot(&mut c);
+    assert!(before.len() > 20, "the workload wrote too little");
     assert_eq!(c.cmd(&["SAVE"]), Value::Status("OK".into()));
     drop(c);
     s.restart(true);
-    assert_eq!(snapshot(&mut s.client()), before);
+    assert_eq!(workload::snapshot(&mut s.client()), before);
 }
 
 #[test]

@@ -7,6 +7,7 @@ pub mod resp;
 pub mod rng;
 pub mod server;
 pub mod twins;
+pub mod workload;
 
 pub use resp::{Client, Value};
 pub use rng::Rng;
