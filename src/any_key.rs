@@ -9,6 +9,7 @@
 //! `PEXPIREAT key <absolute ms>`, as `EXPIRE` itself replicates.
 
 use crate::api::api;
+use crate::open_key::OpenKey;
 use ratelimit_core::bulk::KeyType;
 use ratelimit_core::{Error, UnixMillis};
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context, RedisString};
@@ -25,38 +26,19 @@ pub enum Found {
     WithTtl(KeyType),
 }
 
-/// An open key, closed on drop.
-struct Open(*mut raw::RedisModuleKey);
-
-impl Open {
-    /// Open `name` in `mode`; `None` when the server returns no handle (a missing key
-    /// opened for reading).
-    fn new(ctx: &Context, name: &RedisString, mode: u32) -> Result<Option<Open>, Error> {
-        let open = api!(RedisModule_OpenKey)?;
-        let mode = (mode | raw::REDISMODULE_OPEN_KEY_NOTOUCH) as c_int;
-        // SAFETY: ctx is the live command context and name a live module string.
-        let key = unsafe { open(ctx.ctx, name.inner, mode) }.cast::<raw::RedisModuleKey>();
-        Ok((!key.is_null()).then_some(Open(key)))
-    }
-}
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        if let Ok(close) = api!(RedisModule_CloseKey) {
-            // SAFETY: opened by OpenKey, closed exactly once here.
-            unsafe { close(self.0) };
-        }
-    }
-}
-
 /// Look at `name` without changing anything about it.
 pub fn inspect(ctx: &Context, name: &RedisString) -> Result<Found, Error> {
-    let Some(key) = Open::new(ctx, name, raw::REDISMODULE_READ)? else {
+    let Some(key) = OpenKey::open(
+        ctx,
+        name,
+        raw::REDISMODULE_READ | raw::REDISMODULE_OPEN_KEY_NOTOUCH,
+    )?
+    else {
         return Ok(Found::Missing);
     };
     let key_type_of = api!(RedisModule_KeyType)?;
     // SAFETY: the key is open.
-    let key_type = match unsafe { key_type_of(key.0) } as isize {
+    let key_type = match unsafe { key_type_of(key.ptr()) } as isize {
         raw::REDISMODULE_KEYTYPE_EMPTY => return Ok(Found::Missing),
         raw::REDISMODULE_KEYTYPE_STRING => KeyType::String,
         raw::REDISMODULE_KEYTYPE_LIST => KeyType::List,
@@ -68,7 +50,7 @@ pub fn inspect(ctx: &Context, name: &RedisString) -> Result<Found, Error> {
     };
     let get_abs_expire = api!(RedisModule_GetAbsExpire)?;
     // SAFETY: the key is open.
-    let expire = unsafe { get_abs_expire(key.0) };
+    let expire = unsafe { get_abs_expire(key.ptr()) };
     Ok(if expire == raw::REDISMODULE_NO_EXPIRE as i64 {
         Found::Persistent(key_type)
     } else {
@@ -91,11 +73,15 @@ pub fn type_name(ctx: &Context, name: &RedisString) -> Option<Vec<u8>> {
 pub fn give_ttl(ctx: &Context, name: &RedisString, at: UnixMillis) -> Result<(), Error> {
     let ms = i64::try_from(at.0).map_err(|_| Error::Internal("expiry out of range"))?;
     // Closed at the end of this function, which signals the change.
-    let key = Open::new(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)?
-        .ok_or(Error::Internal("open key"))?;
+    let key = OpenKey::open(
+        ctx,
+        name,
+        raw::REDISMODULE_READ | raw::REDISMODULE_WRITE | raw::REDISMODULE_OPEN_KEY_NOTOUCH,
+    )?
+    .ok_or(Error::Internal("open key"))?;
     let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
     // SAFETY: the key is open for writing; the caller saw that it holds a value.
-    if unsafe { set_abs_expire(key.0, ms) } != raw::REDISMODULE_OK as c_int {
+    if unsafe { set_abs_expire(key.ptr(), ms) } != raw::REDISMODULE_OK as c_int {
         return Err(Error::Internal("set expire"));
     }
     if let Ok(notify) = api!(RedisModule_NotifyKeyspaceEvent) {

@@ -8,6 +8,7 @@ mod api;
 mod clock;
 mod commands;
 mod keyspec;
+mod open_key;
 mod reply;
 mod stats;
 mod string_key;

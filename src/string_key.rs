@@ -5,17 +5,18 @@
 //! clock of their own.
 
 use crate::api::api;
+use crate::open_key::OpenKey;
 use ratelimit_core::{Error, UnixMillis};
 use redis_module::{raw, Context, RedisString};
 use std::cell::Cell;
 use std::io::Write;
 use std::os::raw::{c_char, c_int};
 
-/// A key opened for reading and writing through the raw module API, closed on drop.
+/// A string key opened for reading and writing, closed on drop.
 pub struct StringKey<'a> {
     ctx: &'a Context,
     name: &'a RedisString,
-    key: *mut raw::RedisModuleKey,
+    key: OpenKey,
     /// What the key held when it was opened (`None`: it did not exist).
     pub stored: Option<Stored>,
     /// The length of the value now (`None`: no key) and its absolute expiry now, kept
@@ -37,13 +38,11 @@ const OK: c_int = raw::REDISMODULE_OK as c_int;
 impl<'a> StringKey<'a> {
     /// Open `name`; a key of another type is `WRONGTYPE`.
     pub fn open(ctx: &'a Context, name: &'a RedisString) -> Result<Self, Error> {
-        let open = api!(RedisModule_OpenKey)?;
-        let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
-        // SAFETY: ctx is the live command context and name a live module string.
-        let key = unsafe { open(ctx.ctx, name.inner, mode) }.cast::<raw::RedisModuleKey>();
-        if key.is_null() {
-            return Err(Error::Internal("open key"));
-        }
+        let key = OpenKey::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)?
+            .ok_or(Error::Internal("open key"))?;
+        let key_type_of = api!(RedisModule_KeyType)?;
+        // SAFETY: the key is open.
+        let key_type = unsafe { key_type_of(key.ptr()) } as isize;
         let mut this = StringKey {
             ctx,
             name,
@@ -52,9 +51,6 @@ impl<'a> StringKey<'a> {
             len: Cell::new(None),
             expiry: Cell::new(None),
         };
-        let key_type_of = api!(RedisModule_KeyType)?;
-        // SAFETY: the key is open.
-        let key_type = unsafe { key_type_of(key) } as isize;
         match key_type {
             raw::REDISMODULE_KEYTYPE_EMPTY => {}
             raw::REDISMODULE_KEYTYPE_STRING => {
@@ -72,7 +68,7 @@ impl<'a> StringKey<'a> {
         let mut len: usize = 0;
         let dma = api!(RedisModule_StringDMA)?;
         // SAFETY: the key is an open string key; READ mode leaves its value as it is.
-        let data = unsafe { dma(self.key, &mut len, raw::REDISMODULE_READ as c_int) };
+        let data = unsafe { dma(self.key.ptr(), &mut len, raw::REDISMODULE_READ as c_int) };
         let value = match data {
             p if !p.is_null() => {
                 // SAFETY: DMA gives `len` readable bytes, valid while the key is open.
@@ -82,7 +78,7 @@ impl<'a> StringKey<'a> {
         };
         let get_abs_expire = api!(RedisModule_GetAbsExpire)?;
         // SAFETY: the key is open.
-        let exp = unsafe { get_abs_expire(self.key) };
+        let exp = unsafe { get_abs_expire(self.key.ptr()) };
         let expires_at = u64::try_from(exp).ok().map(UnixMillis);
         Ok(Stored { value, expires_at })
     }
@@ -137,7 +133,7 @@ impl<'a> StringKey<'a> {
             let truncate = api!(RedisModule_StringTruncate)?;
             // SAFETY: the key is open for writing and is a string key or empty (open
             // refused other types); an empty key is created with this length.
-            let rc = unsafe { truncate(self.key, value.len()) };
+            let rc = unsafe { truncate(self.key.ptr(), value.len()) };
             if rc != OK {
                 return Err(Error::Internal("string resize"));
             }
@@ -150,7 +146,7 @@ impl<'a> StringKey<'a> {
         let dma = api!(RedisModule_StringDMA)?;
         let mut len: usize = 0;
         // SAFETY: the key is an open string key; WRITE gives its own copy of the value.
-        let data = unsafe { dma(self.key, &mut len, raw::REDISMODULE_WRITE as c_int) };
+        let data = unsafe { dma(self.key.ptr(), &mut len, raw::REDISMODULE_WRITE as c_int) };
         if data.is_null() || len != value.len() {
             return Err(Error::Internal("string write"));
         }
@@ -168,7 +164,7 @@ impl<'a> StringKey<'a> {
         let v = self.ctx.create_string("");
         let string_set = api!(RedisModule_StringSet)?;
         // SAFETY: key and string are live; StringSet takes its own reference.
-        let rc = unsafe { string_set(self.key, v.inner) };
+        let rc = unsafe { string_set(self.key.ptr(), v.inner) };
         if rc != OK {
             return Err(Error::Internal("string set"));
         }
@@ -203,7 +199,7 @@ impl<'a> StringKey<'a> {
         let ms = millis_arg(at)?;
         let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
         // SAFETY: the key is open for writing and holds a value.
-        let rc = unsafe { set_abs_expire(self.key, ms) };
+        let rc = unsafe { set_abs_expire(self.key.ptr(), ms) };
         if rc != OK {
             return Err(Error::Internal("set expire"));
         }
@@ -214,13 +210,4 @@ impl<'a> StringKey<'a> {
 
 fn millis_arg(at: UnixMillis) -> Result<i64, Error> {
     i64::try_from(at.0).map_err(|_| Error::Internal("expiry out of range"))
-}
-
-impl Drop for StringKey<'_> {
-    fn drop(&mut self) {
-        if let Ok(close) = api!(RedisModule_CloseKey) {
-            // SAFETY: opened by OpenKey in `open`, closed exactly once here.
-            unsafe { close(self.key) };
-        }
-    }
 }
