@@ -24,6 +24,12 @@ fn replicas_match_and_a_promoted_replica_continues_where_the_primary_left_off() 
         "the workload wrote too little: {}",
         want.len()
     );
+    // Every key a limiter wrote expires by itself (data:* are the bulk commands' input).
+    for (k, (_, _, exp)) in &want {
+        if !k.starts_with(b"data:") {
+            assert!(*exp > 0, "{:?} has no TTL", String::from_utf8_lossy(k));
+        }
+    }
     assert_eq!(
         snapshot(&mut with_module.client()),
         want,

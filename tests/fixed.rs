@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{unix_ms, Client, Rng, Server, Twins, Value};
+use common::{state, unix_ms, Client, Rng, Server, Twins, Value};
 use ratelimit_core::fixed::{self, Counter, Effect};
 use ratelimit_core::UnixMillis;
 
@@ -16,15 +16,6 @@ fn fixed(c: &mut Client, args: &[&str]) -> Value {
     let mut v = vec!["RL.FIXED"];
     v.extend_from_slice(args);
     c.cmd(&v)
-}
-
-/// (value, PEXPIRETIME) of a key.
-fn state(c: &mut Client, key: &str) -> (Option<String>, i64) {
-    let v = match c.cmd(&["GET", key]) {
-        Value::Nil => None,
-        v => Some(v.text()),
-    };
-    (v, c.cmd(&["PEXPIRETIME", key]).int())
 }
 
 #[test]

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{unix_ms, Client, Rng, Server, Twins, Value};
+use common::{state, unix_ms, Client, Rng, Server, Twins, Value};
 use ratelimit_core::gcra::{self, Effect};
 use ratelimit_core::UnixMillis;
 
@@ -60,15 +60,6 @@ fn limiters(c: &mut Client) -> [Limiter; 2] {
             twin: Some(twins.gcra),
         },
     ]
-}
-
-/// (value, PEXPIRETIME) of a key.
-fn state(c: &mut Client, key: &str) -> (Option<String>, i64) {
-    let v = match c.cmd(&["GET", key]) {
-        Value::Nil => None,
-        v => Some(v.text()),
-    };
-    (v, c.cmd(&["PEXPIRETIME", key]).int())
 }
 
 /// The state a TAT of `tat_us` is stored as.

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{unix_ms, Client, Rng, Server, Twins, Value};
+use common::{state, unix_ms, Client, Rng, Server, Twins, Value};
 use ratelimit_core::multi::{self, KeyEffect, Stored};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -37,15 +37,6 @@ fn split(v: &Value) -> ([i64; 5], String, i64) {
         f[i] = x.int();
     }
     (f, items[5].text(), items[6].int())
-}
-
-/// (value, PEXPIRETIME) of a key.
-fn state(c: &mut Client, key: &str) -> (Option<String>, i64) {
-    let v = match c.cmd(&["GET", key]) {
-        Value::Nil => None,
-        v => Some(v.text()),
-    };
-    (v, c.cmd(&["PEXPIRETIME", key]).int())
 }
 
 /// `window_ms:count:end_ms` entries, ends given relative to `t`.

@@ -4,94 +4,11 @@
 
 mod common;
 
-use common::{unix_ms, workload, Client, Rng, Server, Twins, Value};
-use std::collections::BTreeMap;
-
-/// Every key with its value and PEXPIRETIME (small keyspaces only).
-fn snapshot(c: &mut Client) -> BTreeMap<Vec<u8>, (Value, i64)> {
-    let keys = match c.cmd(&["KEYS", "*"]) {
-        Value::Array(keys) => keys,
-        other => panic!("KEYS: {other:?}"),
-    };
-    let mut out = BTreeMap::new();
-    for k in keys {
-        let Value::Bulk(k) = k else {
-            panic!("key {k:?}")
-        };
-        let v = c.cmd(&[b"GET".to_vec(), k.clone()]);
-        let exp = c.cmd(&[b"PEXPIRETIME".to_vec(), k.clone()]).int();
-        out.insert(k, (v, exp));
-    }
-    out
-}
-
-/// A mixed RL.FIXED workload: server clock and AT, native and twin, allowed, denied,
-/// peeks, aligned windows, and counters made without a TTL.
-fn workload(c: &mut Client, seed: u64, calls: usize) {
-    let twins = Twins::load(c);
-    let mut rng = Rng::new(seed);
-    let at_base = unix_ms() + 3_600_000;
-    for i in 0..calls {
-        let key = format!("k{}", rng.range(0, 20));
-        if rng.chance(3) {
-            // A counter made without a TTL: the next limiter call must give it one.
-            c.cmd(&["SET", &key, "1"]);
-            let r = c.cmd(&["RL.FIXED", &key, "1", "1m"]).ints();
-            assert_eq!(r[0], 1, "a full counter is denied");
-            continue;
-        }
-        let limit = rng.range(1, 6).to_string();
-        let window = rng.pick(&["1m", "90", "1h", "2500ms"]).to_string();
-        let mut args = vec![limit, window];
-        if rng.chance(30) {
-            args.extend(["COST".to_string(), rng.range(0, 2).to_string()]);
-        }
-        if rng.chance(30) {
-            args.push("ALIGN".into());
-        }
-        if rng.chance(50) {
-            args.extend(["AT".to_string(), (at_base + i as u64 * 10).to_string()]);
-        }
-        let mut cmd = if rng.chance(50) {
-            vec!["RL.FIXED".to_string(), key]
-        } else {
-            vec!["EVALSHA".to_string(), twins.fixed.clone(), "1".into(), key]
-        };
-        cmd.extend(args);
-        let r = c.cmd(&cmd);
-        assert!(!r.is_err(), "{cmd:?}: {r:?}");
-    }
-}
+use common::{workload, Client, Server, Twins, Value};
 
 fn wait_replicas(c: &mut Client, n: usize) {
     let acked = c.cmd(&["WAIT", &n.to_string(), "10000"]).int();
     assert_eq!(acked, n as i64, "replicas did not acknowledge");
-}
-
-#[test]
-fn replicas_hold_the_primarys_values_and_expiry_times() {
-    let primary = Server::start();
-    let with_module = primary.start_replica(true);
-    let without_module = primary.start_replica(false);
-    let mut c = primary.client();
-    workload(&mut c, 7, 600);
-    wait_replicas(&mut c, 2);
-    let want = snapshot(&mut c);
-    assert!(want.len() >= 10, "workload wrote too little: {want:?}");
-    assert!(
-        want.values().all(|(_, exp)| *exp > 0),
-        "a limiter key without TTL: {want:?}"
-    );
-    assert_eq!(
-        snapshot(&mut with_module.client()),
-        want,
-        "replica with the module"
-    );
-    assert_eq!(
-        snapshot(&mut without_module.client()),
-        want,
-        "replica without the module"
-    );
 }
 
 #[test]

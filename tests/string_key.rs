@@ -5,15 +5,7 @@
 
 mod common;
 
-use common::{unix_ms, Client, Server, Twins, Value};
-
-fn state(c: &mut Client, key: &str) -> (Option<String>, i64) {
-    let v = match c.cmd(&["GET", key]) {
-        Value::Nil => None,
-        v => Some(v.text()),
-    };
-    (v, c.cmd(&["PEXPIRETIME", key]).int())
-}
+use common::{state, unix_ms, Client, Server, Twins};
 
 #[test]
 fn in_place_writes_replicate_and_reload_exactly() {

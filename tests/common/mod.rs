@@ -21,3 +21,12 @@ pub fn unix_ms() -> u64 {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
+
+/// A string key's value (`None`: missing) and its `PEXPIRETIME`.
+pub fn state(c: &mut Client, key: &str) -> (Option<String>, i64) {
+    let v = match c.cmd(&["GET", key]) {
+        Value::Nil => None,
+        v => Some(v.text()),
+    };
+    (v, c.cmd(&["PEXPIRETIME", key]).int())
+}
