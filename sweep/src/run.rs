@@ -248,10 +248,17 @@ fn sweep_node(
             // Not ahead of `rate` keys per second since the start.
             let due = Duration::from_micros(r.scanned.saturating_mul(1_000_000) / rate);
             while start.elapsed() < due && !stop.load(Ordering::Relaxed) {
-                std::thread::sleep((due - start.elapsed()).min(Duration::from_millis(100)));
+                std::thread::sleep(pacing_wait(due, start.elapsed()));
             }
         }
     }
+}
+
+/// How long to sleep before the next call when it is due at `due` and `elapsed` has
+/// passed: at most 100 ms at a time (so a stop is seen soon), nothing once late. The
+/// clock is read again after the caller's check, so `elapsed` may already exceed `due`.
+fn pacing_wait(due: Duration, elapsed: Duration) -> Duration {
+    due.saturating_sub(elapsed).min(Duration::from_millis(100))
 }
 
 /// The summary lines (stdout).
@@ -287,6 +294,18 @@ pub fn summary_lines(o: &Options, s: &Summary) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: the pacing loop subtracted the elapsed time from the due time and
+    /// panicked ("overflow when subtracting durations") when the clock passed the due
+    /// time between the check and the subtraction.
+    #[test]
+    fn pacing_wait_is_zero_once_the_call_is_late() {
+        let ms = Duration::from_millis;
+        assert_eq!(pacing_wait(ms(500), ms(501)), Duration::ZERO);
+        assert_eq!(pacing_wait(ms(500), ms(500)), Duration::ZERO);
+        assert_eq!(pacing_wait(ms(500), ms(450)), ms(50));
+        assert_eq!(pacing_wait(ms(500), ms(0)), ms(100));
+    }
 
     fn opts() -> Options {
         Options {
