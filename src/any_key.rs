@@ -9,6 +9,7 @@
 //! `PEXPIREAT key <absolute ms>`, as `EXPIRE` itself replicates.
 
 use crate::api::api;
+use crate::effects;
 use crate::open_key::OpenKey;
 use ratelimit_core::bulk::KeyType;
 use ratelimit_core::{Error, UnixMillis};
@@ -71,7 +72,7 @@ pub fn type_name(ctx: &Context, name: &RedisString) -> Option<Vec<u8>> {
 /// Give the existing key `name` the absolute expiry `at`, and replicate
 /// `PEXPIREAT name at`.
 pub fn give_ttl(ctx: &Context, name: &RedisString, at: UnixMillis) -> Result<(), Error> {
-    let ms = i64::try_from(at.0).map_err(|_| Error::Internal("expiry out of range"))?;
+    let ms = effects::millis(at);
     // Closed at the end of this function, which signals the change.
     let key = OpenKey::open(
         ctx,
@@ -84,29 +85,8 @@ pub fn give_ttl(ctx: &Context, name: &RedisString, at: UnixMillis) -> Result<(),
     if unsafe { set_abs_expire(key.ptr(), ms) } != raw::REDISMODULE_OK as c_int {
         return Err(Error::Internal("set expire"));
     }
-    if let Ok(notify) = api!(RedisModule_NotifyKeyspaceEvent) {
-        // SAFETY: ctx and name are live; the event name is NUL-terminated.
-        unsafe {
-            notify(
-                ctx.ctx,
-                raw::REDISMODULE_NOTIFY_GENERIC,
-                c"expire".as_ptr(),
-                name.inner,
-            )
-        };
-    }
-    if let Ok(replicate) = api!(RedisModule_Replicate) {
-        // SAFETY: the format "sl" matches (string, long long).
-        unsafe {
-            replicate(
-                ctx.ctx,
-                c"PEXPIREAT".as_ptr(),
-                c"sl".as_ptr(),
-                name.inner,
-                ms,
-            )
-        };
-    }
+    effects::notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"expire", name);
+    effects::replicate_pexpireat(ctx, name, at);
     Ok(())
 }
 

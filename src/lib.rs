@@ -7,6 +7,7 @@ mod any_key;
 mod api;
 mod clock;
 mod commands;
+mod effects;
 mod keyspec;
 mod open_key;
 mod reply;

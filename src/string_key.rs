@@ -5,12 +5,13 @@
 //! clock of their own.
 
 use crate::api::api;
+use crate::effects;
 use crate::open_key::OpenKey;
 use ratelimit_core::{Error, UnixMillis};
 use redis_module::{raw, Context, RedisString};
 use std::cell::Cell;
 use std::io::Write;
-use std::os::raw::{c_char, c_int};
+use std::os::raw::c_int;
 
 /// A string key opened for reading and writing, closed on drop.
 pub struct StringKey<'a> {
@@ -93,23 +94,8 @@ impl<'a> StringKey<'a> {
         if self.expiry.get() != Some(expires_at) {
             self.set_abs_expire(expires_at)?;
         }
-        let ms = millis_arg(expires_at)?;
-        if let Ok(replicate) = api!(RedisModule_Replicate) {
-            // SAFETY: the format "sbcl" matches (string, buffer + length, C string,
-            // long long); the buffer is live for the call, which copies it.
-            unsafe {
-                replicate(
-                    self.ctx.ctx,
-                    c"SET".as_ptr(),
-                    c"sbcl".as_ptr(),
-                    self.name.inner,
-                    value.as_ptr() as *const c_char,
-                    value.len(),
-                    c"PXAT".as_ptr() as *const c_char,
-                    ms,
-                );
-            }
-        }
+        effects::notify_set_with_expiry(self.ctx, self.name);
+        effects::replicate_set_pxat(self.ctx, self.name, value, expires_at);
         Ok(())
     }
 
@@ -179,24 +165,18 @@ impl<'a> StringKey<'a> {
         if self.expiry.get() != Some(expires_at) {
             self.set_abs_expire(expires_at)?;
         }
-        let ms = millis_arg(expires_at)?;
-        if let Ok(replicate) = api!(RedisModule_Replicate) {
-            // SAFETY: the format "sl" matches (string, long long).
-            unsafe {
-                replicate(
-                    self.ctx.ctx,
-                    c"PEXPIREAT".as_ptr(),
-                    c"sl".as_ptr(),
-                    self.name.inner,
-                    ms,
-                );
-            }
-        }
+        effects::notify(
+            self.ctx,
+            raw::REDISMODULE_NOTIFY_GENERIC,
+            c"expire",
+            self.name,
+        );
+        effects::replicate_pexpireat(self.ctx, self.name, expires_at);
         Ok(())
     }
 
     fn set_abs_expire(&self, at: UnixMillis) -> Result<(), Error> {
-        let ms = millis_arg(at)?;
+        let ms = effects::millis(at);
         let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
         // SAFETY: the key is open for writing and holds a value.
         let rc = unsafe { set_abs_expire(self.key.ptr(), ms) };
@@ -206,8 +186,4 @@ impl<'a> StringKey<'a> {
         self.expiry.set(Some(at));
         Ok(())
     }
-}
-
-fn millis_arg(at: UnixMillis) -> Result<i64, Error> {
-    i64::try_from(at.0).map_err(|_| Error::Internal("expiry out of range"))
 }

@@ -123,3 +123,84 @@ fn info_section_counts_calls_allowed_denied_and_errors() {
     assert_eq!(get("ratelimit_sweep_keys_expired"), Some(1), "{fields:?}");
     assert_eq!(get("ratelimit_sweep_errors"), Some(0), "{fields:?}");
 }
+
+/// The keyspace events of a `SUBSCRIBE`d connection, as (key, event), until `n` came.
+fn events(sub: &mut common::Client, n: usize) -> Vec<(String, String)> {
+    (0..n)
+        .map(|_| {
+            let m = sub.read().expect("a keyspace event");
+            let parts = m.array();
+            let channel = parts[2].text();
+            let key = channel.trim_start_matches("__keyspace@0__:").to_string();
+            (key, parts[3].text())
+        })
+        .collect()
+}
+
+#[test]
+fn limiter_writes_send_the_same_keyspace_events_as_their_twins() {
+    let s = Server::start();
+    let mut c = s.client();
+    let twins = common::Twins::load(&mut c);
+    c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KA"]);
+    let mut sub = s.client();
+    sub.cmd(&["PSUBSCRIBE", "__keyspace@0__:*"]);
+    // For each pair: a write in a new window, a write in the same window, a denial
+    // that gives a counter without TTL its TTL, and a denial that writes nothing.
+    let calls = |native: bool, k: &str| -> Vec<Vec<String>> {
+        let (head, sha): (Vec<&str>, &str) = if native {
+            (vec!["RL.FIXED"], "")
+        } else {
+            (vec!["EVALSHA"], twins.fixed.as_str())
+        };
+        let mut base: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+        if !native {
+            base.extend([sha.to_string(), "1".into()]);
+        }
+        let with = |args: &[&str]| {
+            let mut v = base.clone();
+            v.push(k.to_string());
+            v.extend(args.iter().map(|s| s.to_string()));
+            v
+        };
+        vec![with(&["2", "1h"]), with(&["2", "1h"]), with(&["2", "1h"])]
+    };
+    for (native, k) in [(true, "n"), (false, "t")] {
+        for call in calls(native, k) {
+            c.cmd(&call);
+        }
+        c.cmd(&["SET", &format!("{k}:bare"), "2"]);
+        let bare = format!("{k}:bare");
+        let repair: Vec<String> = if native {
+            ["RL.FIXED", &bare, "2", "1h"].map(String::from).to_vec()
+        } else {
+            ["EVALSHA", &twins.fixed, "1", &bare, "2", "1h"]
+                .map(String::from)
+                .to_vec()
+        };
+        assert_eq!(c.cmd(&repair).ints()[0], 1);
+    }
+    c.cmd(&["SET", "end", "x"]);
+    let mut got = events(&mut sub, 13);
+    assert_eq!(got.pop(), Some(("end".to_string(), "set".to_string())));
+    let (native, twin): (Vec<_>, Vec<_>) = got.into_iter().partition(|(k, _)| k.starts_with('n'));
+    let strip = |v: Vec<(String, String)>| -> Vec<(String, String)> {
+        v.into_iter()
+            .map(|(k, e)| (k[1..].to_string(), e))
+            .collect()
+    };
+    let native = strip(native);
+    assert_eq!(native, strip(twin));
+    let expected: Vec<(String, String)> = [
+        ("", "set"),
+        ("", "expire"),
+        ("", "set"),
+        ("", "expire"),
+        (":bare", "set"),
+        (":bare", "expire"),
+    ]
+    .iter()
+    .map(|(k, e)| (k.to_string(), e.to_string()))
+    .collect();
+    assert_eq!(native, expected);
+}

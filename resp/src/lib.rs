@@ -114,6 +114,12 @@ impl Client {
             .unwrap_or_else(|e| panic!("connection error: {e}"))
     }
 
+    /// Read the next value the server sends without sending anything (pushed
+    /// messages on a subscribed connection).
+    pub fn read(&mut self) -> std::io::Result<Value> {
+        self.read_value()
+    }
+
     pub fn try_cmd<A: AsRef<[u8]>>(&mut self, args: &[A]) -> std::io::Result<Value> {
         self.writer.write_all(&encode(args))?;
         self.read_value()
