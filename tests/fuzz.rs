@@ -84,16 +84,13 @@ fn s(v: &str) -> Vec<u8> {
     v.as_bytes().to_vec()
 }
 
-fn valid_fixed(rng: &mut Rng) -> Vec<Vec<u8>> {
-    let mut v = vec![
-        s(rng.pick::<&str>(&["k", "key"])),
-        rng.range(1, 20).to_string().into_bytes(),
-        s(rng.pick::<&str>(&["1s", "1ms", "10", "1h"])),
-    ];
+/// Random trailing options of a limiter call: COST (0 to 2), ALIGN (fixed windows
+/// only) and AT.
+fn limiter_options(rng: &mut Rng, v: &mut Vec<Vec<u8>>, align: bool) {
     if rng.chance(50) {
-        v.extend([s("COST"), rng.range(0, 2).to_string().into_bytes()]);
+        v.extend([s("COST"), rng.range(0, 3).to_string().into_bytes()]);
     }
-    if rng.chance(30) {
+    if align && rng.chance(30) {
         v.push(s("ALIGN"));
     }
     if rng.chance(30) {
@@ -102,6 +99,15 @@ fn valid_fixed(rng: &mut Rng) -> Vec<Vec<u8>> {
             rng.range(0, 4_102_444_800_000).to_string().into_bytes(),
         ]);
     }
+}
+
+fn valid_fixed(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let mut v = vec![
+        s(rng.pick::<&str>(&["k", "key"])),
+        rng.range(1, 20).to_string().into_bytes(),
+        s(rng.pick::<&str>(&["1s", "1ms", "10", "1h"])),
+    ];
+    limiter_options(rng, &mut v, true);
     v
 }
 
@@ -123,15 +129,7 @@ fn valid_gcra(rng: &mut Rng) -> Vec<Vec<u8>> {
         rng.range(1, 1000).to_string().into_bytes(),
         s(rng.pick::<&str>(&["1s", "1ms", "10", "1h", "1d"])),
     ];
-    if rng.chance(50) {
-        v.extend([s("COST"), rng.range(0, 3).to_string().into_bytes()]);
-    }
-    if rng.chance(30) {
-        v.extend([
-            s("AT"),
-            rng.range(0, 4_102_444_800_000).to_string().into_bytes(),
-        ]);
-    }
+    limiter_options(rng, &mut v, false);
     v
 }
 
@@ -142,18 +140,7 @@ fn valid_multi(rng: &mut Rng) -> Vec<Vec<u8>> {
     for w in ["1s", "1m", "1h"].iter().take(rng.range(1, 4) as usize) {
         v.extend([s("LIMIT"), s(w), rng.range(1, 20).to_string().into_bytes()]);
     }
-    if rng.chance(50) {
-        v.extend([s("COST"), rng.range(0, 2).to_string().into_bytes()]);
-    }
-    if rng.chance(30) {
-        v.push(s("ALIGN"));
-    }
-    if rng.chance(30) {
-        v.extend([
-            s("AT"),
-            rng.range(0, 4_102_444_800_000).to_string().into_bytes(),
-        ]);
-    }
+    limiter_options(rng, &mut v, true);
     v
 }
 
