@@ -145,7 +145,8 @@ impl OptionParser {
     }
 }
 
-fn once(seen: &mut bool, name: &'static str) -> Result<()> {
+/// Mark the option `name` seen; an error if it already was.
+pub(crate) fn once(seen: &mut bool, name: &'static str) -> Result<()> {
     if std::mem::replace(seen, true) {
         return Err(Error::RepeatedOption { name });
     }

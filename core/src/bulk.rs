@@ -5,7 +5,7 @@
 //! Both set the same absolute expiry on every key one call touches: the call's time
 //! (in whole milliseconds, as `PEXPIRE` counts) plus the TTL.
 
-use crate::args::parse_int;
+use crate::args::{once, parse_int};
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
 use crate::glob;
@@ -186,13 +186,6 @@ fn parse_count(raw: &[u8]) -> Result<u64> {
         return Err(out_of_range());
     }
     Ok(n as u64)
-}
-
-fn once(seen: &mut bool, name: &'static str) -> Result<()> {
-    if std::mem::replace(seen, true) {
-        return Err(Error::RepeatedOption { name });
-    }
-    Ok(())
 }
 
 #[cfg(test)]
