@@ -75,7 +75,7 @@ class Bulk:
     # The baseline: `scan` (with `{cursor}`) on the client, then EVALSHA of `script` on the
     # keys it returned (the script's reply: the keys it gave a TTL), on one connection.
     scan: str
-    script: str = "bench/lua/seed_expire.lua"
+    script: str = "bench/seed-expire.lua"
 
 
 ROWS: List[Row] = [
