@@ -8,50 +8,21 @@ and longest duration in microseconds. Set `slowlog-log-slower-than 0` and a larg
 `slowlog-max-len` before the run to log every call. Standard library only.
 """
 
-import socket
 import sys
 
-
-def read_reply(f):
-    line = f.readline()
-    if not line:
-        raise EOFError("connection closed")
-    kind, rest = line[:1], line[1:-2]
-    if kind in (b"+", b"-"):
-        return rest.decode()
-    if kind == b":":
-        return int(rest)
-    if kind == b"$":
-        n = int(rest)
-        if n < 0:
-            return None
-        data = f.read(n + 2)[:-2]
-        return data.decode(errors="replace")
-    if kind == b"*":
-        n = int(rest)
-        return None if n < 0 else [read_reply(f) for _ in range(n)]
-    raise ValueError(f"bad reply line {line!r}")
-
-
-def command(sock, f, *args):
-    out = [f"*{len(args)}\r\n".encode()]
-    for a in args:
-        a = str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    sock.sendall(b"".join(out))
-    return read_reply(f)
+from bench import Client
 
 
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     port, name = int(sys.argv[1]), sys.argv[2].upper()
-    sock = socket.create_connection(("127.0.0.1", port))
-    f = sock.makefile("rb")
-    entries = command(sock, f, "SLOWLOG", "GET", "-1")
+    c = Client(port)
+    entries = c.call("SLOWLOG", "GET", "-1")
+    c.close()
     # Each entry: id, timestamp, duration (µs), argv, client address, client name.
     durations = sorted(
-        e[2] for e in entries if e[3] and str(e[3][0]).upper() == name
+        e[2] for e in entries if e[3] and e[3][0].decode(errors="replace").upper() == name
     )
     if not durations:
         print(f"no {name} call in the slow log")
