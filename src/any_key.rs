@@ -4,9 +4,9 @@
 //!
 //! A key is first opened for reading only, without touching its LRU/LFU data (as
 //! `TTL` does), so that looking at a key changes nothing about it. Only a key that gets
-//! a TTL is opened for writing: closing it then signals the change (`WATCH`, client
-//! tracking), the `expire` keyspace event is sent, and the effect is replicated as
-//! `PEXPIREAT key <absolute ms>`, as `EXPIRE` itself replicates.
+//! a TTL is opened for writing, and gets what `EXPIRE` gives it: the modified-key
+//! signal (`WATCH`, client tracking), the `expire` keyspace event, and the effect
+//! replicated as `PEXPIREAT key <absolute ms>` (see `effects.rs`).
 
 use crate::api::api;
 use crate::effects;
@@ -73,7 +73,6 @@ pub fn type_name(ctx: &Context, name: &RedisString) -> Option<Vec<u8>> {
 /// `PEXPIREAT name at`.
 pub fn give_ttl(ctx: &Context, name: &RedisString, at: UnixMillis) -> Result<(), Error> {
     let ms = effects::millis(at);
-    // Closed at the end of this function, which signals the change.
     let key = OpenKey::open(
         ctx,
         name,
@@ -85,8 +84,7 @@ pub fn give_ttl(ctx: &Context, name: &RedisString, at: UnixMillis) -> Result<(),
     if unsafe { set_abs_expire(key.ptr(), ms) } != raw::REDISMODULE_OK as c_int {
         return Err(Error::Internal("set expire"));
     }
-    effects::notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"expire", name);
-    effects::replicate_pexpireat(ctx, name, at);
+    effects::expiry_set(ctx, name, at);
     Ok(())
 }
 

@@ -1,29 +1,38 @@
-//! What a write tells the rest of the server: keyspace events (as the equivalent plain
-//! commands send them) and the effect replicated to replicas and the AOF as a plain
-//! command with an absolute time, so neither ever reads a clock of its own.
+//! What a write tells the rest of the server, in one place: the modified-key signal
+//! (`WATCH`, client-side caching), the keyspace events the equivalent plain command
+//! sends, and the effect replicated to replicas and the AOF as a plain command with an
+//! absolute time, so neither ever reads a clock of its own.
+//!
+//! The module loads with `REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED`: closing a key
+//! opened for writing signals nothing by itself, so a denial or a peek, which opens the
+//! key for writing but changes nothing, leaves watchers alone (as its twin does). Every
+//! write goes through the two functions below, which signal it.
 
 use crate::api::api;
-use ratelimit_core::UnixMillis;
+use ratelimit_core::{Error, UnixMillis};
 use redis_module::{raw, Context, RedisString};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int};
 
-/// Send the keyspace event `event` of class `class` (`REDISMODULE_NOTIFY_*`) for `key`.
-pub fn notify(ctx: &Context, class: c_int, event: &CStr, key: &RedisString) {
-    if let Ok(notify) = api!(RedisModule_NotifyKeyspaceEvent) {
-        // SAFETY: ctx and key are live; the event name is NUL-terminated.
-        unsafe { notify(ctx.ctx, class, event.as_ptr(), key.inner) };
-    }
+/// Ask the server to leave the modified-key signal to the module (see above).
+pub fn take_over_modified_signal(ctx: &Context) -> Result<(), Error> {
+    let set_options = api!(RedisModule_SetModuleOptions)?;
+    // SAFETY: called from OnLoad with the module's context.
+    unsafe {
+        set_options(
+            ctx.ctx,
+            raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
+        )
+    };
+    Ok(())
 }
 
-/// The events of `SET key value PXAT t`: `set`, then `expire`.
-pub fn notify_set_with_expiry(ctx: &Context, key: &RedisString) {
+/// The effects of `SET key value PXAT at`: the signal, the `set` and `expire` events,
+/// and the same command replicated.
+pub fn value_set(ctx: &Context, key: &RedisString, value: &[u8], at: UnixMillis) {
+    signal_modified(ctx, key);
     notify(ctx, raw::REDISMODULE_NOTIFY_STRING, c"set", key);
     notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"expire", key);
-}
-
-/// Replicate `SET key value PXAT at`.
-pub fn replicate_set_pxat(ctx: &Context, key: &RedisString, value: &[u8], at: UnixMillis) {
     let Ok(replicate) = api!(RedisModule_Replicate) else {
         return;
     };
@@ -43,8 +52,11 @@ pub fn replicate_set_pxat(ctx: &Context, key: &RedisString, value: &[u8], at: Un
     }
 }
 
-/// Replicate `PEXPIREAT key at`.
-pub fn replicate_pexpireat(ctx: &Context, key: &RedisString, at: UnixMillis) {
+/// The effects of `PEXPIREAT key at`: the signal, the `expire` event, and the same
+/// command replicated.
+pub fn expiry_set(ctx: &Context, key: &RedisString, at: UnixMillis) {
+    signal_modified(ctx, key);
+    notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"expire", key);
     let Ok(replicate) = api!(RedisModule_Replicate) else {
         return;
     };
@@ -58,6 +70,20 @@ pub fn replicate_pexpireat(ctx: &Context, key: &RedisString, at: UnixMillis) {
             millis(at),
         )
     };
+}
+
+fn signal_modified(ctx: &Context, key: &RedisString) {
+    if let Ok(signal) = api!(RedisModule_SignalModifiedKey) {
+        // SAFETY: ctx and key are live.
+        unsafe { signal(ctx.ctx, key.inner) };
+    }
+}
+
+fn notify(ctx: &Context, class: c_int, event: &CStr, key: &RedisString) {
+    if let Ok(notify) = api!(RedisModule_NotifyKeyspaceEvent) {
+        // SAFETY: ctx and key are live; the event name is NUL-terminated.
+        unsafe { notify(ctx.ctx, class, event.as_ptr(), key.inner) };
+    }
 }
 
 /// An expiry as the API's signed milliseconds. Expiries here are at most about 2^53 ms

@@ -50,6 +50,10 @@ fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         ctx.log_warning("ratelimit: this server lacks RedisModule_GetAbsExpire/SetAbsExpire (Redis 7.0+ or Valkey 8+ is needed)");
         return Status::Err;
     }
+    if effects::take_over_modified_signal(ctx).is_err() {
+        ctx.log_warning("ratelimit: this server lacks RedisModule_SetModuleOptions (Redis 7.0+ or Valkey 8+ is needed)");
+        return Status::Err;
+    }
     for &(name, arity, keys, key_flags) in COMMAND_INFO {
         if let Err(e) = set_command_info(ctx.ctx, name, arity, keys, key_flags) {
             ctx.log_warning(&format!("ratelimit: {e}"));

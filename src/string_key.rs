@@ -94,8 +94,7 @@ impl<'a> StringKey<'a> {
         if self.expiry.get() != Some(expires_at) {
             self.set_abs_expire(expires_at)?;
         }
-        effects::notify_set_with_expiry(self.ctx, self.name);
-        effects::replicate_set_pxat(self.ctx, self.name, value, expires_at);
+        effects::value_set(self.ctx, self.name, value, expires_at);
         Ok(())
     }
 
@@ -165,13 +164,7 @@ impl<'a> StringKey<'a> {
         if self.expiry.get() != Some(expires_at) {
             self.set_abs_expire(expires_at)?;
         }
-        effects::notify(
-            self.ctx,
-            raw::REDISMODULE_NOTIFY_GENERIC,
-            c"expire",
-            self.name,
-        );
-        effects::replicate_pexpireat(self.ctx, self.name, expires_at);
+        effects::expiry_set(self.ctx, self.name, expires_at);
         Ok(())
     }
 

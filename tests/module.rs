@@ -204,3 +204,55 @@ fn limiter_writes_send_the_same_keyspace_events_as_their_twins() {
     .collect();
     assert_eq!(native, expected);
 }
+
+/// Regression: a denial or a peek opened the key for writing and the server signalled
+/// it as modified on close, aborting other clients' `WATCH`ed transactions (and client
+/// side caches) although nothing changed; the twins' denials do not. Only writes signal.
+#[test]
+fn denials_and_peeks_leave_watched_keys_alone() {
+    let s = Server::start();
+    let mut c = s.client();
+    let mut watcher = s.client();
+    let twins = common::Twins::load(&mut c);
+    c.cmd(&["RL.FIXED", "f", "1", "1h"]);
+    c.cmd(&["RL.GCRA", "g", "0", "1", "1h"]);
+    c.cmd(&["RL.MULTI", "1", "m", "LIMIT", "1h", "1"]);
+    c.cmd(&["SET", "ttl", "x", "EX", "100"]);
+    // (call, key watched, whether it writes)
+    let cases: Vec<(Vec<&str>, &str, bool)> = vec![
+        (vec!["RL.FIXED", "f", "1", "1h"], "f", false),
+        (vec!["RL.FIXED", "f", "1", "1h", "COST", "0"], "f", false),
+        (
+            vec!["EVALSHA", &twins.fixed, "1", "f", "1", "1h"],
+            "f",
+            false,
+        ),
+        (vec!["RL.GCRA", "g", "0", "1", "1h"], "g", false),
+        (
+            vec!["RL.GCRA", "g", "5", "1", "1h", "COST", "0"],
+            "g",
+            false,
+        ),
+        (vec!["RL.MULTI", "1", "m", "LIMIT", "1h", "1"], "m", false),
+        (
+            vec!["RL.MULTI", "1", "m", "LIMIT", "1h", "9", "COST", "0"],
+            "m",
+            false,
+        ),
+        (vec!["RL.BULKEXPIRE", "1h", "ttl"], "ttl", false),
+        (vec!["RL.FIXED", "f2", "5", "1h"], "f2", true),
+        (vec!["RL.GCRA", "g2", "5", "1", "1h"], "g2", true),
+        (vec!["RL.MULTI", "1", "m2", "LIMIT", "1h", "9"], "m2", true),
+        (vec!["RL.BULKEXPIRE", "1h", "p"], "p", true),
+    ];
+    c.cmd(&["SET", "p", "x"]);
+    for (call, key, writes) in cases {
+        watcher.cmd(&["WATCH", key]);
+        watcher.cmd(&["MULTI"]);
+        watcher.cmd(&["PING"]);
+        let r = c.cmd(&call);
+        assert!(!r.is_err(), "{call:?}: {r:?}");
+        let exec = watcher.cmd(&["EXEC"]);
+        assert_eq!(exec == Value::Nil, writes, "{call:?}: EXEC gave {exec:?}");
+    }
+}
