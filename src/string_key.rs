@@ -98,9 +98,14 @@ impl<'a> StringKey<'a> {
         Ok(())
     }
 
-    /// [`set`](Self::set) with the decimal text of `n`, as INCR writes integers.
-    pub fn set_integer(&self, n: i64, expires_at: UnixMillis) -> Result<(), Error> {
-        let mut buf = [0u8; 20]; // i64::MIN has 20 characters
+    /// [`set`](Self::set) with the decimal text of the 64-bit integer `n`, as INCR
+    /// writes integers, without allocating.
+    pub fn set_integer(
+        &self,
+        n: impl Into<i128> + std::fmt::Display,
+        expires_at: UnixMillis,
+    ) -> Result<(), Error> {
+        let mut buf = [0u8; 20]; // i64::MIN and u64::MAX have 20 characters
         let mut w: &mut [u8] = &mut buf;
         write!(w, "{n}").map_err(|_| Error::Internal("integer format"))?;
         let len = 20 - w.len();

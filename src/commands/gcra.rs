@@ -24,7 +24,7 @@ pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         };
         let outcome = gcra::decide(stored, now, &params);
         if let Effect::Set { tat, expires_at } = outcome.effect {
-            key.set(tat.as_u64().to_string().as_bytes(), expires_at)?;
+            key.set_integer(tat.as_u64(), expires_at)?;
         }
         reply::integers(ctx, &outcome.verdict.fields());
         Ok(reply::outcome(outcome.verdict.is_allowed()))
