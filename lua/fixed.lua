@@ -19,7 +19,7 @@ local function fixed()
   local raw, exp = read_string(key)
   local count = 0
   if raw then
-    if not string.match(raw, '^%d+$') or #raw > 19 or tonumber(raw) > MAX_SAFE then
+    if not string.match(raw, '^%d+$') or #raw > 19 or tonumber(raw) > MAX_SAFE_INTEGER then
       fail('ERR the key does not hold RL.FIXED state (expected a non-negative integer counter)')
     end
     count = tonumber(raw)

@@ -3,9 +3,6 @@
 -- since the Unix epoch, expiring at the TAT rounded up to the millisecond.
 -- Needs lua/prelude.lua in front of it.
 
-local MAX_BURST_WINDOW_US = 1576800000000000 -- 18250 days (50 years)
-local MAX_TAT_US = MAX_AT_MS * 1000 + MAX_BURST_WINDOW_US -- below 2^53 with any window added
-
 local function gcra()
   if #KEYS ~= 1 or #ARGV < 3 then
     fail("ERR wrong number of arguments for 'RL.GCRA' command")
@@ -40,7 +37,7 @@ local function gcra()
   end
   local tat = now
   if raw then
-    if not string.match(raw, '^%d+$') or #raw > 16 or tonumber(raw) > MAX_TAT_US then
+    if not string.match(raw, '^%d+$') or #raw > MAX_TAT_DIGITS or tonumber(raw) > MAX_TAT_US then
       fail('ERR the key does not hold RL.GCRA state'
         .. ' (expected a theoretical arrival time in microseconds since the Unix epoch)')
     end

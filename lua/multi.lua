@@ -7,8 +7,6 @@
 -- sorted by window (end_ms: the window's absolute end), expiring at the latest end.
 -- Needs lua/prelude.lua in front of it.
 
-local MAX_KEYS = 64
-local MAX_WINDOWS = 16
 local STATE_ERROR = "' does not hold RL.MULTI state (expected window_ms:count:end_ms entries separated by commas)"
 
 -- A stored number: 1 to 19 digits, at most `max` (a double holds it exactly); nil if not.
@@ -30,8 +28,8 @@ local function parse_state(key, raw)
     local _, last, w, c, e = string.find(raw, '^(%d+):(%d+):(%d+)', pos)
     if not last then bad() end
     w = stored_number(w, MAX_DURATION_MS)
-    c = stored_number(c, MAX_SAFE)
-    e = stored_number(e, MAX_SAFE)
+    c = stored_number(c, MAX_SAFE_INTEGER)
+    e = stored_number(e, MAX_END_MS)
     if not (w and c and e) or w == 0 or entries[w] then bad() end
     entries[w] = { c, e }
     pos = last + 1

@@ -5,9 +5,18 @@
 -- Lua numbers are doubles: every integer here stays below 2^53, where they are exact;
 -- the twins refuse larger integer arguments with an error the module does not give.
 
-local MAX_SAFE = 9007199254740991 -- 2^53 - 1
-local MAX_DURATION_MS = 315360000000 -- 3650 days
+-- The module's bounds (core/src/limits.rs), mirrored under the same names; a test
+-- checks that they agree.
+local MAX_SAFE_INTEGER = 9007199254740991 -- 2^53 - 1
 local MAX_AT_MS = 4102444800000 -- 2100-01-01
+local MAX_DURATION_MS = 315360000000 -- 3650 days
+local MAX_KEYS = 64 -- keys per call (RL.MULTI)
+local MAX_WINDOWS = 16 -- LIMITs per call (RL.MULTI)
+local MAX_END_MS = 9007199254740991 -- the latest window end in stored state (RL.MULTI)
+local MAX_BURST_WINDOW_US = 1576800000000000 -- 18250 days, 50 years (RL.GCRA)
+local MAX_TAT_US = 5679244800000000 -- the latest AT plus the longest burst window (RL.GCRA)
+local MAX_TAT_DIGITS = 16 -- digits of MAX_TAT_US
+local ECHO_MAX = 64 -- bytes of a bad argument quoted in an error
 local I64_MAX = '9223372036854775807'
 
 -- Raise an error reply (caught by `run` below).
@@ -15,10 +24,10 @@ local function fail(msg)
   error({ err = msg }, 0)
 end
 
--- Quote user input in an error: printable ASCII kept, the rest as \xNN, cut at 64 bytes.
+-- Quote user input in an error: printable ASCII kept, the rest as \xNN, cut at ECHO_MAX bytes.
 local function echo(v)
   local out = {}
-  for i = 1, math.min(#v, 64) do
+  for i = 1, math.min(#v, ECHO_MAX) do
     local b = string.byte(v, i)
     if b >= 0x20 and b < 0x7f and b ~= 0x5c and b ~= 0x27 then
       out[#out + 1] = string.char(b)
@@ -26,7 +35,7 @@ local function echo(v)
       out[#out + 1] = string.format('\\x%02x', b)
     end
   end
-  if #v > 64 then out[#out + 1] = '...' end
+  if #v > ECHO_MAX then out[#out + 1] = '...' end
   return table.concat(out)
 end
 
@@ -50,7 +59,7 @@ local function parse_int(what, v, min)
     bad_int(what, v, min)
   end
   local n = tonumber(sig ~= '' and sig or '0')
-  if n > MAX_SAFE then
+  if n > MAX_SAFE_INTEGER then
     fail('ERR invalid ' .. what .. " '" .. echo(v)
       .. "': the Lua twin computes exactly only up to 9007199254740991")
   end

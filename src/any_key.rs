@@ -9,11 +9,12 @@
 //! replicated as `PEXPIREAT key <absolute ms>` (see `effects.rs`).
 
 use crate::api::api;
+use crate::args::KeyName;
 use crate::effects;
 use crate::open_key::OpenKey;
 use ratelimit_core::bulk::KeyType;
 use ratelimit_core::{Error, UnixMillis};
-use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context, RedisString};
+use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};
 use std::os::raw::c_int;
 
 /// What a key holds, as far as a bulk TTL is concerned.
@@ -28,7 +29,7 @@ pub enum Found {
 }
 
 /// Look at `name` without changing anything about it.
-pub fn inspect(ctx: &Context, name: &RedisString) -> Result<Found, Error> {
+pub fn inspect(ctx: &Context, name: KeyName) -> Result<Found, Error> {
     let Some(key) = OpenKey::open(
         ctx,
         name,
@@ -60,9 +61,9 @@ pub fn inspect(ctx: &Context, name: &RedisString) -> Result<Found, Error> {
 }
 
 /// The name `TYPE key` answers (a module type's own name for module keys).
-pub fn type_name(ctx: &Context, name: &RedisString) -> Option<Vec<u8>> {
+pub fn type_name(ctx: &Context, name: KeyName) -> Option<Vec<u8>> {
     let opts = CallOptionsBuilder::new().errors_as_replies().build();
-    let reply: CallResult = ctx.call_ext("TYPE", &opts, &[name][..]);
+    let reply: CallResult = ctx.call_ext("TYPE", &opts, &[name.bytes()][..]);
     match reply {
         Ok(CallReply::String(s)) => Some(s.as_bytes().to_vec()),
         _ => None,
@@ -71,7 +72,7 @@ pub fn type_name(ctx: &Context, name: &RedisString) -> Option<Vec<u8>> {
 
 /// Give the existing key `name` the absolute expiry `at`, and replicate
 /// `PEXPIREAT name at`.
-pub fn give_ttl(ctx: &Context, name: &RedisString, at: UnixMillis) -> Result<(), Error> {
+pub fn give_ttl(ctx: &Context, name: KeyName, at: UnixMillis) -> Result<(), Error> {
     let ms = effects::millis(at);
     let key = OpenKey::open(
         ctx,
@@ -108,15 +109,13 @@ impl CallerAcl {
         // SAFETY: the string came from GetCurrentUserName and is not used again.
         unsafe { free_string(ctx.ctx, name) };
         if user.is_null() {
-            return Err(Error::Syntax(
-                "the current ACL user no longer exists".to_string(),
-            ));
+            return Err(Error::UnknownAclUser);
         }
         Ok(CallerAcl(Some(user)))
     }
 
     /// Whether the user may change `key` (the permission `EXPIRE key` needs).
-    pub fn may_write(&self, key: &RedisString) -> bool {
+    pub fn may_write(&self, key: KeyName) -> bool {
         let Some(user) = self.0 else {
             return true;
         };
@@ -124,7 +123,7 @@ impl CallerAcl {
             return false;
         };
         // SAFETY: user is live until drop; key is a live module string.
-        let rc = unsafe { check(user, key.inner, raw::REDISMODULE_CMD_KEY_UPDATE as c_int) };
+        let rc = unsafe { check(user, key.ptr(), raw::REDISMODULE_CMD_KEY_UPDATE as c_int) };
         rc == raw::REDISMODULE_OK as c_int
     }
 }

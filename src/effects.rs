@@ -9,8 +9,9 @@
 //! write goes through the two functions below, which signal it.
 
 use crate::api::api;
+use crate::args::KeyName;
 use ratelimit_core::{Error, UnixMillis};
-use redis_module::{raw, Context, RedisString};
+use redis_module::{raw, Context};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int};
 
@@ -29,7 +30,7 @@ pub fn take_over_modified_signal(ctx: &Context) -> Result<(), Error> {
 
 /// The effects of `SET key value PXAT at`: the signal, the `set` and `expire` events,
 /// and the same command replicated.
-pub fn value_set(ctx: &Context, key: &RedisString, value: &[u8], at: UnixMillis) {
+pub fn value_set(ctx: &Context, key: KeyName, value: &[u8], at: UnixMillis) {
     signal_modified(ctx, key);
     notify(ctx, raw::REDISMODULE_NOTIFY_STRING, c"set", key);
     notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"expire", key);
@@ -43,7 +44,7 @@ pub fn value_set(ctx: &Context, key: &RedisString, value: &[u8], at: UnixMillis)
             ctx.ctx,
             c"SET".as_ptr(),
             c"sbcl".as_ptr(),
-            key.inner,
+            key.ptr(),
             value.as_ptr() as *const c_char,
             value.len(),
             c"PXAT".as_ptr() as *const c_char,
@@ -54,7 +55,7 @@ pub fn value_set(ctx: &Context, key: &RedisString, value: &[u8], at: UnixMillis)
 
 /// The effects of `PEXPIREAT key at`: the signal, the `expire` event, and the same
 /// command replicated.
-pub fn expiry_set(ctx: &Context, key: &RedisString, at: UnixMillis) {
+pub fn expiry_set(ctx: &Context, key: KeyName, at: UnixMillis) {
     signal_modified(ctx, key);
     notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"expire", key);
     let Ok(replicate) = api!(RedisModule_Replicate) else {
@@ -66,23 +67,23 @@ pub fn expiry_set(ctx: &Context, key: &RedisString, at: UnixMillis) {
             ctx.ctx,
             c"PEXPIREAT".as_ptr(),
             c"sl".as_ptr(),
-            key.inner,
+            key.ptr(),
             millis(at),
         )
     };
 }
 
-fn signal_modified(ctx: &Context, key: &RedisString) {
+fn signal_modified(ctx: &Context, key: KeyName) {
     if let Ok(signal) = api!(RedisModule_SignalModifiedKey) {
         // SAFETY: ctx and key are live.
-        unsafe { signal(ctx.ctx, key.inner) };
+        unsafe { signal(ctx.ctx, key.ptr()) };
     }
 }
 
-fn notify(ctx: &Context, class: c_int, event: &CStr, key: &RedisString) {
+fn notify(ctx: &Context, class: c_int, event: &CStr, key: KeyName) {
     if let Ok(notify) = api!(RedisModule_NotifyKeyspaceEvent) {
         // SAFETY: ctx and key are live; the event name is NUL-terminated.
-        unsafe { notify(ctx.ctx, class, event.as_ptr(), key.inner) };
+        unsafe { notify(ctx.ctx, class, event.as_ptr(), key.ptr()) };
     }
 }
 

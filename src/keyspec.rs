@@ -1,11 +1,22 @@
 //! Arity and key specs through `RedisModule_SetCommandInfo` (Redis 7.0+), so that
 //! `COMMAND GETKEYS`, Cluster routing, `CROSSSLOT` and ACL key patterns see exactly
-//! the keys each command names.
+//! the keys each command names; and the answer to a server that asks a command where
+//! its keys are.
+//!
+//! Why by hand and not with redis-module's `#[command]` attribute, which builds the
+//! same information: the attribute registers through an API that Redis 7.0 does not
+//! have (it arrived in 7.2), so a module using it fails to load on 7.0. And Redis 7.0
+//! routes module commands in Cluster by the legacy first/last/step range or by asking
+//! the command (`getkeys-api`), not by key specs: the commands with `numkeys` answer
+//! those requests themselves ([`report_numkeys_positions`]).
 
 use crate::api::api;
-use redis_module::raw;
-use std::ffi::CString;
+use crate::args::Args;
+use ratelimit_core::multikey;
+use redis_module::{raw, Context};
+use std::ffi::CStr;
 use std::mem::{size_of, zeroed};
+use std::os::raw::c_int;
 
 /// Where a command's keys are in its argument vector (the command name is index 0).
 #[derive(Clone, Copy, Debug)]
@@ -18,6 +29,18 @@ pub enum KeySpec {
     AllFrom(i32),
     /// No keys (node-wide commands).
     None,
+}
+
+impl KeySpec {
+    /// The legacy first key, last key and step given to `RedisModule_CreateCommand`:
+    /// what servers that ignore key specs route by.
+    pub fn legacy_range(self) -> (c_int, c_int, c_int) {
+        match self {
+            KeySpec::First => (1, 1, 1),
+            KeySpec::AllFrom(i) => (i, -1, 1),
+            KeySpec::NumKeys | KeySpec::None => (0, 0, 0),
+        }
+    }
 }
 
 /// The access a command has to its keys: a limiter reads and changes its state.
@@ -33,7 +56,7 @@ pub const WRITE_UPDATE: u64 =
 /// server lacks the API.
 pub fn set_command_info(
     ctx: *mut raw::RedisModuleCtx,
-    name: &str,
+    name: &CStr,
     arity: i32,
     keys: KeySpec,
     key_flags: u64,
@@ -46,11 +69,10 @@ pub fn set_command_info(
             "this server has no RedisModule_SetCommandInfo (Redis 7.0 or later is needed)".into(),
         );
     };
-    let cname = CString::new(name).map_err(|_| format!("bad command name {name}"))?;
     // SAFETY: called from OnLoad with the module context; the name is NUL-terminated.
-    let command = unsafe { get_command(ctx, cname.as_ptr()) };
+    let command = unsafe { get_command(ctx, name.as_ptr()) };
     if command.is_null() {
-        return Err(format!("command {name} is not registered"));
+        return Err(format!("command {name:?} is not registered"));
     }
 
     let version = raw::RedisModuleCommandInfoVersion {
@@ -112,7 +134,38 @@ pub fn set_command_info(
     // server copies what it keeps.
     let rc = unsafe { set_info(command, &info) };
     if rc != raw::REDISMODULE_OK as i32 {
-        return Err(format!("RedisModule_SetCommandInfo failed for {name}"));
+        return Err(format!("RedisModule_SetCommandInfo failed for {name:?}"));
     }
     Ok(())
+}
+
+/// Whether the server calls the command only to learn where its keys are
+/// (`getkeys-api`): Redis 7.0 routes Cluster calls of movable-keys module commands that
+/// way, while newer servers read the key spec.
+pub fn is_keys_position_request(ctx: &Context) -> bool {
+    match api!(RedisModule_IsKeysPositionRequest) {
+        // SAFETY: ctx is the live command context.
+        Ok(is_request) => (unsafe { is_request(ctx.ctx) }) != 0,
+        Err(_) => false,
+    }
+}
+
+/// Tell the server the positions of the keys of a `cmd numkeys key [key ...] ...`
+/// call. An invalid numkeys reports nothing: the call then runs locally and gets its
+/// error.
+pub fn report_numkeys_positions(ctx: &Context, args: &Args) {
+    let Ok(key_at_pos) = api!(RedisModule_KeyAtPos) else {
+        return;
+    };
+    let Some(positions) = multikey::key_positions(args.after_name()) else {
+        return;
+    };
+    for pos in positions {
+        // Positions count the command name; `key_positions` keeps them below argc.
+        let Ok(pos) = c_int::try_from(pos + 1) else {
+            return;
+        };
+        // SAFETY: ctx is the live context of a keys-position request; pos < argc.
+        unsafe { key_at_pos(ctx.ctx, pos) };
+    }
 }

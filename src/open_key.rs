@@ -1,8 +1,9 @@
 //! A key opened through the raw module API, closed when dropped.
 
 use crate::api::api;
+use crate::args::KeyName;
 use ratelimit_core::Error;
-use redis_module::{raw, Context, RedisString};
+use redis_module::{raw, Context};
 use std::os::raw::c_int;
 
 pub struct OpenKey(*mut raw::RedisModuleKey);
@@ -10,10 +11,10 @@ pub struct OpenKey(*mut raw::RedisModuleKey);
 impl OpenKey {
     /// Open `name` with `mode` (`REDISMODULE_READ`, `_WRITE`, `_OPEN_KEY_NOTOUCH`...);
     /// `None` when the server gives no handle (a missing key opened for reading only).
-    pub fn open(ctx: &Context, name: &RedisString, mode: u32) -> Result<Option<OpenKey>, Error> {
+    pub fn open(ctx: &Context, name: KeyName, mode: u32) -> Result<Option<OpenKey>, Error> {
         let open = api!(RedisModule_OpenKey)?;
         // SAFETY: ctx is the live command context and name a live module string.
-        let key = unsafe { open(ctx.ctx, name.inner, mode as c_int) }.cast::<raw::RedisModuleKey>();
+        let key = unsafe { open(ctx.ctx, name.ptr(), mode as c_int) }.cast::<raw::RedisModuleKey>();
         Ok((!key.is_null()).then_some(OpenKey(key)))
     }
 

@@ -1,22 +1,22 @@
 //! Writing replies straight into the client buffer (no intermediate values).
 
 use crate::api::api;
+use crate::args::KeyName;
 use crate::stats::{self, Command, Outcome};
-use ratelimit_core::Error;
-use redis_module::{raw, Context, RedisResult, RedisValue};
+use ratelimit_core::{Error, Verdict};
+use redis_module::{raw, Context};
 use std::os::raw::c_long;
 
 /// Reply with the error's one-line text. The text never holds NUL (user input is
 /// quoted by `ratelimit_core::error::echo`), so the conversion cannot fail; if it did,
 /// a generic error is sent instead of panicking.
-pub fn error(ctx: &Context, e: &Error) -> RedisResult {
+pub fn error(ctx: &Context, e: &Error) {
     let msg = std::ffi::CString::new(e.to_string())
         .unwrap_or_else(|_| c"ERR invalid argument".to_owned());
     if let Ok(reply_with_error) = api!(RedisModule_ReplyWithError) {
         // SAFETY: ctx is the live command context; msg is NUL-terminated.
         unsafe { reply_with_error(ctx.ctx, msg.as_ptr()) };
     }
-    Ok(RedisValue::NoReply)
 }
 
 /// Reply with an array of integers.
@@ -29,26 +29,37 @@ pub fn integers(ctx: &Context, values: &[i64]) {
 
 /// Run a command body (which sends its own reply), send its error, if any, as the
 /// reply, and count the outcome for `INFO ratelimit`.
-pub fn run(
-    ctx: &Context,
-    command: Command,
-    body: impl FnOnce() -> Result<Outcome, Error>,
-) -> RedisResult {
+pub fn run(ctx: &Context, command: Command, body: impl FnOnce() -> Result<Outcome, Error>) {
     match body() {
-        Ok(outcome) => {
-            stats::record(command, outcome);
-            Ok(RedisValue::NoReply)
-        }
+        Ok(outcome) => stats::record(command, outcome),
         Err(e) => {
             stats::record(command, Outcome::Error);
-            error(ctx, &e)
+            error(ctx, &e);
         }
     }
 }
 
+/// Reply with a limiter's five fields; the outcome to count.
+pub fn verdict(ctx: &Context, v: &Verdict) -> Outcome {
+    integers(ctx, &v.fields());
+    outcome(v)
+}
+
+/// Reply with a multi-key limiter's seven fields: the five, then the binding pair's key
+/// and window in ms; the outcome to count.
+pub fn binding_verdict(ctx: &Context, v: &Verdict, key: KeyName, window_ms: u64) -> Outcome {
+    raw::reply_with_array(ctx.ctx, 7);
+    for f in v.fields() {
+        raw::reply_with_long_long(ctx.ctx, f);
+    }
+    raw::reply_with_string(ctx.ctx, key.ptr());
+    raw::reply_with_long_long(ctx.ctx, i64::try_from(window_ms).unwrap_or(i64::MAX));
+    outcome(v)
+}
+
 /// The outcome of a limiter's decision.
-pub fn outcome(allowed: bool) -> Outcome {
-    if allowed {
+pub fn outcome(v: &Verdict) -> Outcome {
+    if v.is_allowed() {
         Outcome::Allowed
     } else {
         Outcome::Denied

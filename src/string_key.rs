@@ -3,85 +3,116 @@
 //! and replicating each write as a plain command with an absolute time
 //! (`SET key value PXAT t`, `PEXPIREAT key t`), so replicas and the AOF never read a
 //! clock of their own.
+//!
+//! Why the raw module API and not `RedisKeyWritable`: the safe wrapper has no call for
+//! a key's absolute expiry (only relative TTLs, which would be recomputed from a second
+//! clock reading), and its `write()` replaces the value and drops the TTL. Here the
+//! value is read and written in place through DMA (`RedisModule_StringDMA`), which
+//! keeps the expiry, and the expiry is read and set as an absolute time
+//! (`RedisModule_GetAbsExpire` / `SetAbsExpire`). Every unsafe call states why it holds.
 
 use crate::api::api;
+use crate::args::KeyName;
 use crate::effects;
 use crate::open_key::OpenKey;
-use ratelimit_core::{Error, UnixMillis};
-use redis_module::{raw, Context, RedisString};
-use std::cell::Cell;
-use std::io::Write;
+use ratelimit_core::state::Encode;
+use ratelimit_core::{Effect, Error, Stored, UnixMillis};
+use redis_module::{raw, Context};
+use std::cell::{Cell, RefCell};
 use std::os::raw::c_int;
 
 /// A string key opened for reading and writing, closed on drop.
 pub struct StringKey<'a> {
     ctx: &'a Context,
-    name: &'a RedisString,
+    name: KeyName<'a>,
     key: OpenKey,
-    /// What the key held when it was opened (`None`: it did not exist).
-    pub stored: Option<Stored>,
-    /// The length of the value now (`None`: no key) and its absolute expiry now, kept
-    /// up to date by the writes so that each one does only what changes.
+    /// The length of the value (`None`: no key) and its absolute expiry (`None`: no
+    /// TTL), when opened and kept up to date by the writes, so that each write does
+    /// only what changes.
     len: Cell<Option<usize>>,
     expiry: Cell<Option<UnixMillis>>,
 }
 
-/// The value and absolute expiry of an existing string key.
-#[derive(Debug)]
-pub struct Stored {
-    pub value: Vec<u8>,
-    /// `None`: the key has no TTL.
-    pub expires_at: Option<UnixMillis>,
-}
-
 const OK: c_int = raw::REDISMODULE_OK as c_int;
+
+thread_local! {
+    /// The encoded value of a write, reused from call to call (commands run on the
+    /// server's main thread, one at a time).
+    static ENCODED: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
 
 impl<'a> StringKey<'a> {
     /// Open `name`; a key of another type is `WRONGTYPE`.
-    pub fn open(ctx: &'a Context, name: &'a RedisString) -> Result<Self, Error> {
+    pub fn open(ctx: &'a Context, name: KeyName<'a>) -> Result<Self, Error> {
         let key = OpenKey::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)?
             .ok_or(Error::Internal("open key"))?;
         let key_type_of = api!(RedisModule_KeyType)?;
         // SAFETY: the key is open.
         let key_type = unsafe { key_type_of(key.ptr()) } as isize;
-        let mut this = StringKey {
+        let this = StringKey {
             ctx,
             name,
             key,
-            stored: None,
             len: Cell::new(None),
             expiry: Cell::new(None),
         };
         match key_type {
             raw::REDISMODULE_KEYTYPE_EMPTY => {}
             raw::REDISMODULE_KEYTYPE_STRING => {
-                let stored = this.read()?;
-                this.len.set(Some(stored.value.len()));
-                this.expiry.set(stored.expires_at);
-                this.stored = Some(stored);
+                this.len.set(Some(this.value()?.len()));
+                let get_abs_expire = api!(RedisModule_GetAbsExpire)?;
+                // SAFETY: the key is open.
+                let exp = unsafe { get_abs_expire(this.key.ptr()) };
+                this.expiry.set(u64::try_from(exp).ok().map(UnixMillis));
             }
             _ => return Err(Error::WrongType),
         }
         Ok(this)
     }
 
-    fn read(&self) -> Result<Stored, Error> {
+    /// The key's state as `parse` reads its value, with its expiry; `None` when the key
+    /// does not exist. Read before any write of this key.
+    pub fn state<S>(
+        &self,
+        parse: impl FnOnce(&[u8]) -> Result<S, Error>,
+    ) -> Result<Option<Stored<S>>, Error> {
+        if self.len.get().is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Stored {
+            state: parse(self.value()?)?,
+            expires_at: self.expiry.get(),
+        }))
+    }
+
+    /// The value in place, valid until the key is written or closed.
+    fn value(&self) -> Result<&[u8], Error> {
         let mut len: usize = 0;
         let dma = api!(RedisModule_StringDMA)?;
         // SAFETY: the key is an open string key; READ mode leaves its value as it is.
         let data = unsafe { dma(self.key.ptr(), &mut len, raw::REDISMODULE_READ as c_int) };
-        let value = match data {
-            p if !p.is_null() => {
-                // SAFETY: DMA gives `len` readable bytes, valid while the key is open.
-                unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }.to_vec()
-            }
-            _ => return Err(Error::Internal("string read")),
-        };
-        let get_abs_expire = api!(RedisModule_GetAbsExpire)?;
-        // SAFETY: the key is open.
-        let exp = unsafe { get_abs_expire(self.key.ptr()) };
-        let expires_at = u64::try_from(exp).ok().map(UnixMillis);
-        Ok(Stored { value, expires_at })
+        if data.is_null() {
+            return Err(Error::Internal("string read"));
+        }
+        // SAFETY: DMA gives `len` readable bytes, valid while the key is open and not
+        // written; callers read it before writing (see `state`).
+        Ok(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) })
+    }
+
+    /// Carry out a decision's effect on this key.
+    pub fn apply<S: Encode>(&self, effect: &Effect<S>) -> Result<(), Error> {
+        match effect {
+            Effect::None => Ok(()),
+            Effect::Set { state, expires_at } => ENCODED.with(|buf| {
+                let mut buf = buf
+                    .try_borrow_mut()
+                    .map_err(|_| Error::Internal("buffer"))?;
+                buf.clear();
+                state.encode(&mut buf);
+                self.set(&buf, *expires_at)
+            }),
+            Effect::ExpireAt(at) => self.expire_at(*at),
+        }
     }
 
     /// Store `value` with the absolute expiry `expires_at`; replicated as
@@ -89,28 +120,13 @@ impl<'a> StringKey<'a> {
     ///
     /// The value is written in place (an existing key is not deleted and re-added) and
     /// the expiry is set only when it changes: within a window, a write costs one copy.
-    pub fn set(&self, value: &[u8], expires_at: UnixMillis) -> Result<(), Error> {
+    fn set(&self, value: &[u8], expires_at: UnixMillis) -> Result<(), Error> {
         self.write_value(value)?;
         if self.expiry.get() != Some(expires_at) {
             self.set_abs_expire(expires_at)?;
         }
         effects::value_set(self.ctx, self.name, value, expires_at);
         Ok(())
-    }
-
-    /// [`set`](Self::set) with the decimal text of the 64-bit integer `n`, as INCR
-    /// writes integers, without allocating.
-    pub fn set_integer(
-        &self,
-        n: impl Into<i128> + std::fmt::Display,
-        expires_at: UnixMillis,
-    ) -> Result<(), Error> {
-        let mut buf = [0u8; 20]; // i64::MIN and u64::MAX have 20 characters
-        let mut w: &mut [u8] = &mut buf;
-        write!(w, "{n}").map_err(|_| Error::Internal("integer format"))?;
-        let len = 20 - w.len();
-        let digits = buf.get(..len).ok_or(Error::Internal("integer format"))?;
-        self.set(digits, expires_at)
     }
 
     /// Make the key's value `value`: resized (or created) to its length, then copied
@@ -165,7 +181,7 @@ impl<'a> StringKey<'a> {
 
     /// Give the existing key the absolute expiry `expires_at`; replicated as
     /// `PEXPIREAT key expires_at`.
-    pub fn expire_at(&self, expires_at: UnixMillis) -> Result<(), Error> {
+    fn expire_at(&self, expires_at: UnixMillis) -> Result<(), Error> {
         if self.expiry.get() != Some(expires_at) {
             self.set_abs_expire(expires_at)?;
         }

@@ -4,8 +4,9 @@
 mod common;
 
 use common::{state, unix_ms, Client, Rng, Server, Twins, Value};
-use ratelimit_core::fixed::{self, Counter, Effect};
+use ratelimit_core::fixed;
 use ratelimit_core::UnixMillis;
+use ratelimit_core::{Effect, Stored};
 
 /// An `AT` base an hour ahead of the real clock, so keys written at it stay alive.
 fn base() -> u64 {
@@ -304,7 +305,7 @@ fn binary_keys_and_long_garbage_do_not_hurt() {
 #[derive(Clone, Debug, PartialEq)]
 enum Model {
     Missing,
-    Counter(Counter),
+    Counter(Stored<i64>),
     /// Something that is not a counter (set from outside).
     Garbage(String, Option<UnixMillis>),
 }
@@ -314,8 +315,8 @@ impl Model {
         match self {
             Model::Missing => (None, -2),
             Model::Counter(c) => (
-                Some(c.count.to_string()),
-                c.ends_at.map_or(-1, |e| e.0 as i64),
+                Some(c.state.to_string()),
+                c.expires_at.map_or(-1, |e| e.0 as i64),
             ),
             Model::Garbage(v, e) => (Some(v.clone()), e.map_or(-1, |e| e.0 as i64)),
         }
@@ -338,21 +339,18 @@ fn model_call(m: &mut Model, args: &[String]) -> Value {
                 .into(),
         ),
     };
-    let out = match fixed::decide(stored, now, &params) {
-        Ok(o) => o,
-        Err(e) => return Value::Error(e.to_string()),
-    };
+    let out = fixed::decide(stored, now, &params);
     match out.effect {
         Effect::None => {}
-        Effect::Set { count, ends_at } => {
-            *m = Model::Counter(Counter {
-                count,
-                ends_at: Some(ends_at),
+        Effect::Set { state, expires_at } => {
+            *m = Model::Counter(Stored {
+                state,
+                expires_at: Some(expires_at),
             })
         }
         Effect::ExpireAt(e) => {
             if let Model::Counter(c) = m {
-                c.ends_at = Some(e);
+                c.expires_at = Some(e);
             }
         }
     }
@@ -434,9 +432,9 @@ fn differential_native_twin_and_model() {
                     let n = rng.irange(0, 4);
                     (
                         n.to_string(),
-                        Model::Counter(Counter {
-                            count: n,
-                            ends_at: None,
+                        Model::Counter(Stored {
+                            state: n,
+                            expires_at: None,
                         }),
                     )
                 } else {

@@ -5,8 +5,9 @@
 mod common;
 
 use common::{state, unix_ms, Client, Rng, Server, Twins, Value};
-use ratelimit_core::gcra::{self, Effect};
+use ratelimit_core::gcra;
 use ratelimit_core::UnixMillis;
+use ratelimit_core::{Effect, Stored};
 
 /// An `AT` base an hour ahead of the real clock, so keys written at it stay alive.
 fn base() -> u64 {
@@ -500,13 +501,20 @@ fn model_call(m: &mut Model, args: &[String]) -> Value {
     let now = at.expect("the differential test always passes AT");
     let stored = match m {
         Model::Missing => None,
-        Model::Stored(v, _) => match gcra::parse_tat(v.as_bytes()) {
-            Some(t) => Some(t),
-            None => return Value::Error(gcra::INVALID_STATE.to_string()),
+        Model::Stored(v, e) => match gcra::parse_state(v.as_bytes()) {
+            Ok(state) => Some(Stored {
+                state,
+                expires_at: *e,
+            }),
+            Err(e) => return Value::Error(e.to_string()),
         },
     };
     let out = gcra::decide(stored, now, &params);
-    if let Effect::Set { tat, expires_at } = out.effect {
+    if let Effect::Set {
+        state: tat,
+        expires_at,
+    } = out.effect
+    {
         *m = Model::Stored(tat.as_u64().to_string(), Some(expires_at));
     }
     Value::Array(

@@ -6,7 +6,8 @@
 mod common;
 
 use common::{state, unix_ms, Client, Rng, Server, Twins, Value};
-use ratelimit_core::multi::{self, KeyEffect, Stored};
+use ratelimit_core::multi::{self, State};
+use ratelimit_core::{Effect, Stored};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -789,7 +790,7 @@ fn predict(
     idx: &[usize],
     names: &[String],
     rest: &[String],
-) -> (Value, Vec<(usize, KeyEffect)>) {
+) -> (Value, Vec<(usize, Effect<State>)>) {
     let n = names.len().to_string();
     let mut args: Vec<&[u8]> = vec![n.as_bytes()];
     args.extend(names.iter().map(|s| s.as_bytes()));
@@ -798,29 +799,21 @@ fn predict(
         Ok(r) => r,
         Err(e) => return (Value::Error(e.to_string()), vec![]),
     };
-    let now = req.at.expect("the differential test always passes AT");
+    let now = req.at().expect("the differential test always passes AT");
     let mut stored = Vec::new();
     for (&k, name) in idx.iter().zip(names) {
         stored.push(match &models[k] {
             None => None,
-            Some(m) => match multi::State::parse(&m.value) {
-                Some(state) => Some(Stored {
+            Some(m) => match multi::parse_state(&m.value) {
+                Ok(state) => Some(Stored {
                     state,
                     expires_at: m.expires.map(ratelimit_core::UnixMillis),
                 }),
-                None => {
-                    return (
-                        Value::Error(multi::invalid_state(name.as_bytes()).to_string()),
-                        vec![],
-                    )
-                }
+                Err(e) => return (Value::Error(e.for_key(name.as_bytes()).to_string()), vec![]),
             },
         });
     }
-    let out = match multi::decide(&stored, now, &req) {
-        Ok(o) => o,
-        Err(e) => return (Value::Error(e.to_string()), vec![]),
-    };
+    let out = multi::decide(&stored, now, &req);
     let mut reply: Vec<Value> = out
         .verdict
         .fields()
@@ -833,17 +826,17 @@ fn predict(
     (Value::Array(reply), effects)
 }
 
-fn apply(models: &mut [Option<KeyModel>], effects: Vec<(usize, KeyEffect)>) {
+fn apply(models: &mut [Option<KeyModel>], effects: Vec<(usize, Effect<State>)>) {
     for (k, e) in effects {
         match e {
-            KeyEffect::None => {}
-            KeyEffect::Set { state, ends_at } => {
+            Effect::None => {}
+            Effect::Set { state, expires_at } => {
                 models[k] = Some(KeyModel {
                     value: state.encode(),
-                    expires: Some(ends_at.0),
+                    expires: Some(expires_at.0),
                 })
             }
-            KeyEffect::ExpireAt(t) => {
+            Effect::ExpireAt(t) => {
                 if let Some(m) = models[k].as_mut() {
                     m.expires = Some(t.0);
                 }

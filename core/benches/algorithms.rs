@@ -7,8 +7,8 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use ratelimit_core::duration::parse_duration;
-use ratelimit_core::fixed::{self, Counter, FixedParams};
-use ratelimit_core::{Micros, UnixMillis};
+use ratelimit_core::fixed::{self, FixedParams};
+use ratelimit_core::{Micros, Stored, UnixMillis};
 use std::time::Duration;
 
 /// An arbitrary instant on a second boundary, in µs since the Unix epoch.
@@ -25,39 +25,34 @@ impl FakeClock {
 }
 
 fn params(limit: i64) -> FixedParams {
-    FixedParams {
-        limit,
-        window: Micros::from_secs(3600),
-        cost: 1,
-        align: false,
-    }
+    FixedParams::new(limit, Micros::from_secs(3600), 1, false).expect("valid parameters")
 }
 
 fn fixed_decide(c: &mut Criterion) {
     let window_end = Some(UnixMillis(T0 / 1000 + 3_600_000));
-    let cases: [(&str, Option<Counter>, FixedParams); 4] = [
+    let cases: [(&str, Option<Stored<i64>>, FixedParams); 4] = [
         ("new_key", None, params(1_000_000)),
         (
             "existing_allowed",
-            Some(Counter {
-                count: 41,
-                ends_at: window_end,
+            Some(Stored {
+                state: 41,
+                expires_at: window_end,
             }),
             params(1_000_000),
         ),
         (
             "denied",
-            Some(Counter {
-                count: 1,
-                ends_at: window_end,
+            Some(Stored {
+                state: 1,
+                expires_at: window_end,
             }),
             params(1),
         ),
         (
             "missing_ttl",
-            Some(Counter {
-                count: 7,
-                ends_at: None,
+            Some(Stored {
+                state: 7,
+                expires_at: None,
             }),
             params(1_000_000),
         ),

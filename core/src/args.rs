@@ -3,11 +3,8 @@
 //! most once.
 
 use crate::error::{Error, Result};
+use crate::limits::MAX_AT_MS;
 use crate::units::Micros;
-
-/// The latest accepted `AT`: 2100-01-01T00:00:00Z. Times in microseconds stay below
-/// 2^53, so the Lua twins (whose numbers are doubles) compute them exactly.
-pub const MAX_AT_MS: u64 = 4_102_444_800_000;
 
 /// Parse a signed 64-bit integer written the way Redis writes them: an optional `-`
 /// and decimal digits, nothing else. It must be at least `min`.

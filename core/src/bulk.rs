@@ -11,10 +11,7 @@ use crate::error::{Error, Result};
 use crate::glob;
 use crate::units::{Micros, UnixMillis};
 
-/// COUNT of RL.SWEEP when none is given: about this many keys are visited per call.
-pub const SWEEP_DEFAULT_COUNT: u64 = 1_000;
-/// The largest COUNT RL.SWEEP accepts, so that one call stays short.
-pub const SWEEP_MAX_COUNT: u64 = 5_000;
+use crate::limits::{SWEEP_DEFAULT_COUNT, SWEEP_MAX_COUNT};
 
 /// The absolute expiry given at `now` for a TTL of `ttl`: the current millisecond plus
 /// the TTL, as `PEXPIRE key ttl_ms` would set it.

@@ -2,10 +2,8 @@
 //! `d` (lower case); a bare integer is seconds, as in `EXPIRE`. At most 10 years.
 
 use crate::error::{DurationProblem, Error, Result};
+use crate::limits::MAX_DURATION;
 use crate::units::{Micros, MICROS_PER_MS};
-
-/// The longest accepted duration: 3650 days.
-pub const MAX_DURATION: Micros = Micros(3_650 * 86_400 * 1_000_000);
 
 /// Parse a duration argument named `what` (used in the error message).
 pub fn parse_duration(what: &'static str, raw: &[u8]) -> Result<Micros> {

@@ -2,10 +2,8 @@
 //! receives (one line, starting with the Redis error code), and the Lua twins produce
 //! the same text.
 
+use crate::limits::{ECHO_MAX, MAX_AT_MS, MAX_KEYS, MAX_WINDOWS};
 use std::fmt;
-
-/// At most this many bytes of a bad argument are quoted back in an error.
-const ECHO_MAX: usize = 64;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {
@@ -55,10 +53,13 @@ pub enum Error {
     RateTooHigh,
     /// GCRA: the burst window `T * (max_burst + 1)` is longer than 50 years.
     BurstTooLong,
-    /// The key holds a string that is not state of this command.
+    /// The key holds a value of the right type that is not state of this command
+    /// (built by [`crate::state::StateKind::invalid`]); `key` is named by commands with
+    /// several keys.
     InvalidState {
         command: &'static str,
         expected: &'static str,
+        key: Option<Vec<u8>>,
     },
     /// The key holds another Redis type.
     WrongType,
@@ -66,8 +67,8 @@ pub enum Error {
     WrongArity {
         command: &'static str,
     },
-    /// Any other syntax problem, already worded.
-    Syntax(String),
+    /// The ACL user of the calling client was deleted while it was connected.
+    UnknownAclUser,
     /// The server refused an operation the module needed (never expected).
     Internal(&'static str),
     /// RL.MULTI: `numkeys` is not an integer from 1 to 64.
@@ -92,14 +93,8 @@ pub enum Error {
         value: Vec<u8>,
         ms: u64,
     },
-    /// RL.MULTI: more than [`crate::multi::MAX_WINDOWS`] LIMITs.
+    /// RL.MULTI: more than [`MAX_WINDOWS`] LIMITs.
     TooManyWindows,
-    /// Like `InvalidState`, for commands with several keys: names the key.
-    InvalidKeyState {
-        key: Vec<u8>,
-        command: &'static str,
-        expected: &'static str,
-    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,7 +170,7 @@ impl fmt::Display for Error {
                 f,
                 "ERR invalid AT '{}': must be a Unix time in milliseconds from 0 to {}",
                 echo(value),
-                crate::args::MAX_AT_MS
+                MAX_AT_MS
             ),
             Error::UnknownOption { value } => write!(f, "ERR unknown option '{}'", echo(value)),
             Error::RepeatedOption { name } => write!(f, "ERR option {name} given more than once"),
@@ -196,9 +191,22 @@ impl fmt::Display for Error {
                 f,
                 "ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)"
             ),
-            Error::InvalidState { command, expected } => write!(
+            Error::InvalidState {
+                command,
+                expected,
+                key: None,
+            } => write!(
                 f,
                 "ERR the key does not hold {command} state (expected {expected})"
+            ),
+            Error::InvalidState {
+                command,
+                expected,
+                key: Some(key),
+            } => write!(
+                f,
+                "ERR the key '{}' does not hold {command} state (expected {expected})",
+                echo(key)
             ),
             Error::WrongType => write!(
                 f,
@@ -207,13 +215,13 @@ impl fmt::Display for Error {
             Error::WrongArity { command } => {
                 write!(f, "ERR wrong number of arguments for '{command}' command")
             }
-            Error::Syntax(msg) => write!(f, "ERR {msg}"),
+            Error::UnknownAclUser => write!(f, "ERR the current ACL user no longer exists"),
             Error::Internal(what) => write!(f, "ERR internal error: {what}"),
             Error::InvalidNumKeys { value } => write!(
                 f,
                 "ERR invalid numkeys '{}': must be an integer from 1 to {}",
                 echo(value),
-                crate::multi::MAX_KEYS
+                MAX_KEYS
             ),
             Error::NumKeysOverArgs { value, available } => write!(
                 f,
@@ -230,20 +238,26 @@ impl fmt::Display for Error {
                 "ERR window '{}' given more than once ({ms} ms)",
                 echo(value)
             ),
-            Error::TooManyWindows => write!(
-                f,
-                "ERR too many LIMITs: at most {} windows",
-                crate::multi::MAX_WINDOWS
-            ),
-            Error::InvalidKeyState {
-                key,
+            Error::TooManyWindows => {
+                write!(f, "ERR too many LIMITs: at most {MAX_WINDOWS} windows")
+            }
+        }
+    }
+}
+
+impl Error {
+    /// Name `key` in an invalid-state error (commands with several keys); any other
+    /// error is returned as it is.
+    pub fn for_key(self, key: &[u8]) -> Error {
+        match self {
+            Error::InvalidState {
+                command, expected, ..
+            } => Error::InvalidState {
                 command,
                 expected,
-            } => write!(
-                f,
-                "ERR the key '{}' does not hold {command} state (expected {expected})",
-                echo(key)
-            ),
+                key: Some(key.to_vec()),
+            },
+            other => other,
         }
     }
 }
@@ -312,12 +326,13 @@ mod tests {
             Error::InvalidState {
                 command: "RL.FIXED",
                 expected: "an integer counter",
+                key: None,
             },
             Error::WrongType,
             Error::WrongArity {
                 command: "RL.FIXED",
             },
-            Error::Syntax("x".into()),
+            Error::UnknownAclUser,
             Error::Internal("x"),
             Error::InvalidNumKeys {
                 value: b"\r\n".to_vec(),
@@ -336,8 +351,8 @@ mod tests {
                 ms: 60_000,
             },
             Error::TooManyWindows,
-            Error::InvalidKeyState {
-                key: b"k\r\n".to_vec(),
+            Error::InvalidState {
+                key: Some(b"k\r\n".to_vec()),
                 command: "RL.MULTI",
                 expected: "x",
             },

@@ -4,44 +4,94 @@
 //! later, or, with `ALIGN`, is the epoch-aligned
 //! slot `[floor(now / window) * window, +window)`. A window that has ended counts as
 //! empty, whatever the key still holds.
+//!
+//! State: the count, a non-negative decimal integer as `INCR` writes it; the key's
+//! absolute expiry is the end of the window.
 
 use crate::args::{parse_int, Accepts, Options};
 use crate::duration::parse_duration;
-use crate::error::{Error, Result};
-use crate::units::{Micros, UnixMillis};
+use crate::error::{DurationProblem, Error, Result};
+use crate::limits::MAX_DURATION;
+use crate::state::{Effect, Outcome, StateKind, Stored};
+use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
 use crate::verdict::{Decision, Verdict};
 
-/// A fixed-window counter as stored: the count and the key's absolute expiry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Counter {
-    pub count: i64,
-    /// `None`: the key has no TTL (e.g. made by a plain INCR).
-    pub ends_at: Option<UnixMillis>,
-}
+/// What an RL.FIXED key holds, as error replies word it.
+pub const STATE: StateKind = StateKind {
+    command: "RL.FIXED",
+    expected: "a non-negative integer counter",
+};
 
+/// A checked fixed-window request: the limit, the window, the cost and whether windows
+/// are aligned to the epoch.
+///
+/// Built only by [`FixedParams::new`], which guarantees `limit >= 1`, a window of whole
+/// milliseconds from 1 ms to ten years, and `0 <= cost <= limit`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixedParams {
-    pub limit: i64,
-    pub window: Micros,
-    pub cost: i64,
-    pub align: bool,
+    limit: i64,
+    window: Micros,
+    cost: i64,
+    align: bool,
 }
 
-/// What has to be written back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Effect {
-    /// Nothing: a denial, a peek, or nothing to repair.
-    None,
-    /// Store the counter with this absolute expiry (`SET key count PXAT ends_at`).
-    Set { count: i64, ends_at: UnixMillis },
-    /// Only give the existing counter its missing expiry (`PEXPIREAT key ends_at`).
-    ExpireAt(UnixMillis),
-}
+impl FixedParams {
+    /// Check the parameters, with the errors of the arguments they come from.
+    pub fn new(limit: i64, window: Micros, cost: i64, align: bool) -> Result<FixedParams> {
+        let below = |what: &'static str, v: i64, min: i64| Error::InvalidInteger {
+            what,
+            value: v.to_string().into_bytes(),
+            min,
+        };
+        if limit < 1 {
+            return Err(below("limit", limit, 1));
+        }
+        if window.0 == 0 || window.0 % MICROS_PER_MS != 0 || window > MAX_DURATION {
+            let reason = if window > MAX_DURATION {
+                DurationProblem::TooLong
+            } else {
+                DurationProblem::NotPositive
+            };
+            return Err(Error::InvalidDuration {
+                what: "window",
+                value: format!("{}us", window.0).into_bytes(),
+                reason,
+            });
+        }
+        if cost < 0 {
+            return Err(below("cost", cost, 0));
+        }
+        // A cost above the limit can never be allowed: an error, not a denial.
+        if cost > limit {
+            return Err(Error::CostOverCapacity {
+                cost,
+                capacity: limit,
+                what: "limit",
+            });
+        }
+        Ok(FixedParams {
+            limit,
+            window,
+            cost,
+            align,
+        })
+    }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Outcome {
-    pub verdict: Verdict,
-    pub effect: Effect,
+    pub fn limit(&self) -> i64 {
+        self.limit
+    }
+
+    pub fn window(&self) -> Micros {
+        self.window
+    }
+
+    pub fn cost(&self) -> i64 {
+        self.cost
+    }
+
+    pub fn align(&self) -> bool {
+        self.align
+    }
 }
 
 /// The arguments of `RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]` after
@@ -55,34 +105,22 @@ pub fn parse_args(args: &[&[u8]]) -> Result<(FixedParams, Option<Micros>)> {
     let limit = parse_int("limit", limit, 1)?;
     let window = parse_duration("window", window)?;
     let opts = Options::parse(options, Accepts::CostAtAlign)?;
-    let params = FixedParams {
-        limit,
-        window,
-        cost: opts.cost,
-        align: opts.align,
-    };
-    check_capacity(&params)?;
+    let params = FixedParams::new(limit, window, opts.cost, opts.align)?;
     Ok((params, opts.at))
 }
 
-/// A cost above the limit can never be allowed: an error, not a denial.
-pub fn check_capacity(p: &FixedParams) -> Result<()> {
-    if p.cost > p.limit {
-        return Err(Error::CostOverCapacity {
-            cost: p.cost,
-            capacity: p.limit,
-            what: "limit",
-        });
-    }
-    Ok(())
+/// Read a stored counter: a non-negative decimal integer, as `INCR` writes them.
+pub fn parse_state(raw: &[u8]) -> Result<i64> {
+    parse_count(raw).ok_or(STATE.invalid())
 }
 
-/// Read a stored counter value: a non-negative decimal integer, as `INCR` writes them.
+/// A non-negative decimal integer of at most 19 digits that fits in an i64.
 pub fn parse_count(raw: &[u8]) -> Option<i64> {
     if raw.is_empty() || raw.len() > 19 || !raw.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    std::str::from_utf8(raw).ok()?.parse().ok()
+    let n = raw.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
+    i64::try_from(n).ok()
 }
 
 /// The end of a window that starts now. Windows are whole milliseconds (durations
@@ -109,7 +147,12 @@ pub struct Window {
     pub missing_ttl: bool,
 }
 
-pub fn current_window(stored: Option<Counter>, now: Micros, window: Micros, align: bool) -> Window {
+pub fn current_window(
+    stored: Option<Stored<i64>>,
+    now: Micros,
+    window: Micros,
+    align: bool,
+) -> Window {
     let fresh = |count, missing_ttl| Window {
         count,
         ends_at: new_window_end(now, window, align),
@@ -117,28 +160,28 @@ pub fn current_window(stored: Option<Counter>, now: Micros, window: Micros, alig
     };
     match stored {
         None => fresh(0, false),
-        Some(Counter {
-            count,
-            ends_at: None,
+        Some(Stored {
+            state: count,
+            expires_at: None,
         }) => fresh(count, true),
-        Some(Counter {
-            count,
-            ends_at: Some(end),
+        Some(Stored {
+            state: count,
+            expires_at: Some(end),
         }) if end.as_micros() > now => Window {
             count,
             ends_at: end,
             missing_ttl: false,
         },
         // The window has ended (the key may still exist when AT runs ahead).
-        Some(Counter {
-            ends_at: Some(_), ..
+        Some(Stored {
+            expires_at: Some(_),
+            ..
         }) => fresh(0, false),
     }
 }
 
 /// Decide one request against one counter.
-pub fn decide(stored: Option<Counter>, now: Micros, p: &FixedParams) -> Result<Outcome> {
-    check_capacity(p)?;
+pub fn decide(stored: Option<Stored<i64>>, now: Micros, p: &FixedParams) -> Outcome<i64> {
     let w = current_window(stored, now, p.window, p.align);
     let until_end = w.ends_at.as_micros().saturating_since(now);
     // A sum past i64::MAX is past any limit: it does not fit.
@@ -150,8 +193,8 @@ pub fn decide(stored: Option<Counter>, now: Micros, p: &FixedParams) -> Result<O
         Some(after) => {
             let effect = if p.cost > 0 {
                 Effect::Set {
-                    count: after,
-                    ends_at: w.ends_at,
+                    state: after,
+                    expires_at: w.ends_at,
                 }
             } else {
                 Effect::None
@@ -163,7 +206,7 @@ pub fn decide(stored: Option<Counter>, now: Micros, p: &FixedParams) -> Result<O
                 remaining: p.limit - after,
                 reset_after,
             };
-            Ok(Outcome { verdict, effect })
+            Outcome { verdict, effect }
         }
         None => {
             let effect = if w.missing_ttl && p.cost > 0 {
@@ -179,7 +222,7 @@ pub fn decide(stored: Option<Counter>, now: Micros, p: &FixedParams) -> Result<O
                 remaining: p.limit.saturating_sub(w.count).max(0),
                 reset_after: until_end,
             };
-            Ok(Outcome { verdict, effect })
+            Outcome { verdict, effect }
         }
     }
 }
@@ -192,22 +235,17 @@ mod tests {
     const T0: u64 = 1_700_000_000_000_000; // µs, an arbitrary instant on a second boundary
 
     fn p(limit: i64, window_ms: u64, cost: i64, align: bool) -> FixedParams {
-        FixedParams {
-            limit,
-            window: Micros::from_millis(window_ms),
-            cost,
-            align,
-        }
+        FixedParams::new(limit, Micros::from_millis(window_ms), cost, align).unwrap()
     }
 
     fn at(ms_after_t0: u64) -> Micros {
         Micros(T0 + ms_after_t0 * 1000)
     }
 
-    fn counter(count: i64, ends_ms_after_t0: Option<u64>) -> Option<Counter> {
-        Some(Counter {
-            count,
-            ends_at: ends_ms_after_t0.map(|ms| UnixMillis(T0 / 1000 + ms)),
+    fn counter(count: i64, ends_ms_after_t0: Option<u64>) -> Option<Stored<i64>> {
+        Some(Stored {
+            state: count,
+            expires_at: ends_ms_after_t0.map(|ms| UnixMillis(T0 / 1000 + ms)),
         })
     }
 
@@ -219,11 +257,11 @@ mod tests {
     fn table() {
         struct Case {
             name: &'static str,
-            stored: Option<Counter>,
+            stored: Option<Stored<i64>>,
             now: Micros,
             params: FixedParams,
             fields: [i64; 5],
-            effect: Effect,
+            effect: Effect<i64>,
         }
         let cases = [
             Case {
@@ -233,8 +271,8 @@ mod tests {
                 params: p(10, 1000, 1, false),
                 fields: [0, 10, 9, -1, 1000],
                 effect: Effect::Set {
-                    count: 1,
-                    ends_at: end(1000),
+                    state: 1,
+                    expires_at: end(1000),
                 },
             },
             Case {
@@ -244,8 +282,8 @@ mod tests {
                 params: p(10, 1000, 1, false),
                 fields: [0, 10, 9, -1, 1000],
                 effect: Effect::Set {
-                    count: 1,
-                    ends_at: end(1000),
+                    state: 1,
+                    expires_at: end(1000),
                 },
             },
             Case {
@@ -255,8 +293,8 @@ mod tests {
                 params: p(10, 1000, 3, false),
                 fields: [0, 10, 3, -1, 500],
                 effect: Effect::Set {
-                    count: 7,
-                    ends_at: end(600),
+                    state: 7,
+                    expires_at: end(600),
                 },
             },
             Case {
@@ -266,8 +304,8 @@ mod tests {
                 params: p(10, 1000, 1, false),
                 fields: [0, 10, 0, -1, 500],
                 effect: Effect::Set {
-                    count: 10,
-                    ends_at: end(600),
+                    state: 10,
+                    expires_at: end(600),
                 },
             },
             Case {
@@ -293,8 +331,8 @@ mod tests {
                 params: p(10, 1000, 1, false),
                 fields: [0, 10, 9, -1, 1000],
                 effect: Effect::Set {
-                    count: 1,
-                    ends_at: end(1600),
+                    state: 1,
+                    expires_at: end(1600),
                 },
             },
             Case {
@@ -336,8 +374,8 @@ mod tests {
                 params: p(10, 1000, 1, false),
                 fields: [0, 10, 6, -1, 1000],
                 effect: Effect::Set {
-                    count: 4,
-                    ends_at: end(1000),
+                    state: 4,
+                    expires_at: end(1000),
                 },
             },
             Case {
@@ -363,8 +401,8 @@ mod tests {
                 params: p(10, 1000, 1, true),
                 fields: [0, 10, 9, -1, 750],
                 effect: Effect::Set {
-                    count: 1,
-                    ends_at: end(2000),
+                    state: 1,
+                    expires_at: end(2000),
                 },
             },
             Case {
@@ -374,8 +412,8 @@ mod tests {
                 params: p(10, 1000, 1, true),
                 fields: [0, 10, 9, -1, 1000],
                 effect: Effect::Set {
-                    count: 1,
-                    ends_at: end(4000),
+                    state: 1,
+                    expires_at: end(4000),
                 },
             },
             Case {
@@ -385,8 +423,8 @@ mod tests {
                 params: p(5, 1000, 5, true),
                 fields: [0, 5, 0, -1, 1],
                 effect: Effect::Set {
-                    count: 5,
-                    ends_at: end(2000),
+                    state: 5,
+                    expires_at: end(2000),
                 },
             },
             Case {
@@ -396,8 +434,8 @@ mod tests {
                 params: p(10, 1000, 1, true),
                 fields: [0, 10, 8, -1, 250],
                 effect: Effect::Set {
-                    count: 2,
-                    ends_at: end(1500),
+                    state: 2,
+                    expires_at: end(1500),
                 },
             },
             Case {
@@ -419,7 +457,7 @@ mod tests {
             },
         ];
         for c in cases {
-            let out = decide(c.stored, c.now, &c.params).unwrap();
+            let out = decide(c.stored, c.now, &c.params);
             assert_eq!(out.verdict.fields(), c.fields, "{}", c.name);
             assert_eq!(out.effect, c.effect, "{}", c.name);
         }
@@ -428,12 +466,32 @@ mod tests {
     #[test]
     fn cost_above_limit_is_an_error_not_a_denial() {
         assert_eq!(
-            decide(None, at(0), &p(10, 1000, 11, false)),
+            FixedParams::new(10, Micros::from_millis(1000), 11, false),
             Err(Error::CostOverCapacity {
                 cost: 11,
                 capacity: 10,
                 what: "limit"
             })
+        );
+    }
+
+    #[test]
+    fn constructor_refuses_what_the_parser_refuses() {
+        let s = Micros::from_secs(1);
+        assert!(FixedParams::new(0, s, 0, false).is_err());
+        assert!(FixedParams::new(1, s, -1, false).is_err());
+        assert!(FixedParams::new(1, Micros::ZERO, 1, false).is_err());
+        assert!(FixedParams::new(1, Micros(1_500), 1, false).is_err());
+        assert!(FixedParams::new(1, Micros(MAX_DURATION.0 + 1_000), 1, false).is_err());
+        assert!(FixedParams::new(1, MAX_DURATION, 1, false).is_ok());
+    }
+
+    #[test]
+    fn invalid_state_names_the_command() {
+        assert_eq!(parse_state(b"12"), Ok(12));
+        assert_eq!(
+            parse_state(b"x").map_err(|e| e.to_string()),
+            Err("ERR the key does not hold RL.FIXED state (expected a non-negative integer counter)".to_string())
         );
     }
 
@@ -496,18 +554,18 @@ mod tests {
     }
 
     /// Apply an outcome to a simulated key, as the glue does.
-    fn apply(stored: &mut Option<Counter>, effect: Effect) {
+    fn apply(stored: &mut Option<Stored<i64>>, effect: Effect<i64>) {
         match effect {
             Effect::None => {}
-            Effect::Set { count, ends_at } => {
-                *stored = Some(Counter {
-                    count,
-                    ends_at: Some(ends_at),
+            Effect::Set { state, expires_at } => {
+                *stored = Some(Stored {
+                    state,
+                    expires_at: Some(expires_at),
                 })
             }
             Effect::ExpireAt(e) => {
                 if let Some(c) = stored.as_mut() {
-                    c.ends_at = Some(e)
+                    c.expires_at = Some(e)
                 }
             }
         }
@@ -523,15 +581,15 @@ mod tests {
             ends in proptest::option::of(any::<u64>()),
             now in any::<u64>(),
             limit in 1i64..=i64::MAX,
-            window in 1u64..=crate::duration::MAX_DURATION.0,
+            window_ms in 1u64..=crate::limits::MAX_DURATION_MS,
             cost in 0i64..=i64::MAX,
             align in any::<bool>(),
         ) {
             let raw: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
             let _ = parse_args(&raw);
-            let stored = Some(Counter { count: count.max(0), ends_at: ends.map(UnixMillis) });
-            let params = FixedParams { limit, window: Micros(window), cost, align };
-            if let Ok(out) = decide(stored, Micros(now), &params) {
+            let stored = Some(Stored { state: count.max(0), expires_at: ends.map(UnixMillis) });
+            if let Ok(params) = FixedParams::new(limit, Micros::from_millis(window_ms), cost.min(limit), align) {
+                let out = decide(stored, Micros(now), &params);
                 let f = out.verdict.fields();
                 prop_assert!((0..=limit).contains(&f[2]));
                 prop_assert_eq!(f[0] == 1, f[3] > 0);
@@ -548,15 +606,15 @@ mod tests {
             align in any::<bool>(),
             steps in proptest::collection::vec((0u64..3_000_000, 0i64..20), 1..200),
         ) {
-            let mut stored: Option<Counter> = None;
+            let mut stored: Option<Stored<i64>> = None;
             let mut now = Micros(T0 + 123);
             // (window end, cost allowed in it)
             let mut windows: Vec<(UnixMillis, i64)> = Vec::new();
             for (dt, cost) in steps {
                 now = Micros(now.0 + dt);
                 let cost = cost.min(limit);
-                let params = FixedParams { limit, window: Micros::from_millis(window_ms), cost, align };
-                let out = decide(stored, now, &params).unwrap();
+                let params = p(limit, window_ms, cost, align);
+                let out = decide(stored, now, &params);
                 let [limited, lim, remaining, retry, reset] = out.verdict.fields();
                 prop_assert_eq!(lim, limit);
                 prop_assert!((0..=limit).contains(&remaining));
@@ -564,12 +622,12 @@ mod tests {
                 prop_assert!(reset >= 0);
                 prop_assert!(reset <= window_ms as i64 + 1);
                 if limited == 1 {
-                    prop_assert_eq!(out.effect, Effect::None);
+                    prop_assert_eq!(&out.effect, &Effect::None);
                     // Waiting retry_after makes the same request fit.
                     let later = Micros(now.0 + retry as u64 * 1000);
-                    let again = decide(stored, later, &params).unwrap();
+                    let again = decide(stored, later, &params);
                     prop_assert!(again.verdict.is_allowed());
-                } else if let Effect::Set { count, ends_at } = out.effect {
+                } else if let Effect::Set { state: count, expires_at: ends_at } = out.effect {
                     match windows.last_mut() {
                         Some((e, used)) if *e == ends_at => *used += cost,
                         _ => windows.push((ends_at, cost)),

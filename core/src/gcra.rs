@@ -21,29 +21,16 @@
 //! Every time involved stays below 2^53 µs (see [`MAX_TAT`]), so the Lua twin, whose
 //! numbers are doubles, computes exactly the same integers.
 
-use crate::args::{parse_int, Accepts, Options, MAX_AT_MS};
+use crate::args::{parse_int, Accepts, Options};
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
-use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
+use crate::limits::{MAX_BURST_WINDOW, MAX_TAT, MAX_TAT_DIGITS};
+use crate::state::{Effect, Outcome, StateKind, Stored};
+use crate::units::{Micros, UnixMillis};
 use crate::verdict::{Decision, Verdict};
 
-/// The longest burst window `T * (max_burst + 1)`: 18 250 days (50 years of 365 days).
-pub const MAX_BURST_WINDOW: Micros = Micros(18_250 * 86_400 * 1_000_000);
-
-/// The largest TAT accepted from a key: the latest `AT` plus the longest burst window.
-/// Anything the limiter writes is at most this; `MAX_TAT + MAX_BURST_WINDOW` (the largest
-/// sum ever computed) is below 2^53.
-pub const MAX_TAT: Micros = Micros(MAX_AT_MS * MICROS_PER_MS + MAX_BURST_WINDOW.0);
-
-// The largest sum ever formed, the largest stored TAT plus the longest window, is exact
-// in a double.
-const _: () = assert!(MAX_TAT.0 + MAX_BURST_WINDOW.0 < 1 << 53);
-
-/// A stored TAT has at most this many digits (`MAX_TAT` has 16).
-pub const MAX_TAT_DIGITS: usize = 16;
-
-/// The error for a string key that does not hold a TAT.
-pub const INVALID_STATE: Error = Error::InvalidState {
+/// What an RL.GCRA key holds, as error replies word it.
+pub const STATE: StateKind = StateKind {
     command: "RL.GCRA",
     expected: "a theoretical arrival time in microseconds since the Unix epoch",
 };
@@ -126,21 +113,6 @@ impl GcraParams {
     }
 }
 
-/// What has to be written back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Effect {
-    /// Nothing: a denial or a peek.
-    None,
-    /// Store the TAT with this absolute expiry (`SET key tat PXAT expires_at`).
-    Set { tat: Micros, expires_at: UnixMillis },
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Outcome {
-    pub verdict: Verdict,
-    pub effect: Effect,
-}
-
 /// The arguments of `RL.GCRA key max_burst count period [COST n] [AT unix_ms]` after
 /// the key, checked: a bad rate, a burst window that is too long and a cost above the
 /// capacity are refused here, before any key is read.
@@ -157,6 +129,11 @@ pub fn parse_args(args: &[&[u8]]) -> Result<(GcraParams, Option<Micros>)> {
 }
 
 /// Read a stored TAT: 1 to [`MAX_TAT_DIGITS`] decimal digits, at most [`MAX_TAT`].
+pub fn parse_state(raw: &[u8]) -> Result<Micros> {
+    parse_tat(raw).ok_or(STATE.invalid())
+}
+
+/// A TAT as [`parse_state`] reads it, or `None`.
 pub fn parse_tat(raw: &[u8]) -> Option<Micros> {
     if raw.is_empty() || raw.len() > MAX_TAT_DIGITS || !raw.iter().all(u8::is_ascii_digit) {
         return None;
@@ -166,11 +143,11 @@ pub fn parse_tat(raw: &[u8]) -> Option<Micros> {
 }
 
 /// Decide one request. `stored` is the key's TAT (`None`: no key); a TAT in the past
-/// counts as `now`.
-pub fn decide(stored: Option<Micros>, now: Micros, p: &GcraParams) -> Outcome {
+/// counts as `now`. The key's expiry plays no part: it always follows the TAT.
+pub fn decide(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Outcome<Micros> {
     let t = p.interval.0;
     let window = p.burst_window().0;
-    let tat = stored.map_or(now, |s| s.max(now));
+    let tat = stored.map_or(now, |s| s.state.max(now));
     let new_tat = tat.saturating_add(p.increment());
     // How far ahead of now the TAT would be after this request.
     let ahead = new_tat.saturating_since(now).0;
@@ -181,7 +158,7 @@ pub fn decide(stored: Option<Micros>, now: Micros, p: &GcraParams) -> Outcome {
     if ahead <= window {
         let effect = if p.cost > 0 {
             Effect::Set {
-                tat: new_tat,
+                state: new_tat,
                 expires_at: UnixMillis::covering(new_tat),
             }
         } else {
@@ -214,7 +191,20 @@ pub fn decide(stored: Option<Micros>, now: Micros, p: &GcraParams) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::MAX_AT_MS;
     use proptest::prelude::*;
+
+    /// [`super::decide`] with a bare TAT (its key's expiry plays no part).
+    fn decide(stored: Option<Micros>, now: Micros, p: &GcraParams) -> Outcome<Micros> {
+        super::decide(
+            stored.map(|state| Stored {
+                state,
+                expires_at: None,
+            }),
+            now,
+            p,
+        )
+    }
 
     const T0: u64 = 1_700_000_000_000_000; // µs, an arbitrary instant on a second boundary
     const DAY_MS: u64 = 86_400_000;
@@ -228,9 +218,9 @@ mod tests {
         Micros(T0 + us)
     }
 
-    fn set(tat_after_t0: u64) -> Effect {
+    fn set(tat_after_t0: u64) -> Effect<Micros> {
         Effect::Set {
-            tat: at(tat_after_t0),
+            state: at(tat_after_t0),
             expires_at: UnixMillis::covering(at(tat_after_t0)),
         }
     }
@@ -242,7 +232,7 @@ mod tests {
             .iter()
             .map(|&(t, cost)| {
                 let out = decide(stored, at(t), &params(max_burst, count, period_ms, cost));
-                if let Effect::Set { tat, .. } = out.effect {
+                if let Effect::Set { state: tat, .. } = out.effect {
                     stored = Some(tat);
                 }
                 out.verdict.fields()
@@ -408,7 +398,7 @@ mod tests {
         assert_eq!(
             out.effect,
             Effect::Set {
-                tat: at(1_001),
+                state: at(1_001),
                 expires_at: UnixMillis((T0 + 2_000) / 1_000)
             }
         );
@@ -618,7 +608,7 @@ mod tests {
                 }
                 // remaining is exact, measured on the state after this request.
                 let after = match out.effect {
-                    Effect::Set { tat, expires_at } => {
+                    Effect::Set { state: tat, expires_at } => {
                         // The key expires when the state is full again.
                         prop_assert_eq!(expires_at, UnixMillis::covering(tat));
                         let full = decide(Some(tat), tat, &GcraParams::new(max_burst, count, period, 0).unwrap());
@@ -627,6 +617,9 @@ mod tests {
                         Some(tat)
                     }
                     Effect::None => stored,
+                    Effect::ExpireAt(_) => {
+                        return Err(TestCaseError::fail("GCRA never repairs an expiry alone"));
+                    }
                 };
                 if limited == 0 {
                     let fits = GcraParams::new(max_burst, count, period, remaining).unwrap();
@@ -669,7 +662,7 @@ mod tests {
             prop_assert!(tat + p.increment().0 < 1 << 53);
             prop_assert!(p.burst_window() <= MAX_BURST_WINDOW);
             let out = decide(Some(Micros(stored)), Micros(now), &p);
-            if let Effect::Set { tat, .. } = out.effect {
+            if let Effect::Set { state: tat, .. } = out.effect {
                 // What is written can be read back.
                 prop_assert_eq!(parse_tat(tat.0.to_string().as_bytes()), Some(tat));
             }

@@ -11,8 +11,7 @@
 //! nothing (the server's guard against abusive patterns, which also keeps the
 //! recursion depth bounded).
 
-/// The deepest `*` recursion the matcher follows before giving up (no match).
-pub const MAX_NESTING: u32 = 1000;
+use crate::limits::GLOB_MAX_NESTING as MAX_NESTING;
 
 /// Whether `key` matches the glob `pattern`.
 pub fn matches(pattern: &[u8], key: &[u8]) -> bool {

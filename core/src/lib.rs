@@ -9,10 +9,14 @@ pub mod error;
 pub mod fixed;
 pub mod gcra;
 pub mod glob;
+pub mod limits;
 pub mod multi;
+pub mod multikey;
+pub mod state;
 pub mod units;
 pub mod verdict;
 
 pub use error::{Error, Result};
+pub use state::{Effect, Outcome, StateKind, Stored};
 pub use units::{Micros, UnixMillis};
 pub use verdict::{Decision, Verdict};

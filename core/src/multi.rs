@@ -10,42 +10,105 @@
 //! window in Unix milliseconds. The key expires at the latest end. Windows a call does
 //! not name are kept until they end; ended windows are dropped when the key is written.
 
-use crate::args::{parse_int, Accepts, OptionParser};
-use crate::duration::{parse_duration, MAX_DURATION};
+use crate::args::{Accepts, OptionParser};
 use crate::error::{Error, Result};
-use crate::fixed::{self, Counter, Effect, FixedParams};
+use crate::fixed::{self, FixedParams};
+use crate::limits::{MAX_DURATION, MAX_END_MS, MAX_KEYS, MAX_WINDOWS};
+use crate::multikey::{self, Binding, BindingChooser, Limit, MultiOutcome};
+use crate::state::{push_decimal, Effect, Encode, StateKind, Stored};
 use crate::units::{Micros, UnixMillis};
 use crate::verdict::{Decision, Verdict};
 
-/// At most this many keys per call.
-pub const MAX_KEYS: usize = 64;
-/// At most this many `LIMIT window limit` triples per call.
-pub const MAX_WINDOWS: usize = 16;
-/// The largest `end_ms` accepted in stored state: 2^53 - 1, exact in the Lua twin.
-pub const MAX_END_MS: u64 = 9_007_199_254_740_991;
 /// What an RL.MULTI key holds, as error replies word it.
-pub const STATE_FORMAT: &str = "window_ms:count:end_ms entries separated by commas";
+pub const STATE: StateKind = StateKind {
+    command: COMMAND,
+    expected: "window_ms:count:end_ms entries separated by commas",
+};
 
 const COMMAND: &str = "RL.MULTI";
 
-/// One `LIMIT window limit`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limit {
-    pub window: Micros,
-    pub limit: i64,
-}
-
-/// The parsed arguments of
+/// A checked RL.MULTI request:
 /// `RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT ...] [COST n] [ALIGN] [AT ms]`.
+///
+/// Built only by [`Request::new`] (or [`parse_args`]), which guarantees 1 to
+/// [`MAX_KEYS`] keys, 1 to [`MAX_WINDOWS`] windows with no window twice, and a cost
+/// from 0 to the smallest limit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
+    numkeys: usize,
+    /// One per LIMIT, in argument order, each with the call's cost and ALIGN.
+    pairs: Vec<FixedParams>,
+    cost: i64,
+    at: Option<Micros>,
+}
+
+impl Request {
+    pub fn new(
+        numkeys: usize,
+        limits: &[Limit],
+        cost: i64,
+        align: bool,
+        at: Option<Micros>,
+    ) -> Result<Request> {
+        if numkeys == 0 || numkeys > MAX_KEYS {
+            return Err(Error::InvalidNumKeys {
+                value: numkeys.to_string().into_bytes(),
+            });
+        }
+        if limits.is_empty() {
+            return Err(Error::MissingLimit);
+        }
+        if limits.len() > MAX_WINDOWS {
+            return Err(Error::TooManyWindows);
+        }
+        for (i, l) in limits.iter().enumerate() {
+            if limits.iter().take(i).any(|e| e.window == l.window) {
+                return Err(Error::DuplicateWindow {
+                    value: format!("{}ms", l.window.floor_millis()).into_bytes(),
+                    ms: l.window.floor_millis(),
+                });
+            }
+        }
+        multikey::check_cost(limits, cost)?;
+        let pairs = limits
+            .iter()
+            .map(|l| FixedParams::new(l.limit, l.window, cost, align))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Request {
+            numkeys,
+            pairs,
+            cost,
+            at,
+        })
+    }
+
     /// The keys are the arguments at `1..=numkeys` (after the command name).
-    pub numkeys: usize,
-    /// In argument order.
-    pub limits: Vec<Limit>,
-    pub cost: i64,
-    pub align: bool,
-    pub at: Option<Micros>,
+    pub fn numkeys(&self) -> usize {
+        self.numkeys
+    }
+
+    /// `AT`: the time to judge the request at instead of the server clock.
+    pub fn at(&self) -> Option<Micros> {
+        self.at
+    }
+
+    pub fn cost(&self) -> i64 {
+        self.cost
+    }
+
+    /// The LIMITs, in argument order.
+    pub fn limits(&self) -> impl Iterator<Item = Limit> + '_ {
+        self.pairs.iter().map(|p| Limit {
+            window: p.window(),
+            limit: p.limit(),
+        })
+    }
+
+    fn names(&self, window_ms: u64) -> bool {
+        self.pairs
+            .iter()
+            .any(|p| p.window().floor_millis() == window_ms)
+    }
 }
 
 /// Parse the arguments after the command name. Every check that needs no key is done
@@ -55,85 +118,11 @@ pub fn parse_args(args: &[&[u8]]) -> Result<Request> {
     if args.len() < 5 {
         return Err(Error::WrongArity { command: COMMAND });
     }
-    let [raw_numkeys, after @ ..] = args else {
-        return Err(Error::WrongArity { command: COMMAND });
-    };
-    let numkeys = match parse_int("numkeys", raw_numkeys, 1) {
-        Ok(n) if n as u64 <= MAX_KEYS as u64 => n as usize,
-        _ => {
-            return Err(Error::InvalidNumKeys {
-                value: raw_numkeys.to_vec(),
-            })
-        }
-    };
-    if numkeys > after.len() {
-        return Err(Error::NumKeysOverArgs {
-            value: raw_numkeys.to_vec(),
-            available: after.len(),
-        });
-    }
-    let (keys, rest) = after.split_at(numkeys);
-    for (i, key) in keys.iter().enumerate() {
-        if keys.iter().take(i).any(|earlier| earlier == key) {
-            return Err(Error::DuplicateKey { key: key.to_vec() });
-        }
-    }
-
+    let (numkeys, rest) = multikey::parse_keys(args)?;
     let mut opts = OptionParser::new(Accepts::CostAtAlign);
-    let mut limits: Vec<Limit> = Vec::new();
-    let mut i = 0;
-    while let Some(word) = rest.get(i) {
-        if word.eq_ignore_ascii_case(b"LIMIT") {
-            if limits.len() >= MAX_WINDOWS {
-                return Err(Error::TooManyWindows);
-            }
-            let (Some(raw_window), Some(raw_limit)) = (rest.get(i + 1), rest.get(i + 2)) else {
-                return Err(Error::IncompleteLimit);
-            };
-            let window = parse_duration("window", raw_window)?;
-            let limit = parse_int("limit", raw_limit, 1)?;
-            if limits.iter().any(|l| l.window == window) {
-                return Err(Error::DuplicateWindow {
-                    value: raw_window.to_vec(),
-                    ms: window.floor_millis(),
-                });
-            }
-            limits.push(Limit { window, limit });
-            i += 3;
-        } else {
-            i += opts.take(rest, i)?.ok_or_else(|| Error::UnknownOption {
-                value: word.to_vec(),
-            })?;
-        }
-    }
+    let limits = multikey::parse_limits(rest, &mut opts)?;
     let opts = opts.finish();
-    let Some(smallest) = limits.iter().map(|l| l.limit).min() else {
-        return Err(Error::MissingLimit);
-    };
-    if opts.cost > smallest {
-        return Err(Error::CostOverCapacity {
-            cost: opts.cost,
-            capacity: smallest,
-            what: "limit",
-        });
-    }
-    Ok(Request {
-        numkeys,
-        limits,
-        cost: opts.cost,
-        align: opts.align,
-        at: opts.at,
-    })
-}
-
-/// Where the keys are among the arguments after the command name (`1..=numkeys`), for
-/// servers that ask the command itself (Redis 7.0 routes Cluster calls that way);
-/// `None` when `numkeys` is not valid, so no key is reported and the command's own
-/// error follows.
-pub fn key_positions(args: &[&[u8]]) -> Option<std::ops::RangeInclusive<usize>> {
-    let raw = args.first()?;
-    let n = usize::try_from(parse_int("numkeys", raw, 1).ok()?).ok()?;
-    (n <= MAX_KEYS && n < args.len()).then_some(1..=n)
+    Request::new(numkeys, &limits, opts.cost, opts.align, opts.at)
 }
 
 /// The counter of one window in a key's state.
@@ -207,14 +196,9 @@ impl State {
 
     /// The stored value (the format [`State::parse`] reads).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = String::with_capacity(self.entries.len() * 28);
-        for (i, e) in self.entries.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(&format!("{}:{}:{}", e.window_ms, e.count, e.ends_at.0));
-        }
-        out.into_bytes()
+        let mut out = Vec::with_capacity(self.entries.len() * 28);
+        Encode::encode(self, &mut out);
+        out
     }
 
     /// The latest end of the windows that have not ended at `now`.
@@ -227,6 +211,28 @@ impl State {
     }
 }
 
+/// `window_ms:count:end_ms` entries separated by commas, in window order.
+impl Encode for State {
+    fn encode(&self, out: &mut Vec<u8>) {
+        for (i, e) in self.entries.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            push_decimal(out, e.window_ms);
+            out.push(b':');
+            e.count.encode(out);
+            out.push(b':');
+            push_decimal(out, e.ends_at.0);
+        }
+    }
+}
+
+/// Read a stored value (see [`State::parse`]); the glue names the key in the error
+/// ([`Error::for_key`]).
+pub fn parse_state(raw: &[u8]) -> Result<State> {
+    State::parse(raw).ok_or(STATE.invalid())
+}
+
 /// 1 to 19 decimal digits.
 fn parse_u64(raw: &[u8]) -> Option<u64> {
     if raw.is_empty() || raw.len() > 19 || !raw.iter().all(u8::is_ascii_digit) {
@@ -235,108 +241,39 @@ fn parse_u64(raw: &[u8]) -> Option<u64> {
     std::str::from_utf8(raw).ok()?.parse().ok()
 }
 
-/// The error for a key whose string is not RL.MULTI state.
-pub fn invalid_state(key: &[u8]) -> Error {
-    Error::InvalidKeyState {
-        key: key.to_vec(),
-        command: COMMAND,
-        expected: STATE_FORMAT,
-    }
-}
-
-/// What a key held when the call started.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Stored {
-    pub state: State,
-    /// `None`: the key has no TTL.
-    pub expires_at: Option<UnixMillis>,
-}
-
-/// What to write to one key.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum KeyEffect {
-    None,
-    /// `SET key value PXAT ends_at`.
-    Set {
-        state: State,
-        ends_at: UnixMillis,
-    },
-    /// `PEXPIREAT key ends_at`: a key that had lost its TTL gets it back.
-    ExpireAt(UnixMillis),
-}
-
-/// The pair whose numbers the reply carries (fields 2, 3 and 5, then 6 and 7).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Binding {
-    /// Index into the call's keys.
-    pub key: usize,
-    pub window_ms: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outcome {
-    pub verdict: Verdict,
-    pub binding: Binding,
-    /// One per key, in key order.
-    pub effects: Vec<KeyEffect>,
-}
-
 /// Decide one request. `stored` has one element per key, in key order (`None`: the
 /// key does not exist).
-pub fn decide(stored: &[Option<Stored>], now: Micros, req: &Request) -> Result<Outcome> {
-    if stored.len() != req.numkeys || req.limits.is_empty() {
-        return Err(Error::Internal("RL.MULTI state does not match its keys"));
-    }
-    // The binding pair so far: (verdict, binding).
-    let mut denied: Option<(Micros, Verdict, Binding)> = None;
-    let mut least: Option<(Verdict, Binding)> = None;
+pub fn decide(stored: &[Option<Stored<State>>], now: Micros, req: &Request) -> MultiOutcome<State> {
+    let mut chooser = BindingChooser::default();
     // The named windows' counters after the request, per key (used when allowed).
     let mut updated: Vec<Vec<Entry>> = Vec::with_capacity(stored.len());
     for (k, st) in stored.iter().enumerate() {
-        let mut entries = Vec::with_capacity(req.limits.len());
-        for lim in &req.limits {
-            let window_ms = lim.window.floor_millis();
+        let mut entries = Vec::with_capacity(req.pairs.len());
+        for params in &req.pairs {
+            let window_ms = params.window().floor_millis();
             let counter = st
                 .as_ref()
                 .and_then(|s| s.state.get(window_ms))
-                .map(|e| Counter {
-                    count: e.count,
-                    ends_at: Some(e.ends_at),
+                .map(|e| Stored {
+                    state: e.count,
+                    expires_at: Some(e.ends_at),
                 });
-            let params = FixedParams {
-                limit: lim.limit,
-                window: lim.window,
-                cost: req.cost,
-                align: req.align,
-            };
-            let out = fixed::decide(counter, now, &params)?;
-            let binding = Binding { key: k, window_ms };
-            match out.verdict.decision {
-                // The denying pair that frees up last; ties keep the first.
-                Decision::Denied { retry_after } => {
-                    if denied.map_or(true, |(r, _, _)| retry_after > r) {
-                        denied = Some((retry_after, out.verdict, binding));
-                    }
-                }
-                // The allowed pair with the least remaining; ties keep the first.
-                Decision::Allowed => {
-                    if least.map_or(true, |(v, _)| out.verdict.remaining < v.remaining) {
-                        least = Some((out.verdict, binding));
-                    }
-                }
-            }
-            if let Effect::Set { count, ends_at } = out.effect {
+            let out = fixed::decide(counter, now, params);
+            chooser.offer(out.verdict, Binding { key: k, window_ms });
+            if let Effect::Set { state, expires_at } = out.effect {
                 entries.push(Entry {
                     window_ms,
-                    count,
-                    ends_at,
+                    count: state,
+                    ends_at: expires_at,
                 });
             }
         }
         updated.push(entries);
     }
 
-    if let Some((_, verdict, binding)) = denied {
+    let denied = chooser.is_denied();
+    let (verdict, binding) = chooser.finish(untouched(req));
+    if denied {
         // Nothing is consumed. A key that lost its TTL (PERSIST from outside) gets it
         // back at the end of its latest live window, as RL.FIXED repairs its counters;
         // a peek writes nothing at all.
@@ -346,55 +283,74 @@ pub fn decide(stored: &[Option<Stored>], now: Micros, req: &Request) -> Result<O
                 Some(s) if s.expires_at.is_none() && req.cost > 0 => s
                     .state
                     .latest_live_end(now)
-                    .map_or(KeyEffect::None, KeyEffect::ExpireAt),
-                _ => KeyEffect::None,
+                    .map_or(Effect::None, Effect::ExpireAt),
+                _ => Effect::None,
             })
             .collect();
-        return Ok(Outcome {
+        return MultiOutcome {
             verdict,
             binding,
             effects,
-        });
+        };
     }
-    let Some((verdict, binding)) = least else {
-        return Err(Error::Internal("RL.MULTI found no pair"));
-    };
     if req.cost == 0 {
-        return Ok(Outcome {
+        return MultiOutcome {
             verdict,
             binding,
-            effects: vec![KeyEffect::None; stored.len()],
-        });
+            effects: vec![Effect::None; stored.len()],
+        };
     }
-    let mut effects = Vec::with_capacity(stored.len());
-    for (st, named) in stored.iter().zip(updated) {
-        let mut entries = named;
-        if let Some(s) = st {
-            // Windows this call does not name are kept while they have not ended.
-            entries.extend(s.state.entries().iter().filter(|e| {
-                e.ends_at.as_micros() > now
-                    && !req
-                        .limits
+    let effects = stored
+        .iter()
+        .zip(updated)
+        .map(|(st, mut entries)| {
+            if let Some(s) = st {
+                // Windows this call does not name are kept while they have not ended.
+                entries.extend(
+                    s.state
+                        .entries()
                         .iter()
-                        .any(|l| l.window.floor_millis() == e.window_ms)
-            }));
-        }
-        let ends_at = entries.iter().map(|e| e.ends_at).max();
-        match (State::new(entries), ends_at) {
-            (Some(state), Some(ends_at)) => effects.push(KeyEffect::Set { state, ends_at }),
-            _ => return Err(Error::Internal("RL.MULTI state to write")),
-        }
-    }
-    Ok(Outcome {
+                        .filter(|e| e.ends_at.as_micros() > now && !req.names(e.window_ms)),
+                );
+            }
+            // Every named window was just written, so there is a latest end; the
+            // windows come from distinct LIMITs and distinct stored entries.
+            match (entries.iter().map(|e| e.ends_at).max(), State::new(entries)) {
+                (Some(expires_at), Some(state)) => Effect::Set { state, expires_at },
+                _ => Effect::None,
+            }
+        })
+        .collect();
+    MultiOutcome {
         verdict,
         binding,
         effects,
-    })
+    }
+}
+
+/// The reply for a call that touched no pair at all (never the case with at least one
+/// key): full capacity of the first LIMIT.
+fn untouched(req: &Request) -> (Verdict, Binding) {
+    let first = req.pairs.first();
+    let limit = first.map_or(0, FixedParams::limit);
+    (
+        Verdict {
+            decision: Decision::Allowed,
+            limit,
+            remaining: limit,
+            reset_after: Micros::ZERO,
+        },
+        Binding {
+            key: 0,
+            window_ms: first.map_or(0, |p| p.window().floor_millis()),
+        },
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::multikey::key_positions;
 
     const T0: u64 = 1_700_000_000_000; // ms, on a second boundary (20 s past a minute)
 
@@ -417,27 +373,21 @@ mod tests {
                 "2", "ip:1", "user:1", "LIMIT", "1", "10", "limit", "1m", "120", "COST", "2",
                 "LIMIT", "1h", "240", "align", "AT", "5"
             ]),
-            Ok(Request {
-                numkeys: 2,
-                limits: vec![lim(1_000, 10), lim(60_000, 120), lim(3_600_000, 240)],
-                cost: 2,
-                align: true,
-                at: Some(Micros::from_millis(5)),
-            })
+            Request::new(
+                2,
+                &[lim(1_000, 10), lim(60_000, 120), lim(3_600_000, 240)],
+                2,
+                true,
+                Some(Micros::from_millis(5))
+            )
         );
         assert_eq!(
             parse(&["1", "k", "LIMIT", "1500ms", "3"]),
-            Ok(Request {
-                numkeys: 1,
-                limits: vec![lim(1_500, 3)],
-                cost: 1,
-                align: false,
-                at: None,
-            })
+            Request::new(1, &[lim(1_500, 3)], 1, false, None)
         );
         // A key may be spelled like a keyword: keys are positional.
         assert_eq!(
-            parse(&["2", "LIMIT", "COST", "LIMIT", "1", "1"]).map(|r| r.numkeys),
+            parse(&["2", "LIMIT", "COST", "LIMIT", "1", "1"]).map(|r| r.numkeys()),
             Ok(2)
         );
         let many_keys: Vec<String> = std::iter::once("64".to_string())
@@ -445,13 +395,13 @@ mod tests {
             .chain(["LIMIT", "1s", "1"].map(String::from))
             .collect();
         let many_keys: Vec<&str> = many_keys.iter().map(String::as_str).collect();
-        assert_eq!(parse(&many_keys).map(|r| r.numkeys), Ok(64));
+        assert_eq!(parse(&many_keys).map(|r| r.numkeys()), Ok(64));
         let mut many_windows = vec!["1".to_string(), "k".to_string()];
         for w in 1..=16 {
             many_windows.extend(["LIMIT".to_string(), format!("{w}s"), "5".to_string()]);
         }
         let many_windows: Vec<&str> = many_windows.iter().map(String::as_str).collect();
-        assert_eq!(parse(&many_windows).map(|r| r.limits.len()), Ok(16));
+        assert_eq!(parse(&many_windows).map(|r| r.limits().count()), Ok(16));
     }
 
     #[test]
@@ -646,7 +596,7 @@ mod tests {
         }
     }
 
-    fn stored(entries: &[Entry], expires: Option<u64>) -> Option<Stored> {
+    fn stored(entries: &[Entry], expires: Option<u64>) -> Option<Stored<State>> {
         Some(Stored {
             state: State::new(entries.to_vec()).unwrap(),
             expires_at: expires.map(|e| UnixMillis(T0 + e)),
@@ -654,24 +604,19 @@ mod tests {
     }
 
     fn req(numkeys: usize, limits: &[(u64, i64)], cost: i64, align: bool) -> Request {
-        Request {
-            numkeys,
-            limits: limits.iter().map(|&(w, l)| lim(w, l)).collect(),
-            cost,
-            align,
-            at: None,
-        }
+        let limits: Vec<Limit> = limits.iter().map(|&(w, l)| lim(w, l)).collect();
+        Request::new(numkeys, &limits, cost, align, None).unwrap()
     }
 
     fn at(ms: u64) -> Micros {
         Micros::from_millis(T0 + ms)
     }
 
-    fn set(entries: &[Entry]) -> KeyEffect {
-        let ends_at = entries.iter().map(|e| e.ends_at).max().unwrap();
-        KeyEffect::Set {
+    fn set(entries: &[Entry]) -> Effect<State> {
+        let expires_at = entries.iter().map(|e| e.ends_at).max().unwrap();
+        Effect::Set {
             state: State::new(entries.to_vec()).unwrap(),
-            ends_at,
+            expires_at,
         }
     }
 
@@ -681,12 +626,12 @@ mod tests {
     fn table() {
         struct Case {
             name: &'static str,
-            stored: Vec<Option<Stored>>,
+            stored: Vec<Option<Stored<State>>>,
             now: Micros,
             req: Request,
             fields: [i64; 5],
             binding: (usize, u64),
-            effects: Vec<KeyEffect>,
+            effects: Vec<Effect<State>>,
         }
         let cases = vec![
             Case {
@@ -750,7 +695,7 @@ mod tests {
                 req: req(2, SEED, 1, false),
                 fields: [1, 10, 0, 500, 500],
                 binding: (1, 1_000),
-                effects: vec![KeyEffect::None, KeyEffect::None],
+                effects: vec![Effect::None, Effect::None],
             },
             Case {
                 name: "denied: the denying pair that frees up last binds",
@@ -765,7 +710,7 @@ mod tests {
                 req: req(2, SEED, 1, false),
                 fields: [1, 240, 0, 49_900, 49_900],
                 binding: (1, 3_600_000),
-                effects: vec![KeyEffect::None, KeyEffect::None],
+                effects: vec![Effect::None, Effect::None],
             },
             Case {
                 name: "denied: ties in retry_after go to the first key",
@@ -777,7 +722,7 @@ mod tests {
                 req: req(2, SEED, 1, false),
                 fields: [1, 10, 0, 500, 500],
                 binding: (0, 1_000),
-                effects: vec![KeyEffect::None, KeyEffect::None],
+                effects: vec![Effect::None, Effect::None],
             },
             Case {
                 name: "a cost that fits one pair but not another is denied by that one",
@@ -786,7 +731,7 @@ mod tests {
                 req: req(1, SEED, 4, false),
                 fields: [1, 120, 3, 30_000, 30_000],
                 binding: (0, 60_000),
-                effects: vec![KeyEffect::None],
+                effects: vec![Effect::None],
             },
             Case {
                 name: "windows not named are kept; ended ones are dropped",
@@ -833,7 +778,7 @@ mod tests {
                 req: req(2, SEED, 0, false),
                 fields: [0, 10, 6, -1, 500],
                 binding: (1, 1_000),
-                effects: vec![KeyEffect::None, KeyEffect::None],
+                effects: vec![Effect::None, Effect::None],
             },
             Case {
                 name: "peek on empty keys: full capacity, nothing to reset",
@@ -842,7 +787,7 @@ mod tests {
                 req: req(1, SEED, 0, false),
                 fields: [0, 10, 10, -1, 0],
                 binding: (0, 1_000),
-                effects: vec![KeyEffect::None],
+                effects: vec![Effect::None],
             },
             Case {
                 name: "peek on a full window is allowed",
@@ -851,7 +796,7 @@ mod tests {
                 req: req(1, SEED, 0, false),
                 fields: [0, 10, 0, -1, 500],
                 binding: (0, 1_000),
-                effects: vec![KeyEffect::None],
+                effects: vec![Effect::None],
             },
             Case {
                 name: "a count above a (lowered) limit denies even a peek",
@@ -860,7 +805,7 @@ mod tests {
                 req: req(1, SEED, 0, false),
                 fields: [1, 10, 0, 500, 500],
                 binding: (0, 1_000),
-                effects: vec![KeyEffect::None],
+                effects: vec![Effect::None],
             },
             Case {
                 name: "denied: a key without TTL gets it back at its latest live end",
@@ -876,7 +821,7 @@ mod tests {
                 req: req(1, &[(1_000, 10)], 1, false),
                 fields: [1, 10, 0, 500, 500],
                 binding: (0, 1_000),
-                effects: vec![KeyEffect::ExpireAt(UnixMillis(T0 + 20_000))],
+                effects: vec![Effect::ExpireAt(UnixMillis(T0 + 20_000))],
             },
             Case {
                 name: "a peek never repairs a TTL, even when denied",
@@ -885,7 +830,7 @@ mod tests {
                 req: req(1, &[(1_000, 10)], 0, false),
                 fields: [1, 10, 0, 500, 500],
                 binding: (0, 1_000),
-                effects: vec![KeyEffect::None],
+                effects: vec![Effect::None],
             },
             Case {
                 name: "huge limits do not overflow",
@@ -894,11 +839,11 @@ mod tests {
                 req: req(1, &[(1_000, i64::MAX)], i64::MAX, false),
                 fields: [1, i64::MAX, 1, 10, 10],
                 binding: (0, 1_000),
-                effects: vec![KeyEffect::None],
+                effects: vec![Effect::None],
             },
         ];
         for c in cases {
-            let out = decide(&c.stored, c.now, &c.req).unwrap();
+            let out = decide(&c.stored, c.now, &c.req);
             assert_eq!(out.verdict.fields(), c.fields, "{}", c.name);
             assert_eq!(
                 (out.binding.key, out.binding.window_ms),
@@ -911,25 +856,28 @@ mod tests {
     }
 
     #[test]
-    fn mismatched_state_is_an_internal_error_not_a_panic() {
-        assert!(matches!(
-            decide(&[None], at(0), &req(2, SEED, 1, false)),
-            Err(Error::Internal(_))
-        ));
+    fn a_mismatched_key_count_decides_without_panicking() {
+        // The glue always passes one state per key; a caller that does not still gets
+        // one effect per state it passed, and no panic.
+        let out = decide(&[None], at(0), &req(2, SEED, 1, false));
+        assert_eq!(out.effects.len(), 1);
+        let out = decide(&[], at(0), &req(1, SEED, 1, false));
+        assert!(out.effects.is_empty());
+        assert_eq!(out.verdict.fields(), [0, 10, 10, -1, 0]);
     }
 
     /// Apply effects to simulated keys, as the glue does.
-    fn apply(keys: &mut [Option<Stored>], idx: &[usize], effects: &[KeyEffect]) {
+    fn apply(keys: &mut [Option<Stored<State>>], idx: &[usize], effects: &[Effect<State>]) {
         for (&k, e) in idx.iter().zip(effects) {
             match e {
-                KeyEffect::None => {}
-                KeyEffect::Set { state, ends_at } => {
+                Effect::None => {}
+                Effect::Set { state, expires_at } => {
                     keys[k] = Some(Stored {
                         state: state.clone(),
-                        expires_at: Some(*ends_at),
+                        expires_at: Some(*expires_at),
                     })
                 }
-                KeyEffect::ExpireAt(t) => {
+                Effect::ExpireAt(t) => {
                     if let Some(s) = keys[k].as_mut() {
                         s.expires_at = Some(*t)
                     }
@@ -971,7 +919,7 @@ mod tests {
                 1..150,
             ),
         ) {
-            let mut keys: Vec<Option<Stored>> = vec![None, None, None];
+            let mut keys: Vec<Option<Stored<State>>> = vec![None, None, None];
             let mut now = Micros::from_millis(T0) .saturating_add(Micros(77));
             // (key, window_ms, end) -> cost allowed in that window instance
             let mut used: std::collections::HashMap<(usize, u64, UnixMillis), i64> =
@@ -987,48 +935,43 @@ mod tests {
                     ws.rotate_left(1);
                 }
                 let smallest = ws.iter().map(|&w| limits[w]).min().unwrap();
-                let r = Request {
-                    numkeys: idx.len(),
-                    limits: ws.iter().map(|&w| lim(WINDOWS[w], limits[w])).collect(),
-                    cost: cost.min(smallest),
-                    align,
-                    at: None,
-                };
-                let view: Vec<Option<Stored>> = idx.iter().map(|&k| keys[k].clone()).collect();
-                let out = decide(&view, now, &r).unwrap();
+                let r_limits: Vec<Limit> = ws.iter().map(|&w| lim(WINDOWS[w], limits[w])).collect();
+                let r = Request::new(idx.len(), &r_limits, cost.min(smallest), align, None).unwrap();
+                let view: Vec<Option<Stored<State>>> = idx.iter().map(|&k| keys[k].clone()).collect();
+                let out = decide(&view, now, &r);
                 let [limited, limit, remaining, retry, _reset] = out.verdict.fields();
                 prop_assert!(out.binding.key < idx.len());
-                let bound = r.limits.iter().find(|l| l.window.floor_millis() == out.binding.window_ms);
+                let bound = r.limits().find(|l| l.window.floor_millis() == out.binding.window_ms);
                 prop_assert_eq!(bound.map(|l| l.limit), Some(limit));
                 prop_assert!((0..=limit).contains(&remaining));
                 prop_assert_eq!(limited == 1, retry > 0);
                 prop_assert_eq!(out.effects.len(), idx.len());
                 if limited == 1 {
-                    prop_assert!(out.effects.iter().all(|e| *e == KeyEffect::None));
+                    prop_assert!(out.effects.iter().all(|e| *e == Effect::None));
                     let later = now.saturating_add(Micros::from_millis(retry as u64));
-                    let again = decide(&view, later, &r).unwrap();
+                    let again = decide(&view, later, &r);
                     prop_assert!(again.verdict.is_allowed());
                     continue;
                 }
-                if r.cost == 0 {
-                    prop_assert!(out.effects.iter().all(|e| *e == KeyEffect::None));
+                if r.cost() == 0 {
+                    prop_assert!(out.effects.iter().all(|e| *e == Effect::None));
                     continue;
                 }
                 for (i, e) in out.effects.iter().enumerate() {
-                    let KeyEffect::Set { state, ends_at } = e else {
+                    let Effect::Set { state, expires_at: ends_at } = e else {
                         return Err(TestCaseError::fail("an allowed request skipped a key"));
                     };
                     prop_assert_eq!(Some(*ends_at), state.entries().iter().map(|e| e.ends_at).max());
                     for entry in state.entries() {
                         prop_assert!(entry.ends_at.as_micros() > now, "an ended window was kept");
                     }
-                    for l in &r.limits {
+                    for l in r.limits() {
                         let w = l.window.floor_millis();
                         let entry = state.get(w);
                         prop_assert!(entry.is_some(), "a named window is missing");
                         if let Some(entry) = entry {
                             let total = used.entry((idx[i], w, entry.ends_at)).or_insert(0);
-                            *total += r.cost;
+                            *total += r.cost();
                             prop_assert_eq!(*total, entry.count);
                             prop_assert!(*total <= l.limit);
                         }

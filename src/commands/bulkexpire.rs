@@ -1,38 +1,32 @@
-//! `RL.BULKEXPIRE seconds key [key ...]`: seed 001's `expire.lua` as a command. Each
-//! named key that exists and has no TTL gets one (the same absolute expiry for all:
-//! the call's millisecond plus `seconds`); the reply lists those keys, in argument
-//! order. A key named twice gets its TTL at its first place and is listed once.
+//! `RL.BULKEXPIRE seconds key [key ...]`: the bulk-expire script of the article on
+//! giving TTLs to keys written without one, as a command. Each named key that exists
+//! and has no TTL gets one (the same absolute expiry for all: the call's millisecond
+//! plus `seconds`); the reply lists those keys, in argument order. A key named twice
+//! gets its TTL at its first place and is listed once.
 
 use crate::any_key::{self, Found};
+use crate::args::Args;
 use crate::clock::wall_clock;
-use crate::reply;
-use crate::stats::{Command, Outcome};
+use crate::stats::Outcome;
 use ratelimit_core::bulk::{expiry_at, parse_bulkexpire};
 use ratelimit_core::Error;
-use redis_module::{raw, Context, RedisResult, RedisString};
+use redis_module::{raw, Context};
 use std::os::raw::c_long;
 
-pub fn command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    reply::run(ctx, Command::BulkExpire, || {
-        let [_, _, keys @ ..] = args.as_slice() else {
-            return Err(Error::WrongArity {
-                command: "RL.BULKEXPIRE",
-            });
-        };
-        let raw_args: Vec<&[u8]> = args.iter().skip(1).map(RedisString::as_slice).collect();
-        let ttl = parse_bulkexpire(&raw_args)?;
-        let at = expiry_at(wall_clock(), ttl);
-        let mut expired: Vec<&RedisString> = Vec::new();
-        for key in keys {
-            if let Found::Persistent(_) = any_key::inspect(ctx, key)? {
-                any_key::give_ttl(ctx, key, at)?;
-                expired.push(key);
-            }
+pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
+    let ttl = parse_bulkexpire(args.after_name())?;
+    let at = expiry_at(wall_clock(), ttl);
+    let names = args.keys(2, args.after_name().len().saturating_sub(1))?;
+    let mut expired = Vec::new();
+    for name in names {
+        if let Found::Persistent(_) = any_key::inspect(ctx, name)? {
+            any_key::give_ttl(ctx, name, at)?;
+            expired.push(name);
         }
-        raw::reply_with_array(ctx.ctx, expired.len() as c_long);
-        for key in &expired {
-            raw::reply_with_string(ctx.ctx, key.inner);
-        }
-        Ok(Outcome::Expired(expired.len() as u64))
-    })
+    }
+    raw::reply_with_array(ctx.ctx, expired.len() as c_long);
+    for name in &expired {
+        raw::reply_with_string(ctx.ctx, name.ptr());
+    }
+    Ok(Outcome::Expired(expired.len() as u64))
 }

@@ -1,4 +1,6 @@
-//! One file per command: parse (pure), load state, decide (pure), write effects, reply.
+//! One file per command, each the same steps: parse the arguments (pure, in core),
+//! read the state of its keys, decide (pure, in core), write the effects, reply.
+//! A body returns what to count in `INFO ratelimit`, or the error to reply with.
 
 pub mod bulkexpire;
 pub mod fixed;

@@ -8,7 +8,7 @@ use crate::cluster;
 use crate::node::{Node, SweepCall};
 use crate::progress::{self, Snapshot};
 use crate::url::Target;
-use ratelimit_core::bulk::SWEEP_MAX_COUNT;
+use ratelimit_core::limits::SWEEP_MAX_COUNT;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;

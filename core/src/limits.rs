@@ -1,0 +1,105 @@
+//! Every numeric bound of the module, in one place. The Lua twins' shared prelude
+//! (`lua/prelude.lua`) mirrors each bound the twins need under the same name; a test
+//! below checks that the two agree.
+//!
+//! Times in microseconds stay below 2^53 (see [`MAX_SAFE_INTEGER`]), so the twins,
+//! whose numbers are doubles, compute exactly the same integers as the module.
+
+use crate::units::{Micros, MICROS_PER_MS};
+
+/// The largest integer a double holds exactly (2^53 - 1): every time, count and sum the
+/// twins compute stays at or below it.
+pub const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
+
+/// The latest accepted `AT`: 2100-01-01T00:00:00Z, in Unix milliseconds.
+pub const MAX_AT_MS: u64 = 4_102_444_800_000;
+
+/// The longest duration argument (window, period, TTL): 3650 days, in milliseconds.
+pub const MAX_DURATION_MS: u64 = 3_650 * 86_400_000;
+/// [`MAX_DURATION_MS`] in microseconds.
+pub const MAX_DURATION: Micros = Micros(MAX_DURATION_MS * MICROS_PER_MS);
+
+/// RL.MULTI: at most this many keys per call.
+pub const MAX_KEYS: usize = 64;
+/// RL.MULTI: at most this many `LIMIT window limit` triples per call.
+pub const MAX_WINDOWS: usize = 16;
+/// RL.MULTI: the largest `end_ms` accepted in stored state.
+pub const MAX_END_MS: u64 = MAX_SAFE_INTEGER;
+
+/// RL.GCRA: the longest burst window `T * (max_burst + 1)`, 18 250 days (50 years).
+pub const MAX_BURST_WINDOW_US: u64 = 18_250 * 86_400 * 1_000_000;
+/// [`MAX_BURST_WINDOW_US`] as a span.
+pub const MAX_BURST_WINDOW: Micros = Micros(MAX_BURST_WINDOW_US);
+/// RL.GCRA: the largest TAT accepted from a key, the latest `AT` plus the longest burst
+/// window. Anything the limiter writes is at most this.
+pub const MAX_TAT_US: u64 = MAX_AT_MS * MICROS_PER_MS + MAX_BURST_WINDOW_US;
+/// [`MAX_TAT_US`] as an instant.
+pub const MAX_TAT: Micros = Micros(MAX_TAT_US);
+/// RL.GCRA: a stored TAT has at most this many digits (`MAX_TAT` has 16).
+pub const MAX_TAT_DIGITS: usize = 16;
+
+// The largest sum ever formed, the largest stored TAT plus the longest burst window, is
+// exact in a double.
+const _: () = assert!(MAX_TAT_US + MAX_BURST_WINDOW_US < MAX_SAFE_INTEGER);
+const _: () = assert!(MAX_TAT_US < 10_u64.pow(MAX_TAT_DIGITS as u32));
+// A window end is the latest AT plus the longest window: below 2^53 too.
+const _: () = assert!(MAX_AT_MS + MAX_DURATION_MS <= MAX_END_MS);
+
+/// RL.SWEEP: COUNT when none is given (about this many keys visited per call).
+pub const SWEEP_DEFAULT_COUNT: u64 = 1_000;
+/// RL.SWEEP: the largest COUNT, so that one call stays short.
+pub const SWEEP_MAX_COUNT: u64 = 5_000;
+
+/// Glob patterns: the deepest `*` recursion the matcher follows before giving up (the
+/// server's own guard against abusive patterns).
+pub const GLOB_MAX_NESTING: u32 = 1_000;
+
+/// Error replies quote at most this many bytes of a bad argument.
+pub const ECHO_MAX: usize = 64;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `local NAME = value` lines of the twins' prelude.
+    fn prelude_constants() -> Vec<(String, u64)> {
+        include_str!("../../lua/prelude.lua")
+            .lines()
+            .filter_map(|line| {
+                let rest = line.strip_prefix("local ")?;
+                let (name, value) = rest.split_once(" = ")?;
+                let value = value.split("--").next()?.trim();
+                Some((name.trim().to_string(), value.parse().ok()?))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lua_prelude_mirrors_every_limit_the_twins_use() {
+        let want: &[(&str, u64)] = &[
+            ("MAX_SAFE_INTEGER", MAX_SAFE_INTEGER),
+            ("MAX_AT_MS", MAX_AT_MS),
+            ("MAX_DURATION_MS", MAX_DURATION_MS),
+            ("MAX_KEYS", MAX_KEYS as u64),
+            ("MAX_WINDOWS", MAX_WINDOWS as u64),
+            ("MAX_END_MS", MAX_END_MS),
+            ("MAX_BURST_WINDOW_US", MAX_BURST_WINDOW_US),
+            ("MAX_TAT_US", MAX_TAT_US),
+            ("MAX_TAT_DIGITS", MAX_TAT_DIGITS as u64),
+            ("ECHO_MAX", ECHO_MAX as u64),
+        ];
+        let got = prelude_constants();
+        for (name, value) in want {
+            let found: Vec<u64> = got
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|&(_, v)| v)
+                .collect();
+            assert_eq!(
+                found,
+                [*value],
+                "lua/prelude.lua must define `local {name} = {value}` exactly once"
+            );
+        }
+    }
+}

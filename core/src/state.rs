@@ -1,0 +1,129 @@
+//! The vocabulary every limiter shares: what a key held when the call started, what the
+//! call writes back, and how a key with foreign content is reported.
+//!
+//! Each limiter module follows one shape:
+//!
+//! ```text
+//! Params::new(..)           -> Result<Params>    every parameter checked once
+//! parse_args(args)          -> Result<(Params, Option<Micros>)>
+//! parse_state(raw)          -> Result<State>     the key's value, or STATE.invalid()
+//! decide(stored, now, &p)   -> Outcome<State>    cannot fail: parameters are checked
+//! ```
+//!
+//! and the glue reads the key, decides, writes the [`Effect`] and replies, the same way
+//! for every command.
+
+use crate::error::Error;
+use crate::units::{Micros, UnixMillis};
+use crate::verdict::Verdict;
+
+/// What a key held when the call started: its decoded state and its absolute expiry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stored<S> {
+    pub state: S,
+    /// `None`: the key has no TTL (written from outside, or `PERSIST`ed).
+    pub expires_at: Option<UnixMillis>,
+}
+
+/// What a decision writes back to one key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect<S> {
+    /// Nothing: a denial, a peek, or nothing to repair.
+    None,
+    /// Store `state` with this absolute expiry (`SET key value PXAT expires_at`).
+    Set { state: S, expires_at: UnixMillis },
+    /// Only give the existing key its missing expiry (`PEXPIREAT key expires_at`).
+    ExpireAt(UnixMillis),
+}
+
+impl<S> Effect<S> {
+    pub fn is_none(&self) -> bool {
+        matches!(self, Effect::None)
+    }
+}
+
+/// The decision on one request against one key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome<S> {
+    pub verdict: Verdict,
+    pub effect: Effect<S>,
+}
+
+/// The state a command keeps in its keys, as error replies name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateKind {
+    pub command: &'static str,
+    /// What the key should hold, e.g. "a non-negative integer counter".
+    pub expected: &'static str,
+}
+
+impl StateKind {
+    /// The error for a key of the right type whose content is not this state; commands
+    /// with several keys name the key (see [`Error::for_key`]).
+    pub const fn invalid(&self) -> Error {
+        Error::InvalidState {
+            command: self.command,
+            expected: self.expected,
+            key: None,
+        }
+    }
+}
+
+/// A state as its key's value holds it: the bytes a write stores, appended to `out`.
+pub trait Encode {
+    fn encode(&self, out: &mut Vec<u8>);
+}
+
+/// A counter, as `INCR` writes integers.
+impl Encode for i64 {
+    fn encode(&self, out: &mut Vec<u8>) {
+        if *self < 0 {
+            out.push(b'-');
+        }
+        push_decimal(out, self.unsigned_abs());
+    }
+}
+
+/// An instant, as decimal microseconds since the Unix epoch.
+impl Encode for Micros {
+    fn encode(&self, out: &mut Vec<u8>) {
+        push_decimal(out, self.0);
+    }
+}
+
+/// Append the decimal digits of `n` (no allocation, no formatting machinery: this runs
+/// on every write).
+pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20]; // u64::MAX has 20 digits
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encoded(v: impl Encode) -> String {
+        let mut out = Vec::new();
+        v.encode(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn integers_encode_as_redis_writes_them() {
+        for n in [0i64, 7, 10, 42, -1, -10, i64::MAX, i64::MIN] {
+            assert_eq!(encoded(n), n.to_string());
+        }
+        for n in [0u64, 9, 10, 1_700_000_000_123_456, u64::MAX] {
+            assert_eq!(encoded(Micros(n)), n.to_string());
+        }
+    }
+}
