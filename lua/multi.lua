@@ -152,6 +152,9 @@ local function multi()
     return reply
   end
 
+  -- Every key's new value first: a key that would keep too many windows refuses the
+  -- whole request before anything is written.
+  local writes = {}
   for k, key in ipairs(KEYS) do
     local merged = {}
     for w, entry in pairs(states[k]) do
@@ -160,13 +163,21 @@ local function multi()
     for w, entry in pairs(updates[k]) do
       merged[#merged + 1] = { w, entry[1], entry[2] }
     end
+    if #merged > MAX_WINDOWS_PER_KEY then
+      fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
+        .. ' windows: RL.MULTI keeps at most ' .. int(MAX_WINDOWS_PER_KEY)
+        .. ' windows per key (use fewer distinct windows, or other keys)')
+    end
     table.sort(merged, function(a, b) return a[1] < b[1] end)
     local parts, latest = {}, 0
     for i, e in ipairs(merged) do
       parts[i] = int(e[1]) .. ':' .. int(e[2]) .. ':' .. int(e[3])
       if e[3] > latest then latest = e[3] end
     end
-    redis.call('SET', key, table.concat(parts, ','), 'PXAT', int(latest))
+    writes[k] = { table.concat(parts, ','), latest }
+  end
+  for k, key in ipairs(KEYS) do
+    redis.call('SET', key, writes[k][1], 'PXAT', int(writes[k][2]))
   end
   return reply
 end

@@ -12,6 +12,7 @@ local MAX_AT_MS = 4102444800000 -- 2100-01-01
 local MAX_DURATION_MS = 315360000000 -- 3650 days
 local MAX_KEYS = 64 -- keys per call (RL.MULTI)
 local MAX_WINDOWS = 16 -- LIMITs per call (RL.MULTI)
+local MAX_WINDOWS_PER_KEY = 32 -- windows one key keeps (RL.MULTI)
 local MAX_END_MS = 9007199254740991 -- the latest window end in stored state (RL.MULTI)
 local MAX_BURST_WINDOW_US = 1576800000000000 -- 18250 days, 50 years (RL.GCRA)
 local MAX_TAT_US = 5679244800000000 -- the latest AT plus the longest burst window (RL.GCRA)

@@ -1,6 +1,5 @@
 //! Keys of any type as the bulk TTL commands (RL.BULKEXPIRE, RL.SWEEP) see them:
-//! whether a key exists, its type and whether it has a TTL; giving it one; and the
-//! calling user's ACL write permission on a key.
+//! whether a key exists, its type and whether it has a TTL; and giving it one.
 //!
 //! A key is first opened for reading only, without touching its LRU/LFU data (as
 //! `TTL` does), so that looking at a key changes nothing about it. Only a key that gets
@@ -87,52 +86,4 @@ pub fn give_ttl(ctx: &Context, name: KeyName, at: UnixMillis) -> Result<(), Erro
     }
     effects::expiry_set(ctx, name, at);
     Ok(())
-}
-
-/// The ACL user running the command, to check key permissions with; freed on drop.
-/// A client without a user (one a module made) is not restricted, as the server
-/// itself treats it.
-pub struct CallerAcl(Option<*mut raw::RedisModuleUser>);
-
-impl CallerAcl {
-    pub fn current(ctx: &Context) -> Result<CallerAcl, Error> {
-        let current_name = api!(RedisModule_GetCurrentUserName)?;
-        let user_from_name = api!(RedisModule_GetModuleUserFromUserName)?;
-        let free_string = api!(RedisModule_FreeString)?;
-        // SAFETY: ctx is the live command context.
-        let name = unsafe { current_name(ctx.ctx) };
-        if name.is_null() {
-            return Ok(CallerAcl(None));
-        }
-        // SAFETY: name is a live string returned above; it is freed right after.
-        let user = unsafe { user_from_name(name) };
-        // SAFETY: the string came from GetCurrentUserName and is not used again.
-        unsafe { free_string(ctx.ctx, name) };
-        if user.is_null() {
-            return Err(Error::UnknownAclUser);
-        }
-        Ok(CallerAcl(Some(user)))
-    }
-
-    /// Whether the user may change `key` (the permission `EXPIRE key` needs).
-    pub fn may_write(&self, key: KeyName) -> bool {
-        let Some(user) = self.0 else {
-            return true;
-        };
-        let Ok(check) = api!(RedisModule_ACLCheckKeyPermissions) else {
-            return false;
-        };
-        // SAFETY: user is live until drop; key is a live module string.
-        let rc = unsafe { check(user, key.ptr(), raw::REDISMODULE_CMD_KEY_UPDATE as c_int) };
-        rc == raw::REDISMODULE_OK as c_int
-    }
-}
-
-impl Drop for CallerAcl {
-    fn drop(&mut self) {
-        if let (Some(user), Ok(free)) = (self.0, api!(RedisModule_FreeModuleUser)) {
-            // SAFETY: obtained from GetModuleUserFromUserName, freed exactly once.
-            unsafe { free(user) };
-        }
-    }
 }

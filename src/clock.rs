@@ -1,6 +1,7 @@
 //! The server's wall clock (the clock behind `TIME`), read once per command.
 
-use ratelimit_core::Micros;
+use crate::config;
+use ratelimit_core::{Error, Micros};
 
 /// Microseconds since the Unix epoch, from `CLOCK_REALTIME` as `TIME` reads it.
 pub fn wall_clock() -> Micros {
@@ -16,7 +17,21 @@ pub fn wall_clock() -> Micros {
     Micros((ts.tv_sec as u64).saturating_mul(1_000_000) + (ts.tv_nsec as u64) / 1_000)
 }
 
-/// The time a request is judged at: `AT` when given, the wall clock otherwise.
-pub fn request_time(at: Option<Micros>) -> Micros {
-    at.unwrap_or_else(wall_clock)
+/// The time a request is judged at: `AT` when given, the wall clock otherwise. An `AT`
+/// further from the wall clock than `ratelimit.at-tolerance` is an error.
+pub fn request_time(at: Option<Micros>) -> Result<Micros, Error> {
+    let Some(at) = at else {
+        return Ok(wall_clock());
+    };
+    if let Some(tolerance) = config::at_tolerance() {
+        let now = wall_clock();
+        let off = at.saturating_since(now).max(now.saturating_since(at));
+        if off > tolerance {
+            return Err(Error::AtOutOfTolerance {
+                value: at.floor_millis().to_string().into_bytes(),
+                tolerance_ms: tolerance.floor_millis(),
+            });
+        }
+    }
+    Ok(at)
 }

@@ -10,8 +10,8 @@
 
 use crate::api::api;
 use crate::args::KeyName;
-use ratelimit_core::{Error, UnixMillis};
-use redis_module::{raw, Context};
+use ratelimit_core::{Effect, Error, UnixMillis};
+use redis_module::{raw, CallOptionsBuilder, CallResult, Context};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int};
 
@@ -84,6 +84,48 @@ fn notify(ctx: &Context, class: c_int, event: &CStr, key: KeyName) {
     if let Ok(notify) = api!(RedisModule_NotifyKeyspaceEvent) {
         // SAFETY: ctx and key are live; the event name is NUL-terminated.
         unsafe { notify(ctx.ctx, class, event.as_ptr(), key.ptr()) };
+    }
+}
+
+/// Refuse a call that is about to store values (any [`Effect::Set`]) when the server
+/// is out of memory, with the server's own OOM error, before anything is written.
+/// `keys` are the call's keys, in the order of `effects` (string keys or missing).
+///
+/// The commands are not flagged `deny-oom`, so the server runs them whatever its memory:
+/// denials, peeks and TTL repairs (`PEXPIREAT`, which the server allows at OOM as it
+/// allows `EXPIRE`) always answer, and only a write of a value is refused, exactly when
+/// a Lua script's `SET` would be: the server decides once, before the command, after
+/// evicting what its policy lets it evict. That decision is not in the module API, so
+/// when memory is over the limit right now, the module asks for it the way a script
+/// does, with a `deny-oom` command that changes nothing (`SETRANGE key 0 ""` on a key
+/// it is about to write) called under the server's OOM rule. Checked once per call, so
+/// that a call with several keys writes all of them or none.
+pub fn check_memory<S>(
+    ctx: &Context,
+    effects: &[Effect<S>],
+    keys: &[KeyName],
+) -> Result<(), Error> {
+    let Some(key) = effects
+        .iter()
+        .zip(keys)
+        .find_map(|(e, k)| matches!(e, Effect::Set { .. }).then_some(*k))
+    else {
+        return Ok(());
+    };
+    let flags = api!(RedisModule_GetContextFlags)?;
+    // SAFETY: ctx is the live command context.
+    let flags = unsafe { flags(ctx.ctx) };
+    if flags & raw::REDISMODULE_CTX_FLAGS_OOM as c_int == 0 {
+        return Ok(());
+    }
+    let opts = CallOptionsBuilder::new()
+        .verify_oom()
+        .errors_as_replies()
+        .build();
+    let probe: [&[u8]; 3] = [key.bytes(), b"0", b""];
+    match ctx.call_ext::<_, CallResult>("SETRANGE", &opts, &probe[..]) {
+        Err(e) if e.to_string().starts_with("OOM") => Err(Error::OutOfMemory),
+        _ => Ok(()),
     }
 }
 

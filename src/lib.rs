@@ -4,11 +4,13 @@
 //! table of commands. The limiter logic is in the `ratelimit-core` crate (pure,
 //! unit-tested); `commands/` holds the per-command glue.
 
+mod acl;
 mod any_key;
 mod api;
 mod args;
 mod clock;
 mod commands;
+mod config;
 mod effects;
 mod keyspec;
 mod open_key;
@@ -51,20 +53,23 @@ struct CommandDef {
     arity: i32,
     /// The access the command has to its keys (key spec flags).
     key_flags: u64,
+    /// ACL categories where the server supports them (`@ratelimit` is added to all).
+    acl: &'static str,
 }
 
-/// A handler for `$body` (`fn(&Context, &Args) -> Result<stats::Outcome, Error>`):
-/// borrows the arguments, sends the body's error as the reply, counts the outcome
-/// for `INFO ratelimit`. With `getkeys`, a server asking where the keys are (Redis 7.0
-/// routing a Cluster call) is answered from `numkeys` instead.
-macro_rules! handler {
-    ($stats:expr, $body:path) => {
-        handler!($stats, $body, false)
-    };
-    ($stats:expr, $body:path, getkeys) => {
-        handler!($stats, $body, true)
-    };
-    ($stats:expr, $body:path, $getkeys:expr) => {{
+/// One row of [`COMMANDS`]: the definition, and a handler that borrows the arguments,
+/// checks the caller's write permission where the server cannot (see `acl.rs`; `probe`
+/// is the plain command the call stands for, on the argument `first_key`), runs `body`
+/// (`fn(&Context, &Args) -> Result<stats::Outcome, Error>`), sends its error as the
+/// reply and counts the outcome for `INFO ratelimit`. With `getkeys: true`, a server asking
+/// where the keys are (Redis 7.0 routing a Cluster call) is answered from `numkeys`.
+macro_rules! command {
+    (
+        $name:literal, $stats:expr, $body:path,
+        flags: $flags:literal, keys: $keys:expr, arity: $arity:expr,
+        key_flags: $key_flags:expr, acl: $acl:literal, probe: $probe:literal,
+        first_key: $first_key:expr, getkeys: $getkeys:literal
+    ) => {{
         unsafe extern "C" fn handle(
             ctx: *mut raw::RedisModuleCtx,
             argv: *mut *mut raw::RedisModuleString,
@@ -76,65 +81,68 @@ macro_rules! handler {
             if $getkeys && keyspec::is_keys_position_request(&context) {
                 keyspec::report_numkeys_positions(&context, &args);
             } else {
-                reply::run(&context, $stats, || $body(&context, &args));
+                reply::run(&context, $stats, || {
+                    let first_key: Option<usize> = $first_key;
+                    acl::check_write(&context, $name, $probe, first_key.and_then(|i| args.key(i)))?;
+                    $body(&context, &args)
+                });
             }
             raw::REDISMODULE_OK as c_int
         }
-        handle as CommandFn
+        CommandDef {
+            name: match CStr::from_bytes_with_nul(concat!($name, "\0").as_bytes()) {
+                Ok(name) => name,
+                Err(_) => panic!("command name"),
+            },
+            handler: handle,
+            flags: $flags,
+            keys: $keys,
+            arity: $arity,
+            key_flags: $key_flags,
+            acl: $acl,
+        }
     }};
 }
 
 /// The commands, in the order `COMMAND INFO` and `INFO ratelimit` list them.
+///
+/// None is flagged `deny-oom`: a limiter must answer denials and peeks whatever the
+/// server's memory, so the limiters refuse only a write of a value at OOM themselves
+/// (`effects::check_memory`), as a Lua script's `SET` is refused; the bulk TTL commands
+/// are how a full server gets memory back (`EXPIRE` is not `deny-oom` either).
 const COMMANDS: &[CommandDef] = &[
-    CommandDef {
-        name: c"RL.FIXED",
-        handler: handler!(stats::Command::Fixed, commands::fixed::command),
-        flags: c"write deny-oom fast",
-        keys: KeySpec::First,
-        arity: -4,
-        key_flags: READ_WRITE_UPDATE,
-    },
-    CommandDef {
-        name: c"RL.GCRA",
-        handler: handler!(stats::Command::Gcra, commands::gcra::command),
-        flags: c"write deny-oom fast",
-        keys: KeySpec::First,
-        arity: -5,
-        key_flags: READ_WRITE_UPDATE,
-    },
+    command!(
+        "RL.FIXED", stats::Command::Fixed, commands::fixed::command,
+        flags: c"write fast", keys: KeySpec::First, arity: -4,
+        key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: c"SET", first_key: Some(1), getkeys: false
+    ),
+    command!(
+        "RL.GCRA", stats::Command::Gcra, commands::gcra::command,
+        flags: c"write fast", keys: KeySpec::First, arity: -5,
+        key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: c"SET", first_key: Some(1), getkeys: false
+    ),
     // Keys come from the numkeys key spec (the server then marks the command
     // movablekeys); the legacy first/last/step cannot express them. Redis 7.0 routes
     // Cluster calls with the legacy range only, or by asking the command
-    // (`getkeys-api`): RL.MULTI answers those requests too.
-    CommandDef {
-        name: c"RL.MULTI",
-        handler: handler!(stats::Command::Multi, commands::multi::command, getkeys),
-        flags: c"write deny-oom getkeys-api",
-        keys: KeySpec::NumKeys,
-        // RL.MULTI numkeys key LIMIT window limit, at least.
-        arity: -6,
-        key_flags: READ_WRITE_UPDATE,
-    },
-    // Not deny-oom: giving keys a TTL is how a full server gets its memory back (EXPIRE
-    // is not deny-oom either). As EXPIRE: the keys' TTLs change, their values are
-    // neither read nor returned.
-    CommandDef {
-        name: c"RL.BULKEXPIRE",
-        handler: handler!(stats::Command::BulkExpire, commands::bulkexpire::command),
-        flags: c"write",
-        keys: KeySpec::AllFrom(2),
-        arity: -3,
-        key_flags: WRITE_UPDATE,
-    },
+    // (`getkeys-api`): RL.MULTI answers those requests too. Arity: RL.MULTI numkeys key
+    // LIMIT window limit, at least.
+    command!(
+        "RL.MULTI", stats::Command::Multi, commands::multi::command,
+        flags: c"write getkeys-api", keys: KeySpec::NumKeys, arity: -6,
+        key_flags: READ_WRITE_UPDATE, acl: "write", probe: c"SET", first_key: Some(2), getkeys: true
+    ),
+    // As EXPIRE: the keys' TTLs change, their values are neither read nor returned.
+    command!(
+        "RL.BULKEXPIRE", stats::Command::BulkExpire, commands::bulkexpire::command,
+        flags: c"write", keys: KeySpec::AllFrom(2), arity: -3,
+        key_flags: WRITE_UPDATE, acl: "write keyspace", probe: c"PEXPIRE", first_key: Some(2), getkeys: false
+    ),
     // Node-wide like SCAN: no keys declared; it checks each key's ACL itself.
-    CommandDef {
-        name: c"RL.SWEEP",
-        handler: handler!(stats::Command::Sweep, commands::sweep::command),
-        flags: c"write",
-        keys: KeySpec::None,
-        arity: -3,
-        key_flags: 0,
-    },
+    command!(
+        "RL.SWEEP", stats::Command::Sweep, commands::sweep::command,
+        flags: c"write", keys: KeySpec::None, arity: -3,
+        key_flags: 0, acl: "write keyspace slow", probe: c"PEXPIRE", first_key: None, getkeys: false
+    ),
 ];
 
 /// The server's entry point when it loads the module (`loadmodule`, `MODULE LOAD`).
@@ -160,6 +168,7 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
         )
     };
     if init == raw::Status::Err as c_int {
+        log_second_load(ctx);
         return raw::Status::Err as c_int;
     }
     let context = Context::new(ctx);
@@ -170,6 +179,30 @@ pub unsafe extern "C" fn RedisModule_OnLoad(
             raw::Status::Err as c_int
         }
     }
+}
+
+/// `MODULE LOAD` of a module that is already loaded gets only the server's generic
+/// "Error loading the extension": say why in the server's log. `RedisModule_Init` fills
+/// in the API before it finds the name taken, so the log call is there; nothing is
+/// allocated (the allocator may not be usable).
+fn log_second_load(ctx: *mut raw::RedisModuleCtx) {
+    // SAFETY: these pointers are written only while a module loads, on this thread.
+    let (busy, log) = unsafe { (raw::RedisModule_IsModuleNameBusy, raw::RedisModule_Log) };
+    let (Some(busy), Some(log)) = (busy, log) else {
+        return;
+    };
+    // SAFETY: a static NUL-terminated name.
+    if unsafe { busy(MODULE_NAME.as_ptr()) } == 0 {
+        return;
+    }
+    // SAFETY: ctx is the load context; the format takes no arguments (static text).
+    unsafe {
+        log(
+            ctx,
+            c"warning".as_ptr(),
+            c"ratelimit: a module named 'ratelimit' is already loaded (MODULE LIST shows it); this copy was not loaded. To upgrade, restart the server with the new module file: MODULE UNLOAD is refused (see the operations guide).".as_ptr(),
+        )
+    };
 }
 
 fn load(ctx: &Context) -> Result<(), String> {
@@ -184,6 +217,8 @@ fn load(ctx: &Context) -> Result<(), String> {
             .to_string()
     })?;
     let create = api::api!(RedisModule_CreateCommand).map_err(|e| e.to_string())?;
+    let own_category = acl::add_own_category(ctx);
+    let mut categories = acl::Categories::SelfCheck;
     for def in COMMANDS {
         let (first, last, step) = def.keys.legacy_range();
         // SAFETY: called during OnLoad with the module's context; name and flags are
@@ -203,7 +238,18 @@ fn load(ctx: &Context) -> Result<(), String> {
             return Err(format!("could not create command {:?}", def.name));
         }
         set_command_info(ctx.ctx, def.name, def.arity, def.keys, def.key_flags)?;
+        categories = acl::set_categories(ctx, def.name, def.acl, own_category)?;
     }
+    match categories {
+        acl::Categories::WithOwn => {}
+        acl::Categories::ServerOnly => ctx.log_notice(
+            "ratelimit: this server cannot add module ACL categories: the commands are in @write and the server's other categories, but there is no @ratelimit",
+        ),
+        acl::Categories::SelfCheck => ctx.log_warning(
+            "ratelimit: this server cannot put module commands in ACL categories (Redis 7.2+ and Valkey 8+ can): rules such as +@write or -@write do not name the RL.* commands; grant them by name (+rl.fixed ...). The module refuses its commands to users who may not run SET (limiters) or PEXPIRE (bulk TTL commands).",
+        ),
+    }
+    config::register(ctx)?;
     raw::register_info_function(ctx.ctx, Some(info));
     Ok(())
 }
@@ -213,8 +259,15 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
     stats::info(&InfoContext::new(ctx));
 }
 
-/// The server's entry point for `MODULE UNLOAD`.
+/// The server's entry point for `MODULE UNLOAD`: always refused. A client can queue a
+/// module command in `MULTI` and another can unload the module before `EXEC`; the
+/// server then runs a command whose code is gone and crashes. No state of this module
+/// needs unloading to upgrade: restart the server (or fail over to a replica started
+/// with the new module file).
 #[no_mangle]
-pub extern "C" fn RedisModule_OnUnload(_ctx: *mut raw::RedisModuleCtx) -> c_int {
-    raw::Status::Ok as c_int
+pub extern "C" fn RedisModule_OnUnload(ctx: *mut raw::RedisModuleCtx) -> c_int {
+    Context::new(ctx).log_warning(
+        "ratelimit: MODULE UNLOAD is refused (a command queued in MULTI would crash the server at EXEC); to remove or upgrade the module, restart the server",
+    );
+    raw::Status::Err as c_int
 }

@@ -332,3 +332,79 @@ fn random_argument_vectors() {
         }
     }
 }
+
+/// Calls built to grow state and work: RL.MULTI (native and twin) naming many distinct
+/// windows on the same two keys, and RL.SWEEP with long, star-heavy MATCH patterns.
+/// State stays within its bound (at most 32 windows a key), the only errors are the
+/// bounds' own, and the server keeps answering.
+#[test]
+fn calls_that_try_to_grow_state_and_work_stay_bounded() {
+    let s = Server::start();
+    let mut c = s.client();
+    let twins = Twins::load(&mut c);
+    c.cmd(&["DEBUG", "POPULATE", "2000", "pop", "8"]);
+    let at = (common::unix_ms() + 3_600_000).to_string();
+    for seed in Rng::seeds(&[303, 404]) {
+        let mut rng = Rng::new(seed);
+        let (mut allowed, mut full) = (0, 0);
+        for i in 0..600 {
+            let twin = rng.chance(50);
+            let mut call: Vec<String> = if twin {
+                vec!["EVALSHA".into(), twins.multi.clone()]
+            } else {
+                vec!["RL.MULTI".into()]
+            };
+            call.extend(["2".into(), "{g}a".into(), "{g}b".into()]);
+            let mut windows: Vec<u64> = (0..rng.range(1, 17)).map(|_| rng.range(1, 400)).collect();
+            windows.sort_unstable();
+            windows.dedup();
+            for w in windows {
+                call.extend(["LIMIT".into(), format!("{}s", 600 + w), "1000000".into()]);
+            }
+            call.extend(["AT".into(), at.clone()]);
+            let reply = c.cmd(&call);
+            let ctx = format!("seed {seed} call {i}: {reply:?}");
+            match reply.err() {
+                None => allowed += 1,
+                Some(e) if e.contains("would hold more than 32 windows") => full += 1,
+                Some(e) => panic!("unexpected error {e}: {ctx}"),
+            }
+            for key in ["{g}a", "{g}b"] {
+                let v = c.cmd(&["GET", key]);
+                if let Value::Bulk(v) = v {
+                    let windows = v.split(|&b| b == b',').count();
+                    assert!(windows <= 32, "{key} holds {windows} windows: {ctx}");
+                }
+            }
+            if rng.chance(20) {
+                c.cmd(&["DEL", "{g}a", "{g}b"]);
+            }
+            // A long pattern of stars and letters: matched, or refused for its length.
+            let mut pattern = Vec::new();
+            for _ in 0..rng.range(1, 400) {
+                let run = rng.range(1, 50) as usize;
+                pattern.extend(std::iter::repeat(b'*').take(run));
+                pattern.push(*rng.pick(b"ap?["));
+            }
+            let reply = c.cmd(&[
+                b"RL.SWEEP".to_vec(),
+                b"0".to_vec(),
+                b"1h".to_vec(),
+                b"MATCH".to_vec(),
+                pattern,
+                b"COUNT".to_vec(),
+                b"2000".to_vec(),
+                b"DRYRUN".to_vec(),
+            ]);
+            match reply.err() {
+                None => assert!(sweep_reply(&reply), "{reply:?}"),
+                Some(e) => assert!(e.starts_with("ERR invalid MATCH pattern of "), "{e}"),
+            }
+            assert_eq!(c.cmd(&["PING"]), Value::Status("PONG".into()));
+        }
+        assert!(
+            allowed > 50 && full > 50,
+            "seed {seed}: {allowed} allowed, {full} refused"
+        );
+    }
+}

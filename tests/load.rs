@@ -113,3 +113,51 @@ fn multi_allows_exactly_the_tightest_limit_under_load() {
     let shared = c.cmd(&["GET", "{t}shared"]).text();
     assert!(shared.contains(":1000:"), "{shared}");
 }
+
+#[test]
+fn a_key_named_with_many_windows_under_load_stays_bounded() {
+    // Every client names its own four windows on one shared key: the key fills up to
+    // its bound of 32 windows, further windows are refused, nothing else fails.
+    let s = Server::start();
+    let at = (common::unix_ms() + 3_600_000).to_string();
+    let started = Instant::now();
+    let threads: Vec<_> = (0..CLIENTS)
+        .map(|t| {
+            let port = s.port;
+            let at = at.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).expect("connect");
+                let (mut ok, mut full) = (0, 0);
+                for i in 0..200 {
+                    let mut call: Vec<String> = vec!["RL.MULTI".into(), "1".into(), "wide".into()];
+                    for w in 0..4 {
+                        let window = 600 + (t * 4 + w + i % 3) % 64;
+                        call.extend(["LIMIT".into(), format!("{window}s"), "100000".into()]);
+                    }
+                    call.extend(["AT".into(), at.clone()]);
+                    let r = c.cmd(&call);
+                    match r.err() {
+                        None => ok += 1,
+                        Some(e) if e.contains("would hold more than 32 windows") => full += 1,
+                        Some(e) => panic!("client {t} call {i}: {e}"),
+                    }
+                }
+                (ok, full)
+            })
+        })
+        .collect();
+    let (mut ok, mut full) = (0, 0);
+    for t in threads {
+        let (o, f) = t.join().expect("client thread");
+        ok += o;
+        full += f;
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(120),
+        "the server stalled"
+    );
+    assert!(ok > 0 && full > 0, "{ok} allowed, {full} refused");
+    let mut c = s.client();
+    let windows = c.cmd(&["GET", "wide"]).text().split(',').count();
+    assert!(windows <= 32, "{windows} windows");
+}

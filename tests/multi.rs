@@ -813,7 +813,16 @@ fn predict(
             },
         });
     }
-    let out = multi::decide(&stored, now, &req);
+    let out = match multi::decide(&stored, now, &req) {
+        Ok(out) => out,
+        Err(full) => {
+            let name = names[full.key].as_bytes();
+            return (
+                Value::Error(full.error(name, "RL.MULTI").to_string()),
+                vec![],
+            );
+        }
+    };
     let mut reply: Vec<Value> = out
         .verdict
         .fields()
@@ -1117,7 +1126,7 @@ fn command_info_getkeys_and_acl() {
     assert_eq!(entry[1], Value::Int(-6), "arity");
     let flags = format!("{:?}", entry[2]);
     assert!(
-        flags.contains("write") && flags.contains("denyoom") && flags.contains("movablekeys"),
+        flags.contains("write") && !flags.contains("denyoom") && flags.contains("movablekeys"),
         "{flags}"
     );
     assert_eq!(&entry[3..6], &[Value::Int(0), Value::Int(0), Value::Int(0)]);

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::glob;
 use crate::units::{Micros, UnixMillis};
 
-use crate::limits::{SWEEP_DEFAULT_COUNT, SWEEP_MAX_COUNT};
+use crate::limits::{MAX_PATTERN_LEN, SWEEP_DEFAULT_COUNT, SWEEP_MAX_COUNT};
 
 /// The absolute expiry given at `now` for a TTL of `ttl`: the current millisecond plus
 /// the TTL, as `PEXPIRE key ttl_ms` would set it.
@@ -133,7 +133,17 @@ pub fn parse_sweep(args: &[&[u8]]) -> Result<SweepArgs> {
         if word.eq_ignore_ascii_case(b"MATCH") {
             once(&mut seen_match, "MATCH")?;
             let p = need("MATCH")?;
-            out.pattern = (!glob::matches_everything(p)).then(|| p.to_vec());
+            // A lone `*` selects every key (the empty name too, as in SCAN); anything
+            // else is matched with its runs of `*` collapsed, and bounded.
+            if !glob::matches_everything(p) {
+                let collapsed = glob::collapse_stars(p);
+                if collapsed.len() > MAX_PATTERN_LEN {
+                    return Err(Error::PatternTooLong {
+                        len: collapsed.len(),
+                    });
+                }
+                out.pattern = Some(collapsed);
+            }
             i += 2;
         } else if word.eq_ignore_ascii_case(b"COUNT") {
             once(&mut seen_count, "COUNT")?;
@@ -383,6 +393,26 @@ mod tests {
         for (args, want) in cases {
             assert_eq!(sweep(args).as_ref(), Err(want), "{args:?}");
         }
+    }
+
+    #[test]
+    fn match_patterns_are_collapsed_and_bounded() {
+        let pattern = |p: &str| sweep(&["0", "60", "MATCH", p]).map(|s| s.pattern);
+        let stars = "*".repeat(4_000_000);
+        assert_eq!(pattern(&stars), Ok(Some(b"*".to_vec())));
+        assert_eq!(
+            pattern(&format!("app:{stars}:x")),
+            Ok(Some(b"app:*:x".to_vec()))
+        );
+        let longest = "a".repeat(crate::limits::MAX_PATTERN_LEN);
+        assert_eq!(pattern(&longest), Ok(Some(longest.clone().into_bytes())));
+        assert_eq!(
+            pattern(&format!("{longest}b")),
+            Err(Error::PatternTooLong {
+                len: crate::limits::MAX_PATTERN_LEN + 1
+            })
+        );
+        assert_eq!(pattern("*"), Ok(None));
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! receives (one line, starting with the Redis error code), and the Lua twins produce
 //! the same text.
 
-use crate::limits::{ECHO_MAX, MAX_AT_MS, MAX_KEYS, MAX_WINDOWS};
+use crate::limits::{
+    ECHO_MAX, MAX_AT_MS, MAX_KEYS, MAX_PATTERN_LEN, MAX_WINDOWS, MAX_WINDOWS_PER_KEY,
+};
 use std::fmt;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,6 +97,27 @@ pub enum Error {
     },
     /// RL.MULTI: more than [`MAX_WINDOWS`] LIMITs.
     TooManyWindows,
+    /// A write would leave a key with more than [`MAX_WINDOWS_PER_KEY`] windows.
+    KeyFull {
+        key: Vec<u8>,
+        command: &'static str,
+    },
+    /// RL.SWEEP: a MATCH pattern longer than [`MAX_PATTERN_LEN`] bytes.
+    PatternTooLong {
+        len: usize,
+    },
+    /// `AT` further from the server clock than the configured tolerance.
+    AtOutOfTolerance {
+        value: Vec<u8>,
+        tolerance_ms: u64,
+    },
+    /// The caller's ACL user may not run the plain write command the call stands for
+    /// (on servers that cannot put module commands in ACL categories).
+    NoPermission {
+        command: &'static str,
+    },
+    /// A write refused because the server is over `maxmemory` (the server's own text).
+    OutOfMemory,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -241,6 +264,32 @@ impl fmt::Display for Error {
             Error::TooManyWindows => {
                 write!(f, "ERR too many LIMITs: at most {MAX_WINDOWS} windows")
             }
+            Error::KeyFull { key, command } => write!(
+                f,
+                "ERR the key '{}' would hold more than {MAX_WINDOWS_PER_KEY} windows: {command} keeps at most {MAX_WINDOWS_PER_KEY} windows per key (use fewer distinct windows, or other keys)",
+                echo(key)
+            ),
+            Error::PatternTooLong { len } => write!(
+                f,
+                "ERR invalid MATCH pattern of {len} bytes: at most {MAX_PATTERN_LEN} bytes"
+            ),
+            Error::AtOutOfTolerance {
+                value,
+                tolerance_ms,
+            } => write!(
+                f,
+                "ERR invalid AT '{}': more than {tolerance_ms} ms from the server clock (ratelimit.at-tolerance)",
+                echo(value)
+            ),
+            Error::NoPermission { command } => write!(
+                f,
+                "NOPERM this user has no permissions to run the '{}' command",
+                command.to_ascii_lowercase()
+            ),
+            Error::OutOfMemory => write!(
+                f,
+                "OOM command not allowed when used memory > 'maxmemory'."
+            ),
         }
     }
 }
@@ -351,6 +400,19 @@ mod tests {
                 ms: 60_000,
             },
             Error::TooManyWindows,
+            Error::KeyFull {
+                key: b"k\n".to_vec(),
+                command: "RL.MULTI",
+            },
+            Error::PatternTooLong { len: 5000 },
+            Error::AtOutOfTolerance {
+                value: b"\r".to_vec(),
+                tolerance_ms: 1,
+            },
+            Error::NoPermission {
+                command: "RL.FIXED",
+            },
+            Error::OutOfMemory,
             Error::InvalidState {
                 key: Some(b"k\r\n".to_vec()),
                 command: "RL.MULTI",
@@ -363,7 +425,8 @@ mod tests {
                 !s.contains('\n') && !s.contains('\r') && !s.contains('\0'),
                 "{s}"
             );
-            assert!(s.starts_with("ERR ") || s.starts_with("WRONGTYPE "), "{s}");
+            let code = s.split(' ').next().unwrap_or("");
+            assert!(["ERR", "WRONGTYPE", "NOPERM", "OOM"].contains(&code), "{s}");
         }
     }
 }

@@ -25,6 +25,59 @@ pub fn matches_everything(pattern: &[u8]) -> bool {
     pattern == b"*"
 }
 
+/// `pattern` with every run of `*` (outside `[...]` classes and escapes) made one `*`:
+/// the same keys match, and the matcher no longer walks a long run for every key it
+/// tries (a pattern of four million `*` took seconds per SCAN chunk).
+pub fn collapse_stars(pattern: &[u8]) -> Vec<u8> {
+    let n = pattern.len();
+    let mut out = Vec::with_capacity(n);
+    let mut i = 0;
+    while i < n {
+        match pattern[i] {
+            b'*' => {
+                out.push(b'*');
+                while i < n && pattern[i] == b'*' {
+                    i += 1;
+                }
+            }
+            b'\\' => {
+                let end = (i + 2).min(n);
+                out.extend_from_slice(&pattern[i..end]);
+                i = end;
+            }
+            b'[' => {
+                // The class as the matcher reads it: an optional `^`, then escapes (two
+                // bytes), ranges `a-z` (three, even when the last is `]`), single bytes,
+                // up to `]` or the end of the pattern.
+                let start = i;
+                i += 1;
+                if i < n && pattern[i] == b'^' {
+                    i += 1;
+                }
+                while i < n {
+                    let left = n - i;
+                    if pattern[i] == b'\\' && left >= 2 {
+                        i += 2;
+                    } else if pattern[i] == b']' {
+                        i += 1;
+                        break;
+                    } else if left >= 3 && pattern[i + 1] == b'-' {
+                        i += 3;
+                    } else {
+                        i += 1;
+                    }
+                }
+                out.extend_from_slice(&pattern[start..i]);
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
 /// The byte at `i`, or 0 past the end (the server's patterns are NUL-terminated and
 /// its matcher reads that terminator in a few places).
 fn at(b: &[u8], i: usize) -> u8 {
@@ -202,6 +255,31 @@ mod tests {
     }
 
     #[test]
+    fn runs_of_stars_collapse_outside_classes_and_escapes() {
+        let cases: &[(&[u8], &[u8])] = &[
+            (b"***", b"*"),
+            (b"a**b***c", b"a*b*c"),
+            (b"\\**", b"\\**"),
+            (b"\\***", b"\\**"),
+            (b"[**]**", b"[**]*"),
+            (b"[\\]**]**", b"[\\]**]*"),
+            (b"[a-]**]**", b"[a-]**]*"),
+            (b"[**", b"[**"),
+            (b"", b""),
+        ];
+        for (p, want) in cases {
+            assert_eq!(
+                collapse_stars(p),
+                want.to_vec(),
+                "{}",
+                String::from_utf8_lossy(p)
+            );
+        }
+        let huge = vec![b'*'; 4_000_000];
+        assert_eq!(collapse_stars(&huge), b"*");
+    }
+
+    #[test]
     fn abusive_patterns_end_quickly_and_without_deep_recursion() {
         let key = vec![b'a'; 10_000];
         let mut pattern = b"*a".repeat(5_000);
@@ -253,6 +331,17 @@ mod tests {
         fn never_panics_on_special_characters(p in r"[\[\]^\\*?a-]{0,12}", k in r"[\[\]^\\*?a-]{0,12}") {
             // Debug builds check every index and subtraction: any slip panics here.
             let _ = matches(p.as_bytes(), k.as_bytes());
+        }
+
+        #[test]
+        fn collapsing_runs_of_stars_matches_the_same_keys(
+            p in r"[\[\]^\\*?ab-]{0,14}",
+            k in "[ab*\\[\\]-]{0,8}",
+        ) {
+            let collapsed = collapse_stars(p.as_bytes());
+            prop_assert!(collapsed.len() <= p.len());
+            prop_assert_eq!(matches(&collapsed, k.as_bytes()), matches(p.as_bytes(), k.as_bytes()));
+            prop_assert_eq!(collapse_stars(&collapsed), collapsed.clone(), "collapsing twice changes nothing");
         }
 
         #[test]

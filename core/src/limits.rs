@@ -23,6 +23,10 @@ pub const MAX_DURATION: Micros = Micros(MAX_DURATION_MS * MICROS_PER_MS);
 pub const MAX_KEYS: usize = 64;
 /// RL.MULTI: at most this many `LIMIT window limit` triples per call.
 pub const MAX_WINDOWS: usize = 16;
+/// RL.MULTI: at most this many windows in one key (windows a call does not name are
+/// kept until they end, so calls with different windows add up): a write that would
+/// keep more is refused, so a key's value, and what each write replicates, stay small.
+pub const MAX_WINDOWS_PER_KEY: usize = 32;
 /// RL.MULTI: the largest `end_ms` accepted in stored state.
 pub const MAX_END_MS: u64 = MAX_SAFE_INTEGER;
 
@@ -49,6 +53,9 @@ const _: () = assert!(MAX_AT_MS + MAX_DURATION_MS <= MAX_END_MS);
 pub const SWEEP_DEFAULT_COUNT: u64 = 1_000;
 /// RL.SWEEP: the largest COUNT, so that one call stays short.
 pub const SWEEP_MAX_COUNT: u64 = 5_000;
+
+/// RL.SWEEP: the longest MATCH pattern, in bytes (runs of `*` are collapsed first).
+pub const MAX_PATTERN_LEN: usize = 1_024;
 
 /// Glob patterns: the deepest `*` recursion the matcher follows before giving up (the
 /// server's own guard against abusive patterns).
@@ -82,6 +89,7 @@ mod tests {
             ("MAX_DURATION_MS", MAX_DURATION_MS),
             ("MAX_KEYS", MAX_KEYS as u64),
             ("MAX_WINDOWS", MAX_WINDOWS as u64),
+            ("MAX_WINDOWS_PER_KEY", MAX_WINDOWS_PER_KEY as u64),
             ("MAX_END_MS", MAX_END_MS),
             ("MAX_BURST_WINDOW_US", MAX_BURST_WINDOW_US),
             ("MAX_TAT_US", MAX_TAT_US),

@@ -13,8 +13,8 @@
 use crate::args::{Accepts, OptionParser};
 use crate::error::{Error, Result};
 use crate::fixed::{self, FixedParams};
-use crate::limits::{MAX_DURATION, MAX_END_MS, MAX_KEYS, MAX_WINDOWS};
-use crate::multikey::{self, Binding, BindingChooser, Limit, MultiOutcome};
+use crate::limits::{MAX_DURATION, MAX_END_MS, MAX_KEYS, MAX_WINDOWS, MAX_WINDOWS_PER_KEY};
+use crate::multikey::{self, Binding, BindingChooser, KeyFull, Limit, MultiOutcome};
 use crate::state::{push_decimal, Effect, Encode, StateKind, Stored};
 use crate::units::{Micros, UnixMillis};
 use crate::verdict::{Decision, Verdict};
@@ -242,8 +242,14 @@ fn parse_u64(raw: &[u8]) -> Option<u64> {
 }
 
 /// Decide one request. `stored` has one element per key, in key order (`None`: the
-/// key does not exist).
-pub fn decide(stored: &[Option<Stored<State>>], now: Micros, req: &Request) -> MultiOutcome<State> {
+/// key does not exist). An allowed request that would leave a key with more than
+/// [`MAX_WINDOWS_PER_KEY`] live windows (the named ones and those other calls left) is
+/// refused as a whole: [`KeyFull`] names the first such key, and nothing is written.
+pub fn decide(
+    stored: &[Option<Stored<State>>],
+    now: Micros,
+    req: &Request,
+) -> std::result::Result<MultiOutcome<State>, KeyFull> {
     let mut chooser = BindingChooser::default();
     // The named windows' counters after the request, per key (used when allowed).
     let mut updated: Vec<Vec<Entry>> = Vec::with_capacity(stored.len());
@@ -287,23 +293,24 @@ pub fn decide(stored: &[Option<Stored<State>>], now: Micros, req: &Request) -> M
                 _ => Effect::None,
             })
             .collect();
-        return MultiOutcome {
+        return Ok(MultiOutcome {
             verdict,
             binding,
             effects,
-        };
+        });
     }
     if req.cost == 0 {
-        return MultiOutcome {
+        return Ok(MultiOutcome {
             verdict,
             binding,
             effects: vec![Effect::None; stored.len()],
-        };
+        });
     }
     let effects = stored
         .iter()
         .zip(updated)
-        .map(|(st, mut entries)| {
+        .enumerate()
+        .map(|(k, (st, mut entries))| {
             if let Some(s) = st {
                 // Windows this call does not name are kept while they have not ended.
                 entries.extend(
@@ -313,19 +320,24 @@ pub fn decide(stored: &[Option<Stored<State>>], now: Micros, req: &Request) -> M
                         .filter(|e| e.ends_at.as_micros() > now && !req.names(e.window_ms)),
                 );
             }
+            if entries.len() > MAX_WINDOWS_PER_KEY {
+                return Err(KeyFull { key: k });
+            }
             // Every named window was just written, so there is a latest end; the
             // windows come from distinct LIMITs and distinct stored entries.
-            match (entries.iter().map(|e| e.ends_at).max(), State::new(entries)) {
-                (Some(expires_at), Some(state)) => Effect::Set { state, expires_at },
-                _ => Effect::None,
-            }
+            Ok(
+                match (entries.iter().map(|e| e.ends_at).max(), State::new(entries)) {
+                    (Some(expires_at), Some(state)) => Effect::Set { state, expires_at },
+                    _ => Effect::None,
+                },
+            )
         })
-        .collect();
-    MultiOutcome {
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(MultiOutcome {
         verdict,
         binding,
         effects,
-    }
+    })
 }
 
 /// The reply for a call that touched no pair at all (never the case with at least one
@@ -843,7 +855,7 @@ mod tests {
             },
         ];
         for c in cases {
-            let out = decide(&c.stored, c.now, &c.req);
+            let out = decide(&c.stored, c.now, &c.req).unwrap();
             assert_eq!(out.verdict.fields(), c.fields, "{}", c.name);
             assert_eq!(
                 (out.binding.key, out.binding.window_ms),
@@ -859,11 +871,33 @@ mod tests {
     fn a_mismatched_key_count_decides_without_panicking() {
         // The glue always passes one state per key; a caller that does not still gets
         // one effect per state it passed, and no panic.
-        let out = decide(&[None], at(0), &req(2, SEED, 1, false));
+        let out = decide(&[None], at(0), &req(2, SEED, 1, false)).unwrap();
         assert_eq!(out.effects.len(), 1);
-        let out = decide(&[], at(0), &req(1, SEED, 1, false));
+        let out = decide(&[], at(0), &req(1, SEED, 1, false)).unwrap();
         assert!(out.effects.is_empty());
         assert_eq!(out.verdict.fields(), [0, 10, 10, -1, 0]);
+    }
+
+    #[test]
+    fn a_key_keeps_at_most_max_windows_per_key() {
+        // 30 live windows left by other calls, two more named: 32 is the most.
+        let others: Vec<Entry> = (1..=30).map(|i| entry(100_000 + i, 1, 50_000)).collect();
+        let two = req(1, &[(1_000, 5), (2_000, 5)], 1, false);
+        let out = decide(&[stored(&others, Some(50_000))], at(0), &two).unwrap();
+        let Effect::Set { state, .. } = &out.effects[0] else {
+            panic!("allowed requests write")
+        };
+        assert_eq!(state.entries().len(), MAX_WINDOWS_PER_KEY);
+        // One more window would make 33: refused, nothing written, the key named.
+        let three = req(2, &[(1_000, 5), (2_000, 5), (3_000, 5)], 1, false);
+        assert_eq!(
+            decide(&[None, stored(&others, Some(50_000))], at(0), &three),
+            Err(KeyFull { key: 1 })
+        );
+        // Ended windows do not count; a peek or a denial writes nothing and is answered.
+        assert!(decide(&[stored(&others, Some(50_000))], at(50_000), &three).is_ok());
+        let peek = req(1, &[(1_000, 5), (2_000, 5), (3_000, 5)], 0, false);
+        assert!(decide(&[stored(&others, Some(50_000))], at(0), &peek).is_ok());
     }
 
     /// Apply effects to simulated keys, as the glue does.
@@ -938,7 +972,7 @@ mod tests {
                 let r_limits: Vec<Limit> = ws.iter().map(|&w| lim(WINDOWS[w], limits[w])).collect();
                 let r = Request::new(idx.len(), &r_limits, cost.min(smallest), align, None).unwrap();
                 let view: Vec<Option<Stored<State>>> = idx.iter().map(|&k| keys[k].clone()).collect();
-                let out = decide(&view, now, &r);
+                let out = decide(&view, now, &r).unwrap();
                 let [limited, limit, remaining, retry, _reset] = out.verdict.fields();
                 prop_assert!(out.binding.key < idx.len());
                 let bound = r.limits().find(|l| l.window.floor_millis() == out.binding.window_ms);
@@ -949,7 +983,7 @@ mod tests {
                 if limited == 1 {
                     prop_assert!(out.effects.iter().all(|e| *e == Effect::None));
                     let later = now.saturating_add(Micros::from_millis(retry as u64));
-                    let again = decide(&view, later, &r);
+                    let again = decide(&view, later, &r).unwrap();
                     prop_assert!(again.verdict.is_allowed());
                     continue;
                 }

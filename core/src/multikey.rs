@@ -123,6 +123,23 @@ pub struct MultiOutcome<S> {
     pub effects: Vec<Effect<S>>,
 }
 
+/// A write that would leave the key at this index (into the call's keys) with more
+/// windows than a key may keep; nothing is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyFull {
+    pub key: usize,
+}
+
+impl KeyFull {
+    /// The error reply, naming the key.
+    pub fn error(self, name: &[u8], command: &'static str) -> Error {
+        Error::KeyFull {
+            key: name.to_vec(),
+            command,
+        }
+    }
+}
+
 /// Picks the binding pair while the pairs are decided one by one, in key order and,
 /// within a key, in LIMIT order: when any pair denies, the denying pair that frees up
 /// last (the largest retry_after; ties keep the first); when all allow, the pair with

@@ -2,6 +2,7 @@
 
 use crate::args::Args;
 use crate::clock::request_time;
+use crate::effects;
 use crate::reply;
 use crate::stats::Outcome;
 use crate::string_key::StringKey;
@@ -12,10 +13,11 @@ use redis_module::Context;
 pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
     let (name, rest) = args.key_and_rest("RL.GCRA")?;
     let (params, at) = gcra::parse_args(rest)?;
-    let now = request_time(at);
+    let now = request_time(at)?;
     let key = StringKey::open(ctx, name)?;
     let stored = key.state(gcra::parse_state)?;
     let outcome = gcra::decide(stored, now, &params);
+    effects::check_memory(ctx, std::slice::from_ref(&outcome.effect), &[name])?;
     key.apply(&outcome.effect)?;
     Ok(reply::verdict(ctx, &outcome.verdict))
 }

@@ -3,6 +3,7 @@
 
 use crate::args::Args;
 use crate::clock::request_time;
+use crate::effects;
 use crate::reply;
 use crate::stats::Outcome;
 use crate::string_key::StringKey;
@@ -12,7 +13,7 @@ use redis_module::Context;
 
 pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
     let req = multi::parse_args(args.after_name())?;
-    let now = request_time(req.at());
+    let now = request_time(req.at())?;
     let names = args.keys(2, req.numkeys())?;
     // Open and read every key before deciding; write only after.
     let keys = names
@@ -27,7 +28,11 @@ pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
                 .map_err(|e| e.for_key(name.bytes()))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let outcome = multi::decide(&stored, now, &req);
+    let outcome = multi::decide(&stored, now, &req).map_err(|full| {
+        let name = names.get(full.key).map_or(&[][..], |n| n.bytes());
+        full.error(name, "RL.MULTI")
+    })?;
+    effects::check_memory(ctx, &outcome.effects, &names)?;
     for (key, effect) in keys.iter().zip(&outcome.effects) {
         key.apply(effect)?;
     }

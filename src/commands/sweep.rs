@@ -7,7 +7,8 @@
 //! user may write gets one. Reply: `[next_cursor, keys_scanned, keys_expired]`, the
 //! cursor as a bulk string like SCAN's.
 
-use crate::any_key::{self, CallerAcl, Found};
+use crate::acl::CallerAcl;
+use crate::any_key::{self, Found};
 use crate::args::{Args, KeyName};
 use crate::clock::wall_clock;
 use crate::stats::Outcome;
@@ -48,7 +49,7 @@ pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
         }
         let name = RedisString::create_from_slice(ctx.ctx, name);
         let name = KeyName::from(&name);
-        if !acl.may_write(name) {
+        if !acl.may_write(ctx, name) {
             continue;
         }
         let Found::Persistent(key_type) = any_key::inspect(ctx, name)? else {

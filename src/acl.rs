@@ -1,0 +1,216 @@
+//! ACL: the categories the commands are put in, and, on servers that cannot put module
+//! commands in categories, the module's own check that the caller may write.
+//!
+//! Servers with `RedisModule_SetCommandACLCategories` (Redis 7.2+, Valkey 8+) get each
+//! command's categories (`@write`, and `@fast`/`@slow`, `@keyspace`), and, where the
+//! server lets modules add categories (`RedisModule_AddACLCategory`: Redis 7.4+, Valkey
+//! 8+), the category `@ratelimit` too. The server then enforces rules such as `-@write`
+//! or `+@ratelimit` itself.
+//!
+//! Redis 7.0 has neither: module commands are in no category, so `-@write` does not
+//! name them and a user denied writes could still write through them. There the module
+//! checks, before each call, that the caller may run the plain write command the call
+//! stands for (`SET` for the limiters, `PEXPIRE` for the bulk TTL commands), and
+//! refuses the call with `NOPERM` (and an `ACL LOG` entry) when not.
+
+use crate::api::api;
+use crate::args::KeyName;
+use ratelimit_core::Error;
+use redis_module::{raw, Context};
+use std::ffi::CStr;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether this server lacks command categories, so the module checks writes itself.
+static SELF_CHECK: AtomicBool = AtomicBool::new(false);
+
+/// The name of the category the module adds where the server allows it.
+pub const OWN_CATEGORY: &CStr = c"ratelimit";
+
+/// How the commands' categories were set on this server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Categories {
+    /// The server's categories and `@ratelimit`.
+    WithOwn,
+    /// The server's categories only (no `RedisModule_AddACLCategory`).
+    ServerOnly,
+    /// None: the module checks writes itself.
+    SelfCheck,
+}
+
+/// Add `@ratelimit` where the server allows it (during OnLoad, before any command is
+/// given it); whether it exists now.
+pub fn add_own_category(ctx: &Context) -> bool {
+    let Ok(add) = api!(RedisModule_AddACLCategory) else {
+        return false;
+    };
+    // SAFETY: called during OnLoad with the module's context; the name is static.
+    (unsafe { add(ctx.ctx, OWN_CATEGORY.as_ptr()) }) == raw::REDISMODULE_OK as c_int
+}
+
+/// Put command `name` in `categories` (space-separated, as `COMMAND INFO` lists them,
+/// without `@`), plus `@ratelimit` when `own`; or, on a server without categories,
+/// turn the module's own write check on.
+pub fn set_categories(
+    ctx: &Context,
+    name: &CStr,
+    categories: &str,
+    own: bool,
+) -> Result<Categories, String> {
+    let (Ok(get_command), Ok(set)) = (
+        api!(RedisModule_GetCommand),
+        api!(RedisModule_SetCommandACLCategories),
+    ) else {
+        SELF_CHECK.store(true, Ordering::Relaxed);
+        return Ok(Categories::SelfCheck);
+    };
+    // SAFETY: called during OnLoad with the module context; the name is NUL-terminated.
+    let command = unsafe { get_command(ctx.ctx, name.as_ptr()) };
+    if command.is_null() {
+        return Err(format!("command {name:?} is not registered"));
+    }
+    let all = if own {
+        format!("{categories} {}", OWN_CATEGORY.to_string_lossy())
+    } else {
+        categories.to_string()
+    };
+    let all = std::ffi::CString::new(all).map_err(|_| "bad category list".to_string())?;
+    // SAFETY: command was returned by GetCommand; the list is NUL-terminated and the
+    // server copies what it keeps.
+    if unsafe { set(command, all.as_ptr()) } != raw::REDISMODULE_OK as c_int {
+        return Err(format!(
+            "could not set the ACL categories of {name:?} to {all:?}"
+        ));
+    }
+    Ok(if own {
+        Categories::WithOwn
+    } else {
+        Categories::ServerOnly
+    })
+}
+
+/// On a server without command categories: refuse the call unless the caller may run
+/// the plain write command `probe` (`SET key x` or `PEXPIRE key 1`, with the call's
+/// first key when it has one), with the server's NOPERM wording for `command` and an
+/// entry in `ACL LOG`. Elsewhere the server has already checked.
+pub fn check_write(
+    ctx: &Context,
+    command: &'static str,
+    probe: &CStr,
+    key: Option<KeyName>,
+) -> Result<(), Error> {
+    if !SELF_CHECK.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let caller = CallerAcl::current(ctx)?;
+    let Some(user) = caller.0 else {
+        return Ok(());
+    };
+    let (Ok(check), Ok(create), Ok(free)) = (
+        api!(RedisModule_ACLCheckCommandPermissions),
+        api!(RedisModule_CreateString),
+        api!(RedisModule_FreeString),
+    ) else {
+        return Err(Error::Internal("ACL API"));
+    };
+    let value: &CStr = if probe == c"SET" { c"x" } else { c"1" };
+    // SAFETY: a null context makes strings the module frees itself, below; both texts
+    // are static C strings.
+    let (name, value) = unsafe {
+        (
+            create(std::ptr::null_mut(), probe.as_ptr(), probe.to_bytes().len()),
+            create(std::ptr::null_mut(), value.as_ptr(), value.to_bytes().len()),
+        )
+    };
+    // The whole command, key and value included: the server may read its arguments
+    // to find the keys (SET does, for its GET option). A call without a key (RL.SWEEP)
+    // is checked as `PEXPIRE` alone, which the server reads no further than its key
+    // specs, and then key by key.
+    let mut argv = match key {
+        Some(key) => vec![name, key.ptr(), value],
+        None => vec![name],
+    };
+    let argc = c_int::try_from(argv.len()).unwrap_or(1);
+    // SAFETY: user is live (CallerAcl frees it on drop); argv holds live strings.
+    let allowed = unsafe { check(user, argv.as_mut_ptr(), argc) } == raw::REDISMODULE_OK as c_int;
+    if !allowed {
+        if let Ok(log) = api!(RedisModule_ACLAddLogEntry) {
+            // SAFETY: ctx, user and the object string are live.
+            unsafe {
+                log(
+                    ctx.ctx,
+                    user,
+                    name,
+                    raw::RedisModuleACLLogEntryReason_REDISMODULE_ACL_LOG_CMD,
+                )
+            };
+        }
+    }
+    // SAFETY: created above with a null context, not used again.
+    unsafe {
+        free(std::ptr::null_mut(), name);
+        free(std::ptr::null_mut(), value);
+    }
+    if allowed {
+        Ok(())
+    } else {
+        Err(Error::NoPermission { command })
+    }
+}
+
+/// Whether the module checks writes itself (a server without command categories).
+pub fn self_check() -> bool {
+    SELF_CHECK.load(Ordering::Relaxed)
+}
+
+/// The ACL user running the command, to check permissions with; freed on drop.
+/// A client without a user (one a module made) is not restricted, as the server
+/// itself treats it.
+pub struct CallerAcl(Option<*mut raw::RedisModuleUser>);
+
+impl CallerAcl {
+    pub fn current(ctx: &Context) -> Result<CallerAcl, Error> {
+        let current_name = api!(RedisModule_GetCurrentUserName)?;
+        let user_from_name = api!(RedisModule_GetModuleUserFromUserName)?;
+        let free_string = api!(RedisModule_FreeString)?;
+        // SAFETY: ctx is the live command context.
+        let name = unsafe { current_name(ctx.ctx) };
+        if name.is_null() {
+            return Ok(CallerAcl(None));
+        }
+        // SAFETY: name is a live string returned above; it is freed right after.
+        let user = unsafe { user_from_name(name) };
+        // SAFETY: the string came from GetCurrentUserName and is not used again.
+        unsafe { free_string(ctx.ctx, name) };
+        if user.is_null() {
+            return Err(Error::UnknownAclUser);
+        }
+        Ok(CallerAcl(Some(user)))
+    }
+
+    /// Whether the user may change `key` (the permission `EXPIRE key` needs).
+    pub fn may_write(&self, ctx: &Context, key: KeyName) -> bool {
+        let Some(user) = self.0 else {
+            return true;
+        };
+        if self_check() {
+            // No categories: PEXPIRE on this key, command and key together.
+            return check_write(ctx, "RL.SWEEP", c"PEXPIRE", Some(key)).is_ok();
+        }
+        let Ok(check) = api!(RedisModule_ACLCheckKeyPermissions) else {
+            return false;
+        };
+        // SAFETY: user is live until drop; key is a live module string.
+        let rc = unsafe { check(user, key.ptr(), raw::REDISMODULE_CMD_KEY_UPDATE as c_int) };
+        rc == raw::REDISMODULE_OK as c_int
+    }
+}
+
+impl Drop for CallerAcl {
+    fn drop(&mut self) {
+        if let (Some(user), Ok(free)) = (self.0, api!(RedisModule_FreeModuleUser)) {
+            // SAFETY: obtained from GetModuleUserFromUserName, freed exactly once.
+            unsafe { free(user) };
+        }
+    }
+}
