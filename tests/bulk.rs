@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{unix_ms, Client, Rng, Server, Twins, Value};
+use common::{unix_ms, Client, Cluster, Rng, Server, Twins, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `PEXPIRETIME` of a key: -2 missing, -1 no TTL.
@@ -173,21 +173,8 @@ fn bulkexpire_declares_every_key() {
 
 #[test]
 fn bulkexpire_in_cluster_needs_one_slot() {
-    let s = Server::builder().cluster(true).start();
-    let mut c = s.client();
-    assert_eq!(
-        c.cmd(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]),
-        Value::Status("OK".into())
-    );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !c
-        .cmd(&["CLUSTER", "INFO"])
-        .text()
-        .contains("cluster_state:ok")
-    {
-        assert!(std::time::Instant::now() < deadline, "cluster never ok");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let cluster = Cluster::single();
+    let mut c = cluster.nodes[0].client();
     c.cmd(&["SET", "{u1}a", "v"]);
     c.cmd(&["SET", "{u1}b", "v"]);
     let e = c.cmd(&["RL.BULKEXPIRE", "60", "{u1}a", "{u2}b"]);

@@ -5,10 +5,8 @@
 
 mod common;
 
-use common::{state, unix_ms, Client, Rng, Server, Twins, Value};
+use common::{state, unix_ms, Client, Cluster, Rng, Server, Twins, Value};
 use ratelimit_core::multi::{self, KeyEffect, Stored};
-use std::process::Command;
-use std::time::{Duration, Instant};
 
 /// An `AT` base on an hour boundary at least an hour ahead of the real clock, so keys
 /// written at it stay alive for the whole test and aligned windows are predictable.
@@ -1140,93 +1138,10 @@ fn command_info_getkeys_and_acl() {
     assert!(c.cmd(&["GET", "app:ip"]).text().starts_with("60000:1:"));
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local addr").port()
-}
-
-/// Three primaries on loopback, every slot assigned, `cluster_state:ok` everywhere.
-fn start_cluster() -> Vec<Server> {
-    let nodes: Vec<Server> = (0..3)
-        .map(|_| {
-            Server::builder()
-                .cluster(true)
-                .config("cluster-port", &free_port().to_string())
-                .start()
-        })
-        .collect();
-    // `$REDIS_CLI` (e.g. valkey-cli) or redis-cli from PATH.
-    let cli = std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
-    let mut create = Command::new(cli);
-    create.arg("--cluster").arg("create");
-    for n in &nodes {
-        create.arg(format!("127.0.0.1:{}", n.port));
-    }
-    let out = create
-        .arg("--cluster-yes")
-        .output()
-        .expect("run redis-cli --cluster create");
-    assert!(
-        out.status.success(),
-        "redis-cli --cluster create failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for n in &nodes {
-        let mut c = n.client();
-        loop {
-            let info = c.cmd(&["CLUSTER", "INFO"]).text();
-            if info.contains("cluster_state:ok") {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "cluster never became ok:\n{info}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    nodes
-}
-
-/// A small cluster-aware client: sends to the first node and follows `MOVED`.
-struct ClusterClient {
-    nodes: Vec<(u16, Client)>,
-    moved: usize,
-}
-
-impl ClusterClient {
-    fn cmd(&mut self, args: &[&str]) -> Value {
-        let mut i = 0;
-        for _ in 0..4 {
-            let v = self.nodes[i].1.cmd(args);
-            let Some(target) = v.err().and_then(|e| e.strip_prefix("MOVED ")) else {
-                return v;
-            };
-            let port: u16 = target
-                .rsplit(':')
-                .next()
-                .and_then(|p| p.parse().ok())
-                .unwrap_or_else(|| panic!("bad MOVED {target}"));
-            i = self
-                .nodes
-                .iter()
-                .position(|(p, _)| *p == port)
-                .unwrap_or_else(|| panic!("MOVED to an unknown node {target}"));
-            self.moved += 1;
-        }
-        panic!("too many redirections for {args:?}");
-    }
-}
-
 #[test]
 fn cluster_routes_hash_tagged_calls_and_refuses_cross_slot_ones() {
-    let nodes = start_cluster();
-    let mut cc = ClusterClient {
-        nodes: nodes.iter().map(|n| (n.port, n.client())).collect(),
-        moved: 0,
-    };
+    let cluster = Cluster::start(3);
+    let mut cc = cluster.client();
     let mut shas = Vec::new();
     for (_, c) in cc.nodes.iter_mut() {
         shas.push(Twins::load(c).multi);
@@ -1277,13 +1192,10 @@ fn cluster_routes_hash_tagged_calls_and_refuses_cross_slot_ones() {
     assert!(owners.len() >= 2, "keys spread over the nodes: {owners:?}");
     assert!(cc.moved > 0, "some calls were redirected");
     // Keys in different slots.
-    for (i, _) in nodes.iter().enumerate() {
-        let c = &mut cc.nodes[i].1;
+    for ((_, c), sha) in cc.nodes.iter_mut().zip(&shas) {
         let r = c.cmd(&["RL.MULTI", "2", "{a}:ip", "{b}:id", "LIMIT", "1s", "10"]);
         assert!(r.err().unwrap_or("").starts_with("CROSSSLOT"), "{r:?}");
-        let r = c.cmd(&[
-            "EVALSHA", &shas[i], "2", "{a}:ip", "{b}:id", "LIMIT", "1s", "10",
-        ]);
+        let r = c.cmd(&["EVALSHA", sha, "2", "{a}:ip", "{b}:id", "LIMIT", "1s", "10"]);
         assert!(r.err().unwrap_or("").starts_with("CROSSSLOT"), "{r:?}");
         assert_eq!(
             c.cmd(&[

@@ -1,14 +1,17 @@
-//! Test harness shared by the integration tests: real servers on loopback ports, a
-//! small RESP client, the Lua twins, and a seeded random generator.
+//! Test harness shared by the integration tests: real servers on loopback ports (alone,
+//! as replicas, or as a Cluster), a small RESP client, the Lua twins, and a seeded
+//! random generator.
 // Each test binary uses a part of the harness.
 #![allow(dead_code, unused_imports)]
 
+pub mod cluster;
 pub mod resp;
 pub mod rng;
 pub mod server;
 pub mod twins;
 pub mod workload;
 
+pub use cluster::{Cluster, ClusterClient};
 pub use resp::{Client, Value};
 pub use rng::Rng;
 pub use server::{sweep_tool_path, Server};
