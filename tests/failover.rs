@@ -6,7 +6,7 @@
 mod common;
 
 use common::workload::{self, snapshot};
-use common::{Server, Twins, Value};
+use common::{at_base, Server, Twins, Value, HOUR, SECOND};
 
 #[test]
 fn replicas_match_and_a_promoted_replica_continues_where_the_primary_left_off() {
@@ -15,7 +15,7 @@ fn replicas_match_and_a_promoted_replica_continues_where_the_primary_left_off() 
     let without_module = primary.start_replica(false);
     let mut c = primary.client();
     let twins = Twins::load(&mut c);
-    let at = workload::at_base();
+    let at = at_base(HOUR, SECOND);
     workload::run(&mut c, &twins, 21, 800, at, true);
     assert_eq!(c.cmd(&["WAIT", "2", "10000"]).int(), 2);
     let want = snapshot(&mut c);

@@ -4,22 +4,9 @@
 
 mod common;
 
-use common::{state, unix_ms, Client, Rng, Server, Twins, Value};
+use common::{at_base, state, unix_us, Client, Rng, Server, Twins, Value, HOUR, MINUTE};
 use ratelimit_core::gcra::{self, Effect};
 use ratelimit_core::UnixMillis;
-
-/// An `AT` base an hour ahead of the real clock, so keys written at it stay alive.
-fn base() -> u64 {
-    (unix_ms() + 3_600_000) / 60_000 * 60_000
-}
-
-/// Microseconds since the Unix epoch, from this machine's clock (the servers' clock).
-fn unix_us() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
-}
 
 /// The native command or its Lua twin.
 #[derive(Clone, Debug)]
@@ -73,7 +60,7 @@ fn redis_cell_readme_example() {
     // every 2 s.
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     for rl in limiters(&mut c) {
         let key = format!("user123:{}", rl.name());
         let at = t.to_string();
@@ -109,7 +96,7 @@ fn redis_cell_readme_example() {
 fn one_per_day() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     let day = 86_400_000;
     for rl in limiters(&mut c) {
         let key = rl.name();
@@ -131,7 +118,7 @@ fn a_hundred_thousand_per_second_is_exact() {
     // T = 10 µs, capacity 100: each millisecond lets exactly 100 more through.
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     for rl in limiters(&mut c) {
         let key = rl.name();
         let mut allowed = 0;
@@ -159,7 +146,7 @@ fn period_not_divisible_by_count() {
     // 3 per second: T = 333 333.3 µs is rounded up to 333 334 µs.
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     for rl in limiters(&mut c) {
         let key = rl.name();
         let at = t.to_string();
@@ -207,7 +194,7 @@ fn cost_and_peek() {
     // 10 per second, burst 9: T = 100 ms, capacity 10.
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     for rl in limiters(&mut c) {
         let key = rl.name();
         let at0 = t.to_string();
@@ -260,7 +247,7 @@ fn cost_and_peek() {
 fn denied_requests_consume_nothing() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     for rl in limiters(&mut c) {
         let key = rl.name();
         for i in 0..2 {
@@ -280,7 +267,7 @@ fn denied_requests_consume_nothing() {
 fn a_tat_in_the_past_counts_as_now() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     for rl in limiters(&mut c) {
         let key = rl.name();
         // A TAT well before AT (the key still exists: AT runs ahead of the clock), and
@@ -576,7 +563,7 @@ fn differential_native_twin_and_model() {
     let [native, twin] = limiters(&mut c);
     for seed in Rng::seeds(&[1, 2, 3, 4]) {
         let mut rng = Rng::new(seed);
-        let mut now = base();
+        let mut now = at_base(HOUR, MINUTE);
         let names = ["a", "b", "c"];
         let mut models = vec![Model::Missing; names.len()];
         for step in 0..600 {

@@ -5,14 +5,8 @@
 
 mod common;
 
-use common::{state, unix_ms, Client, Cluster, Rng, Server, Twins, Value};
+use common::{at_base, state, unix_ms, Client, Cluster, Rng, Server, Twins, Value, HOUR};
 use ratelimit_core::multi::{self, KeyEffect, Stored};
-
-/// An `AT` base on an hour boundary at least an hour ahead of the real clock, so keys
-/// written at it stay alive for the whole test and aligned windows are predictable.
-fn base() -> u64 {
-    (unix_ms() + 2 * 3_600_000) / 3_600_000 * 3_600_000
-}
 
 fn multi(c: &mut Client, args: &[&str]) -> Value {
     let mut v = vec!["RL.MULTI"];
@@ -53,7 +47,7 @@ const SEED_LIMITS: [&str; 9] = [
 fn seed_example_ip_and_user_at_10_per_second_120_per_minute_240_per_hour() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(2 * HOUR, HOUR);
     let call = |c: &mut Client, ms: u64, keys: &[&str]| {
         let at = (t + ms).to_string();
         let n = keys.len().to_string();
@@ -153,7 +147,7 @@ fn a_denied_call_leaves_every_counter_of_every_key_as_it_was() {
     let s = Server::start();
     let mut c = s.client();
     let twins = Twins::load(&mut c);
-    let t = base();
+    let t = at_base(2 * HOUR, HOUR);
     let at = |ms: u64| (t + ms).to_string();
     for (ns, native) in [("n", true), ("t", false)] {
         let [a, b, cc, d] = ["a", "b", "c", "d"].map(|k| format!("{ns}:{k}"));
@@ -279,7 +273,7 @@ fn a_denied_call_leaves_every_counter_of_every_key_as_it_was() {
 fn cost_zero_is_a_peek_that_writes_nothing() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(2 * HOUR, HOUR);
     let at = |ms: u64| (t + ms).to_string();
     let peek = |c: &mut Client, ms: u64, limit_1s: &str| {
         split(&multi(
@@ -328,7 +322,7 @@ fn cost_zero_is_a_peek_that_writes_nothing() {
 fn windows_not_named_are_kept_until_they_end() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(2 * HOUR, HOUR);
     let at = |ms: u64| (t + ms).to_string();
     multi(
         &mut c,
@@ -414,7 +408,7 @@ fn wrong_type_and_invalid_state_are_errors_that_write_nothing() {
     let s = Server::start();
     let mut c = s.client();
     let twins = Twins::load(&mut c);
-    let t = base().to_string();
+    let t = at_base(2 * HOUR, HOUR).to_string();
     multi(&mut c, &["1", "ok", "LIMIT", "1m", "5", "AT", &t]);
     c.cmd(&["RPUSH", "list", "x"]);
     // A counter written by RL.FIXED is not RL.MULTI state.
@@ -473,7 +467,7 @@ fn a_key_that_lost_its_ttl_gets_it_back_on_a_denied_request() {
     let s = Server::start();
     let mut c = s.client();
     let twins = Twins::load(&mut c);
-    let t = base();
+    let t = at_base(2 * HOUR, HOUR);
     let value = entries(t, &[(500, 1, 50), (1_000, 10, 600), (60_000, 3, 20_000)]);
     for key in ["n", "tw", "peek"] {
         c.cmd(&["SET", key, &value]);
@@ -512,7 +506,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     let s = Server::start();
     let mut c = s.client();
     let twins = Twins::load(&mut c);
-    let t = base().to_string();
+    let t = at_base(2 * HOUR, HOUR).to_string();
     multi(&mut c, &["1", "k", "LIMIT", "1m", "5", "AT", &t]);
     let before = state(&mut c, "k");
     let keys65: Vec<String> = (0..65).map(|i| format!("k{i}")).collect();
@@ -658,7 +652,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
 fn concurrent_clients_never_get_more_than_the_limit_between_them() {
     let s = Server::start();
     let port = s.port;
-    let at = base().to_string();
+    let at = at_base(2 * HOUR, HOUR).to_string();
     let threads: Vec<_> = (0..8)
         .map(|i| {
             let at = at.clone();
@@ -713,7 +707,7 @@ fn the_largest_call_and_binary_keys() {
     let s = Server::start();
     let mut c = s.client();
     let twins = Twins::load(&mut c);
-    let t = base().to_string();
+    let t = at_base(2 * HOUR, HOUR).to_string();
     let keys: Vec<Vec<u8>> = (0..64u8)
         .map(|i| vec![b'k', 0, b'\r', b'\n', 0xff, i])
         .collect();
@@ -907,7 +901,7 @@ fn differential_native_twin_and_model() {
     let mut calls = [0usize; 3]; // allowed, denied, errors
     for seed in Rng::seeds(&[1, 2, 3, 4]) {
         let mut rng = Rng::new(seed);
-        let mut now = base();
+        let mut now = at_base(2 * HOUR, HOUR);
         let mut models: Vec<Option<KeyModel>> = vec![None; NAMES.len()];
         // Three physical keys share each logical key's history: native only, twin
         // only, and both mixed.
@@ -1027,7 +1021,7 @@ fn differential_native_twin_and_model() {
 /// some with `AT` ahead of the clock and some on the server's clock.
 fn workload(c: &mut Client, twin_sha: &str, seed: u64) -> Vec<String> {
     let mut rng = Rng::new(seed);
-    let mut now = base();
+    let mut now = at_base(2 * HOUR, HOUR);
     let mut keys = Vec::new();
     for _ in 0..300 {
         now += *rng.pick(&[0u64, 1, 50, 400, 1_000, 61_000]);
@@ -1097,7 +1091,7 @@ fn aof_restart_restores_values_and_expiry_times() {
     let mut c = s.client();
     assert_eq!(snapshot(&mut c, &keys), want);
     // And the limiter goes on from the restored state.
-    let t = (base() + 10).to_string();
+    let t = (at_base(2 * HOUR, HOUR) + 10).to_string();
     let r = multi(&mut c, &["1", "r:0", "LIMIT", "1h", "1000", "AT", &t]);
     assert_eq!(split(&r).0[0], 0);
 }
@@ -1146,7 +1140,7 @@ fn cluster_routes_hash_tagged_calls_and_refuses_cross_slot_ones() {
     for (_, c) in cc.nodes.iter_mut() {
         shas.push(Twins::load(c).multi);
     }
-    let t = base().to_string();
+    let t = at_base(2 * HOUR, HOUR).to_string();
     let mut owners = std::collections::BTreeSet::new();
     for user in 0..12 {
         let ip = format!("{{user{user}}}:ip");

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{workload, Client, Server, Twins, Value};
+use common::{at_base, workload, Client, Server, Twins, Value, HOUR, SECOND};
 
 fn wait_replicas(c: &mut Client, n: usize) {
     let acked = c.cmd(&["WAIT", &n.to_string(), "10000"]).int();
@@ -46,7 +46,7 @@ fn state_survives_an_aof_restart_after_a_crash() {
     let mut s = Server::builder().aof(true).start();
     let mut c = s.client();
     let twins = Twins::load(&mut c);
-    workload::run(&mut c, &twins, 11, 600, workload::at_base(), true);
+    workload::run(&mut c, &twins, 11, 600, at_base(HOUR, SECOND), true);
     let before = workload::snapshot(&mut c);
     assert!(before.len() > 20, "the workload wrote too little");
     drop(c);
@@ -63,7 +63,7 @@ fn state_survives_an_rdb_restart() {
     let mut s = Server::builder().config("save", "3600 1").start();
     let mut c = s.client();
     let twins = Twins::load(&mut c);
-    workload::run(&mut c, &twins, 13, 600, workload::at_base(), true);
+    workload::run(&mut c, &twins, 13, 600, at_base(HOUR, SECOND), true);
     let before = workload::snapshot(&mut c);
     assert!(before.len() > 20, "the workload wrote too little");
     assert_eq!(c.cmd(&["SAVE"]), Value::Status("OK".into()));

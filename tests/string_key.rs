@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{state, unix_ms, Client, Server, Twins};
+use common::{at_base, state, Client, Server, Twins, HOUR, MINUTE};
 
 #[test]
 fn in_place_writes_replicate_and_reload_exactly() {
@@ -13,7 +13,7 @@ fn in_place_writes_replicate_and_reload_exactly() {
     let replica = primary.start_replica(false);
     let mut c = primary.client();
     let twins = Twins::load(&mut c);
-    let t = (unix_ms() + 3_600_000) / 60_000 * 60_000;
+    let t = at_base(HOUR, MINUTE);
     let at = |ms: u64| (t + ms).to_string();
     let fixed = |c: &mut Client, key: &str, args: &[&str]| {
         let mut v = vec!["RL.FIXED", key];

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod resp;
 pub mod rng;
 pub mod server;
+pub mod time;
 pub mod twins;
 pub mod workload;
 
@@ -15,15 +16,8 @@ pub use cluster::{Cluster, ClusterClient};
 pub use resp::{Client, Value};
 pub use rng::Rng;
 pub use server::{sweep_tool_path, Server};
+pub use time::{at_base, unix_ms, unix_us, HOUR, MINUTE, SECOND};
 pub use twins::Twins;
-
-/// Milliseconds since the Unix epoch, from this machine's clock.
-pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
 
 /// A string key's value (`None`: missing) and its `PEXPIRETIME`.
 pub fn state(c: &mut Client, key: &str) -> (Option<String>, i64) {

@@ -1,7 +1,7 @@
 //! A random workload of every command and every twin, for the replication, failover
 //! and persistence tests, and a snapshot of a whole (small) dataset to compare servers.
 
-use super::{unix_ms, Client, Rng, Twins, Value};
+use super::{Client, Rng, Twins, Value};
 use std::collections::BTreeMap;
 
 /// One key as a snapshot sees it: type, value (GET for strings, DUMP payload for other
@@ -156,9 +156,4 @@ fn limiter(
     v.extend(args.iter().cloned());
     v.extend(opts.iter().cloned());
     v
-}
-
-/// An `AT` base an hour ahead of the real clock.
-pub fn at_base() -> u64 {
-    (unix_ms() + 3_600_000) / 1000 * 1000
 }
