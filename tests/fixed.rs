@@ -1,5 +1,6 @@
-//! RL.FIXED against a real server: every rule of the spec, bad inputs, and the
-//! differential test (native command, Lua twin and the pure model on the same inputs).
+//! RL.FIXED against a real server: every rule of the spec, bad inputs, concurrent
+//! clients on one key, and the differential test (native command, Lua twin and the
+//! pure model on the same inputs).
 
 mod common;
 
@@ -291,6 +292,49 @@ fn binary_keys_and_long_garbage_do_not_hurt() {
         "{e}"
     );
     assert_eq!(c.cmd(&["PING"]), Value::Status("PONG".into()));
+}
+
+// ---- concurrency -------------------------------------------------------------------
+
+#[test]
+fn concurrent_clients_get_exactly_the_limit() {
+    let s = Server::start();
+    let twins = Twins::load(&mut s.client());
+    let limit = 1_000;
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let port = s.port;
+            let sha = twins.fixed.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).expect("connect");
+                let mut allowed = 0;
+                for i in 0..300 {
+                    // Half the clients use the twin, on the same key.
+                    let r = if t % 2 == 0 {
+                        c.cmd(&["RL.FIXED", "hot", "1000", "1h"])
+                    } else {
+                        c.cmd(&["EVALSHA", &sha, "1", "hot", "1000", "1h"])
+                    };
+                    let f = r.ints();
+                    assert_eq!(f.len(), 5, "client {t} call {i}: {r:?}");
+                    if f[0] == 0 {
+                        allowed += 1;
+                    }
+                }
+                allowed
+            })
+        })
+        .collect();
+    let total: i64 = threads
+        .into_iter()
+        .map(|t| t.join().expect("client thread"))
+        .sum();
+    assert_eq!(
+        total, limit,
+        "8 clients x 300 requests against a limit of {limit}"
+    );
+    let mut c = s.client();
+    assert_eq!(c.cmd(&["GET", "hot"]).text(), limit.to_string());
 }
 
 // ---- differential: native, twin and model ---------------------------------------

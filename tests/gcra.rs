@@ -1,6 +1,7 @@
 //! RL.GCRA against real servers: every rule, bad inputs, the differential test (native
-//! command, Lua twin and the pure model on the same inputs), replication and AOF with
-//! the server clock, and concurrent clients on one key.
+//! command, Lua twin and the pure model on the same inputs), and concurrent clients on
+//! one key. Its replicas and AOF restarts are in tests/replication.rs and
+//! tests/persistence.rs.
 
 mod common;
 
@@ -608,74 +609,7 @@ fn differential_native_twin_and_model() {
     }
 }
 
-// ---- replication, persistence, concurrency -----------------------------------------
-
-/// Configurations whose TATs stay minutes ahead of the clock, so nothing expires while
-/// the states are compared. (max_burst, count, period)
-const SLOW: &[[&str; 3]] = &[["4", "1", "1m"], ["2", "7", "1m"], ["999", "1000", "1h"]];
-
-/// Requests with the server clock on `keys`, alternating native and twin.
-fn traffic(c: &mut Client, rls: &[Limiter; 2], keys: &[String], n: usize, seed: u64) {
-    let mut rng = Rng::new(seed);
-    for i in 0..n {
-        let key = rng.pick(keys);
-        let [b, cnt, p] = *rng.pick(SLOW);
-        let cost = rng.range(0, 3).to_string();
-        let r = rls[i % 2].call(c, key, &[b, cnt, p, "COST", &cost]);
-        assert!(!r.is_err(), "{r:?}");
-    }
-}
-
-#[test]
-fn replicas_hold_the_primarys_tat_and_expiry() {
-    // No wait for more replicas before a full sync.
-    let primary = Server::builder()
-        .config("repl-diskless-sync-delay", "0")
-        .start();
-    let with_module = primary.start_replica(true);
-    let without_module = primary.start_replica(false);
-    let mut c = primary.client();
-    let rls = limiters(&mut c);
-    let keys: Vec<String> = (0..12).map(|i| format!("user:{i}")).collect();
-    traffic(&mut c, &rls, &keys, 300, 7);
-    assert_eq!(c.cmd(&["WAIT", "2", "5000"]).int(), 2);
-    let mut r1 = with_module.client();
-    let mut r2 = without_module.client();
-    // Valkey 9 lists its Lua engine as a module: only ours must be absent.
-    let modules = r2.cmd(&["MODULE", "LIST"]);
-    let names: Vec<String> = modules
-        .array()
-        .iter()
-        .map(|m| m.array()[1].text())
-        .collect();
-    assert!(!names.iter().any(|n| n == "ratelimit"), "{names:?}");
-    for key in &keys {
-        let want = state(&mut c, key);
-        let tat: u64 = want.0.as_deref().expect("a TAT").parse().expect("integer");
-        assert_eq!(want.1, tat.div_ceil(1000) as i64, "{key}");
-        assert_eq!(state(&mut r1, key), want, "replica with the module, {key}");
-        assert_eq!(
-            state(&mut r2, key),
-            want,
-            "replica without the module, {key}"
-        );
-    }
-}
-
-#[test]
-fn aof_reload_keeps_tat_and_expiry() {
-    let mut s = Server::builder().aof(true).start();
-    let mut c = s.client();
-    let rls = limiters(&mut c);
-    let keys: Vec<String> = (0..8).map(|i| format!("user:{i}")).collect();
-    traffic(&mut c, &rls, &keys, 100, 11);
-    let before: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
-    drop(c);
-    s.restart(true);
-    let mut c = s.client();
-    let after: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
-    assert_eq!(after, before);
-}
+// ---- concurrency -------------------------------------------------------------------
 
 #[test]
 fn concurrent_clients_never_get_more_than_the_bound() {

@@ -1,11 +1,11 @@
 //! RL.MULTI against real servers: the seeds' example, all or nothing, peeks, state
 //! format, bad inputs, the differential test (native command, Lua twin and the pure
-//! model on the same inputs), replicas, AOF restarts, a three-primary Cluster, key
-//! specs and ACLs.
+//! model on the same inputs), a three-primary Cluster, key specs and ACLs. Its replicas
+//! and AOF restarts are in tests/replication.rs and tests/persistence.rs.
 
 mod common;
 
-use common::{at_base, state, unix_ms, Client, Cluster, Rng, Server, Twins, Value, HOUR};
+use common::{at_base, state, unix_ms, workload, Client, Cluster, Rng, Server, Twins, Value, HOUR};
 use ratelimit_core::multi::{self, KeyEffect, Stored};
 
 fn multi(c: &mut Client, args: &[&str]) -> Value {
@@ -844,53 +844,6 @@ fn apply(models: &mut [Option<KeyModel>], effects: Vec<(usize, KeyEffect)>) {
     }
 }
 
-fn shuffle<T>(rng: &mut Rng, v: &mut [T]) {
-    for i in (1..v.len()).rev() {
-        let j = rng.range(0, i as u64 + 1) as usize;
-        v.swap(i, j);
-    }
-}
-
-/// Random LIMIT triples and options (in any order, options between LIMITs too),
-/// always with `AT now_ms`.
-fn random_rest(rng: &mut Rng, now_ms: u64) -> Vec<String> {
-    const WINDOWS: [&str; 11] = [
-        "250ms", "1", "1s", "1500ms", "2s", "1m", "60s", "7", "1ms", "90s", "1h",
-    ];
-    let nwin = *rng.pick(&[1usize, 1, 2, 2, 3, 3, 4]);
-    let mut groups: Vec<Vec<String>> = Vec::new();
-    let mut smallest = i64::MAX;
-    for _ in 0..nwin {
-        let limit = *rng.pick(&[1i64, 2, 3, 5, 10, 100]);
-        smallest = smallest.min(limit);
-        groups.push(vec![
-            rng.pick(&["LIMIT", "limit"]).to_string(),
-            rng.pick(&WINDOWS).to_string(),
-            limit.to_string(),
-        ]);
-    }
-    if rng.chance(60) {
-        let cost = if rng.chance(5) {
-            smallest + 1
-        } else if rng.chance(25) {
-            0
-        } else {
-            rng.irange(0, smallest + 1)
-        };
-        groups.push(vec!["COST".into(), cost.to_string()]);
-    }
-    if rng.chance(40) {
-        groups.push(vec![rng.pick(&["ALIGN", "align"]).to_string()]);
-    }
-    if rng.chance(2) {
-        // An occasional bad window or limit: both sides must word it the same way.
-        groups[0][rng.range(1, 3) as usize] = rng.pick(&["0", "x", "-1", "1.5"]).to_string();
-    }
-    groups.push(vec!["AT".into(), now_ms.to_string()]);
-    shuffle(rng, &mut groups);
-    groups.into_iter().flatten().collect()
-}
-
 const NAMES: [&str; 4] = ["a", "b", "c", "d"];
 
 #[test]
@@ -963,12 +916,12 @@ fn differential_native_twin_and_model() {
             }
             let nkeys = *rng.pick(&[1usize, 1, 2, 2, 2, 3, 4]);
             let mut idx: Vec<usize> = (0..NAMES.len()).collect();
-            shuffle(&mut rng, &mut idx);
+            rng.shuffle(&mut idx);
             idx.truncate(nkeys);
             if rng.chance(2) {
                 idx.push(idx[0]);
             }
-            let rest = random_rest(&mut rng, now);
+            let rest = workload::random_multi_rest(&mut rng, now);
             let names =
                 |ns: &str| -> Vec<String> { idx.iter().map(|&k| physical(ns, k)).collect() };
             let ctx = format!("seed {seed} step {step} keys {idx:?} args {rest:?}");
@@ -1013,87 +966,6 @@ fn differential_native_twin_and_model() {
         calls.iter().all(|&n| n > 50),
         "allowed/denied/errors: {calls:?}"
     );
-}
-
-// ---- replication and persistence ----------------------------------------------
-
-/// A reproducible batch of RL.MULTI calls (native and twin) on keys `r:0..r:5`,
-/// some with `AT` ahead of the clock and some on the server's clock.
-fn workload(c: &mut Client, twin_sha: &str, seed: u64) -> Vec<String> {
-    let mut rng = Rng::new(seed);
-    let mut now = at_base(2 * HOUR, HOUR);
-    let mut keys = Vec::new();
-    for _ in 0..300 {
-        now += *rng.pick(&[0u64, 1, 50, 400, 1_000, 61_000]);
-        let mut idx: Vec<usize> = (0..6).collect();
-        shuffle(&mut rng, &mut idx);
-        idx.truncate(rng.range(1, 4) as usize);
-        let mut rest = random_rest(&mut rng, now);
-        if rng.chance(30) {
-            // On the server's clock.
-            let i = rest.iter().position(|a| a == "AT").expect("AT");
-            rest.drain(i..i + 2);
-        }
-        let mut args: Vec<String> = if rng.chance(50) {
-            vec!["RL.MULTI".into()]
-        } else {
-            vec!["EVALSHA".into(), twin_sha.to_string()]
-        };
-        args.push(idx.len().to_string());
-        for &k in &idx {
-            let key = format!("r:{k}");
-            if !keys.contains(&key) {
-                keys.push(key.clone());
-            }
-            args.push(key);
-        }
-        args.extend(rest);
-        c.cmd(&args);
-    }
-    keys.sort();
-    keys
-}
-
-fn snapshot(c: &mut Client, keys: &[String]) -> Vec<(Option<String>, i64)> {
-    keys.iter().map(|k| state(c, k)).collect()
-}
-
-#[test]
-fn replicas_with_and_without_the_module_hold_the_same_state() {
-    let primary = Server::start();
-    let with = primary.start_replica(true);
-    let without = primary.start_replica(false);
-    let mut c = primary.client();
-    let twins = Twins::load(&mut c);
-    let keys = workload(&mut c, &twins.multi, 7);
-    assert_eq!(c.cmd(&["WAIT", "2", "10000"]).int(), 2);
-    let want = snapshot(&mut c, &keys);
-    assert!(
-        want.iter().filter(|(v, _)| v.is_some()).count() >= 3,
-        "{want:?}"
-    );
-    for (name, replica) in [("with the module", &with), ("without the module", &without)] {
-        let mut r = replica.client();
-        assert_eq!(snapshot(&mut r, &keys), want, "replica {name}");
-        assert_eq!(r.cmd(&["DBSIZE"]), c.cmd(&["DBSIZE"]), "replica {name}");
-    }
-}
-
-#[test]
-fn aof_restart_restores_values_and_expiry_times() {
-    let mut s = Server::builder().aof(true).start();
-    let mut c = s.client();
-    let twins = Twins::load(&mut c);
-    let keys = workload(&mut c, &twins.multi, 11);
-    let want = snapshot(&mut c, &keys);
-    drop(c);
-    s.restart(true);
-    let mut c = s.client();
-    assert_eq!(snapshot(&mut c, &keys), want);
-    // And the limiter goes on from the restored state.
-    let t = (at_base(2 * HOUR, HOUR) + 10).to_string();
-    let r = multi(&mut c, &["1", "r:0", "LIMIT", "1h", "1000", "AT", &t]);
-    assert_eq!(split(&r).0[0], 0);
 }
 
 // ---- key specs, ACL, Cluster --------------------------------------------------

@@ -1,10 +1,12 @@
 //! Test harness shared by the integration tests: real servers on loopback ports (alone,
-//! as replicas, or as a Cluster), a small RESP client, the Lua twins, and a seeded
-//! random generator.
+//! as replicas, or as a Cluster), a small RESP client, the Lua twins, the clock and `AT`
+//! bases, a seeded random generator, the workloads of the replication, persistence and
+//! failover tests, and readers of a server's keys.
 // Each test binary uses a part of the harness.
 #![allow(dead_code, unused_imports)]
 
 pub mod cluster;
+pub mod keyspace;
 pub mod resp;
 pub mod rng;
 pub mod server;
@@ -26,4 +28,15 @@ pub fn state(c: &mut Client, key: &str) -> (Option<String>, i64) {
         v => Some(v.text()),
     };
     (v, c.cmd(&["PEXPIRETIME", key]).int())
+}
+
+/// [`state`] of each key, in order.
+pub fn states<K: AsRef<str>>(c: &mut Client, keys: &[K]) -> Vec<(Option<String>, i64)> {
+    keys.iter().map(|k| state(c, k.as_ref())).collect()
+}
+
+/// `WAIT` until `n` replicas have acknowledged every write sent on `c` (at most 10 s).
+pub fn wait_for_replicas(c: &mut Client, n: usize) {
+    let acked = c.cmd(&["WAIT", &n.to_string(), "10000"]).int();
+    assert_eq!(acked, n as i64, "replicas did not acknowledge");
 }
