@@ -1,10 +1,11 @@
 //! RL.BULKEXPIRE (and its Lua twin) and RL.SWEEP against a real server: the rules,
-//! bad inputs, key specs and ACLs, replication and persistence, and sweeps over tens
-//! of thousands of keys.
+//! bad inputs, key specs and ACLs, and sweeps over tens of thousands of keys. Their
+//! replicas and AOF reloads are in tests/replication.rs and tests/persistence.rs.
 
 mod common;
 
-use common::{unix_ms, Client, Rng, Server, Twins, Value};
+use common::keyspace::{every_type, expiries, sweep_all};
+use common::{unix_ms, Client, Cluster, Rng, Server, Twins, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// `PEXPIRETIME` of a key: -2 missing, -1 no TTL.
@@ -14,21 +15,6 @@ fn exp(c: &mut Client, key: &str) -> i64 {
 
 fn keys_of(v: &Value) -> Vec<String> {
     v.array().iter().map(Value::text).collect()
-}
-
-/// One key of every type, all without TTL, under `prefix`.
-fn every_type(c: &mut Client, prefix: &str) -> Vec<String> {
-    let k = |s: &str| format!("{prefix}{s}");
-    c.cmd(&["SET", &k("string"), "v"]);
-    c.cmd(&["RPUSH", &k("list"), "a"]);
-    c.cmd(&["HSET", &k("hash"), "f", "v"]);
-    c.cmd(&["SADD", &k("set"), "m"]);
-    c.cmd(&["ZADD", &k("zset"), "1", "m"]);
-    c.cmd(&["XADD", &k("stream"), "*", "f", "v"]);
-    ["string", "list", "hash", "set", "zset", "stream"]
-        .iter()
-        .map(|s| k(s))
-        .collect()
 }
 
 // ---- RL.BULKEXPIRE ------------------------------------------------------------
@@ -173,21 +159,8 @@ fn bulkexpire_declares_every_key() {
 
 #[test]
 fn bulkexpire_in_cluster_needs_one_slot() {
-    let s = Server::builder().cluster(true).start();
-    let mut c = s.client();
-    assert_eq!(
-        c.cmd(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]),
-        Value::Status("OK".into())
-    );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !c
-        .cmd(&["CLUSTER", "INFO"])
-        .text()
-        .contains("cluster_state:ok")
-    {
-        assert!(std::time::Instant::now() < deadline, "cluster never ok");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let cluster = Cluster::single();
+    let mut c = cluster.nodes[0].client();
     c.cmd(&["SET", "{u1}a", "v"]);
     c.cmd(&["SET", "{u1}b", "v"]);
     let e = c.cmd(&["RL.BULKEXPIRE", "60", "{u1}a", "{u2}b"]);
@@ -352,44 +325,6 @@ fn bulkexpire_native_and_twin_agree() {
 
 // ---- RL.SWEEP -----------------------------------------------------------------
 
-/// Run a whole sweep; returns (calls, scanned, expired).
-fn sweep_all(c: &mut Client, ttl: &str, opts: &[&str]) -> (u64, u64, u64) {
-    let mut cursor = "0".to_string();
-    let (mut calls, mut scanned, mut expired) = (0, 0, 0);
-    loop {
-        let mut cmd = vec!["RL.SWEEP", cursor.as_str(), ttl];
-        cmd.extend(opts);
-        let r = c.cmd(&cmd);
-        let items = r.array();
-        assert_eq!(items.len(), 3, "{r:?}");
-        calls += 1;
-        scanned += items[1].int() as u64;
-        expired += items[2].int() as u64;
-        cursor = items[0].text();
-        if cursor == "0" {
-            return (calls, scanned, expired);
-        }
-        assert!(calls < 100_000, "the sweep never ended");
-    }
-}
-
-/// Every key with its PEXPIRETIME.
-fn all_expiries(c: &mut Client) -> BTreeMap<String, i64> {
-    let mut keys = Vec::new();
-    let mut cursor = "0".to_string();
-    loop {
-        let r = c.cmd(&["SCAN", &cursor, "COUNT", "1000"]);
-        cursor = r.array()[0].text();
-        keys.extend(keys_of(&r.array()[1]));
-        if cursor == "0" {
-            break;
-        }
-    }
-    let cmds: Vec<Vec<Vec<u8>>> = keys.iter().map(|k| args!["PEXPIRETIME", k]).collect();
-    let exps = c.pipeline(&cmds);
-    keys.into_iter().zip(exps.iter().map(Value::int)).collect()
-}
-
 #[test]
 fn sweep_over_tens_of_thousands_of_keys() {
     let s = Server::start();
@@ -404,7 +339,7 @@ fn sweep_over_tens_of_thousands_of_keys() {
     }
     c.pipeline(&cmds);
     let typed = every_type(&mut c, "app:typed:");
-    let before = all_expiries(&mut c);
+    let before = expiries(&mut c);
     let dbsize = c.cmd(&["DBSIZE"]).int() as u64;
     assert_eq!(dbsize, 35_006);
 
@@ -422,7 +357,7 @@ fn sweep_over_tens_of_thousands_of_keys() {
     );
     assert!(calls >= dbsize / 600, "{calls} calls for COUNT 500");
 
-    let after = all_expiries(&mut c);
+    let after = expiries(&mut c);
     assert_eq!(after.len(), before.len());
     for (k, &e) in &after {
         let was = before[k];
@@ -581,13 +516,13 @@ fn sweep_dry_run_changes_nothing() {
     let mut c = s.client();
     c.cmd(&["DEBUG", "POPULATE", "5000", "k"]);
     c.cmd(&["SET", "t", "v", "PX", "500000"]);
-    let before = all_expiries(&mut c);
+    let before = expiries(&mut c);
     let mut w = s.client();
     w.cmd(&["WATCH", "k:1", "k:2"]);
     let (_, scanned, would) = sweep_all(&mut c, "1h", &["DRYRUN"]);
     assert!(scanned >= 5_001);
     assert_eq!(would, 5_000);
-    assert_eq!(all_expiries(&mut c), before);
+    assert_eq!(expiries(&mut c), before);
     w.cmd(&["MULTI"]);
     w.cmd(&["PING"]);
     assert_eq!(
@@ -640,7 +575,7 @@ fn sweep_skips_keys_the_user_may_not_write() {
     let (_, scanned, expired) = sweep_all(&mut u, "1h", &[]);
     assert!(scanned >= 6_500, "{scanned}: the sweep visits every key");
     assert_eq!(expired, 3_000, "only the app:* keys");
-    for (k, e) in all_expiries(&mut c) {
+    for (k, e) in expiries(&mut c) {
         if k.starts_with("app:") {
             assert!(e > 0, "{k}");
         } else {
@@ -707,51 +642,11 @@ fn sweep_bad_inputs_are_errors_that_write_nothing() {
         cmd.extend(args);
         assert_eq!(c.cmd(&cmd).err(), Some(want.as_str()), "{args:?}");
     }
-    assert!(all_expiries(&mut c).values().all(|&e| e == -1));
+    assert!(expiries(&mut c).values().all(|&e| e == -1));
     // Any u64 cursor is accepted (as SCAN's); a stale one ends the sweep early or
     // visits keys again, never fails.
     let r = c.cmd(&["RL.SWEEP", "18446744073709551615", "60", "DRYRUN"]);
     assert_eq!(r.array().len(), 3);
-}
-
-// ---- replication and persistence ------------------------------------------------
-
-#[test]
-fn replicas_and_the_aof_hold_the_primary_expiries() {
-    let mut p = Server::builder().aof(true).start();
-    let with_module = p.start_replica(true);
-    let without_module = p.start_replica(false);
-    let mut c = p.client();
-    // Plain writes (DEBUG POPULATE is not replicated).
-    let cmds: Vec<Vec<Vec<u8>>> = (0..4_000)
-        .map(|i| args!["SET", format!("k:{i}"), i])
-        .collect();
-    c.pipeline(&cmds);
-    every_type(&mut c, "t:");
-    c.cmd(&["SET", "ttl", "v", "PX", "800000"]);
-    let twins = Twins::load(&mut c);
-    c.cmd(&["RL.BULKEXPIRE", "2h", "k:1", "k:2", "t:hash", "ttl", "nope"]);
-    c.cmd(&["EVALSHA", &twins.bulkexpire, "2", "k:3", "t:list", "3h"]);
-    sweep_all(&mut c, "1h", &["MATCH", "k:1*", "COUNT", "300"]);
-    sweep_all(&mut c, "30m", &["TYPE", "zset"]);
-    let want = all_expiries(&mut c);
-    assert!(want.values().filter(|&&e| e > 0).count() > 1_000);
-    assert!(want.values().any(|&e| e == -1));
-    assert_eq!(c.cmd(&["WAIT", "2", "10000"]).int(), 2);
-    for (name, r) in [
-        ("with module", &with_module),
-        ("without module", &without_module),
-    ] {
-        let mut rc = r.client();
-        assert_eq!(all_expiries(&mut rc), want, "replica {name}");
-        let e = rc.cmd(&["RL.BULKEXPIRE", "60", "k:9"]);
-        if name == "with module" {
-            assert!(e.err().is_some_and(|e| e.starts_with("READONLY")), "{e:?}");
-        }
-    }
-    p.restart(false);
-    let mut c = p.client();
-    assert_eq!(all_expiries(&mut c), want, "after an AOF reload");
 }
 
 /// Regression: RL.SWEEP built each scanned key name with a NUL-terminated string and

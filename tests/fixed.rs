@@ -1,17 +1,13 @@
-//! RL.FIXED against a real server: every rule of the spec, bad inputs, and the
-//! differential test (native command, Lua twin and the pure model on the same inputs).
+//! RL.FIXED against a real server: every rule of the spec, bad inputs, concurrent
+//! clients on one key, and the differential test (native command, Lua twin and the
+//! pure model on the same inputs).
 
 mod common;
 
-use common::{state, unix_ms, Client, Rng, Server, Twins, Value};
+use common::{at_base, state, unix_ms, Client, Rng, Server, Twins, Value, HOUR, MINUTE};
 use ratelimit_core::fixed;
 use ratelimit_core::UnixMillis;
 use ratelimit_core::{Effect, Stored};
-
-/// An `AT` base an hour ahead of the real clock, so keys written at it stay alive.
-fn base() -> u64 {
-    (unix_ms() + 3_600_000) / 60_000 * 60_000
-}
 
 fn fixed(c: &mut Client, args: &[&str]) -> Value {
     let mut v = vec!["RL.FIXED"];
@@ -23,7 +19,7 @@ fn fixed(c: &mut Client, args: &[&str]) -> Value {
 fn first_hit_window_counts_and_denies() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     let at = |ms: u64| (t + ms).to_string();
     assert_eq!(
         fixed(&mut c, &["k", "3", "10s", "AT", &at(0)]).ints(),
@@ -71,7 +67,7 @@ fn server_clock_is_used_without_at() {
 fn aligned_windows_end_on_multiples_of_the_window() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base(); // a multiple of one minute
+    let t = at_base(HOUR, MINUTE); // a multiple of one minute
     let r = fixed(
         &mut c,
         &["k", "10", "1m", "ALIGN", "AT", &(t + 15_250).to_string()],
@@ -87,7 +83,7 @@ fn aligned_windows_end_on_multiples_of_the_window() {
 fn cost_and_peek() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base().to_string();
+    let t = at_base(HOUR, MINUTE).to_string();
     // A peek on a missing key creates nothing.
     assert_eq!(
         fixed(&mut c, &["k", "10", "1m", "COST", "0", "AT", &t]).ints(),
@@ -100,7 +96,7 @@ fn cost_and_peek() {
     );
     let before = state(&mut c, "k");
     // A peek changes neither the value nor the TTL.
-    let later = (base() + 30_000).to_string();
+    let later = (at_base(HOUR, MINUTE) + 30_000).to_string();
     assert_eq!(
         fixed(&mut c, &["k", "10", "1m", "cost", "0", "AT", &later]).ints(),
         [0, 10, 6, -1, 30_000]
@@ -121,7 +117,7 @@ fn cost_and_peek() {
 fn denied_requests_consume_nothing() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     for i in 0..2 {
         fixed(&mut c, &["k", "2", "1m", "AT", &(t + i).to_string()]);
     }
@@ -141,7 +137,7 @@ fn denied_requests_consume_nothing() {
 fn counter_without_ttl_gets_one() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     // A counter made by a plain INCR has no TTL.
     c.cmd(&["INCRBY", "k", "2"]);
     assert_eq!(
@@ -172,7 +168,7 @@ fn counter_without_ttl_gets_one() {
 fn ended_window_counts_as_empty_while_the_key_exists() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     fixed(&mut c, &["k", "1", "1s", "AT", &t.to_string()]);
     // AT runs ahead of the server clock: the key still exists, its window has ended.
     let r = fixed(&mut c, &["k", "1", "1s", "AT", &(t + 1_000).to_string()]).ints();
@@ -299,6 +295,49 @@ fn binary_keys_and_long_garbage_do_not_hurt() {
     assert_eq!(c.cmd(&["PING"]), Value::Status("PONG".into()));
 }
 
+// ---- concurrency -------------------------------------------------------------------
+
+#[test]
+fn concurrent_clients_get_exactly_the_limit() {
+    let s = Server::start();
+    let twins = Twins::load(&mut s.client());
+    let limit = 1_000;
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let port = s.port;
+            let sha = twins.fixed.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).expect("connect");
+                let mut allowed = 0;
+                for i in 0..300 {
+                    // Half the clients use the twin, on the same key.
+                    let r = if t % 2 == 0 {
+                        c.cmd(&["RL.FIXED", "hot", "1000", "1h"])
+                    } else {
+                        c.cmd(&["EVALSHA", &sha, "1", "hot", "1000", "1h"])
+                    };
+                    let f = r.ints();
+                    assert_eq!(f.len(), 5, "client {t} call {i}: {r:?}");
+                    if f[0] == 0 {
+                        allowed += 1;
+                    }
+                }
+                allowed
+            })
+        })
+        .collect();
+    let total: i64 = threads
+        .into_iter()
+        .map(|t| t.join().expect("client thread"))
+        .sum();
+    assert_eq!(
+        total, limit,
+        "8 clients x 300 requests against a limit of {limit}"
+    );
+    let mut c = s.client();
+    assert_eq!(c.cmd(&["GET", "hot"]).text(), limit.to_string());
+}
+
 // ---- differential: native, twin and model ---------------------------------------
 
 /// One logical key's state in the model: what `GET` and `PEXPIRETIME` should show.
@@ -414,7 +453,7 @@ fn differential_native_twin_and_model() {
     let twins = Twins::load(&mut c);
     for seed in Rng::seeds(&[1, 2, 3, 4]) {
         let mut rng = Rng::new(seed);
-        let mut now = base();
+        let mut now = at_base(HOUR, MINUTE);
         let names = ["a", "b", "c"];
         let mut models = vec![Model::Missing; names.len()];
         for step in 0..600 {

@@ -1,26 +1,14 @@
 //! RL.GCRA against real servers: every rule, bad inputs, the differential test (native
-//! command, Lua twin and the pure model on the same inputs), replication and AOF with
-//! the server clock, and concurrent clients on one key.
+//! command, Lua twin and the pure model on the same inputs), and concurrent clients on
+//! one key. Its replicas and AOF restarts are in tests/replication.rs and
+//! tests/persistence.rs.
 
 mod common;
 
-use common::{state, unix_ms, Client, Rng, Server, Twins, Value};
+use common::{at_base, state, unix_us, Client, Rng, Server, Twins, Value, HOUR, MINUTE};
 use ratelimit_core::gcra;
 use ratelimit_core::UnixMillis;
 use ratelimit_core::{Effect, Stored};
-
-/// An `AT` base an hour ahead of the real clock, so keys written at it stay alive.
-fn base() -> u64 {
-    (unix_ms() + 3_600_000) / 60_000 * 60_000
-}
-
-/// Microseconds since the Unix epoch, from this machine's clock (the servers' clock).
-fn unix_us() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
-}
 
 /// The native command or its Lua twin.
 #[derive(Clone, Debug)]
@@ -74,7 +62,7 @@ fn redis_cell_readme_example() {
     // every 2 s.
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     for rl in limiters(&mut c) {
         let key = format!("user123:{}", rl.name());
         let at = t.to_string();
@@ -110,7 +98,7 @@ fn redis_cell_readme_example() {
 fn one_per_day() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     let day = 86_400_000;
     for rl in limiters(&mut c) {
         let key = rl.name();
@@ -132,7 +120,7 @@ fn a_hundred_thousand_per_second_is_exact() {
     // T = 10 µs, capacity 100: each millisecond lets exactly 100 more through.
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     for rl in limiters(&mut c) {
         let key = rl.name();
         let mut allowed = 0;
@@ -160,7 +148,7 @@ fn period_not_divisible_by_count() {
     // 3 per second: T = 333 333.3 µs is rounded up to 333 334 µs.
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     for rl in limiters(&mut c) {
         let key = rl.name();
         let at = t.to_string();
@@ -208,7 +196,7 @@ fn cost_and_peek() {
     // 10 per second, burst 9: T = 100 ms, capacity 10.
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     for rl in limiters(&mut c) {
         let key = rl.name();
         let at0 = t.to_string();
@@ -261,7 +249,7 @@ fn cost_and_peek() {
 fn denied_requests_consume_nothing() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     for rl in limiters(&mut c) {
         let key = rl.name();
         for i in 0..2 {
@@ -281,7 +269,7 @@ fn denied_requests_consume_nothing() {
 fn a_tat_in_the_past_counts_as_now() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(HOUR, MINUTE);
     for rl in limiters(&mut c) {
         let key = rl.name();
         // A TAT well before AT (the key still exists: AT runs ahead of the clock), and
@@ -584,7 +572,7 @@ fn differential_native_twin_and_model() {
     let [native, twin] = limiters(&mut c);
     for seed in Rng::seeds(&[1, 2, 3, 4]) {
         let mut rng = Rng::new(seed);
-        let mut now = base();
+        let mut now = at_base(HOUR, MINUTE);
         let names = ["a", "b", "c"];
         let mut models = vec![Model::Missing; names.len()];
         for step in 0..600 {
@@ -629,74 +617,7 @@ fn differential_native_twin_and_model() {
     }
 }
 
-// ---- replication, persistence, concurrency -----------------------------------------
-
-/// Configurations whose TATs stay minutes ahead of the clock, so nothing expires while
-/// the states are compared. (max_burst, count, period)
-const SLOW: &[[&str; 3]] = &[["4", "1", "1m"], ["2", "7", "1m"], ["999", "1000", "1h"]];
-
-/// Requests with the server clock on `keys`, alternating native and twin.
-fn traffic(c: &mut Client, rls: &[Limiter; 2], keys: &[String], n: usize, seed: u64) {
-    let mut rng = Rng::new(seed);
-    for i in 0..n {
-        let key = rng.pick(keys);
-        let [b, cnt, p] = *rng.pick(SLOW);
-        let cost = rng.range(0, 3).to_string();
-        let r = rls[i % 2].call(c, key, &[b, cnt, p, "COST", &cost]);
-        assert!(!r.is_err(), "{r:?}");
-    }
-}
-
-#[test]
-fn replicas_hold_the_primarys_tat_and_expiry() {
-    // No wait for more replicas before a full sync.
-    let primary = Server::builder()
-        .config("repl-diskless-sync-delay", "0")
-        .start();
-    let with_module = primary.start_replica(true);
-    let without_module = primary.start_replica(false);
-    let mut c = primary.client();
-    let rls = limiters(&mut c);
-    let keys: Vec<String> = (0..12).map(|i| format!("user:{i}")).collect();
-    traffic(&mut c, &rls, &keys, 300, 7);
-    assert_eq!(c.cmd(&["WAIT", "2", "5000"]).int(), 2);
-    let mut r1 = with_module.client();
-    let mut r2 = without_module.client();
-    // Valkey 9 lists its Lua engine as a module: only ours must be absent.
-    let modules = r2.cmd(&["MODULE", "LIST"]);
-    let names: Vec<String> = modules
-        .array()
-        .iter()
-        .map(|m| m.array()[1].text())
-        .collect();
-    assert!(!names.iter().any(|n| n == "ratelimit"), "{names:?}");
-    for key in &keys {
-        let want = state(&mut c, key);
-        let tat: u64 = want.0.as_deref().expect("a TAT").parse().expect("integer");
-        assert_eq!(want.1, tat.div_ceil(1000) as i64, "{key}");
-        assert_eq!(state(&mut r1, key), want, "replica with the module, {key}");
-        assert_eq!(
-            state(&mut r2, key),
-            want,
-            "replica without the module, {key}"
-        );
-    }
-}
-
-#[test]
-fn aof_reload_keeps_tat_and_expiry() {
-    let mut s = Server::builder().aof(true).start();
-    let mut c = s.client();
-    let rls = limiters(&mut c);
-    let keys: Vec<String> = (0..8).map(|i| format!("user:{i}")).collect();
-    traffic(&mut c, &rls, &keys, 100, 11);
-    let before: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
-    drop(c);
-    s.restart(true);
-    let mut c = s.client();
-    let after: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
-    assert_eq!(after, before);
-}
+// ---- concurrency -------------------------------------------------------------------
 
 #[test]
 fn concurrent_clients_never_get_more_than_the_bound() {

@@ -1,21 +1,13 @@
 //! RL.MULTI against real servers: the seeds' example, all or nothing, peeks, state
 //! format, bad inputs, the differential test (native command, Lua twin and the pure
-//! model on the same inputs), replicas, AOF restarts, a three-primary Cluster, key
-//! specs and ACLs.
+//! model on the same inputs), a three-primary Cluster, key specs and ACLs. Its replicas
+//! and AOF restarts are in tests/replication.rs and tests/persistence.rs.
 
 mod common;
 
-use common::{state, unix_ms, Client, Rng, Server, Twins, Value};
+use common::{at_base, state, unix_ms, workload, Client, Cluster, Rng, Server, Twins, Value, HOUR};
 use ratelimit_core::multi::{self, State};
 use ratelimit_core::{Effect, Stored};
-use std::process::Command;
-use std::time::{Duration, Instant};
-
-/// An `AT` base on an hour boundary at least an hour ahead of the real clock, so keys
-/// written at it stay alive for the whole test and aligned windows are predictable.
-fn base() -> u64 {
-    (unix_ms() + 2 * 3_600_000) / 3_600_000 * 3_600_000
-}
 
 fn multi(c: &mut Client, args: &[&str]) -> Value {
     let mut v = vec!["RL.MULTI"];
@@ -56,7 +48,7 @@ const SEED_LIMITS: [&str; 9] = [
 fn seed_example_ip_and_user_at_10_per_second_120_per_minute_240_per_hour() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(2 * HOUR, HOUR);
     let call = |c: &mut Client, ms: u64, keys: &[&str]| {
         let at = (t + ms).to_string();
         let n = keys.len().to_string();
@@ -156,7 +148,7 @@ fn a_denied_call_leaves_every_counter_of_every_key_as_it_was() {
     let s = Server::start();
     let mut c = s.client();
     let twins = Twins::load(&mut c);
-    let t = base();
+    let t = at_base(2 * HOUR, HOUR);
     let at = |ms: u64| (t + ms).to_string();
     for (ns, native) in [("n", true), ("t", false)] {
         let [a, b, cc, d] = ["a", "b", "c", "d"].map(|k| format!("{ns}:{k}"));
@@ -282,7 +274,7 @@ fn a_denied_call_leaves_every_counter_of_every_key_as_it_was() {
 fn cost_zero_is_a_peek_that_writes_nothing() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(2 * HOUR, HOUR);
     let at = |ms: u64| (t + ms).to_string();
     let peek = |c: &mut Client, ms: u64, limit_1s: &str| {
         split(&multi(
@@ -331,7 +323,7 @@ fn cost_zero_is_a_peek_that_writes_nothing() {
 fn windows_not_named_are_kept_until_they_end() {
     let s = Server::start();
     let mut c = s.client();
-    let t = base();
+    let t = at_base(2 * HOUR, HOUR);
     let at = |ms: u64| (t + ms).to_string();
     multi(
         &mut c,
@@ -417,7 +409,7 @@ fn wrong_type_and_invalid_state_are_errors_that_write_nothing() {
     let s = Server::start();
     let mut c = s.client();
     let twins = Twins::load(&mut c);
-    let t = base().to_string();
+    let t = at_base(2 * HOUR, HOUR).to_string();
     multi(&mut c, &["1", "ok", "LIMIT", "1m", "5", "AT", &t]);
     c.cmd(&["RPUSH", "list", "x"]);
     // A counter written by RL.FIXED is not RL.MULTI state.
@@ -476,7 +468,7 @@ fn a_key_that_lost_its_ttl_gets_it_back_on_a_denied_request() {
     let s = Server::start();
     let mut c = s.client();
     let twins = Twins::load(&mut c);
-    let t = base();
+    let t = at_base(2 * HOUR, HOUR);
     let value = entries(t, &[(500, 1, 50), (1_000, 10, 600), (60_000, 3, 20_000)]);
     for key in ["n", "tw", "peek"] {
         c.cmd(&["SET", key, &value]);
@@ -515,7 +507,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     let s = Server::start();
     let mut c = s.client();
     let twins = Twins::load(&mut c);
-    let t = base().to_string();
+    let t = at_base(2 * HOUR, HOUR).to_string();
     multi(&mut c, &["1", "k", "LIMIT", "1m", "5", "AT", &t]);
     let before = state(&mut c, "k");
     let keys65: Vec<String> = (0..65).map(|i| format!("k{i}")).collect();
@@ -661,7 +653,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
 fn concurrent_clients_never_get_more_than_the_limit_between_them() {
     let s = Server::start();
     let port = s.port;
-    let at = base().to_string();
+    let at = at_base(2 * HOUR, HOUR).to_string();
     let threads: Vec<_> = (0..8)
         .map(|i| {
             let at = at.clone();
@@ -716,7 +708,7 @@ fn the_largest_call_and_binary_keys() {
     let s = Server::start();
     let mut c = s.client();
     let twins = Twins::load(&mut c);
-    let t = base().to_string();
+    let t = at_base(2 * HOUR, HOUR).to_string();
     let keys: Vec<Vec<u8>> = (0..64u8)
         .map(|i| vec![b'k', 0, b'\r', b'\n', 0xff, i])
         .collect();
@@ -854,53 +846,6 @@ fn apply(models: &mut [Option<KeyModel>], effects: Vec<(usize, Effect<State>)>) 
     }
 }
 
-fn shuffle<T>(rng: &mut Rng, v: &mut [T]) {
-    for i in (1..v.len()).rev() {
-        let j = rng.range(0, i as u64 + 1) as usize;
-        v.swap(i, j);
-    }
-}
-
-/// Random LIMIT triples and options (in any order, options between LIMITs too),
-/// always with `AT now_ms`.
-fn random_rest(rng: &mut Rng, now_ms: u64) -> Vec<String> {
-    const WINDOWS: [&str; 11] = [
-        "250ms", "1", "1s", "1500ms", "2s", "1m", "60s", "7", "1ms", "90s", "1h",
-    ];
-    let nwin = *rng.pick(&[1usize, 1, 2, 2, 3, 3, 4]);
-    let mut groups: Vec<Vec<String>> = Vec::new();
-    let mut smallest = i64::MAX;
-    for _ in 0..nwin {
-        let limit = *rng.pick(&[1i64, 2, 3, 5, 10, 100]);
-        smallest = smallest.min(limit);
-        groups.push(vec![
-            rng.pick(&["LIMIT", "limit"]).to_string(),
-            rng.pick(&WINDOWS).to_string(),
-            limit.to_string(),
-        ]);
-    }
-    if rng.chance(60) {
-        let cost = if rng.chance(5) {
-            smallest + 1
-        } else if rng.chance(25) {
-            0
-        } else {
-            rng.irange(0, smallest + 1)
-        };
-        groups.push(vec!["COST".into(), cost.to_string()]);
-    }
-    if rng.chance(40) {
-        groups.push(vec![rng.pick(&["ALIGN", "align"]).to_string()]);
-    }
-    if rng.chance(2) {
-        // An occasional bad window or limit: both sides must word it the same way.
-        groups[0][rng.range(1, 3) as usize] = rng.pick(&["0", "x", "-1", "1.5"]).to_string();
-    }
-    groups.push(vec!["AT".into(), now_ms.to_string()]);
-    shuffle(rng, &mut groups);
-    groups.into_iter().flatten().collect()
-}
-
 const NAMES: [&str; 4] = ["a", "b", "c", "d"];
 
 #[test]
@@ -911,7 +856,7 @@ fn differential_native_twin_and_model() {
     let mut calls = [0usize; 3]; // allowed, denied, errors
     for seed in Rng::seeds(&[1, 2, 3, 4]) {
         let mut rng = Rng::new(seed);
-        let mut now = base();
+        let mut now = at_base(2 * HOUR, HOUR);
         let mut models: Vec<Option<KeyModel>> = vec![None; NAMES.len()];
         // Three physical keys share each logical key's history: native only, twin
         // only, and both mixed.
@@ -973,12 +918,12 @@ fn differential_native_twin_and_model() {
             }
             let nkeys = *rng.pick(&[1usize, 1, 2, 2, 2, 3, 4]);
             let mut idx: Vec<usize> = (0..NAMES.len()).collect();
-            shuffle(&mut rng, &mut idx);
+            rng.shuffle(&mut idx);
             idx.truncate(nkeys);
             if rng.chance(2) {
                 idx.push(idx[0]);
             }
-            let rest = random_rest(&mut rng, now);
+            let rest = workload::random_multi_rest(&mut rng, now);
             let names =
                 |ns: &str| -> Vec<String> { idx.iter().map(|&k| physical(ns, k)).collect() };
             let ctx = format!("seed {seed} step {step} keys {idx:?} args {rest:?}");
@@ -1025,87 +970,6 @@ fn differential_native_twin_and_model() {
     );
 }
 
-// ---- replication and persistence ----------------------------------------------
-
-/// A reproducible batch of RL.MULTI calls (native and twin) on keys `r:0..r:5`,
-/// some with `AT` ahead of the clock and some on the server's clock.
-fn workload(c: &mut Client, twin_sha: &str, seed: u64) -> Vec<String> {
-    let mut rng = Rng::new(seed);
-    let mut now = base();
-    let mut keys = Vec::new();
-    for _ in 0..300 {
-        now += *rng.pick(&[0u64, 1, 50, 400, 1_000, 61_000]);
-        let mut idx: Vec<usize> = (0..6).collect();
-        shuffle(&mut rng, &mut idx);
-        idx.truncate(rng.range(1, 4) as usize);
-        let mut rest = random_rest(&mut rng, now);
-        if rng.chance(30) {
-            // On the server's clock.
-            let i = rest.iter().position(|a| a == "AT").expect("AT");
-            rest.drain(i..i + 2);
-        }
-        let mut args: Vec<String> = if rng.chance(50) {
-            vec!["RL.MULTI".into()]
-        } else {
-            vec!["EVALSHA".into(), twin_sha.to_string()]
-        };
-        args.push(idx.len().to_string());
-        for &k in &idx {
-            let key = format!("r:{k}");
-            if !keys.contains(&key) {
-                keys.push(key.clone());
-            }
-            args.push(key);
-        }
-        args.extend(rest);
-        c.cmd(&args);
-    }
-    keys.sort();
-    keys
-}
-
-fn snapshot(c: &mut Client, keys: &[String]) -> Vec<(Option<String>, i64)> {
-    keys.iter().map(|k| state(c, k)).collect()
-}
-
-#[test]
-fn replicas_with_and_without_the_module_hold_the_same_state() {
-    let primary = Server::start();
-    let with = primary.start_replica(true);
-    let without = primary.start_replica(false);
-    let mut c = primary.client();
-    let twins = Twins::load(&mut c);
-    let keys = workload(&mut c, &twins.multi, 7);
-    assert_eq!(c.cmd(&["WAIT", "2", "10000"]).int(), 2);
-    let want = snapshot(&mut c, &keys);
-    assert!(
-        want.iter().filter(|(v, _)| v.is_some()).count() >= 3,
-        "{want:?}"
-    );
-    for (name, replica) in [("with the module", &with), ("without the module", &without)] {
-        let mut r = replica.client();
-        assert_eq!(snapshot(&mut r, &keys), want, "replica {name}");
-        assert_eq!(r.cmd(&["DBSIZE"]), c.cmd(&["DBSIZE"]), "replica {name}");
-    }
-}
-
-#[test]
-fn aof_restart_restores_values_and_expiry_times() {
-    let mut s = Server::builder().aof(true).start();
-    let mut c = s.client();
-    let twins = Twins::load(&mut c);
-    let keys = workload(&mut c, &twins.multi, 11);
-    let want = snapshot(&mut c, &keys);
-    drop(c);
-    s.restart(true);
-    let mut c = s.client();
-    assert_eq!(snapshot(&mut c, &keys), want);
-    // And the limiter goes on from the restored state.
-    let t = (base() + 10).to_string();
-    let r = multi(&mut c, &["1", "r:0", "LIMIT", "1h", "1000", "AT", &t]);
-    assert_eq!(split(&r).0[0], 0);
-}
-
 // ---- key specs, ACL, Cluster --------------------------------------------------
 
 #[test]
@@ -1142,98 +1006,15 @@ fn command_info_getkeys_and_acl() {
     assert!(c.cmd(&["GET", "app:ip"]).text().starts_with("60000:1:"));
 }
 
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local addr").port()
-}
-
-/// Three primaries on loopback, every slot assigned, `cluster_state:ok` everywhere.
-fn start_cluster() -> Vec<Server> {
-    let nodes: Vec<Server> = (0..3)
-        .map(|_| {
-            Server::builder()
-                .cluster(true)
-                .config("cluster-port", &free_port().to_string())
-                .start()
-        })
-        .collect();
-    // `$REDIS_CLI` (e.g. valkey-cli) or redis-cli from PATH.
-    let cli = std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
-    let mut create = Command::new(cli);
-    create.arg("--cluster").arg("create");
-    for n in &nodes {
-        create.arg(format!("127.0.0.1:{}", n.port));
-    }
-    let out = create
-        .arg("--cluster-yes")
-        .output()
-        .expect("run redis-cli --cluster create");
-    assert!(
-        out.status.success(),
-        "redis-cli --cluster create failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for n in &nodes {
-        let mut c = n.client();
-        loop {
-            let info = c.cmd(&["CLUSTER", "INFO"]).text();
-            if info.contains("cluster_state:ok") {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "cluster never became ok:\n{info}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    nodes
-}
-
-/// A small cluster-aware client: sends to the first node and follows `MOVED`.
-struct ClusterClient {
-    nodes: Vec<(u16, Client)>,
-    moved: usize,
-}
-
-impl ClusterClient {
-    fn cmd(&mut self, args: &[&str]) -> Value {
-        let mut i = 0;
-        for _ in 0..4 {
-            let v = self.nodes[i].1.cmd(args);
-            let Some(target) = v.err().and_then(|e| e.strip_prefix("MOVED ")) else {
-                return v;
-            };
-            let port: u16 = target
-                .rsplit(':')
-                .next()
-                .and_then(|p| p.parse().ok())
-                .unwrap_or_else(|| panic!("bad MOVED {target}"));
-            i = self
-                .nodes
-                .iter()
-                .position(|(p, _)| *p == port)
-                .unwrap_or_else(|| panic!("MOVED to an unknown node {target}"));
-            self.moved += 1;
-        }
-        panic!("too many redirections for {args:?}");
-    }
-}
-
 #[test]
 fn cluster_routes_hash_tagged_calls_and_refuses_cross_slot_ones() {
-    let nodes = start_cluster();
-    let mut cc = ClusterClient {
-        nodes: nodes.iter().map(|n| (n.port, n.client())).collect(),
-        moved: 0,
-    };
+    let cluster = Cluster::start(3);
+    let mut cc = cluster.client();
     let mut shas = Vec::new();
     for (_, c) in cc.nodes.iter_mut() {
         shas.push(Twins::load(c).multi);
     }
-    let t = base().to_string();
+    let t = at_base(2 * HOUR, HOUR).to_string();
     let mut owners = std::collections::BTreeSet::new();
     for user in 0..12 {
         let ip = format!("{{user{user}}}:ip");
@@ -1279,13 +1060,10 @@ fn cluster_routes_hash_tagged_calls_and_refuses_cross_slot_ones() {
     assert!(owners.len() >= 2, "keys spread over the nodes: {owners:?}");
     assert!(cc.moved > 0, "some calls were redirected");
     // Keys in different slots.
-    for (i, _) in nodes.iter().enumerate() {
-        let c = &mut cc.nodes[i].1;
+    for ((_, c), sha) in cc.nodes.iter_mut().zip(&shas) {
         let r = c.cmd(&["RL.MULTI", "2", "{a}:ip", "{b}:id", "LIMIT", "1s", "10"]);
         assert!(r.err().unwrap_or("").starts_with("CROSSSLOT"), "{r:?}");
-        let r = c.cmd(&[
-            "EVALSHA", &shas[i], "2", "{a}:ip", "{b}:id", "LIMIT", "1s", "10",
-        ]);
+        let r = c.cmd(&["EVALSHA", sha, "2", "{a}:ip", "{b}:id", "LIMIT", "1s", "10"]);
         assert!(r.err().unwrap_or("").starts_with("CROSSSLOT"), "{r:?}");
         assert_eq!(
             c.cmd(&[

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{sweep_tool_path, unix_ms, Client, Server, Value};
+use common::{sweep_tool_path, unix_ms, Client, Cluster, Server, Value};
 use std::collections::BTreeMap;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -294,37 +294,8 @@ fn slot(key: &[u8]) -> u16 {
 
 #[test]
 fn cluster_of_three_primaries() {
-    let nodes: Vec<Server> = (0..3)
-        .map(|_| Server::builder().cluster(true).start())
-        .collect();
-    let addrs: Vec<String> = nodes
-        .iter()
-        .map(|n| format!("127.0.0.1:{}", n.port))
-        .collect();
-    let out = Command::new("redis-cli")
-        .args(["--cluster", "create"])
-        .args(&addrs)
-        .args(["--cluster-replicas", "0", "--cluster-yes"])
-        .output()
-        .expect("run redis-cli --cluster create");
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for n in &nodes {
-        let mut c = n.client();
-        while !c
-            .cmd(&["CLUSTER", "INFO"])
-            .text()
-            .contains("cluster_state:ok")
-        {
-            assert!(Instant::now() < deadline, "cluster never ok");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
+    let cluster = Cluster::start(3);
+    let nodes = &cluster.nodes;
     // Which node serves which slot.
     let mut owner = vec![usize::MAX; 16384];
     let mut c0 = nodes[0].client();

@@ -1,26 +1,25 @@
-//! Test harness shared by the integration tests: real servers on loopback ports, a
-//! small RESP client, the Lua twins, and a seeded random generator.
+//! Test harness shared by the integration tests: real servers on loopback ports (alone,
+//! as replicas, or as a Cluster), a small RESP client, the Lua twins, the clock and `AT`
+//! bases, a seeded random generator, the workloads of the replication, persistence and
+//! failover tests, and readers of a server's keys.
 // Each test binary uses a part of the harness.
 #![allow(dead_code, unused_imports)]
 
+pub mod cluster;
+pub mod keyspace;
 pub mod resp;
 pub mod rng;
 pub mod server;
+pub mod time;
 pub mod twins;
 pub mod workload;
 
+pub use cluster::{Cluster, ClusterClient};
 pub use resp::{Client, Value};
 pub use rng::Rng;
 pub use server::{sweep_tool_path, Server};
+pub use time::{at_base, unix_ms, unix_us, HOUR, MINUTE, SECOND};
 pub use twins::Twins;
-
-/// Milliseconds since the Unix epoch, from this machine's clock.
-pub fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
 
 /// A string key's value (`None`: missing) and its `PEXPIRETIME`.
 pub fn state(c: &mut Client, key: &str) -> (Option<String>, i64) {
@@ -29,4 +28,15 @@ pub fn state(c: &mut Client, key: &str) -> (Option<String>, i64) {
         v => Some(v.text()),
     };
     (v, c.cmd(&["PEXPIRETIME", key]).int())
+}
+
+/// [`state`] of each key, in order.
+pub fn states<K: AsRef<str>>(c: &mut Client, keys: &[K]) -> Vec<(Option<String>, i64)> {
+    keys.iter().map(|k| state(c, k.as_ref())).collect()
+}
+
+/// `WAIT` until `n` replicas have acknowledged every write sent on `c` (at most 10 s).
+pub fn wait_for_replicas(c: &mut Client, n: usize) {
+    let acked = c.cmd(&["WAIT", &n.to_string(), "10000"]).int();
+    assert_eq!(acked, n as i64, "replicas did not acknowledge");
 }

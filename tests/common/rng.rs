@@ -43,4 +43,12 @@ impl Rng {
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.range(0, items.len() as u64) as usize]
     }
+
+    /// Shuffle `v` in place (Fisher-Yates).
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = self.range(0, i as u64 + 1) as usize;
+            v.swap(i, j);
+        }
+    }
 }

@@ -244,6 +244,9 @@ impl ServerBuilder {
             };
             let mut server = Server {
                 port,
+                // A cluster bus port of its own: the default (port + 10 000) may be
+                // taken, or past 65 535.
+                cluster_port: self.cluster.then(free_port),
                 dir: temp_dir(),
                 child: None,
                 builder: self.clone(),
@@ -273,6 +276,8 @@ impl ServerBuilder {
 
 pub struct Server {
     pub port: u16,
+    /// The cluster bus port, for a server started with `cluster(true)`.
+    pub cluster_port: Option<u16>,
     pub dir: PathBuf,
     child: Option<Child>,
     builder: ServerBuilder,
@@ -385,6 +390,9 @@ impl Server {
                 "cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-node-timeout 5000\n",
             );
         }
+        if let Some(p) = self.cluster_port {
+            conf.push_str(&format!("cluster-port {p}\n"));
+        }
         for (k, v) in &b.extra {
             conf.push_str(&format!("{k} {v}\n"));
         }
@@ -449,7 +457,8 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
+/// A port nothing listens on now (the kernel's pick for `bind(0)`).
+pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     listener.local_addr().expect("local addr").port()
 }

@@ -1,7 +1,9 @@
-//! A random workload of every command and every twin, for the replication, failover
-//! and persistence tests, and a snapshot of a whole (small) dataset to compare servers.
+//! The workloads of the replication, persistence and failover tests: a random one of
+//! every command and every twin, and one per command, each reproducible from its seed;
+//! and a snapshot of a whole (small) dataset to compare servers.
 
-use super::{unix_ms, Client, Rng, Twins, Value};
+use super::keyspace::{every_type, expiries, sweep_all};
+use super::{at_base, state, Client, Rng, Twins, Value, HOUR, MINUTE};
 use std::collections::BTreeMap;
 
 /// One key as a snapshot sees it: type, value (GET for strings, DUMP payload for other
@@ -158,7 +160,185 @@ fn limiter(
     v
 }
 
-/// An `AT` base an hour ahead of the real clock.
-pub fn at_base() -> u64 {
-    (unix_ms() + 3_600_000) / 1000 * 1000
+// ---- RL.FIXED ------------------------------------------------------------------
+
+/// RL.FIXED writes of every kind a string written in place meets: a new key, the same
+/// window, a value that grows by a digit and one that shrinks back in a new window, a
+/// key the twin wrote, a counter a plain INCR made (allowed: a write; denied: only a
+/// TTL), and a peek that writes nothing. Returns the five keys (the peeked one missing).
+pub fn fixed_in_place_writes(c: &mut Client) -> [&'static str; 5] {
+    let twins = Twins::load(c);
+    let t = at_base(HOUR, MINUTE);
+    let at = |ms: u64| (t + ms).to_string();
+    let fixed = |c: &mut Client, key: &str, args: &[&str]| {
+        let mut v = vec!["RL.FIXED", key];
+        v.extend_from_slice(args);
+        c.cmd(&v)
+    };
+
+    // 1 → 12 in one window: the value grows from one digit to two in place.
+    for i in 0..12 {
+        let r = fixed(c, "grow", &["100", "1h", "AT", &at(i)]);
+        assert_eq!(r.ints()[..3], [0, 100, 99 - i as i64]);
+    }
+    // A new window on the same key: back to one digit, a new expiry.
+    fixed(c, "grow", &["100", "1h", "AT", &at(3_600_000)]);
+    assert_eq!(state(c, "grow"), (Some("1".into()), (t + 7_200_000) as i64));
+
+    // Written by the twin (stored as an integer), then by the command.
+    c.cmd(&[
+        "EVALSHA",
+        &twins.fixed,
+        "1",
+        "mixed",
+        "10",
+        "1m",
+        "AT",
+        &at(0),
+    ]);
+    fixed(c, "mixed", &["10", "1m", "COST", "9", "AT", &at(5)]);
+    assert_eq!(state(c, "mixed"), (Some("10".into()), (t + 60_000) as i64));
+
+    // A counter without TTL made by INCR: allowed (a write) and denied (only a TTL).
+    c.cmd(&["SET", "plain", "7"]);
+    fixed(c, "plain", &["10", "10s", "AT", &at(0)]);
+    c.cmd(&["SET", "full", "10"]);
+    let r = fixed(c, "full", &["10", "10s", "AT", &at(0)]);
+    assert_eq!(r.ints()[0], 1);
+    assert_eq!(state(c, "full"), (Some("10".into()), (t + 10_000) as i64));
+
+    // Peeks and denials write nothing.
+    fixed(c, "peek", &["5", "1m", "COST", "0", "AT", &at(0)]);
+    assert_eq!(state(c, "peek"), (None, -2));
+
+    ["grow", "mixed", "plain", "full", "peek"]
+}
+
+// ---- RL.GCRA -------------------------------------------------------------------
+
+/// Configurations whose TATs stay minutes ahead of the clock, so nothing expires while
+/// the states are compared. (max_burst, count, period)
+const GCRA_SLOW: &[[&str; 3]] = &[["4", "1", "1m"], ["2", "7", "1m"], ["999", "1000", "1h"]];
+
+/// `n` RL.GCRA requests with the server clock on `keys`, alternating native and twin.
+pub fn gcra_traffic(c: &mut Client, twins: &Twins, keys: &[String], n: usize, seed: u64) {
+    let mut rng = Rng::new(seed);
+    for i in 0..n {
+        let key = rng.pick(keys);
+        let [b, cnt, p] = *rng.pick(GCRA_SLOW);
+        let cost = rng.range(0, 3).to_string();
+        let call = limiter(
+            i % 2 == 1,
+            "RL.GCRA",
+            &twins.gcra,
+            std::slice::from_ref(key),
+            &[b.into(), cnt.into(), p.into()],
+            &["COST".into(), cost],
+        );
+        let r = c.cmd(&call);
+        assert!(!r.is_err(), "{r:?}");
+    }
+}
+
+// ---- RL.MULTI ------------------------------------------------------------------
+
+/// Random RL.MULTI LIMIT triples and options (in any order, options between LIMITs
+/// too), always with `AT now_ms`: the arguments after the keys.
+pub fn random_multi_rest(rng: &mut Rng, now_ms: u64) -> Vec<String> {
+    const WINDOWS: [&str; 11] = [
+        "250ms", "1", "1s", "1500ms", "2s", "1m", "60s", "7", "1ms", "90s", "1h",
+    ];
+    let nwin = *rng.pick(&[1usize, 1, 2, 2, 3, 3, 4]);
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    let mut smallest = i64::MAX;
+    for _ in 0..nwin {
+        let limit = *rng.pick(&[1i64, 2, 3, 5, 10, 100]);
+        smallest = smallest.min(limit);
+        groups.push(vec![
+            rng.pick(&["LIMIT", "limit"]).to_string(),
+            rng.pick(&WINDOWS).to_string(),
+            limit.to_string(),
+        ]);
+    }
+    if rng.chance(60) {
+        let cost = if rng.chance(5) {
+            smallest + 1
+        } else if rng.chance(25) {
+            0
+        } else {
+            rng.irange(0, smallest + 1)
+        };
+        groups.push(vec!["COST".into(), cost.to_string()]);
+    }
+    if rng.chance(40) {
+        groups.push(vec![rng.pick(&["ALIGN", "align"]).to_string()]);
+    }
+    if rng.chance(2) {
+        // An occasional bad window or limit: both sides must word it the same way.
+        groups[0][rng.range(1, 3) as usize] = rng.pick(&["0", "x", "-1", "1.5"]).to_string();
+    }
+    groups.push(vec!["AT".into(), now_ms.to_string()]);
+    rng.shuffle(&mut groups);
+    groups.into_iter().flatten().collect()
+}
+
+/// A reproducible batch of 300 RL.MULTI calls (native and twin) on keys `r:0..r:5`,
+/// some with `AT` ahead of the clock (from `at_base(2 * HOUR, HOUR)`) and some on the
+/// server's clock. Returns the keys named, sorted.
+pub fn multi_calls(c: &mut Client, twin_sha: &str, seed: u64) -> Vec<String> {
+    let mut rng = Rng::new(seed);
+    let mut now = at_base(2 * HOUR, HOUR);
+    let mut keys = Vec::new();
+    for _ in 0..300 {
+        now += *rng.pick(&[0u64, 1, 50, 400, 1_000, 61_000]);
+        let mut idx: Vec<usize> = (0..6).collect();
+        rng.shuffle(&mut idx);
+        idx.truncate(rng.range(1, 4) as usize);
+        let mut rest = random_multi_rest(&mut rng, now);
+        if rng.chance(30) {
+            // On the server's clock.
+            let i = rest.iter().position(|a| a == "AT").expect("AT");
+            rest.drain(i..i + 2);
+        }
+        let mut args: Vec<String> = if rng.chance(50) {
+            vec!["RL.MULTI".into()]
+        } else {
+            vec!["EVALSHA".into(), twin_sha.to_string()]
+        };
+        args.push(idx.len().to_string());
+        for &k in &idx {
+            let key = format!("r:{k}");
+            if !keys.contains(&key) {
+                keys.push(key.clone());
+            }
+            args.push(key);
+        }
+        args.extend(rest);
+        c.cmd(&args);
+    }
+    keys.sort();
+    keys
+}
+
+// ---- RL.BULKEXPIRE and RL.SWEEP --------------------------------------------------
+
+/// 4 000 plain strings (written one by one: DEBUG POPULATE is not replicated), a key of
+/// every type, a key with a TTL, then TTLs given by RL.BULKEXPIRE, its twin and two
+/// sweeps. Returns every key's expiry (more than 1 000 with a TTL, some without).
+pub fn bulk_ttls(c: &mut Client) -> BTreeMap<String, i64> {
+    let cmds: Vec<Vec<Vec<u8>>> = (0..4_000)
+        .map(|i| crate::args!["SET", format!("k:{i}"), i])
+        .collect();
+    c.pipeline(&cmds);
+    every_type(c, "t:");
+    c.cmd(&["SET", "ttl", "v", "PX", "800000"]);
+    let twins = Twins::load(c);
+    c.cmd(&["RL.BULKEXPIRE", "2h", "k:1", "k:2", "t:hash", "ttl", "nope"]);
+    c.cmd(&["EVALSHA", &twins.bulkexpire, "2", "k:3", "t:list", "3h"]);
+    sweep_all(c, "1h", &["MATCH", "k:1*", "COUNT", "300"]);
+    sweep_all(c, "30m", &["TYPE", "zset"]);
+    let want = expiries(c);
+    assert!(want.values().filter(|&&e| e > 0).count() > 1_000);
+    assert!(want.values().any(|&e| e == -1));
+    want
 }
