@@ -11,10 +11,14 @@
 //! name them and a user denied writes could still write through them. There the module
 //! checks, before each call, that the caller may run the plain write command the call
 //! stands for (`SET` for the limiters, `PEXPIRE` for the bulk TTL commands), and
-//! refuses the call with `NOPERM` (and an `ACL LOG` entry) when not.
+//! refuses the call with `NOPERM` (and an `ACL LOG` entry) when not. The check costs
+//! a few hundred nanoseconds a call; a server without ACL users can turn it off with
+//! `ratelimit.acl-write-check no`.
 
 use crate::api::api;
 use crate::args::KeyName;
+use crate::config;
+use crate::static_strings::{self, StaticString};
 use ratelimit_core::Error;
 use redis_module::{raw, Context};
 use std::ffi::CStr;
@@ -90,72 +94,65 @@ pub fn set_categories(
 }
 
 /// On a server without command categories: refuse the call unless the caller may run
-/// the plain write command `probe` (`SET key x` or `PEXPIRE key 1`, with the call's
+/// the plain write command `probe` (`SET key 1` or `PEXPIRE key 1`, with the call's
 /// first key when it has one), with the server's NOPERM wording for `command` and an
-/// entry in `ACL LOG`. Elsewhere the server has already checked.
+/// entry in `ACL LOG`. Elsewhere the server has already checked; and an operator may
+/// turn the check off (`ratelimit.acl-write-check no`) on a server without ACL users.
 pub fn check_write(
     ctx: &Context,
     command: &'static str,
-    probe: &CStr,
+    probe: &StaticString,
     key: Option<KeyName>,
 ) -> Result<(), Error> {
-    if !SELF_CHECK.load(Ordering::Relaxed) {
+    if !SELF_CHECK.load(Ordering::Relaxed) || !config::acl_write_check() {
         return Ok(());
     }
     let caller = CallerAcl::current(ctx)?;
     let Some(user) = caller.0 else {
         return Ok(());
     };
-    let (Ok(check), Ok(create), Ok(free)) = (
+    let (Ok(check), Some(name), Some(value)) = (
         api!(RedisModule_ACLCheckCommandPermissions),
-        api!(RedisModule_CreateString),
-        api!(RedisModule_FreeString),
+        probe.get(),
+        static_strings::ANY_VALUE.get(),
     ) else {
         return Err(Error::Internal("ACL API"));
-    };
-    let value: &CStr = if probe == c"SET" { c"x" } else { c"1" };
-    // SAFETY: a null context makes strings the module frees itself, below; both texts
-    // are static C strings.
-    let (name, value) = unsafe {
-        (
-            create(std::ptr::null_mut(), probe.as_ptr(), probe.to_bytes().len()),
-            create(std::ptr::null_mut(), value.as_ptr(), value.to_bytes().len()),
-        )
     };
     // The whole command, key and value included: the server may read its arguments
     // to find the keys (SET does, for its GET option). A call without a key (RL.SWEEP)
     // is checked as `PEXPIRE` alone, which the server reads no further than its key
     // specs, and then key by key.
-    let mut argv = match key {
-        Some(key) => vec![name, key.ptr(), value],
-        None => vec![name],
-    };
-    let argc = c_int::try_from(argv.len()).unwrap_or(1);
-    // SAFETY: user is live (CallerAcl frees it on drop); argv holds live strings.
-    let allowed = unsafe { check(user, argv.as_mut_ptr(), argc) } == raw::REDISMODULE_OK as c_int;
-    if !allowed {
-        if let Ok(log) = api!(RedisModule_ACLAddLogEntry) {
-            // SAFETY: ctx, user and the object string are live.
-            unsafe {
-                log(
-                    ctx.ctx,
-                    user,
-                    name,
-                    raw::RedisModuleACLLogEntryReason_REDISMODULE_ACL_LOG_CMD,
-                )
-            };
+    let mut with_key;
+    let mut alone;
+    let argv: &mut [*mut raw::RedisModuleString] = match key {
+        Some(key) => {
+            with_key = [name, key.ptr(), value];
+            &mut with_key
         }
-    }
-    // SAFETY: created above with a null context, not used again.
-    unsafe {
-        free(std::ptr::null_mut(), name);
-        free(std::ptr::null_mut(), value);
-    }
+        None => {
+            alone = [name];
+            &mut alone
+        }
+    };
+    let argc = argv.len() as c_int;
+    // SAFETY: user is live (CallerAcl frees it on drop); argv holds live strings, which
+    // the check only reads.
+    let allowed = unsafe { check(user, argv.as_mut_ptr(), argc) } == raw::REDISMODULE_OK as c_int;
     if allowed {
-        Ok(())
-    } else {
-        Err(Error::NoPermission { command })
+        return Ok(());
     }
+    if let Ok(log) = api!(RedisModule_ACLAddLogEntry) {
+        // SAFETY: ctx, user and the object string are live.
+        unsafe {
+            log(
+                ctx.ctx,
+                user,
+                name,
+                raw::RedisModuleACLLogEntryReason_REDISMODULE_ACL_LOG_CMD,
+            )
+        };
+    }
+    Err(Error::NoPermission { command })
 }
 
 /// Whether the module checks writes itself (a server without command categories).
@@ -195,7 +192,7 @@ impl CallerAcl {
         };
         if self_check() {
             // No categories: PEXPIRE on this key, command and key together.
-            return check_write(ctx, "RL.SWEEP", c"PEXPIRE", Some(key)).is_ok();
+            return check_write(ctx, "RL.SWEEP", &static_strings::PEXPIRE, Some(key)).is_ok();
         }
         let Ok(check) = api!(RedisModule_ACLCheckKeyPermissions) else {
             return false;

@@ -7,7 +7,7 @@ macro_rules! api {
         // SAFETY: the server fills these pointers in once, while the module loads and
         // before any command can run; they are only read afterwards.
         let f = unsafe { redis_module::raw::$name };
-        f.ok_or(ratelimit_core::Error::Internal(stringify!($name)))
+        f.ok_or_else(|| ratelimit_core::Error::Internal(stringify!($name)))
     }};
 }
 pub(crate) use api;

@@ -4,13 +4,16 @@
 
 use ratelimit_core::Error;
 use redis_module::{raw, RedisString};
+use smallvec::SmallVec;
 use std::marker::PhantomData;
 use std::os::raw::c_int;
 
 /// The arguments of one call, the command name at index 0.
 pub struct Args<'a> {
     strings: &'a [*mut raw::RedisModuleString],
-    bytes: Vec<&'a [u8]>,
+    /// Inline for the usual argument counts (an RL.MULTI call of 2 keys and 3 windows
+    /// has 13).
+    bytes: SmallVec<[&'a [u8]; 16]>,
 }
 
 impl<'a> Args<'a> {
@@ -55,12 +58,15 @@ impl<'a> Args<'a> {
 
     /// The keys at `first..first + n`, or an internal error when they are not there
     /// (the parser counted them).
-    pub fn keys(&self, first: usize, n: usize) -> Result<Vec<KeyName<'a>>, Error> {
+    pub fn keys(&self, first: usize, n: usize) -> Result<KeyNames<'a>, Error> {
         (first..first + n)
             .map(|i| self.key(i).ok_or(Error::Internal("key argument")))
             .collect()
     }
 }
+
+/// The keys of one call, inline for the usual few.
+pub type KeyNames<'a> = SmallVec<[KeyName<'a>; 2]>;
 
 /// A key named by the caller: the server's string object and its bytes.
 #[derive(Clone, Copy)]

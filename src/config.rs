@@ -8,6 +8,11 @@
 //!   key until that time; servers whose clients pass their own clock should set it
 //!   (e.g. 60000). The default keeps replays of old traffic and tests with pinned
 //!   times working.
+//! - `ratelimit.acl-write-check` (yes/no, default yes): on servers that cannot put module
+//!   commands in ACL categories (Redis 7.0), whether the module refuses its commands to
+//!   users who may not run the plain write they stand for (see `acl.rs`). It costs a
+//!   few hundred nanoseconds a call; a server without ACL users may turn it off.
+//!   Elsewhere it has no effect: the server enforces the categories itself.
 
 use crate::api::api;
 use ratelimit_core::limits::MAX_DURATION_MS;
@@ -15,7 +20,7 @@ use ratelimit_core::Micros;
 use redis_module::{raw, Context};
 use std::ffi::{c_void, CStr};
 use std::os::raw::{c_char, c_int, c_longlong};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// The default of `ratelimit.at-tolerance`: no bound (see above).
 pub const DEFAULT_AT_TOLERANCE_MS: i64 = 0;
@@ -45,10 +50,32 @@ extern "C" fn set_at_tolerance(
     raw::REDISMODULE_OK as c_int
 }
 
+static ACL_WRITE_CHECK: AtomicBool = AtomicBool::new(true);
+
+/// Whether the module checks the caller's write permission itself (where it must).
+pub fn acl_write_check() -> bool {
+    ACL_WRITE_CHECK.load(Ordering::Relaxed)
+}
+
+extern "C" fn get_acl_write_check(_name: *const c_char, _data: *mut c_void) -> c_int {
+    c_int::from(ACL_WRITE_CHECK.load(Ordering::Relaxed))
+}
+
+extern "C" fn set_acl_write_check(
+    _name: *const c_char,
+    value: c_int,
+    _data: *mut c_void,
+    _err: *mut *mut raw::RedisModuleString,
+) -> c_int {
+    ACL_WRITE_CHECK.store(value != 0, Ordering::Relaxed);
+    raw::REDISMODULE_OK as c_int
+}
+
 /// Register the settings and load their values from the server's configuration.
 pub fn register(ctx: &Context) -> Result<(), String> {
-    let (Ok(register), Ok(load)) = (
+    let (Ok(register), Ok(register_bool), Ok(load)) = (
         api!(RedisModule_RegisterNumericConfig),
+        api!(RedisModule_RegisterBoolConfig),
         api!(RedisModule_LoadConfigs),
     ) else {
         return Err("this server has no module configuration API (Redis 7.0+ is needed)".into());
@@ -72,6 +99,23 @@ pub fn register(ctx: &Context) -> Result<(), String> {
     };
     if rc != raw::REDISMODULE_OK as c_int {
         return Err("could not register ratelimit.at-tolerance".into());
+    }
+    let name: &CStr = c"acl-write-check";
+    // SAFETY: as above.
+    let rc = unsafe {
+        register_bool(
+            ctx.ctx,
+            name.as_ptr(),
+            1,
+            raw::REDISMODULE_CONFIG_DEFAULT,
+            Some(get_acl_write_check),
+            Some(set_acl_write_check),
+            None,
+            std::ptr::null_mut(),
+        )
+    };
+    if rc != raw::REDISMODULE_OK as c_int {
+        return Err("could not register ratelimit.acl-write-check".into());
     }
     // SAFETY: called during OnLoad, after every setting is registered.
     if unsafe { load(ctx.ctx) } != raw::REDISMODULE_OK as c_int {

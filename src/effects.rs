@@ -10,6 +10,7 @@
 
 use crate::api::api;
 use crate::args::KeyName;
+use crate::static_strings;
 use ratelimit_core::{Effect, Error, UnixMillis};
 use redis_module::{raw, CallOptionsBuilder, CallResult, Context};
 use std::ffi::CStr;
@@ -34,20 +35,21 @@ pub fn value_set(ctx: &Context, key: KeyName, value: &[u8], at: UnixMillis) {
     signal_modified(ctx, key);
     notify(ctx, raw::REDISMODULE_NOTIFY_STRING, c"set", key);
     notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"expire", key);
-    let Ok(replicate) = api!(RedisModule_Replicate) else {
+    let (Ok(replicate), Some(pxat)) = (api!(RedisModule_Replicate), static_strings::PXAT.get())
+    else {
         return;
     };
-    // SAFETY: the format "sbcl" matches (string, buffer + length, C string, long long);
-    // the buffer is live for the call, which copies it.
+    // SAFETY: the format "sbsl" matches (string, buffer + length, string, long long);
+    // the buffer is live for the call, which copies it; PXAT is a static string.
     unsafe {
         replicate(
             ctx.ctx,
             c"SET".as_ptr(),
-            c"sbcl".as_ptr(),
+            c"sbsl".as_ptr(),
             key.ptr(),
             value.as_ptr() as *const c_char,
             value.len(),
-            c"PXAT".as_ptr() as *const c_char,
+            pxat,
             millis(at),
         );
     }

@@ -15,6 +15,7 @@ mod effects;
 mod keyspec;
 mod open_key;
 mod reply;
+mod static_strings;
 mod stats;
 mod string_key;
 
@@ -67,7 +68,7 @@ macro_rules! command {
     (
         $name:literal, $stats:expr, $body:path,
         flags: $flags:literal, keys: $keys:expr, arity: $arity:expr,
-        key_flags: $key_flags:expr, acl: $acl:literal, probe: $probe:literal,
+        key_flags: $key_flags:expr, acl: $acl:literal, probe: $probe:expr,
         first_key: $first_key:expr, getkeys: $getkeys:literal
     ) => {{
         unsafe extern "C" fn handle(
@@ -83,7 +84,12 @@ macro_rules! command {
             } else {
                 reply::run(&context, $stats, || {
                     let first_key: Option<usize> = $first_key;
-                    acl::check_write(&context, $name, $probe, first_key.and_then(|i| args.key(i)))?;
+                    acl::check_write(
+                        &context,
+                        $name,
+                        &$probe,
+                        first_key.and_then(|i| args.key(i)),
+                    )?;
                     $body(&context, &args)
                 });
             }
@@ -114,12 +120,12 @@ const COMMANDS: &[CommandDef] = &[
     command!(
         "RL.FIXED", stats::Command::Fixed, commands::fixed::command,
         flags: c"write fast", keys: KeySpec::First, arity: -4,
-        key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: c"SET", first_key: Some(1), getkeys: false
+        key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET, first_key: Some(1), getkeys: false
     ),
     command!(
         "RL.GCRA", stats::Command::Gcra, commands::gcra::command,
         flags: c"write fast", keys: KeySpec::First, arity: -5,
-        key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: c"SET", first_key: Some(1), getkeys: false
+        key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET, first_key: Some(1), getkeys: false
     ),
     // Keys come from the numkeys key spec (the server then marks the command
     // movablekeys); the legacy first/last/step cannot express them. Redis 7.0 routes
@@ -129,19 +135,19 @@ const COMMANDS: &[CommandDef] = &[
     command!(
         "RL.MULTI", stats::Command::Multi, commands::multi::command,
         flags: c"write getkeys-api", keys: KeySpec::NumKeys, arity: -6,
-        key_flags: READ_WRITE_UPDATE, acl: "write", probe: c"SET", first_key: Some(2), getkeys: true
+        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET, first_key: Some(2), getkeys: true
     ),
     // As EXPIRE: the keys' TTLs change, their values are neither read nor returned.
     command!(
         "RL.BULKEXPIRE", stats::Command::BulkExpire, commands::bulkexpire::command,
         flags: c"write", keys: KeySpec::AllFrom(2), arity: -3,
-        key_flags: WRITE_UPDATE, acl: "write keyspace", probe: c"PEXPIRE", first_key: Some(2), getkeys: false
+        key_flags: WRITE_UPDATE, acl: "write keyspace", probe: static_strings::PEXPIRE, first_key: Some(2), getkeys: false
     ),
     // Node-wide like SCAN: no keys declared; it checks each key's ACL itself.
     command!(
         "RL.SWEEP", stats::Command::Sweep, commands::sweep::command,
         flags: c"write", keys: KeySpec::None, arity: -3,
-        key_flags: 0, acl: "write keyspace slow", probe: c"PEXPIRE", first_key: None, getkeys: false
+        key_flags: 0, acl: "write keyspace slow", probe: static_strings::PEXPIRE, first_key: None, getkeys: false
     ),
 ];
 
@@ -216,6 +222,7 @@ fn load(ctx: &Context) -> Result<(), String> {
         "this server lacks RedisModule_SetModuleOptions (Redis 7.0+ or Valkey 8+ is needed)"
             .to_string()
     })?;
+    static_strings::make_all()?;
     let create = api::api!(RedisModule_CreateCommand).map_err(|e| e.to_string())?;
     let own_category = acl::add_own_category(ctx);
     let mut categories = acl::Categories::SelfCheck;

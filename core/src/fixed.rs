@@ -111,7 +111,7 @@ pub fn parse_args(args: &[&[u8]]) -> Result<(FixedParams, Option<Micros>)> {
 
 /// Read a stored counter: a non-negative decimal integer, as `INCR` writes them.
 pub fn parse_state(raw: &[u8]) -> Result<i64> {
-    parse_count(raw).ok_or(STATE.invalid())
+    parse_count(raw).ok_or_else(|| STATE.invalid())
 }
 
 /// A non-negative decimal integer of at most 19 digits that fits in an i64.

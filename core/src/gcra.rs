@@ -130,7 +130,7 @@ pub fn parse_args(args: &[&[u8]]) -> Result<(GcraParams, Option<Micros>)> {
 
 /// Read a stored TAT: 1 to [`MAX_TAT_DIGITS`] decimal digits, at most [`MAX_TAT`].
 pub fn parse_state(raw: &[u8]) -> Result<Micros> {
-    parse_tat(raw).ok_or(STATE.invalid())
+    parse_tat(raw).ok_or_else(|| STATE.invalid())
 }
 
 /// A TAT as [`parse_state`] reads it, or `None`.

@@ -15,9 +15,10 @@ use crate::error::{Error, Result};
 use crate::fixed::{self, FixedParams};
 use crate::limits::{MAX_DURATION, MAX_END_MS, MAX_KEYS, MAX_WINDOWS, MAX_WINDOWS_PER_KEY};
 use crate::multikey::{self, Binding, BindingChooser, KeyFull, Limit, MultiOutcome};
-use crate::state::{push_decimal, Effect, Encode, StateKind, Stored};
+use crate::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
 use crate::units::{Micros, UnixMillis};
 use crate::verdict::{Decision, Verdict};
+use smallvec::SmallVec;
 
 /// What an RL.MULTI key holds, as error replies word it.
 pub const STATE: StateKind = StateKind {
@@ -37,7 +38,7 @@ const COMMAND: &str = "RL.MULTI";
 pub struct Request {
     numkeys: usize,
     /// One per LIMIT, in argument order, each with the call's cost and ALIGN.
-    pairs: Vec<FixedParams>,
+    pairs: SmallVec<[FixedParams; 4]>,
     cost: i64,
     at: Option<Micros>,
 }
@@ -73,7 +74,7 @@ impl Request {
         let pairs = limits
             .iter()
             .map(|l| FixedParams::new(l.limit, l.window, cost, align))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<SmallVec<_>>>()?;
         Ok(Request {
             numkeys,
             pairs,
@@ -134,15 +135,19 @@ pub struct Entry {
     pub ends_at: UnixMillis,
 }
 
+/// The entries of one key, inline for the usual few windows (moves stay cheap).
+pub type Entries = SmallVec<[Entry; 4]>;
+
 /// A key's state: its entries, sorted by window, one per window.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct State {
-    entries: Vec<Entry>,
+    entries: Entries,
 }
 
 impl State {
     /// Build a state from entries in any order; `None` when a window repeats.
-    pub fn new(mut entries: Vec<Entry>) -> Option<State> {
+    pub fn new(entries: impl IntoIterator<Item = Entry>) -> Option<State> {
+        let mut entries: Entries = entries.into_iter().collect();
         entries.sort_unstable_by_key(|e| e.window_ms);
         if entries.windows(2).any(|w| w[0].window_ms == w[1].window_ms) {
             return None;
@@ -168,7 +173,7 @@ impl State {
         if raw.is_empty() {
             return None;
         }
-        let mut entries = Vec::new();
+        let mut entries = Entries::new();
         for item in raw.split(|&b| b == b',') {
             let mut parts = item.split(|&b| b == b':');
             let (Some(w), Some(c), Some(e), None) =
@@ -176,12 +181,12 @@ impl State {
             else {
                 return None;
             };
-            let window_ms = parse_u64(w)?;
+            let window_ms = parse_decimal(w)?;
             if window_ms == 0 || window_ms > MAX_DURATION.floor_millis() {
                 return None;
             }
             let count = fixed::parse_count(c)?;
-            let end = parse_u64(e)?;
+            let end = parse_decimal(e)?;
             if end > MAX_END_MS {
                 return None;
             }
@@ -230,15 +235,7 @@ impl Encode for State {
 /// Read a stored value (see [`State::parse`]); the glue names the key in the error
 /// ([`Error::for_key`]).
 pub fn parse_state(raw: &[u8]) -> Result<State> {
-    State::parse(raw).ok_or(STATE.invalid())
-}
-
-/// 1 to 19 decimal digits.
-fn parse_u64(raw: &[u8]) -> Option<u64> {
-    if raw.is_empty() || raw.len() > 19 || !raw.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(raw).ok()?.parse().ok()
+    State::parse(raw).ok_or_else(|| STATE.invalid())
 }
 
 /// Decide one request. `stored` has one element per key, in key order (`None`: the
@@ -252,9 +249,9 @@ pub fn decide(
 ) -> std::result::Result<MultiOutcome<State>, KeyFull> {
     let mut chooser = BindingChooser::default();
     // The named windows' counters after the request, per key (used when allowed).
-    let mut updated: Vec<Vec<Entry>> = Vec::with_capacity(stored.len());
+    let mut updated: SmallVec<[Entries; 2]> = SmallVec::with_capacity(stored.len());
     for (k, st) in stored.iter().enumerate() {
-        let mut entries = Vec::with_capacity(req.pairs.len());
+        let mut entries = Entries::new();
         for params in &req.pairs {
             let window_ms = params.window().floor_millis();
             let counter = st
@@ -303,7 +300,7 @@ pub fn decide(
         return Ok(MultiOutcome {
             verdict,
             binding,
-            effects: vec![Effect::None; stored.len()],
+            effects: stored.iter().map(|_| Effect::None).collect(),
         });
     }
     let effects = stored
@@ -317,7 +314,8 @@ pub fn decide(
                     s.state
                         .entries()
                         .iter()
-                        .filter(|e| e.ends_at.as_micros() > now && !req.names(e.window_ms)),
+                        .filter(|e| e.ends_at.as_micros() > now && !req.names(e.window_ms))
+                        .copied(),
                 );
             }
             if entries.len() > MAX_WINDOWS_PER_KEY {
@@ -863,7 +861,7 @@ mod tests {
                 "{}",
                 c.name
             );
-            assert_eq!(out.effects, c.effects, "{}", c.name);
+            assert_eq!(out.effects.to_vec(), c.effects, "{}", c.name);
         }
     }
 

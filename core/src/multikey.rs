@@ -10,6 +10,7 @@ use crate::limits::{MAX_KEYS, MAX_WINDOWS};
 use crate::state::Effect;
 use crate::units::Micros;
 use crate::verdict::{Decision, Verdict};
+use smallvec::SmallVec;
 
 /// `numkeys key [key ...]` at the start of `args` (the arguments after the command
 /// name): the number of keys, checked (1 to [`MAX_KEYS`], no key twice), and the
@@ -41,6 +42,12 @@ pub fn parse_keys<'a, 'b>(args: &'a [&'b [u8]]) -> Result<(usize, &'a [&'b [u8]]
     Ok((numkeys, rest))
 }
 
+/// The LIMITs of one call (at most [`MAX_WINDOWS`]), inline for the usual few.
+pub type Limits = SmallVec<[Limit; 4]>;
+
+/// One effect per key of a call, inline for the usual one or two keys.
+pub type Effects<S> = SmallVec<[Effect<S>; 2]>;
+
 /// One `LIMIT window limit`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limit {
@@ -51,8 +58,8 @@ pub struct Limit {
 /// Read `LIMIT window limit` triples (1 to [`MAX_WINDOWS`], no window twice, compared
 /// in milliseconds) and, between them, the options `opts` accepts; anything else is
 /// an unknown option. The limits come back in argument order.
-pub fn parse_limits(rest: &[&[u8]], opts: &mut OptionParser) -> Result<Vec<Limit>> {
-    let mut limits: Vec<Limit> = Vec::new();
+pub fn parse_limits(rest: &[&[u8]], opts: &mut OptionParser) -> Result<Limits> {
+    let mut limits = Limits::new();
     let mut i = 0;
     while let Some(word) = rest.get(i) {
         if word.eq_ignore_ascii_case(b"LIMIT") {
@@ -120,7 +127,7 @@ pub struct MultiOutcome<S> {
     pub verdict: Verdict,
     pub binding: Binding,
     /// One per key, in key order.
-    pub effects: Vec<Effect<S>>,
+    pub effects: Effects<S>,
 }
 
 /// A write that would leave the key at this index (into the call's keys) with more

@@ -77,10 +77,7 @@ pub trait Encode {
 /// A counter, as `INCR` writes integers.
 impl Encode for i64 {
     fn encode(&self, out: &mut Vec<u8>) {
-        if *self < 0 {
-            out.push(b'-');
-        }
-        push_decimal(out, self.unsigned_abs());
+        out.extend_from_slice(itoa::Buffer::new().format(*self).as_bytes());
     }
 }
 
@@ -93,18 +90,25 @@ impl Encode for Micros {
 
 /// Append the decimal digits of `n` (no allocation, no formatting machinery: this runs
 /// on every write).
-pub fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20]; // u64::MAX has 20 digits
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+pub fn push_decimal(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// Read 1 to 19 decimal digits (nothing else) as a u64.
+pub fn parse_decimal(raw: &[u8]) -> Option<u64> {
+    if raw.is_empty() || raw.len() > 19 {
+        return None;
     }
-    out.extend_from_slice(&digits[i..]);
+    let mut n: u64 = 0;
+    for &b in raw {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        // 19 digits always fit in a u64.
+        n = n * 10 + u64::from(d);
+    }
+    Some(n)
 }
 
 #[cfg(test)]
@@ -115,6 +119,28 @@ mod tests {
         let mut out = Vec::new();
         v.encode(&mut out);
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn decimals_parse_as_written() {
+        assert_eq!(parse_decimal(b"0"), Some(0));
+        assert_eq!(parse_decimal(b"007"), Some(7));
+        assert_eq!(
+            parse_decimal(b"9999999999999999999"),
+            Some(9_999_999_999_999_999_999)
+        );
+        for bad in [
+            &b""[..],
+            b"-1",
+            b"+1",
+            b"1a",
+            b"1 ",
+            b"12345678901234567890",
+            b"/",
+            b":",
+        ] {
+            assert_eq!(parse_decimal(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
     let ttl = parse_bulkexpire(args.after_name())?;
     let at = expiry_at(wall_clock(), ttl);
     let names = args.keys(2, args.after_name().len().saturating_sub(1))?;
-    let mut expired = Vec::new();
+    let mut expired = Vec::with_capacity(names.len());
     for name in names {
         if let Found::Persistent(_) = any_key::inspect(ctx, name)? {
             any_key::give_ttl(ctx, name, at)?;

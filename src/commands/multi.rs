@@ -10,6 +10,7 @@ use crate::string_key::StringKey;
 use ratelimit_core::multi;
 use ratelimit_core::Error;
 use redis_module::Context;
+use smallvec::SmallVec;
 
 pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
     let req = multi::parse_args(args.after_name())?;
@@ -19,7 +20,7 @@ pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
     let keys = names
         .iter()
         .map(|&name| StringKey::open(ctx, name))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<SmallVec<[_; 2]>, _>>()?;
     let stored = keys
         .iter()
         .zip(&names)
@@ -27,7 +28,7 @@ pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
             key.state(multi::parse_state)
                 .map_err(|e| e.for_key(name.bytes()))
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<SmallVec<[_; 2]>, _>>()?;
     let outcome = multi::decide(&stored, now, &req).map_err(|full| {
         let name = names.get(full.key).map_or(&[][..], |n| n.bytes());
         full.error(name, "RL.MULTI")
