@@ -488,3 +488,28 @@ fn a_second_module_load_says_why_in_the_log() {
     }
     assert_eq!(c.cmd(&["RL.FIXED", "k", "1", "1s"]).ints()[0], 0);
 }
+
+#[test]
+fn the_module_write_check_can_be_turned_off_only_where_the_server_has_no_categories() {
+    let s = Server::start();
+    let mut admin = s.client();
+    admin.cmd(&[
+        "ACL", "SETUSER", "ro", "on", ">pw", "~*", "+@all", "-@write",
+    ]);
+    assert_eq!(
+        admin.cmd(&["CONFIG", "SET", "ratelimit.acl-write-check", "no"]),
+        Value::Status("OK".into())
+    );
+    let categories = has_categories(&mut admin);
+    let mut ro = login(&s, "ro");
+    let reply = ro.cmd(&["RL.FIXED", "off", "5", "1m"]);
+    if categories {
+        // The server enforces @write itself: the setting changes nothing.
+        assert!(is_noperm(&reply), "{reply:?}");
+    } else {
+        // Redis 7.0 with the check off: module commands are in no category.
+        assert_eq!(reply.ints()[0], 0, "{reply:?}");
+        admin.cmd(&["CONFIG", "SET", "ratelimit.acl-write-check", "yes"]);
+        assert!(is_noperm(&ro.cmd(&["RL.FIXED", "off", "5", "1m"])));
+    }
+}
