@@ -12,6 +12,8 @@ const IO_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Node {
     pub target: Target,
     client: Client,
+    /// The database the connection has selected.
+    selected: u32,
 }
 
 /// The result of one RL.SWEEP call.
@@ -22,6 +24,21 @@ pub struct Chunk {
     pub expired: u64,
 }
 
+/// A database as `INFO keyspace` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DbInfo {
+    pub db: u32,
+    pub keys: u64,
+    /// Keys with a TTL.
+    pub expires: u64,
+}
+
+impl DbInfo {
+    pub fn without_ttl(&self) -> u64 {
+        self.keys.saturating_sub(self.expires)
+    }
+}
+
 impl Node {
     pub fn connect(target: &Target) -> Result<Node, String> {
         let client = Client::connect_to(&target.host, target.port, CONNECT_TIMEOUT, IO_TIMEOUT)
@@ -29,20 +46,51 @@ impl Node {
         let mut node = Node {
             target: target.clone(),
             client,
+            selected: 0,
         };
         if let Some(password) = &target.password {
-            let mut auth = vec!["AUTH".to_string()];
-            auth.extend(target.user.clone());
-            auth.push(password.clone());
+            let mut auth: Vec<&str> = vec!["AUTH"];
+            auth.extend(target.user.as_deref());
+            auth.push(password.expose());
             if let Value::Error(e) = node.raw(&auth)? {
-                return Err(format!("authentication failed at {target}: {e}"));
+                // The server's text never holds the password. The user name is not
+                // quoted either: in `redis://a:b@host` it may be the start of a
+                // password written alone.
+                return Err(format!(
+                    "authentication failed at {target} with {}: {}",
+                    password.source.describe(),
+                    e.trim()
+                ));
             }
         }
-        if target.db != 0 {
-            let db = target.db.to_string();
-            node.call(&["SELECT", db.as_str()])?;
-        }
         Ok(node)
+    }
+
+    /// `SELECT db`, when it is not the selected one already (so that a user without
+    /// SELECT can sweep database 0).
+    pub fn select(&mut self, db: u32) -> Result<(), String> {
+        if db != self.selected {
+            let n = db.to_string();
+            match self.raw(&["SELECT", n.as_str()])? {
+                Value::Error(e) if e.starts_with("NOPERM") => {
+                    return Err(explain(&self.target, &e));
+                }
+                Value::Error(e) => {
+                    return Err(format!(
+                        "{}: cannot select database {db}: {}",
+                        self.target,
+                        e.trim()
+                    ));
+                }
+                _ => self.selected = db,
+            }
+        }
+        Ok(())
+    }
+
+    /// The databases that hold keys, from `INFO keyspace`.
+    pub fn keyspace(&mut self) -> Result<Vec<DbInfo>, String> {
+        Ok(parse_keyspace(&self.text(&["INFO", "keyspace"])?))
     }
 
     /// Send a command; an I/O failure is an error line.
@@ -129,7 +177,7 @@ pub struct SweepCall {
 pub fn explain(target: &Target, e: &str) -> String {
     let e = e.trim();
     if e.starts_with("NOAUTH") {
-        format!("{target} requires authentication: put the user and password in --url (redis://user:password@host:port)")
+        format!("{target} requires authentication: give the password with REDISCLI_AUTH or --password-file (and the ACL user with --user)")
     } else if e.starts_with("WRONGPASS") {
         format!("authentication failed at {target}: {e}")
     } else if e.starts_with("ERR unknown command") && e.to_ascii_lowercase().contains("rl.sweep") {
@@ -143,9 +191,62 @@ pub fn explain(target: &Target, e: &str) -> String {
     }
 }
 
+/// The `dbN:keys=K,expires=E,...` lines of an `INFO keyspace` reply, by database.
+pub fn parse_keyspace(info: &str) -> Vec<DbInfo> {
+    let mut out: Vec<DbInfo> = info
+        .lines()
+        .filter_map(|line| {
+            let (name, fields) = line.trim().split_once(':')?;
+            let db = name.strip_prefix("db")?.parse().ok()?;
+            let field = |want: &str| {
+                fields
+                    .split(',')
+                    .filter_map(|f| f.split_once('='))
+                    .find(|(k, _)| *k == want)
+                    .and_then(|(_, v)| v.parse::<u64>().ok())
+            };
+            Some(DbInfo {
+                db,
+                keys: field("keys")?,
+                expires: field("expires").unwrap_or(0),
+            })
+        })
+        .collect();
+    out.sort_by_key(|d| d.db);
+    out.dedup_by_key(|d| d.db);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keyspace_lines() {
+        let redis =
+            "# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\ndb3:keys=20,expires=5,avg_ttl=9\r\n";
+        let valkey = "# Keyspace\r\ndb3:keys=20,expires=5,avg_ttl=0,keys_with_volatile_items=0\r\ndb0:keys=1,expires=0,avg_ttl=0,keys_with_volatile_items=0\r\n";
+        let want = vec![
+            DbInfo {
+                db: 0,
+                keys: 1,
+                expires: 0,
+            },
+            DbInfo {
+                db: 3,
+                keys: 20,
+                expires: 5,
+            },
+        ];
+        assert_eq!(parse_keyspace(redis), want);
+        assert_eq!(parse_keyspace(valkey), want);
+        assert_eq!(want[1].without_ttl(), 15);
+        assert_eq!(parse_keyspace("# Keyspace\r\n"), vec![]);
+        assert_eq!(
+            parse_keyspace("dbx:keys=1\ndb1:keys=y\ndb2:expires=1\nfoo"),
+            vec![]
+        );
+    }
 
     #[test]
     fn errors_are_explained_on_one_line() {

@@ -8,7 +8,10 @@ use std::time::Duration;
 pub struct Snapshot {
     pub scanned: u64,
     pub expired: u64,
-    /// The sum of `DBSIZE` over the swept nodes when the sweep started.
+    /// The keys to visit: for a database not started, its key count when the sweep
+    /// started; for the one being swept, its `DBSIZE`, read again during the sweep
+    /// (keys are added while it runs); for one finished, what was visited in it.
+    /// A snapshot never shows less than `scanned` (see [`Snapshot::shown_total`]).
     pub total: u64,
     pub elapsed: Duration,
     pub nodes_done: usize,
@@ -26,16 +29,23 @@ impl Snapshot {
         self.scanned.saturating_mul(1000) / ms
     }
 
-    /// Per mille done (SCAN may visit a key twice, or keys may be added: capped).
+    /// The total shown: never below what was scanned (keys added since `DBSIZE` was
+    /// read, or a key SCAN visited twice), so the display never says `12/10`.
+    pub fn shown_total(&self) -> u64 {
+        self.total.max(self.scanned)
+    }
+
+    /// Per mille done, at most 1000.
     pub fn permille(&self) -> u64 {
-        if self.total == 0 {
+        let total = self.shown_total();
+        if total == 0 {
             return if self.nodes_done == self.nodes {
                 1000
             } else {
                 0
             };
         }
-        (self.scanned.saturating_mul(1000) / self.total).min(1000)
+        (self.scanned.saturating_mul(1000) / total).min(1000)
     }
 
     /// Time left at the current rate; `None` before there is a rate.
@@ -44,7 +54,7 @@ impl Snapshot {
         if rate == 0 {
             return None;
         }
-        let left = self.total.saturating_sub(self.scanned);
+        let left = self.shown_total().saturating_sub(self.scanned);
         Some(Duration::from_millis(left.saturating_mul(1000) / rate))
     }
 
@@ -57,32 +67,44 @@ impl Snapshot {
     }
 
     /// The terminal line for a terminal `columns` wide (no newline; the caller
-    /// rewrites it in place, so it must not wrap): the bar takes what the figures
-    /// leave, from 8 to 30 cells, and goes when there is no room for 8; the figures
-    /// are cut at the right edge when even they do not fit.
+    /// rewrites it in place, so it must not wrap: it leaves the last column free).
+    /// With room, a bar of 8 to 30 cells and every figure. Narrower, parts go whole,
+    /// never cut: first the bar, then the rate and ETA, then the nodes note, then
+    /// the scanned/total count, then the expired count; the percentage goes last
+    /// (below 7 columns the line is empty).
     pub fn bar_line(&self, columns: usize) -> String {
         let pm = self.permille();
-        let figures = format!(
-            " {:>3}.{}%  {}/{}  {}/s  ETA {}  {} {}{}",
-            pm / 10,
-            pm % 10,
+        let pct = format!("{:>3}.{}%", pm / 10, pm % 10);
+        let count = format!(
+            "{}/{}",
             thousands(self.scanned),
-            thousands(self.total),
-            thousands(self.rate()),
-            self.eta().map_or_else(|| "--".to_string(), clock),
-            self.expired_word(),
-            thousands(self.expired),
-            nodes_note(self.nodes_done, self.nodes),
+            thousands(self.shown_total())
         );
+        let speed = format!(
+            "{}/s  ETA {}",
+            thousands(self.rate()),
+            self.eta().map_or_else(|| "--".to_string(), clock)
+        );
+        let expired = format!("{} {}", self.expired_word(), thousands(self.expired));
+        let nodes = nodes_note(self.nodes_done, self.nodes);
+        let figures = format!(" {pct}  {count}  {speed}  {expired}{nodes}");
         // One column stays free: writing into the last one wraps on some terminals.
         let room = columns.saturating_sub(1);
         let cells = room.saturating_sub(figures.len() + 2).min(30);
-        let line = if cells >= 8 {
-            format!("{}{figures}", bar(pm, cells))
-        } else {
-            figures.trim_start().to_string()
-        };
-        line.chars().take(room).collect()
+        if cells >= 8 {
+            return format!("{}{figures}", bar(pm, cells));
+        }
+        let pct = pct.trim_start();
+        [
+            format!("{pct}  {count}  {speed}  {expired}{nodes}"),
+            format!("{pct}  {count}  {expired}{nodes}"),
+            format!("{pct}  {count}  {expired}"),
+            format!("{pct}  {expired}"),
+            pct.to_string(),
+        ]
+        .into_iter()
+        .find(|line| line.chars().count() <= room)
+        .unwrap_or_default()
     }
 
     /// The line printed every few seconds when stderr is not a terminal.
@@ -91,7 +113,7 @@ impl Snapshot {
         format!(
             "progress: scanned {}/{} keys ({}.{}%), {} {}, {} keys/s, ETA {}{}",
             self.scanned,
-            self.total,
+            self.shown_total(),
             pm / 10,
             pm % 10,
             self.expired_word(),
@@ -196,7 +218,9 @@ mod tests {
         let w = figures.len() + 2 + 8 + 1;
         assert_eq!(s.bar_line(w), format!("[##------]{figures}"));
         assert_eq!(s.bar_line(w - 1), figures.trim_start());
-        assert_eq!(s.bar_line(20), figures.trim_start()[..19]);
+        // Narrower, whole parts go (the line used to be cut mid-number here).
+        assert_eq!(s.bar_line(20), "25.0%");
+        assert_eq!(s.bar_line(30), "25.0%  expired 125,000");
         // A 1 000 000-key sweep keeps a bar on an 80-column terminal.
         assert!(s.bar_line(80).starts_with("[###-"), "{}", s.bar_line(80));
         for cols in [0, 1, 40, 80, 120] {
@@ -218,5 +242,153 @@ mod tests {
         dry.nodes = 3;
         assert!(dry.plain_line().contains("would expire 5"));
         assert!(dry.plain_line().ends_with(", 0/3 nodes done"));
+    }
+
+    /// Snapshots of every shape: small and large numbers, one and several nodes,
+    /// dry runs, before any rate, done.
+    fn shapes() -> Vec<Snapshot> {
+        let mut out = Vec::new();
+        for (scanned, total) in [
+            (0, 0),
+            (7, 10),
+            (250_000, 1_000_000),
+            (123_456_789, 987_654_321),
+        ] {
+            for nodes in [1, 3] {
+                for dry_run in [false, true] {
+                    for ms in [0, 1_500] {
+                        out.push(Snapshot {
+                            scanned,
+                            expired: scanned / 3,
+                            total,
+                            elapsed: Duration::from_millis(ms),
+                            nodes_done: nodes - 1,
+                            nodes,
+                            dry_run,
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn is_bar(word: &str) -> bool {
+        word.len() >= 10
+            && word.starts_with('[')
+            && word.ends_with(']')
+            && word[1..word.len() - 1]
+                .chars()
+                .all(|c| c == '#' || c == '-')
+    }
+
+    /// At every width from 10 to 200 columns: the line never reaches the last
+    /// column, never cuts a word (every word is one of the full line's), keeps the
+    /// percentage from 7 columns up, drops the bar before any figure, and shows no
+    /// less as the terminal widens.
+    #[test]
+    fn bar_line_fits_every_width_without_cutting_words() {
+        for s in shapes() {
+            let full = s.bar_line(1_000);
+            // Words, with the comma that joins the nodes note left out.
+            let full_words: Vec<&str> = full
+                .split_whitespace()
+                .filter(|w| !is_bar(w))
+                .map(|w| w.trim_end_matches(','))
+                .collect();
+            let mut previous: Vec<String> = Vec::new();
+            for cols in 10..=200 {
+                let line = s.bar_line(cols);
+                assert!(line.chars().count() < cols, "{cols}: {line:?}");
+                assert!(!line.contains('\n') && !line.contains('\r'), "{line:?}");
+                let words: Vec<String> = line
+                    .split_whitespace()
+                    .filter(|w| !is_bar(w))
+                    .map(|w| w.trim_end_matches(',').to_string())
+                    .collect();
+                // Whole words only, in the full line's order.
+                let mut rest = full_words.iter();
+                for w in &words {
+                    assert!(
+                        rest.any(|f| f == w),
+                        "{cols}: {w:?} cut or out of place in {line:?} (full {full:?})"
+                    );
+                }
+                assert!(
+                    words.first().is_some_and(|w| w.ends_with('%')),
+                    "{cols}: {line:?}"
+                );
+                // A bar only with every figure.
+                if line.starts_with('[') {
+                    assert_eq!(words, full_words, "{cols}: {line:?}");
+                }
+                // Widening never hides a figure.
+                for w in &previous {
+                    assert!(words.contains(w), "{cols}: {w:?} gone from {line:?}");
+                }
+                previous = words;
+            }
+            // With room to spare, the bar is there.
+            assert!(s.bar_line(200).starts_with('['), "{:?}", s.bar_line(200));
+        }
+    }
+
+    /// Keys added during a sweep (or visited twice by SCAN): the display never says
+    /// more than 100 %, nor more keys scanned than the total.
+    #[test]
+    fn never_more_than_all() {
+        let s = Snapshot {
+            scanned: 205_024,
+            expired: 200_000,
+            total: 100_000,
+            elapsed: Duration::from_secs(2),
+            nodes_done: 0,
+            nodes: 1,
+            dry_run: false,
+        };
+        assert_eq!(s.permille(), 1000);
+        assert_eq!(s.eta(), Some(Duration::ZERO));
+        let plain = s.plain_line();
+        assert!(
+            plain.starts_with("progress: scanned 205024/205024 keys (100.0%)"),
+            "{plain}"
+        );
+        for cols in [20, 45, 80, 200] {
+            let line = s.bar_line(cols);
+            assert!(!line.contains("100,000"), "{cols}: {line}");
+        }
+        assert!(
+            s.bar_line(200).contains(" 100.0%  205,024/205,024  "),
+            "{}",
+            s.bar_line(200)
+        );
+        // Every ratio of scanned to total, at every width.
+        for scanned in [0, 1, 99, 100, 101, 1_000, u64::MAX / 2000] {
+            for total in [0, 1, 100, 1_000] {
+                let s = Snapshot {
+                    scanned,
+                    total,
+                    ..s
+                };
+                assert!(s.permille() <= 1000);
+                let plain = s.plain_line();
+                let (done, rest) = plain
+                    .strip_prefix("progress: scanned ")
+                    .and_then(|p| p.split_once('/'))
+                    .expect("counts");
+                let all = rest.split(' ').next().expect("total");
+                assert!(
+                    done.parse::<u64>().ok() <= all.parse::<u64>().ok(),
+                    "{plain}"
+                );
+                let pct = plain
+                    .split_once(" keys (")
+                    .and_then(|(_, p)| p.split_once("%)"))
+                    .map(|(p, _)| p.replace('.', ""))
+                    .and_then(|p| p.parse::<u64>().ok())
+                    .expect("percentage");
+                assert!(pct <= 1000, "{plain}");
+            }
+        }
     }
 }
