@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Seed 001 before and after: give a TTL to N persistent keys (default 1 000 000) on a
+# The bulk-TTL job before and after: give a TTL to N persistent keys (default 1 000 000) on a
 # throwaway redis-server on 127.0.0.1, with
 #   1. ratelimit-sweep (RL.SWEEP, default COUNT 1000), then at the COUNT cap (5000),
-#   2. the seed's SCAN + EVAL loop (bench/seed-expire-lua.sh), unless SEED=0.
+#   2. the article's SCAN + EVAL loop as published (bench/published-expire-loop.sh),
+#      unless BASELINE=0.
 # Prints wall times, keys/s, keys left without a TTL, and the slow log of RL.SWEEP
 # (every call is logged: slowlog-log-slower-than 0).
-# Usage: bench/sweep.sh [N]     env: PORT (default 17100), SEED=0 to skip the seed loop,
+# Usage: bench/sweep.sh [N]     env: PORT (default 17100), BASELINE=0 to skip that loop,
 #                                    REDIS_SERVER (default redis-server)
 # Needs the release build (make build).
 set -euo pipefail
@@ -51,10 +52,10 @@ for count in 1000 5000; do
   echo "  left without TTL: $(left)"
 done
 
-if [ "${SEED:-1}" != 0 ]; then
+if [ "${BASELINE:-1}" != 0 ]; then
   fill
   cli CONFIG SET slowlog-log-slower-than 10000 >/dev/null
-  s=$(now); bench/seed-expire-lua.sh 127.0.0.1 "$PORT" 'key:*' >/dev/null; e=$(now)
-  report "seed SCAN + EVAL loop (COUNT 100)" "$s" "$e"
+  s=$(now); bench/published-expire-loop.sh 127.0.0.1 "$PORT" 'key:*' >/dev/null; e=$(now)
+  report "published SCAN + EVAL loop (COUNT 100)" "$s" "$e"
   echo "  left without TTL: $(left)"
 fi

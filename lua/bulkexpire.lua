@@ -1,5 +1,5 @@
 -- RL.BULKEXPIRE twin: EVALSHA sha numkeys key [key ...] seconds
--- Seed 001's expire.lua with a duration argument: each key that exists and has no TTL
+-- The bulk-TTL article's expire.lua with a duration argument: each key that exists and has no TTL
 -- gets one (PEXPIREAT at the call's millisecond plus `seconds`, the same absolute time
 -- for every key); the reply lists those keys in argument order. A key named twice gets
 -- its TTL at its first place and is listed once. Keys of any type.

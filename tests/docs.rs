@@ -618,8 +618,37 @@ fn vocabulary_problems(file: &str, text: &str) -> Vec<String> {
 fn user_docs_use_the_users_words() {
     let mut files = user_docs();
     files.push("CONTRIBUTING.md".to_string());
-    files.extend(files_under("examples"));
+    files.push("Makefile".to_string());
+    files.push("redis.conf.example".to_string());
+    // What users read besides the docs: the examples, the twins and published scripts,
+    // the benchmark (its scripts and the results it writes) and the set-up scripts.
+    for dir in ["examples", "lua", "bench", "scripts"] {
+        files.extend(
+            files_under(dir)
+                .into_iter()
+                .filter(|f| !f.starts_with("bench/out/")),
+        );
+    }
     let mut problems = Vec::new();
+    for dir in [
+        "", "bench", "docs", "examples", "lua", "scripts", "src", "core", "tests",
+    ] {
+        let names = if dir.is_empty() {
+            std::fs::read_dir(root())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        } else {
+            files_under(dir)
+        };
+        for name in names {
+            if name.to_lowercase().contains("seed") {
+                problems.push(format!("{name}: a file name with \"seed\""));
+            }
+        }
+    }
     for file in &files {
         let Ok(text) = std::fs::read_to_string(root().join(file)) else {
             continue; // not text

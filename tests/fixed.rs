@@ -1,4 +1,4 @@
-//! RL.FIXED against a real server: every rule of the spec, bad inputs, concurrent
+//! RL.FIXED against a real server: every rule, bad inputs, concurrent
 //! clients on one key, and the differential test (native command, Lua twin and the
 //! pure model on the same inputs).
 

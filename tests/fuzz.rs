@@ -162,7 +162,7 @@ fn valid_bulkexpire(rng: &mut Rng) -> Vec<Vec<u8>> {
     v
 }
 
-/// The twin takes the keys as KEYS and the duration last, as the seed's script did.
+/// The twin takes the keys as KEYS and the duration last, as the published script did.
 fn valid_bulkexpire_twin(rng: &mut Rng) -> Vec<Vec<u8>> {
     let mut v = valid_bulkexpire(rng);
     let ttl = v.remove(0);

@@ -1,4 +1,4 @@
-//! RL.MULTI against real servers: the seeds' example, all or nothing, peeks, state
+//! RL.MULTI against real servers: the article's example, all or nothing, peeks, state
 //! format, bad inputs, the differential test (native command, Lua twin and the pure
 //! model on the same inputs), a three-primary Cluster, key specs and ACLs. Its replicas
 //! and AOF restarts are in tests/replication.rs and tests/persistence.rs.
@@ -40,12 +40,12 @@ fn entries(t: u64, e: &[(u64, i64, u64)]) -> String {
         .join(",")
 }
 
-const SEED_LIMITS: [&str; 9] = [
+const ARTICLE_LIMITS: [&str; 9] = [
     "LIMIT", "1", "10", "LIMIT", "60", "120", "LIMIT", "3600", "240",
 ];
 
 #[test]
-fn seed_example_ip_and_user_at_10_per_second_120_per_minute_240_per_hour() {
+fn article_example_ip_and_user_at_10_per_second_120_per_minute_240_per_hour() {
     let s = Server::start();
     let mut c = s.client();
     let t = at_base(2 * HOUR, HOUR);
@@ -54,7 +54,7 @@ fn seed_example_ip_and_user_at_10_per_second_120_per_minute_240_per_hour() {
         let n = keys.len().to_string();
         let mut args = vec![n.as_str()];
         args.extend_from_slice(keys);
-        args.extend_from_slice(&SEED_LIMITS);
+        args.extend_from_slice(&ARTICLE_LIMITS);
         args.extend(["AT", at.as_str()]);
         split(&multi(c, &args))
     };
@@ -250,23 +250,23 @@ fn a_denied_call_leaves_every_counter_of_every_key_as_it_was() {
             ))
         );
     }
-    // The published seed script, by contrast, counts a request it then refuses.
-    let seed = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/seed/over_limit_multi.lua"),
+    // The published multi-window script, by contrast, counts a request it then refuses.
+    let published = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lua/published/over_limit_multi.lua"),
     )
-    .expect("lua/seed/over_limit_multi.lua");
+    .expect("lua/published/over_limit_multi.lua");
     let now_s = (t / 1000).to_string();
     for _ in 0..2 {
-        c.cmd(&["EVAL", &seed, "2", "s:a", "s:b", "[[60,2]]", &now_s]);
+        c.cmd(&["EVAL", &published, "2", "s:a", "s:b", "[[60,2]]", &now_s]);
     }
     c.cmd(&["SET", &format!("s:b:60:{}", t / 60_000), "2"]);
-    let r = c.cmd(&["EVAL", &seed, "2", "s:a", "s:b", "[[60,2]]", &now_s]);
+    let r = c.cmd(&["EVAL", &published, "2", "s:a", "s:b", "[[60,2]]", &now_s]);
     assert_eq!(r, Value::Int(1));
     let a_key = format!("s:a:60:{}", t / 60_000);
     assert_eq!(
         c.cmd(&["GET", &a_key]).text(),
         "3",
-        "the seed consumes on denial"
+        "the published script consumes on denial"
     );
 }
 

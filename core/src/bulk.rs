@@ -1,4 +1,4 @@
-//! Bulk TTLs (seed 001): `RL.BULKEXPIRE seconds key [key ...]` gives a TTL to those of
+//! Bulk TTLs: `RL.BULKEXPIRE seconds key [key ...]` gives a TTL to those of
 //! the named keys that have none; `RL.SWEEP cursor seconds [MATCH pattern] [COUNT n]
 //! [TYPE type] [DRYRUN]` does the same for one bounded SCAN chunk of the keyspace.
 //!

@@ -630,7 +630,7 @@ mod tests {
         }
     }
 
-    const SEED: &[(u64, i64)] = &[(1_000, 10), (60_000, 120), (3_600_000, 240)];
+    const ARTICLE: &[(u64, i64)] = &[(1_000, 10), (60_000, 120), (3_600_000, 240)];
 
     #[test]
     fn table() {
@@ -648,7 +648,7 @@ mod tests {
                 name: "first request opens every window of every key",
                 stored: vec![None, None],
                 now: at(0),
-                req: req(2, SEED, 1, false),
+                req: req(2, ARTICLE, 1, false),
                 fields: [0, 10, 9, -1, 1_000],
                 binding: (0, 1_000),
                 effects: vec![
@@ -670,7 +670,7 @@ mod tests {
                     stored(&[entry(60_000, 115, 40_000)], Some(40_000)),
                 ],
                 now: at(100),
-                req: req(2, SEED, 1, false),
+                req: req(2, ARTICLE, 1, false),
                 fields: [0, 120, 4, -1, 39_900],
                 binding: (1, 60_000),
                 effects: vec![
@@ -702,7 +702,7 @@ mod tests {
                     stored(&[entry(1_000, 10, 600)], Some(600)),
                 ],
                 now: at(100),
-                req: req(2, SEED, 1, false),
+                req: req(2, ARTICLE, 1, false),
                 fields: [1, 10, 0, 500, 500],
                 binding: (1, 1_000),
                 effects: vec![Effect::None, Effect::None],
@@ -717,7 +717,7 @@ mod tests {
                     stored(&[entry(3_600_000, 240, 50_000)], Some(50_000)),
                 ],
                 now: at(100),
-                req: req(2, SEED, 1, false),
+                req: req(2, ARTICLE, 1, false),
                 fields: [1, 240, 0, 49_900, 49_900],
                 binding: (1, 3_600_000),
                 effects: vec![Effect::None, Effect::None],
@@ -729,7 +729,7 @@ mod tests {
                     stored(&[entry(1_000, 10, 600)], Some(600)),
                 ],
                 now: at(100),
-                req: req(2, SEED, 1, false),
+                req: req(2, ARTICLE, 1, false),
                 fields: [1, 10, 0, 500, 500],
                 binding: (0, 1_000),
                 effects: vec![Effect::None, Effect::None],
@@ -738,7 +738,7 @@ mod tests {
                 name: "a cost that fits one pair but not another is denied by that one",
                 stored: vec![stored(&[entry(60_000, 117, 30_000)], Some(30_000))],
                 now: at(0),
-                req: req(1, SEED, 4, false),
+                req: req(1, ARTICLE, 4, false),
                 fields: [1, 120, 3, 30_000, 30_000],
                 binding: (0, 60_000),
                 effects: vec![Effect::None],
@@ -785,7 +785,7 @@ mod tests {
                 name: "peek: nothing written, reply as for a real request",
                 stored: vec![None, stored(&[entry(1_000, 4, 500)], Some(500))],
                 now: at(0),
-                req: req(2, SEED, 0, false),
+                req: req(2, ARTICLE, 0, false),
                 fields: [0, 10, 6, -1, 500],
                 binding: (1, 1_000),
                 effects: vec![Effect::None, Effect::None],
@@ -794,7 +794,7 @@ mod tests {
                 name: "peek on empty keys: full capacity, nothing to reset",
                 stored: vec![None],
                 now: at(0),
-                req: req(1, SEED, 0, false),
+                req: req(1, ARTICLE, 0, false),
                 fields: [0, 10, 10, -1, 0],
                 binding: (0, 1_000),
                 effects: vec![Effect::None],
@@ -803,7 +803,7 @@ mod tests {
                 name: "peek on a full window is allowed",
                 stored: vec![stored(&[entry(1_000, 10, 500)], Some(500))],
                 now: at(0),
-                req: req(1, SEED, 0, false),
+                req: req(1, ARTICLE, 0, false),
                 fields: [0, 10, 0, -1, 500],
                 binding: (0, 1_000),
                 effects: vec![Effect::None],
@@ -812,7 +812,7 @@ mod tests {
                 name: "a count above a (lowered) limit denies even a peek",
                 stored: vec![stored(&[entry(1_000, 12, 500)], Some(500))],
                 now: at(0),
-                req: req(1, SEED, 0, false),
+                req: req(1, ARTICLE, 0, false),
                 fields: [1, 10, 0, 500, 500],
                 binding: (0, 1_000),
                 effects: vec![Effect::None],
@@ -869,9 +869,9 @@ mod tests {
     fn a_mismatched_key_count_decides_without_panicking() {
         // The glue always passes one state per key; a caller that does not still gets
         // one effect per state it passed, and no panic.
-        let out = decide(&[None], at(0), &req(2, SEED, 1, false)).unwrap();
+        let out = decide(&[None], at(0), &req(2, ARTICLE, 1, false)).unwrap();
         assert_eq!(out.effects.len(), 1);
-        let out = decide(&[], at(0), &req(1, SEED, 1, false)).unwrap();
+        let out = decide(&[], at(0), &req(1, ARTICLE, 1, false)).unwrap();
         assert!(out.effects.is_empty());
         assert_eq!(out.verdict.fields(), [0, 10, 10, -1, 0]);
     }

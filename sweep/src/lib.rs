@@ -1,4 +1,4 @@
-//! `ratelimit-sweep`: the seed 001 job (give a TTL to every key that has none) done
+//! `ratelimit-sweep`: the bulk-TTL job (give a TTL to every key that has none) done
 //! with RL.SWEEP, one bounded server-side chunk per call, in every database that has
 //! keys, on one server or on every primary of a Cluster, with a progress display, a
 //! rate limit of its own, a dry run, and a summary of what was done even when Ctrl-C

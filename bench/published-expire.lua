@@ -1,4 +1,4 @@
--- Seed 001's expire.lua, as published, except for the TTL: 3600 s instead of 60 s,
+-- The bulk-TTL article's expire.lua, as published, except for the TTL: 3600 s instead of 60 s,
 -- so that no key expires (and gets deleted) while a long benchmark run is still
 -- going. Give a TTL to the keys in KEYS that have none; return those keys.
 local modified={};

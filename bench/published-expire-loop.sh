@@ -1,7 +1,7 @@
 #!/bin/bash
-# Seed 001's SCAN + EVAL loop, as published (redis-cli SCAN ... COUNT 100, then one
+# The bulk-TTL article's SCAN + EVAL loop, as published (redis-cli SCAN ... COUNT 100, then one
 # EVAL of expire.lua per chunk), kept as the baseline RL.SWEEP is compared with.
-# Usage: bench/seed-expire-lua.sh <host> <port> <pattern>
+# Usage: bench/published-expire-loop.sh <host> <port> <pattern>
 # Kept as is, including its flaw: `for (i=2; i<NF; i++)` drops the last key of every
 # SCAN chunk, so about one key in a hundred never gets a TTL.
 
@@ -12,7 +12,7 @@ then
   exit 1
 fi
 
-script="$(cat "$(dirname "$0")/seed-expire.lua")"
+script="$(cat "$(dirname "$0")/published-expire.lua")"
 cursor=-1
 keys=""
 

@@ -1,5 +1,5 @@
--- The published seed script `over_limit_multi_lua_` (seeds 000, 001 and 004), kept as it
--- was published, as a benchmark baseline. It is NOT a twin of RL.MULTI: it builds key
+-- The multi-window script `over_limit_multi_lua_` from the articles on fixed windows and
+-- bulk TTLs, kept as it was published, as a benchmark baseline. It is NOT a twin of RL.MULTI: it builds key
 -- names inside the script (unsafe in Cluster, invisible to ACLs), increments counters
 -- before it knows the request is allowed (a denied request still consumes), and answers
 -- only 0 or 1.
