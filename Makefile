@@ -82,9 +82,10 @@ test: lint unit integration integration-valkey check-target-dir ## Everything: l
 bench-sweep: build ## Bulk TTLs: ratelimit-sweep against the SCAN + EVAL loop, 1 000 000 keys
 	RATELIMIT_MODULE=$(RELEASE_MODULE) RATELIMIT_SWEEP=$(RELEASE_SWEEP) bench/sweep.sh
 
-bench: build ## Native commands against their Lua twins on a throwaway server (bench/results.*)
-	@command -v python3 >/dev/null || { echo "bench: python3 is needed (apt-get install python3)"; exit 1; }
-	python3 bench/bench.py --module $(RELEASE_MODULE) --core $(BENCH_ARGS)
+bench: build ## Native commands against their twins, the floor module and the limits library (bench/results.*)
+	@scripts/deps.sh bench
+	py=$$(scripts/venv.sh bench/requirements.txt) && \
+	python3 bench/bench.py --module $(RELEASE_MODULE) --core --peers-python "$$py" $(BENCH_ARGS)
 
 bench-core: ## Micro-benchmarks of the pure algorithms (ns per decision)
 	@scripts/deps.sh build

@@ -168,9 +168,10 @@ def free_port() -> int:
 class Server:
     """redis-server with the module on a free loopback port in a temporary directory."""
 
-    def __init__(self, binary: str, module: Path, cpus: Optional[set] = None):
+    def __init__(self, binary: str, module: Path, cpus: Optional[set] = None, extra: Optional[List[Path]] = None):
         self.binary = binary
         self.module = module
+        self.extra = extra or []
         self.cpus = cpus
         self.dir = Path(tempfile.mkdtemp(prefix="rl-bench-"))
         self.proc: Optional[subprocess.Popen] = None
@@ -199,6 +200,7 @@ class Server:
                         "appendonly no",
                         "enable-debug-command local",
                         f"loadmodule {self.module}",
+                        *(f"loadmodule {m}" for m in self.extra),
                         "",
                     ]
                 )
@@ -374,6 +376,7 @@ class Run:
     p50: float
     p99: float
     usec: float  # server µs per call
+    p999: float = 0.0
 
 
 @dataclass
@@ -393,7 +396,7 @@ def redis_benchmark(tool: str, port: int, argv: List[str], clients: int, pipelin
                     requests: int, keyspace: int, timeout: float, raw_log,
                     cpus: Optional[set] = None) -> Tuple[Optional[Run], str]:
     cmd = [tool, "-h", "127.0.0.1", "-p", str(port), "-c", str(clients), "-n", str(requests),
-           "-r", str(keyspace), "-P", str(pipeline), "--csv", *argv]
+           "-r", str(keyspace), "-P", str(pipeline), *argv]
     try:
         p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
                            preexec_fn=pinned(cpus, die_with_parent))
@@ -403,17 +406,47 @@ def redis_benchmark(tool: str, port: int, argv: List[str], clients: int, pipelin
     if p.returncode != 0:
         msg = (p.stderr.strip() or p.stdout.strip()).splitlines()
         return None, f"redis-benchmark failed: {msg[-1] if msg else p.returncode}"
-    rows = [r for r in csv.reader(p.stdout.splitlines()) if r]
-    header = next((r for r in rows if "rps" in r), None)
-    data = rows[-1] if rows else None
-    if not header or data is header or data is None:
-        return None, "redis-benchmark printed no result"
-    rec = dict(zip(header, data))
-    try:
-        run = Run(float(rec["rps"]), float(rec["p50_latency_ms"]), float(rec["p99_latency_ms"]), 0.0)
-    except (KeyError, ValueError):
-        return None, f"unexpected redis-benchmark output: {p.stdout[:200]!r}"
+    run = parse_benchmark(p.stdout)
+    if run is None:
+        return None, f"unexpected redis-benchmark output: {p.stdout[-300:]!r}"
     return run, ""
+
+
+def parse_benchmark(text: str) -> Optional[Run]:
+    """requests/s, p50, p99 and p99.9 (ms) from redis-benchmark's full output: its
+    summary, and the first line of its percentile distribution at or above 99.9 %."""
+    lines = text.replace("\r", "\n").splitlines()
+    rps = p50 = p99 = p999 = None
+    in_percentiles = False
+    for i, line in enumerate(lines):
+        t = line.strip()
+        if t.startswith("Latency by percentile distribution"):
+            in_percentiles = True
+        elif t.startswith("Cumulative distribution"):
+            in_percentiles = False
+        elif in_percentiles and p999 is None and "% <= " in t:
+            try:
+                pct, rest = t.split("% <= ", 1)
+                if float(pct) >= 99.9:
+                    p999 = float(rest.split()[0])
+            except (ValueError, IndexError):
+                pass
+        elif t.startswith("throughput summary:"):
+            try:
+                rps = float(t.split(":", 1)[1].split()[0])
+            except (ValueError, IndexError):
+                return None
+        elif t.startswith("avg") and "p50" in t and i + 1 < len(lines):
+            heads, vals = t.split(), lines[i + 1].split()
+            if len(heads) == len(vals):
+                rec = dict(zip(heads, vals))
+                try:
+                    p50, p99 = float(rec["p50"]), float(rec["p99"])
+                except (KeyError, ValueError):
+                    return None
+    if rps is None or p50 is None or p99 is None:
+        return None
+    return Run(rps, p50, p99, 0.0, p999 if p999 is not None else p99)
 
 
 class Budget:
@@ -596,6 +629,117 @@ def bulk_once(c: Client, b: Bulk, kind: str, native: List[str], sha: str, keys: 
     return BulkResult(b.name, kind, keys, seconds, expired, calls, usec, longest * 1000), ""
 
 
+# --------------------------------------------------------------------------- scale
+
+# The commands measured at scale: every key of the key space written first (by a script
+# on the server, in batches), windows long enough that none expires during the run.
+SCALE_ROWS = [
+    ("RL.FIXED", "RL.FIXED rl:scale:__rand_int__ 1000000 1h"),
+    ("RL.GCRA", "RL.GCRA rl:scale:__rand_int__ 1000 1 1h"),
+]
+
+FILL_SCRIPT = """
+local from, to = tonumber(ARGV[1]), tonumber(ARGV[2])
+local prefix, suffix = ARGV[3], ARGV[4]
+local argv = {}
+for i = 5, #ARGV do argv[#argv + 1] = ARGV[i] end
+for i = from, to - 1 do
+  redis.call(argv[1], prefix .. string.format('%012d', i) .. suffix, unpack(argv, 2))
+end
+return to - from
+"""
+
+
+@dataclass
+class ScaleResult:
+    command: str
+    keys: int
+    bytes_per_key: float
+    usec: List[float]
+    fill_seconds: float
+
+
+def used_memory(c: Client) -> int:
+    for line in c.text("INFO", "memory").splitlines():
+        if line.startswith("used_memory:"):
+            return int(line.split(":", 1)[1])
+    return 0
+
+
+def run_scale(c: Client, server: Server, opts, budget: Budget, raw_log):
+    """Cost per call and memory per key with 10 000 to 10 000 000 live limiter keys."""
+    results: List[ScaleResult] = []
+    problems: List[str] = []
+    sha = load_script(c, FILL_SCRIPT)
+    for name, line in SCALE_ROWS:
+        argv = parse_line(line)
+        if not command_exists(c, argv[0]):
+            continue
+        key_arg = next(i for i, a in enumerate(argv) if RAND in a)
+        prefix, suffix = argv[key_arg].split(RAND, 1)
+        rest = argv[:key_arg] + ["{key}"] + argv[key_arg + 1:]
+        for keys in opts.scale:
+            if budget.left() < 0:
+                problems.append(f"scale {name} {keys:,} keys: skipped, time budget spent")
+                continue
+            c.call("FLUSHALL")
+            before = used_memory(c)
+            t = time.monotonic()
+            batch = 100_000
+            for start in range(0, keys, batch):
+                c.call("EVALSHA", sha, 0, start, min(keys, start + batch), prefix, suffix,
+                       *[a for a in rest if a != "{key}"])
+            fill_s = time.monotonic() - t
+            n = c.call("DBSIZE")
+            if n != keys:
+                problems.append(f"scale {name}: {n} keys after writing {keys}")
+                continue
+            per_key = (used_memory(c) - before) / keys
+            usec = []
+            for _ in range(opts.repeat):
+                c.call("CONFIG", "RESETSTAT")
+                run, err = redis_benchmark(opts.redis_benchmark, server.port, argv, opts.clients, 16,
+                                           opts.scale_requests, keys, max(10.0, opts.run_timeout), raw_log,
+                                           opts.client_cpus)
+                st = commandstats(c).get(argv[0].lower())
+                if run is None or not st or not st.get("calls"):
+                    problems.append(f"scale {name} {keys:,} keys: {err or 'no calls counted'}")
+                    break
+                usec.append(st["usec"] / st["calls"])
+            if usec:
+                results.append(ScaleResult(name, keys, per_key, usec, fill_s))
+                log(f"  scale {name:<9} {keys:>12,} keys  {per_key:6.1f} bytes/key  "
+                    f"{statistics.median(usec):6.2f} µs/call  (written in {fill_s:.1f} s)")
+    c.call("FLUSHALL")
+    return results, problems
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def run_peers(server: Server, opts, raw_dir: Path):
+    """bench/peers.py in the virtualenv: the `limits` library against the commands."""
+    if not opts.peers_python:
+        return None, ["peer rows skipped: no --peers-python (make bench passes the virtualenv's python)"], []
+    out = raw_dir / "peers.json"
+    out.unlink(missing_ok=True)
+    cmd = [opts.peers_python, str(ROOT / "bench" / "peers.py"), "--port", str(server.port), "--out", str(out),
+           "--hits", str(opts.peer_hits), "--threads", str(opts.clients)]
+    try:
+        p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+                           preexec_fn=pinned(opts.client_cpus, die_with_parent))
+    except subprocess.TimeoutExpired:
+        return None, [], ["peer rows: bench/peers.py did not finish in 600 s"]
+    if p.returncode != 0 or not out.is_file():
+        tail = (p.stderr.strip() or p.stdout.strip()).splitlines()[-1:] or ["?"]
+        return None, [], [f"peer rows: bench/peers.py failed: {tail[0]}"]
+    data = json.loads(out.read_text())
+    for r in data["results"]:
+        log(f"  peer {r['label']:<36} {r['hits_per_s']:>8,.0f} hits/s  "
+            f"{(r['server_usec_per_hit'] or 0):6.2f} µs/hit  p99.9 {r['p999_ms'] or 0:.2f} ms")
+    return data, [f"peer rows: {n}" for n in data.get("notes", [])], []
+
+
 # --------------------------------------------------------------------------- criterion
 
 
@@ -722,12 +866,22 @@ def md_table(headers: List[str], rows: List[List[str]], right: List[bool]) -> Li
 
 class Report:
     def __init__(self, opts, info, variants, cells, problems, memory, notes, bulk, bulk_notes, core, core_err,
-                 loads):
+                 loads, peers=None, scale=None):
         self.o, self.info, self.variants, self.cells = opts, info, variants, cells
         self.problems, self.memory, self.notes = problems, memory, notes
         self.bulk, self.bulk_notes, self.core, self.core_err, self.loads = bulk, bulk_notes, core, core_err, loads
+        self.peers, self.scale = peers, scale or []
         self.headline = max(opts.pipelines)
-        self.floor = next((v for v in variants if v.row.floor), None)
+        # The floor drawn as a line on the chart: the single-key write's.
+        self.floor = next((v for v in variants if v.row.name == "FLOOR.FIXED"), None)
+
+    def floor_ratio(self, row: Row, mode: str, kind: str = "native") -> Optional[float]:
+        """A native command's server cost over its floor's (allowed mode only: a denial
+        writes nothing, the floor commands always write)."""
+        if not row.floor_of or mode != "allowed":
+            return None
+        p = self.headline
+        return ratio(self.get(row.name, kind, mode, p, "usec"), self.get(row.floor_of, "native", mode, p, "usec"))
 
     def get(self, row: str, kind: str, mode: str, pipeline: int, attr: str) -> Optional[float]:
         cell = self.cells.get((row, kind, mode, pipeline))
@@ -746,8 +900,6 @@ class Report:
 
     def cost_table(self) -> List[str]:
         p = self.headline
-        floor_us = self.get(self.floor.row.name, "native", "allowed", p, "usec") if self.floor else None
-        floor_name = self.floor.row.name if self.floor else "floor"
         rows = []
         for row in self.rows_in_order():
             kinds = self.kinds(row)
@@ -757,13 +909,15 @@ class Report:
                 native = self.get(row.name, "native", mode, p, "usec") if "native" in kinds else None
                 other_kind = "twin" if "twin" in kinds else "script" if "script" in kinds else None
                 other = self.get(row.name, other_kind, mode, p, "usec") if other_kind else None
+                vs_floor = "–"
                 if other_kind == "script":
                     base = self.get(row.against, "native", mode, p, "usec") if row.against else None
                     vs = f"{fmt_ratio(ratio(other, base))} {row.against}" if base and other else "–"
-                    vs_floor = fmt_ratio(ratio(other, floor_us))
                 else:
                     vs = fmt_ratio(ratio(other, native))
-                    vs_floor = fmt_ratio(ratio(native, floor_us))
+                    fr = self.floor_ratio(row, mode)
+                    if fr:
+                        vs_floor = f"{fr:.2f}× {row.floor_of}"
                 thr = []
                 for pp in self.o.pipelines:
                     a = self.get(row.name, "native", mode, pp, "rps")
@@ -778,7 +932,7 @@ class Report:
                     f"{mem_n[0]:.0f}" if mem_n else "–", f"{mem_o[0]:.0f}" if mem_o else "–",
                 ])
         headers = ["Command", "Mode", "Native µs/call", "Twin µs/call", "Twin ÷ native",
-                   f"÷ {floor_name}", "Native ÷ twin req/s (P" + " / P".join(map(str, self.o.pipelines)) + ")",
+                   "÷ floor", "Native ÷ twin req/s (P" + " / P".join(map(str, self.o.pipelines)) + ")",
                    "Bytes/key native", "Bytes/key twin"]
         return md_table(headers, rows, [False, False, True, True, True, True, True, True, True])
 
@@ -794,12 +948,76 @@ class Report:
                         line += [fmt_int(self.get(row.name, kind, mode, p, "rps")),
                                  fmt_ms(self.get(row.name, kind, mode, p, "p50")),
                                  fmt_ms(self.get(row.name, kind, mode, p, "p99")),
+                                 fmt_ms(self.get(row.name, kind, mode, p, "p999")),
                                  fmt_us(self.get(row.name, kind, mode, p, "usec"))]
                     rows.append(line)
         headers = ["Command", "Variant", "Mode"]
         for p in self.o.pipelines:
-            headers += [f"P{p} req/s", f"P{p} p50 ms", f"P{p} p99 ms", f"P{p} µs/call"]
-        return md_table(headers, rows, [False] * 3 + [True] * (4 * len(self.o.pipelines)))
+            headers += [f"P{p} req/s", f"P{p} p50 ms", f"P{p} p99 ms", f"P{p} p99.9 ms", f"P{p} µs/call"]
+        return md_table(headers, rows, [False] * 3 + [True] * (5 * len(self.o.pipelines)))
+
+    def floor_table(self) -> List[str]:
+        p = self.headline
+        rows = []
+        for row in self.rows_in_order():
+            fr = self.floor_ratio(row, "allowed")
+            if fr is None:
+                continue
+            rows.append([row.name, fmt_us(self.get(row.name, "native", "allowed", p, "usec")), row.floor_of,
+                         fmt_us(self.get(row.floor_of, "native", "allowed", p, "usec")), f"{fr:.2f}×",
+                         f"≤ {row.target:.2f}×" if row.target else "–",
+                         ("within" if fr <= row.target else "above") if row.target else "–"])
+        headers = ["Command", "µs/call", "Floor", "Floor µs/call", "Command ÷ floor", "Target", "Result"]
+        return md_table(headers, rows, [False, True, False, True, True, True, False]) if rows else []
+
+    def peer_table(self) -> List[str]:
+        if not self.peers:
+            return []
+        res = self.peers["results"]
+        native = {r["algorithm"]: r for r in res if r["variant"] == "native"}
+        rows = []
+        for r in res:
+            n = native.get(r["algorithm"])
+            us, nus = r["server_usec_per_hit"], n["server_usec_per_hit"] if n else None
+            rows.append([r["algorithm"], r["label"], fmt_us(us),
+                         fmt_ratio(ratio(us, nus)) if r["variant"] != "native" else "1.0×",
+                         " + ".join(f"{v:g} {k}" for k, v in sorted(r["commands_per_hit"].items())),
+                         fmt_int(r["hits_per_s"]), fmt_int(r["concurrent_hits_per_s"]),
+                         fmt_ms(r["p50_ms"]), fmt_ms(r["p99_ms"]), fmt_ms(r["p999_ms"])])
+        t = self.peers["results"][0]["threads"] if res else self.o.clients
+        headers = ["Algorithm", "Client", "Server µs/hit", "÷ native", "Commands per hit", "Hits/s (1 client)",
+                   f"Hits/s ({t} threads)", "p50 ms", "p99 ms", "p99.9 ms"]
+        return md_table(headers, rows, [False, False, True, True, False, True, True, True, True, True])
+
+    def latency_table(self) -> List[str]:
+        if 1 not in self.o.pipelines:
+            return []
+        rows = []
+        for row in self.rows_in_order():
+            if row.floor:
+                continue
+            for kind in self.kinds(row):
+                if (row.name, kind, "allowed", 1) not in self.cells:
+                    continue
+                label = {"native": row.name, "twin": f"{row.name} twin", "script": row.name}[kind]
+                rows.append([label, kind, *(fmt_ms(self.get(row.name, kind, "allowed", 1, a))
+                                             for a in ("p50", "p99", "p999")),
+                             fmt_int(self.get(row.name, kind, "allowed", 1, "rps"))])
+        headers = ["Command", "Variant", "p50 ms", "p99 ms", "p99.9 ms", "req/s"]
+        return md_table(headers, rows, [False, False, True, True, True, True]) if rows else []
+
+    def scale_table(self) -> List[str]:
+        if not self.scale:
+            return []
+        first: Dict[str, float] = {}
+        rows = []
+        for r in self.scale:
+            us = statistics.median(r.usec)
+            base = first.setdefault(r.command, us)
+            rows.append([r.command, f"{r.keys:,}", f"{r.bytes_per_key:.0f}", fmt_us(us), f"{us / base:.2f}×",
+                         f"{r.fill_seconds:.1f}"])
+        headers = ["Command", "Live keys", "Bytes/key", "µs/call", "÷ smallest", "Written in s"]
+        return md_table(headers, rows, [False, True, True, True, True, True])
 
     def bulk_table(self) -> List[str]:
         by: Dict[Tuple[str, str], List[BulkResult]] = {}
@@ -866,6 +1084,15 @@ class Report:
             log("Client side (redis-benchmark): requests/s, latency percentiles, and server µs per call:")
             for line in self.throughput_table():
                 log(line)
+        for title, table in (("Against the floor (allowed mode):", self.floor_table()),
+                             ("Latency at pipeline 1:", self.latency_table()),
+                             ("Against the limits library (Python clients):", self.peer_table()),
+                             ("Scale:", self.scale_table())):
+            if table:
+                log()
+                log(title)
+                for line in table:
+                    log(line)
         bt = self.bulk_table()
         if bt:
             log()
@@ -899,14 +1126,25 @@ class Report:
             f"Microseconds the server spends in one call (`INFO commandstats`, `usec_per_call` of the command, "
             f"or of `evalsha` for a twin), pipeline {self.headline}. *Twin ÷ native*: how many times the native "
             f"command's cost the twin costs (for a script: how many times the cost of the native command named). "
-            f"*÷ {self.floor.row.name if self.floor else 'floor'}*: the native command's (or script's) cost over that "
-            f"of the floor. "
+            f"*÷ floor*: the native command's cost over that of the floor module's command for the same shape of "
+            f"work (below). "
             f"*Native ÷ twin req/s*: the throughput gain clients see. *Bytes/key*: `MEMORY USAGE` of a key written "
             f"twice.",
             "",
             *self.cost_table(),
             "",
             "![Server cost per call, native commands and their Lua twins](results.svg)",
+            "",
+            "## Against the floor",
+            "",
+            "How close each command is to the least a module can spend on the same job: the floor module "
+            "(`bench/floor/floor.c`, built and loaded by this run) does only the unavoidable work of each shape "
+            "(open the key, read and write the value in place, read and set the absolute expiry, signal the "
+            "modified key, send the keyspace event, replicate `SET key value PXAT t`, reply), with no argument "
+            "checks and no limiter arithmetic. Allowed mode, pipeline "
+            f"{self.headline}. The targets are reported, never asserted.",
+            "",
+            *(self.floor_table() or ["No floor figures in this run (see the notes)."]),
             "",
             "## Client side",
             "",
@@ -915,11 +1153,32 @@ class Report:
             "",
             *self.throughput_table(),
         ]
+        lt = self.latency_table()
+        if lt:
+            out += ["", "## Latency as clients see it", "",
+                    f"Allowed mode, pipeline 1, {self.o.clients} connections of redis-benchmark: latency percentiles "
+                    "of each command and of its twin. On a small machine these are bound by the client and the "
+                    "kernel's round trips more than by the server (compare the server cost above).", "", *lt]
+        pt = self.peer_table()
+        if pt:
+            out += ["", "## Against the `limits` library", "",
+                    f"The Python `limits` library ({self.peers.get('limit', '')}, keys drawn from "
+                    f"{self.peers.get('ids', 0):,} identifiers, every hit allowed) driven through its own API, next to "
+                    "the native command and its twin called from the same Python client (redis-py). *Server µs/hit*: "
+                    "every command a hit sends (counted on the client) times its `usec_per_call`. *Hits/s (1 "
+                    "client)*: one hit after the other. *Threads* and the percentiles: that many threads of one "
+                    "Python process hitting at once, each with its own connection: bound by the Python client on "
+                    "this machine, they show what a Python application sees.", "", *pt]
+        sc = self.scale_table()
+        if sc:
+            out += ["", "## Scale", "",
+                    "Cost per call (pipeline 16, keys drawn from all live keys) and memory per key (`used_memory` "
+                    "growth over the keys) with this many live limiter keys, each written once first.", "", *sc]
         bt = self.bulk_table()
         if bt:
             out += ["", "## Giving keys a TTL in bulk", "",
                     "Keys given a TTL per second over a whole key space of keys without one: the native sweep against "
-                    "the seed's loop (SCAN a chunk, then EVAL a script on its keys). *Longest call*: the longest single "
+                    "the published loop (SCAN a chunk, then EVAL a script on its keys). *Longest call*: the longest single "
                     "call seen by the client, i.e. how long the server was busy at a stretch.", "", *bt]
         ct = self.core_table()
         if ct:
@@ -939,7 +1198,8 @@ class Report:
         the bulk sweeps (keys/s) and the criterion figures (µs per call)."""
         rows = [["command", "variant", "mode", "pipeline", "clients", "requests", "keyspace", "runs",
                  "throughput", "throughput_unit", "p50_ms", "p99_ms", "usec_per_call", "bytes_per_key",
-                 "keys_per_call", "longest_call_ms", "throughput_runs", "usec_per_call_runs"]]
+                 "keys_per_call", "longest_call_ms", "throughput_runs", "usec_per_call_runs", "p999_ms",
+                 "floor", "ratio_to_floor"]]
         for row in self.rows_in_order():
             for mode in MODES:
                 for kind in self.kinds(row):
@@ -948,13 +1208,15 @@ class Report:
                         if not cell:
                             continue
                         mem = self.memory.get((row.name, kind))
+                        fr = self.floor_ratio(row, mode, kind) if kind == "native" and p == self.headline else None
                         rows.append([row.name, kind, mode, str(p), str(self.o.clients), str(cell.requests),
                                      str(cell.keyspace), str(len(cell.runs)),
                                      f"{cell.median('rps'):.0f}", "requests/s", f"{cell.median('p50'):.3f}",
                                      f"{cell.median('p99'):.3f}", f"{cell.median('usec'):.3f}",
                                      f"{mem[0]:.0f}" if mem else "", str(mem[1]) if mem else "", "",
                                      ";".join(f"{r.rps:.0f}" for r in cell.runs),
-                                     ";".join(f"{r.usec:.3f}" for r in cell.runs)])
+                                     ";".join(f"{r.usec:.3f}" for r in cell.runs), f"{cell.median('p999'):.3f}",
+                                     row.floor_of if fr else "", f"{fr:.3f}" if fr else ""])
         by: Dict[Tuple[str, str], List[BulkResult]] = {}
         for r in self.bulk:
             by.setdefault((r.name, r.kind), []).append(r)
@@ -967,7 +1229,16 @@ class Report:
                          ";".join(f"{k:.0f}" for k in kps), ";".join(f"{r.usec_per_call:.3f}" for r in rs)])
         for name, ns in self.core:
             rows.append([name, "core", "criterion", "", "", "", "", "", "", "", "", "", f"{ns / 1000:.6f}",
-                         "", "", "", "", ""])
+                         "", "", "", "", "", "", "", ""])
+        for r in (self.peers or {}).get("results", []):
+            rows.append([r["label"], f"peer:{r['variant']}", r["algorithm"], "1", "1", str(r["hits"]), "", "1",
+                         f"{r['hits_per_s']:.0f}", "hits/s", f"{r['p50_ms'] or 0:.3f}", f"{r['p99_ms'] or 0:.3f}",
+                         f"{r['server_usec_per_hit'] or 0:.3f}", "", "", "", "", "", f"{r['p999_ms'] or 0:.3f}",
+                         "", ""])
+        for r in self.scale:
+            rows.append([r.command, "scale", "allowed", "16", str(self.o.clients), str(self.o.scale_requests),
+                         str(r.keys), str(len(r.usec)), "", "", "", "", f"{statistics.median(r.usec):.3f}",
+                         f"{r.bytes_per_key:.0f}", "", "", "", ";".join(f"{u:.3f}" for u in r.usec), "", "", ""])
         return rows
 
     def svg(self) -> str:
@@ -1029,7 +1300,7 @@ def chart(r: Report) -> str:
         out.append(f'<text x="{gx:.1f}" y="{height - 14}" text-anchor="middle" fill="#666">{x:g}</text>')
         x += step
     y = head
-    floor_row = next((row for row in r.rows_in_order() if row.floor), None)
+    floor_row = r.floor.row if r.floor else None
     floor = r.get(floor_row.name, "native", "allowed", p, "usec") if floor_row else None
     for title, against, bars in groups:
         base = next((v for k, _, v in bars if k == "native"), None)
@@ -1065,7 +1336,7 @@ def chart(r: Report) -> str:
     # Legend, top right.
     lx, ly = left, 52
     for kind, label in (("native", "RL.* command"), ("twin", "its Lua twin"), ("script", "other Lua script"),
-                        ("plain", "plain Redis command")):
+                        ("plain", "floor module or plain command")):
         out.append(f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" fill="{COLORS[kind]}"/>')
         out.append(f'<text x="{lx + 14}" y="{ly}" fill="#333">{label}</text>')
         lx += 34 + 6.5 * len(label)
@@ -1106,8 +1377,16 @@ def parse_args():
     ap.add_argument("--bulk-timeout", type=float, default=120, help="seconds for one bulk sweep")
     ap.add_argument("--no-pin", action="store_true", help="do not keep server and client on separate CPUs")
     ap.add_argument("--out", type=Path, default=ROOT / "bench", help="where results.{md,csv,svg} go")
+    ap.add_argument("--scale", default="10000,1000000,10000000",
+                    help="live keys for the scale table, comma-separated ('' skips it)")
+    ap.add_argument("--scale-requests", type=int, default=200_000, help="requests per scale run (default 200000)")
+    ap.add_argument("--peers-python", default=os.environ.get("BENCH_PYTHON"),
+                    help="a python with the `limits` library (bench/requirements.txt) for the peer rows")
+    ap.add_argument("--peer-hits", type=int, default=20_000, help="hits per peer measurement (default 20000)")
+    ap.add_argument("--no-floor", action="store_true", help="do not build and load the floor module")
     o = ap.parse_args()
     o.pipelines = [int(x) for x in o.pipelines.split(",") if x.strip()]
+    o.scale = [int(x) for x in o.scale.split(",") if x.strip()]
     return o
 
 
@@ -1143,9 +1422,20 @@ def main() -> int:
         if core_err:
             log(core_err)
 
+    extra, floor_notes = [], []
+    if not opts.no_floor:
+        import floor
+
+        so, why = floor.build(opts.cargo, raw_dir)
+        if so:
+            extra.append(so)
+        else:
+            floor_notes.append(f"floor rows: {why}")
+            log(f"bench: {why}")
+
     opts.server_cpus, opts.client_cpus = cpu_plan(not opts.no_pin)
     server_cpus = opts.server_cpus
-    server = Server(opts.redis_server, opts.module.resolve(), server_cpus)
+    server = Server(opts.redis_server, opts.module.resolve(), server_cpus, extra)
     try:
         server.start()
         c = server.client()
@@ -1161,13 +1451,19 @@ def main() -> int:
         memory = memory_per_key(c, variants)
         bulks = [b for b in BULK if not opts.only or b.name in opts.only]
         bulk, bulk_notes, bulk_problems = run_bulk(c, bulks, opts, budget)
+        peers, peer_notes, peer_problems = (None, [], []) if opts.only else run_peers(server, opts, raw_dir)
+        scale, scale_problems = ([], []) if opts.only else (None, None)
+        if scale is None:
+            with open(raw_dir / "redis-benchmark-scale.log", "w") as raw_log:
+                scale, scale_problems = run_scale(c, server, opts, budget, raw_log)
         c.close()
     finally:
         server.stop()
 
     loads = f"{load_before} before, {loadavg()} after"
-    report = Report(opts, info, variants, cells, problems, memory, notes, bulk, bulk_notes + bulk_problems, core,
-                    core_err, loads)
+    report = Report(opts, info, variants, cells, problems, memory, floor_notes + notes + peer_notes, bulk,
+                    bulk_notes + bulk_problems + peer_problems + scale_problems, core, core_err, loads,
+                    peers, scale)
     report.terminal()
     opts.out.mkdir(parents=True, exist_ok=True)
     (opts.out / "results.md").write_text(report.markdown())
@@ -1176,7 +1472,7 @@ def main() -> int:
     (opts.out / "results.svg").write_text(report.svg())
     log()
     log(f"bench: wrote {opts.out / 'results.md'}, results.csv and results.svg in {time.monotonic() - started:.0f} s")
-    return 1 if problems or bulk_problems or core_err else 0
+    return 1 if problems or bulk_problems or peer_problems or scale_problems or core_err or floor_notes else 0
 
 
 if __name__ == "__main__":

@@ -51,9 +51,14 @@ class Row:
     call: Optional[str] = None
     # For a script row: the row whose native command its cost is compared with.
     against: Optional[str] = None
-    # The floor every native command is compared with (one row: INCR).
+    # A command of the floor module (bench/floor/floor.c): the least work a command of
+    # that shape can do, measured in the same run.
     floor: bool = False
-    # A plain Redis command shown for reference (drawn like the floor).
+    # The floor row this native command's cost is divided by (allowed mode), and the
+    # ratio it aims at (reported, never asserted).
+    floor_of: Optional[str] = None
+    target: Optional[float] = None
+    # A plain Redis command shown for reference.
     reference: bool = False
     # Requests per redis-benchmark run, when the default would take too long.
     requests: Optional[int] = None
@@ -64,7 +69,7 @@ class Row:
 @dataclass
 class Bulk:
     """Giving a TTL to keys that have none, over a whole key space: keys per second for
-    one native command against the seed's loop (SCAN a chunk, EVAL a script on it)."""
+    one native command against the published loop (SCAN a chunk, EVAL a script on it)."""
 
     name: str
     # Keys created without a TTL before each run (DEBUG POPULATE <keys> <prefix>).
@@ -75,15 +80,42 @@ class Bulk:
     # The baseline: `scan` (with `{cursor}`) on the client, then EVALSHA of `script` on the
     # keys it returned (the script's reply: the keys it gave a TTL), on one connection.
     scan: str
-    script: str = "bench/seed-expire.lua"
+    script: str = "bench/published-expire.lua"
 
 
 ROWS: List[Row] = [
     Row(
+        "FLOOR.REPLY",
+        native="FLOOR.REPLY rl:floor:__rand_int__",
+        floor=True,
+        about="floor module: a call that only replies five integers",
+    ),
+    Row(
+        "FLOOR.WRITE",
+        native="FLOOR.WRITE rl:floor:w:__rand_int__",
+        floor=True,
+        about="floor module: one string read-modify-write with an absolute expiry (DMA, in place), "
+        "the modified-key signal and the keyspace event, five integers back; not replicated",
+    ),
+    Row(
+        "FLOOR.FIXED",
+        native="FLOOR.FIXED rl:floor:f:__rand_int__",
+        floor=True,
+        about="floor module: FLOOR.WRITE plus the replicated effect (SET key value PXAT t): the least a "
+        "single-key limiter write can do",
+    ),
+    Row(
+        "FLOOR.MULTI",
+        native="FLOOR.MULTI 2 rl:floor:ip:__rand_int__ rl:floor:user:__rand_int__",
+        floor=True,
+        about="floor module: FLOOR.FIXED on two keys in one call, a seven-field reply: the least a "
+        "two-key limiter write can do",
+    ),
+    Row(
         "INCR",
         native="INCR rl:incr:__rand_int__",
-        floor=True,
-        about="the floor: one native counter write (its keys have no TTL)",
+        reference=True,
+        about="one native counter write (its keys have no TTL)",
     ),
     Row(
         "SET PX",
@@ -97,6 +129,8 @@ ROWS: List[Row] = [
         twin="fixed.lua",
         keys=FIRST,
         denied="RL.FIXED rl:fixed:__rand_int__ 1 1h",
+        floor_of="FLOOR.FIXED",
+        target=1.10,
         about="fixed window; allowed: limit 1 000 000 per hour; denied: limit 1, key at its limit",
     ),
     Row(
@@ -105,6 +139,8 @@ ROWS: List[Row] = [
         twin="gcra.lua",
         keys=FIRST,
         denied="RL.GCRA rl:gcra:__rand_int__ 0 1 1h",
+        floor_of="FLOOR.FIXED",
+        target=1.10,
         about="GCRA; allowed: 1 000 000 per second with a burst of 1 000 000; denied: 1 per hour, no burst, key used",
     ),
     Row(
@@ -114,15 +150,17 @@ ROWS: List[Row] = [
         twin="multi.lua",
         keys=NUMKEYS,
         denied="RL.MULTI 2 rl:multi:ip:__rand_int__ rl:multi:user:__rand_int__ LIMIT 1m 1 LIMIT 1h 1 LIMIT 1d 1",
+        floor_of="FLOOR.MULTI",
+        target=1.15,
         about="2 identifiers x 3 windows, all or nothing; denied: limit 1 in every window",
     ),
     Row(
-        "over_limit_multi_lua (seed)",
-        script="lua/seed/over_limit_multi.lua",
+        "over_limit_multi_lua (published)",
+        script="lua/published/over_limit_multi.lua",
         call="2 ip:__rand_int__ user:__rand_int__ [[1,1000000],[60,1000000],[3600,1000000]] 1700000000",
         denied="2 ip:__rand_int__ user:__rand_int__ [[60,1],[3600,1],[86400,1]] 1700000000",
         against="RL.MULTI",
-        about="the seeds' script as published (2 identifiers x 3 windows, INCR + EXPIRE each, answers 0/1)",
+        about="the published multi-window script (2 identifiers x 3 windows, INCR + EXPIRE each, answers 0/1)",
     ),
     Row(
         "RL.BULKEXPIRE",
@@ -147,7 +185,7 @@ BULK: List[Bulk] = [
         "RL.SWEEP vs SCAN + EVAL",
         keys=1_000_000,
         prefix="bulk",
-        # RL.SWEEP's default chunk (1 000 keys) against the seed's published loop (SCAN
+        # RL.SWEEP's default chunk (1 000 keys) against the bulk-TTL article's loop (SCAN
         # COUNT 100, one EVAL of its expire.lua per chunk).
         native="RL.SWEEP {cursor} 60 MATCH bulk:*",
         scan="SCAN {cursor} MATCH bulk:* COUNT 100",
