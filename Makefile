@@ -85,7 +85,7 @@ bench-sweep: build ## Bulk TTLs: ratelimit-sweep against the SCAN + EVAL loop, 1
 bench: build ## Native commands against their twins, the floor module and the limits library (bench/results.*)
 	@scripts/deps.sh bench
 	py=$$(scripts/venv.sh bench/requirements.txt) && \
-	python3 bench/bench.py --module $(RELEASE_MODULE) --core --peers-python "$$py" $(BENCH_ARGS)
+	python3 -m bench --module $(RELEASE_MODULE) --core --peers-python "$$py" $(BENCH_ARGS)
 
 bench-core: ## Micro-benchmarks of the pure algorithms (ns per decision)
 	@scripts/deps.sh build

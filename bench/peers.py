@@ -1,201 +1,35 @@
-"""The peer rows of `make bench`: the Python `limits` library (installed from PyPI into
-the project's virtualenv, driven through its own API) against the native commands and
-their Lua twins, on the same limits and keys, from Python clients.
-
-Run by bench/bench.py with the virtualenv's python:
-
-    peers.py --port P --out result.json [--hits N] [--threads T]
-
-For each algorithm it measures, for the library, the native command and its twin:
-
-- the server's time per hit: every command a hit sends (counted on the client), times
-  that command's `usec_per_call` in `INFO commandstats` (a script's time includes the
-  commands it runs), divided by the hits;
-- the hits per second one Python client gets, one hit after the other;
-- the latency of a hit (p50, p99, p99.9) with T threads hitting at once, each with its
-  own connection. This is bound by the Python client (one process, one interpreter
-  lock) on a small machine: it shows what a Python application sees, not the server.
-
-Keys are drawn at random from 10 000 identifiers with a limit of 10 per minute, so
-every hit is allowed and writes (about two hits per identifier).
+"""The peer rows: bench/limits_client.py, run with a python that has the `limits` library
+(the project's virtualenv), against the server of the run.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import random
-import statistics
-import threading
-import time
-from collections import Counter
+import subprocess
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
 
-import redis
-from limits import RateLimitItemPerMinute
-from limits.storage import storage_from_string
-from limits.strategies import (FixedWindowRateLimiter, MovingWindowRateLimiter,
-                               SlidingWindowCounterRateLimiter)
-
-ROOT = Path(__file__).resolve().parent.parent
-LIMIT, WINDOW = 10, "1m"
-IDS = 10_000
-
-# algorithm, the library's strategy, the native command (its key at index 1 or after a
-# numkeys at index 1), the twin's file under lua/
-ALGORITHMS = [
-    ("fixed window", FixedWindowRateLimiter, ["RL.FIXED", "{key}", str(LIMIT), WINDOW], "fixed.lua"),
-    ("moving window", MovingWindowRateLimiter, ["RL.LOG", "{key}", str(LIMIT), WINDOW], "log.lua"),
-    ("sliding window counter", SlidingWindowCounterRateLimiter,
-     ["RL.SLIDING", "1", "{key}", "LIMIT", WINDOW, str(LIMIT)], "sliding.lua"),
-]
-
-SENT: Counter = Counter()
-_lock = threading.Lock()
-_original = redis.Redis.execute_command
+from bench.common import ROOT, log
+from bench.server import Server, die_with_parent, pinned
 
 
-def _counting(self, *args, **kwargs):
-    with _lock:
-        SENT[str(args[0]).upper()] += 1
-    return _original(self, *args, **kwargs)
-
-
-redis.Redis.execute_command = _counting  # every command any client here sends is counted
-
-
-def commandstats(r: redis.Redis) -> Dict[str, Dict[str, float]]:
-    return {k.lower(): v for k, v in r.info("commandstats").items()}
-
-
-def usec_per_hit(r: redis.Redis, sent: Dict[str, int], hits: int) -> Optional[float]:
-    stats = commandstats(r)
-    total = 0.0
-    for name, n in sent.items():
-        st = stats.get(f"cmdstat_{name.lower()}")
-        if not st or not st.get("calls"):
-            return None
-        total += n * st["usec"] / st["calls"]
-    return total / hits
-
-
-def percentile(sorted_ms: List[float], q: float) -> float:
-    return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
-
-
-def measure(name: str, make_hit: Callable[[], Callable[[str], object]], admin: redis.Redis, keys: List[str],
-            hits: int, threads: int) -> dict:
-    hit = make_hit()
-    for k in keys[:50]:  # warm up: scripts loaded, connections open
-        hit(k)
-    admin.flushall()
-    admin.config_resetstat()
-    SENT.clear()
-    draws = [random.choice(keys) for _ in range(hits)]
-    started = time.perf_counter()
-    for k in draws:
-        hit(k)
-    seconds = time.perf_counter() - started
-    sent = dict(SENT)
-    server_us = usec_per_hit(admin, sent, hits)
-    # Latency with many clients at once.
-    admin.flushall()
-    per_thread = max(1, hits // threads)
-    lat: List[float] = []
-    errors: List[str] = []
-
-    def worker(n: int) -> None:
-        h = make_hit()
-        rnd = random.Random(n)
-        mine = []
-        try:
-            for _ in range(per_thread):
-                k = rnd.choice(keys)
-                t = time.perf_counter()
-                h(k)
-                mine.append((time.perf_counter() - t) * 1000)
-        except Exception as e:  # reported, never hidden
-            errors.append(f"{type(e).__name__}: {e}")
-        with _lock:
-            lat.extend(mine)
-
-    ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
-    t0 = time.perf_counter()
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    conc_seconds = time.perf_counter() - t0
-    lat.sort()
-    return {
-        "name": name,
-        "hits": hits,
-        "hits_per_s": hits / seconds,
-        "server_usec_per_hit": server_us,
-        "commands_per_hit": {k: v / hits for k, v in sent.items()},
-        "threads": threads,
-        "concurrent_hits_per_s": len(lat) / conc_seconds if lat else None,
-        "p50_ms": percentile(lat, 0.50) if lat else None,
-        "p99_ms": percentile(lat, 0.99) if lat else None,
-        "p999_ms": percentile(lat, 0.999) if lat else None,
-        "errors": errors[:3],
-    }
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--hits", type=int, default=20_000)
-    ap.add_argument("--threads", type=int, default=50)
-    o = ap.parse_args()
-    random.seed(7)
-    url = f"redis://127.0.0.1:{o.port}"
-    admin = redis.Redis(port=o.port)
-    prelude = (ROOT / "lua" / "prelude.lua").read_text()
-    results, notes = [], []
-    item = RateLimitItemPerMinute(LIMIT)
-    for algo, strategy, native, twin_file in ALGORITHMS:
-        keys = [f"peer:{algo.replace(' ', '-')}:{i:06d}" for i in range(IDS)]
-
-        def library(strategy=strategy):
-            limiter = strategy(storage_from_string(url))
-            return lambda k: limiter.hit(item, k)
-
-        results.append({"algorithm": algo, "variant": "limits", "label": f"limits {strategy.__name__}",
-                        **measure(algo, library, admin, keys, o.hits, o.threads)})
-        try:
-            admin.execute_command(*[a.replace("{key}", "peer:probe") for a in native])
-        except redis.ResponseError as e:
-            notes.append(f"{algo}: {native[0]} skipped: {e}")
-            continue
-        numkeys = native[1] == "1" and native[2] == "{key}"
-
-        def native_hit(native=native):
-            r = redis.Redis(port=o.port)
-            return lambda k: r.execute_command(*[a.replace("{key}", k) for a in native])
-
-        results.append({"algorithm": algo, "variant": "native", "label": native[0],
-                        **measure(algo, native_hit, admin, keys, o.hits, o.threads)})
-        twin_path = ROOT / "lua" / twin_file
-        if not twin_path.is_file():
-            notes.append(f"{algo}: twin skipped, lua/{twin_file} does not exist")
-            continue
-        sha = admin.script_load(prelude + "\n" + twin_path.read_text())
-        rest = native[3:] if numkeys else native[2:]
-
-        def twin_hit(rest=rest, sha=sha):
-            r = redis.Redis(port=o.port)
-            return lambda k: r.evalsha(sha, 1, k, *rest)
-
-        results.append({"algorithm": algo, "variant": "twin", "label": f"lua/{twin_file}",
-                        **measure(algo, twin_hit, admin, keys, o.hits, o.threads)})
-    admin.flushall()
-    o.out.write_text(json.dumps({"results": results, "notes": notes, "limit": f"{LIMIT} per {WINDOW}",
-                                 "ids": IDS}, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def run_peers(server: Server, opts, raw_dir: Path):
+    """bench/limits_client.py in the virtualenv: the `limits` library against the commands."""
+    if not opts.peers_python:
+        return None, ["peer rows skipped: no --peers-python (make bench passes the virtualenv's python)"], []
+    out = raw_dir / "peers.json"
+    out.unlink(missing_ok=True)
+    cmd = [opts.peers_python, str(ROOT / "bench" / "limits_client.py"), "--port", str(server.port), "--out", str(out),
+           "--hits", str(opts.peer_hits), "--threads", str(opts.clients)]
+    try:
+        p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+                           preexec_fn=pinned(opts.client_cpus, die_with_parent))
+    except subprocess.TimeoutExpired:
+        return None, [], ["peer rows: bench/limits_client.py did not finish in 600 s"]
+    if p.returncode != 0 or not out.is_file():
+        tail = (p.stderr.strip() or p.stdout.strip()).splitlines()[-1:] or ["?"]
+        return None, [], [f"peer rows: bench/limits_client.py failed: {tail[0]}"]
+    data = json.loads(out.read_text())
+    for r in data["results"]:
+        log(f"  peer {r['label']:<36} {r['hits_per_s']:>8,.0f} hits/s  "
+            f"{(r['server_usec_per_hit'] or 0):6.2f} µs/hit  p99.9 {r['p999_ms'] or 0:.2f} ms")
+    return data, [f"peer rows: {n}" for n in data.get("notes", [])], []

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarise the SLOWLOG of a server on 127.0.0.1 for one command.
 
-    bench/slowlog.py PORT COMMAND
+    python3 -m bench.slowlog PORT COMMAND      (from the repository root)
 
 Prints how many calls of COMMAND the slow log holds and the median, 99th percentile
 and longest duration in microseconds. Set `slowlog-log-slower-than 0` and a large
@@ -10,7 +10,7 @@ and longest duration in microseconds. Set `slowlog-log-slower-than 0` and a larg
 
 import sys
 
-from bench import Client
+from bench.resp import Client
 
 
 def main():

@@ -48,7 +48,7 @@ for count in 1000 5000; do
   [ "$count" = 1000 ] || args+=(--count "$count")
   s=$(now); "$TOOL" "${args[@]}" >/dev/null; e=$(now)
   report "ratelimit-sweep (COUNT $count)" "$s" "$e"
-  echo "  $(python3 bench/slowlog.py "$PORT" RL.SWEEP)"
+  echo "  $(python3 -m bench.slowlog "$PORT" RL.SWEEP)"
   echo "  left without TTL: $(left)"
 done
 

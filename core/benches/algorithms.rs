@@ -2,7 +2,7 @@
 //! system clock. `make bench-core` runs these (and `make bench` before the server
 //! benchmark); the run is kept short on purpose.
 //!
-//! Each benchmark's name is `<algorithm>/<function>/<case>`; `bench/bench.py` reads
+//! Each benchmark's name is `<algorithm>/<function>/<case>`; `python3 -m bench` (bench/criterion.py) reads
 //! criterion's estimates under `target/criterion/` into `bench/results.md`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};

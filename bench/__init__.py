@@ -1,0 +1,22 @@
+"""`make bench` as a package: `python3 -m bench --help` (from the repository root).
+
+| module | what it holds |
+|---|---|
+| `rows.py` | the table: one row per command (native line, twin, denied mode, floor) |
+| `resp.py` | a small RESP client |
+| `server.py` | the throwaway server, CPU pinning |
+| `plan.py` | rows to command lines (each twin's EVALSHA call) |
+| `measure.py` | redis-benchmark runs and the server's cost per call |
+| `bulk.py` | the bulk TTL sweep against the published loop |
+| `scale.py` | cost and memory with many live keys |
+| `peers.py` | runs `limits_client.py` (the `limits` library, in the virtualenv) |
+| `floor.py` | builds the floor module `floor/floor.c` |
+| `criterion.py` | the pure crate's micro-benchmarks |
+| `report.py`, `chart.py` | the tables, the CSV and the SVG chart |
+
+Standard library only (the peer rows run in the virtualenv, in their own process).
+"""
+
+import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ next to the results
