@@ -61,6 +61,7 @@ def parse_args():
     ap.add_argument("--scale", default="10000,1000000,10000000",
                     help="live keys for the scale table, comma-separated ('' skips it)")
     ap.add_argument("--scale-requests", type=int, default=200_000, help="requests per scale run (default 200000)")
+    ap.add_argument("--scale-budget", type=float, default=420, help="seconds for the scale table (default 420)")
     ap.add_argument("--peers-python", default=os.environ.get("BENCH_PYTHON"),
                     help="a python with the `limits` library (bench/requirements.txt) for the peer rows")
     ap.add_argument("--peer-hits", type=int, default=20_000, help="hits per peer measurement (default 20000)")
@@ -134,7 +135,7 @@ def main() -> int:
         scale, scale_problems = ([], []) if opts.only else (None, None)
         if scale is None:
             with open(raw_dir / "redis-benchmark-scale.log", "w") as raw_log:
-                scale, scale_problems = run_scale(c, server, opts, budget, raw_log)
+                scale, scale_problems = run_scale(c, server, opts, Budget(opts.scale_budget), raw_log)
         c.close()
     finally:
         server.stop()

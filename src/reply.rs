@@ -45,6 +45,13 @@ pub fn verdict(ctx: &Context, v: &Verdict) -> Outcome {
     outcome(v)
 }
 
+/// Reply with a limiter's five fields and one more; the outcome to count.
+pub fn verdict_and(ctx: &Context, v: &Verdict, sixth: i64) -> Outcome {
+    let [a, b, c, d, e] = v.fields();
+    integers(ctx, &[a, b, c, d, e, sixth]);
+    outcome(v)
+}
+
 /// Reply with a multi-key limiter's seven fields: the five, then the binding pair's key
 /// and window in ms; the outcome to count.
 pub fn binding_verdict(ctx: &Context, v: &Verdict, key: KeyName, window_ms: u64) -> Outcome {

@@ -130,7 +130,26 @@ fn valid_gcra(rng: &mut Rng) -> Vec<Vec<u8>> {
         s(rng.pick::<&str>(&["1s", "1ms", "10", "1h", "1d"])),
     ];
     limiter_options(rng, &mut v, false);
+    if rng.chance(40) {
+        v.extend([s("DELAY"), s(rng.pick::<&str>(&["1ms", "1s", "1h", "3650d"]))]);
+    }
     v
+}
+
+/// RL.GCRA's reply: the five fields, and with DELAY a sixth, the delay in ms (-1 when
+/// denied, 0 or more when allowed).
+fn gcra_reply(v: &Value) -> bool {
+    match v {
+        Value::Array(items) if items.len() == 6 => {
+            five_ints(&Value::Array(items[..5].to_vec()))
+                && match (&items[0], &items[5]) {
+                    (Value::Int(0), Value::Int(d)) => *d >= 0,
+                    (Value::Int(1), Value::Int(d)) => *d == -1,
+                    _ => false,
+                }
+        }
+        _ => five_ints(v),
+    }
 }
 
 fn valid_multi(rng: &mut Rng) -> Vec<Vec<u8>> {
@@ -222,13 +241,13 @@ const TARGETS: &[Target] = &[
         name: "RL.GCRA",
         prefix: |_| vec![s("RL.GCRA")],
         valid: valid_gcra,
-        well_formed: five_ints,
+        well_formed: gcra_reply,
     },
     Target {
         name: "RL.GCRA twin",
         prefix: |t| vec![s("EVALSHA"), t.gcra.clone().into_bytes(), s("1")],
         valid: valid_gcra,
-        well_formed: five_ints,
+        well_formed: gcra_reply,
     },
     // numkeys is the first fuzzed argument of the command; the twin gets it from EVALSHA.
     Target {

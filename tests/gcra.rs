@@ -416,6 +416,27 @@ fn bad_inputs_are_errors_that_write_nothing() {
             "ERR invalid AT '4102444800001': must be a Unix time in milliseconds from 0 to 4102444800000".into(),
         ),
         (&["15", "30", "60", "ALIGN"], "ERR unknown option 'ALIGN'".into()),
+        (&["15", "30", "60", "DELAY"], "ERR option DELAY needs a value".into()),
+        (
+            &["15", "30", "60", "DELAY", "1s", "delay", "1s"],
+            "ERR option DELAY given more than once".into(),
+        ),
+        (
+            &["15", "30", "60", "DELAY", "0"],
+            "ERR invalid max_delay '0': must be a positive duration (an integer with an optional unit ms, s, m, h or d)".into(),
+        ),
+        (
+            &["15", "30", "60", "DELAY", "3651d"],
+            "ERR invalid max_delay '3651d': must be at most 10 years (3650d)".into(),
+        ),
+        (
+            &["18249", "1", "1d", "DELAY", "1d"],
+            "ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)".into(),
+        ),
+        (
+            &["15", "30", "60", "DELAY", "1s", "COST", "17"],
+            "ERR cost 17 exceeds the burst capacity 16: the request can never be allowed".into(),
+        ),
         (&["15", "30", "60", "LIMIT", "1", "1"], "ERR unknown option 'LIMIT'".into()),
         (&["15", "30", "60", "COST", "1", "2"], "ERR unknown option '2'".into()),
         (
@@ -497,7 +518,7 @@ fn model_call(m: &mut Model, args: &[String]) -> Value {
             Err(e) => return Value::Error(e.to_string()),
         },
     };
-    let out = gcra::decide(stored, now, &params);
+    let (out, booking) = gcra::decide_booking(stored, now, &params);
     if let Effect::Set {
         state: tat,
         expires_at,
@@ -505,13 +526,11 @@ fn model_call(m: &mut Model, args: &[String]) -> Value {
     {
         *m = Model::Stored(tat.as_u64().to_string(), Some(expires_at));
     }
-    Value::Array(
-        out.verdict
-            .fields()
-            .iter()
-            .map(|&f| Value::Int(f))
-            .collect(),
-    )
+    let mut fields: Vec<Value> = out.verdict.fields().iter().map(|&f| Value::Int(f)).collect();
+    if let Some(b) = booking {
+        fields.push(Value::Int(b.field()));
+    }
+    Value::Array(fields)
 }
 
 fn random_args(rng: &mut Rng, now_ms: u64) -> Vec<String> {
@@ -541,6 +560,13 @@ fn random_args(rng: &mut Rng, now_ms: u64) -> Vec<String> {
     }
     if rng.chance(2) {
         args.push("ALIGN".into());
+    }
+    if rng.chance(40) {
+        let word = rng.pick(&["DELAY", "delay"]).to_string();
+        let max_delay = rng
+            .pick(&["1ms", "1", "250ms", "3s", "1m", "1d", "3650d", "0", "x"])
+            .to_string();
+        args.extend([word, max_delay]);
     }
     args.extend(["AT".to_string(), now_ms.to_string()]);
     // Options in either order.
@@ -670,4 +696,110 @@ fn concurrent_clients_never_get_more_than_the_bound() {
         (start..=end).contains(&first),
         "TAT {tat} - {allowed} * T is outside [{start}, {end}]"
     );
+}
+
+// ---- DELAY -------------------------------------------------------------------------
+
+#[test]
+fn delay_books_requests_that_fit_within_max_delay() {
+    let s = Server::start();
+    let mut c = s.client();
+    for rl in limiters(&mut c) {
+        let key = format!("d:{}", rl.name());
+        let t = at_base(HOUR, MINUTE);
+        let at = t.to_string();
+        // 30 per minute (T = 2 s), 16 at once, DELAY 10 s.
+        let call = |c: &mut Client, args: &[&str]| rl.call(c, &key, args).ints();
+        let args = ["15", "30", "60", "DELAY", "10s", "AT", &at];
+        for i in 0..16i64 {
+            assert_eq!(call(&mut c, &args), [0, 16, 15 - i, -1, 2_000 * (i + 1), 0], "{i}");
+        }
+        for k in 1..=5i64 {
+            assert_eq!(call(&mut c, &args), [0, 16, 0, -1, 2_000 * (16 + k), 2_000 * k], "{k}");
+        }
+        // Beyond max_delay: denied, nothing booked, retry when it would be booked.
+        let before = state(&mut c, &key);
+        assert_eq!(call(&mut c, &args), [1, 16, 0, 2_000, 42_000, -1]);
+        assert_eq!(state(&mut c, &key), before, "{}: a refusal writes nothing", rl.name());
+        // The TAT and its expiry cover the furthest booking.
+        assert_eq!(before, tat_state((t + 42_000) * 1000));
+        // A peek with DELAY books nothing and says when the queue drains into the
+        // burst window.
+        let peek = ["15", "30", "60", "COST", "0", "DELAY", "10s", "AT", &at];
+        assert_eq!(call(&mut c, &peek), [0, 16, 0, -1, 42_000, 10_000]);
+        assert_eq!(state(&mut c, &key), before);
+        // Without DELAY the reply keeps its five fields, and the request is denied.
+        assert_eq!(call(&mut c, &["15", "30", "60", "AT", &at]), [1, 16, 0, 12_000, 42_000]);
+    }
+}
+
+#[test]
+fn delay_at_high_and_low_rates_is_exact_to_the_millisecond() {
+    let s = Server::start();
+    let mut c = s.client();
+    for rl in limiters(&mut c) {
+        let t = at_base(HOUR, MINUTE).to_string();
+        // 100 000 per second, no burst, DELAY 20 ms: bookings k * 10 µs ahead, rounded up.
+        let key = format!("fast:{}", rl.name());
+        for k in 0..=2_000i64 {
+            let r = rl
+                .call(&mut c, &key, &["0", "100000", "1s", "DELAY", "20ms", "AT", &t])
+                .ints();
+            assert_eq!(r[5], (k * 10 + 999) / 1000, "{} booking {k}", rl.name());
+        }
+        let r = rl
+            .call(&mut c, &key, &["0", "100000", "1s", "DELAY", "20ms", "AT", &t])
+            .ints();
+        assert_eq!((r[0], r[5]), (1, -1));
+        // 1 per day, DELAY 2 days: now, in one day, in two days, then refused.
+        let key = format!("slow:{}", rl.name());
+        let delays: Vec<i64> = (0..4)
+            .map(|_| {
+                rl.call(&mut c, &key, &["0", "1", "1d", "DELAY", "2d", "AT", &t])
+                    .ints()[5]
+            })
+            .collect();
+        assert_eq!(delays, [0, 86_400_000, 172_800_000, -1], "{}", rl.name());
+    }
+}
+
+#[test]
+fn concurrent_workers_book_distinct_slots_spaced_by_the_interval() {
+    // 8 workers × 25 bookings on one key, half through the twin, all at the same
+    // instant (AT): 10 per second, no burst (T = 100 ms), DELAY 1 hour. Every booking
+    // gets a slot of its own: the 200 delays are exactly 0, T, 2T, ... 199 T.
+    const T_MS: i64 = 100;
+    let s = Server::start();
+    let mut c = s.client();
+    let rls = limiters(&mut c);
+    let at = at_base(HOUR, MINUTE).to_string();
+    let handles: Vec<_> = (0..8)
+        .map(|i| {
+            let rl = rls[i % 2].clone();
+            let port = s.port;
+            let at = at.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).expect("connect");
+                (0..25)
+                    .map(|_| {
+                        let r = rl
+                            .call(&mut c, "quota", &["0", "10", "1s", "DELAY", "1h", "AT", &at])
+                            .ints();
+                        assert_eq!(r[0], 0, "every request is booked: {r:?}");
+                        r[5]
+                    })
+                    .collect::<Vec<i64>>()
+            })
+        })
+        .collect();
+    let mut delays: Vec<i64> = Vec::new();
+    for h in handles {
+        delays.extend(h.join().expect("worker"));
+    }
+    delays.sort_unstable();
+    let slots: Vec<i64> = (0..200).map(|k| k * T_MS).collect();
+    assert_eq!(delays, slots, "each booking has a slot of its own");
+    // The TAT covers the furthest booking.
+    let t: u64 = at.parse().expect("AT");
+    assert_eq!(state(&mut c, "quota"), tat_state((t + 200 * T_MS as u64) * 1000));
 }

@@ -87,6 +87,19 @@ fn gcra_never_exceeds_its_bound_under_load() {
 }
 
 #[test]
+fn gcra_delay_books_exactly_what_fits_under_load() {
+    let s = Server::start();
+    // 10 per hour (T = 6 min), no burst, DELAY 1 hour: one request acts now and ten
+    // are booked 6, 12, ... 60 minutes ahead; every other request is refused.
+    let totals = hammer(&s, |key| {
+        ["RL.GCRA", key, "0", "10", "1h", "DELAY", "1h"]
+            .map(String::from)
+            .to_vec()
+    });
+    assert_eq!(totals, vec![11; HOT_KEYS]);
+}
+
+#[test]
 fn multi_allows_exactly_the_tightest_limit_under_load() {
     let s = Server::start();
     // Each hot key is checked together with one shared key: 1 000 per hour on the

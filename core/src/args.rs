@@ -1,7 +1,8 @@
 //! Integer arguments and the trailing options shared by the limiter commands:
-//! `COST n`, `AT unix_ms` and (for fixed windows) `ALIGN`; case-insensitive, each at
-//! most once.
+//! `COST n`, `AT unix_ms`, (for fixed windows) `ALIGN` and (for GCRA) `DELAY
+//! max_delay`; case-insensitive, each at most once.
 
+use crate::duration::parse_duration;
 use crate::error::{Error, Result};
 use crate::limits::MAX_AT_MS;
 use crate::units::Micros;
@@ -53,6 +54,7 @@ pub fn parse_at(raw: &[u8]) -> Result<Micros> {
 pub enum Accepts {
     CostAt,
     CostAtAlign,
+    CostAtDelay,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +65,8 @@ pub struct Options {
     pub at: Option<Micros>,
     /// `ALIGN`: fixed windows aligned to the Unix epoch.
     pub align: bool,
+    /// `DELAY max_delay`: book a request that fits within this delay (GCRA).
+    pub delay: Option<Micros>,
 }
 
 impl Default for Options {
@@ -71,6 +75,7 @@ impl Default for Options {
             cost: 1,
             at: None,
             align: false,
+            delay: None,
         }
     }
 }
@@ -98,6 +103,7 @@ pub struct OptionParser {
     seen_cost: bool,
     seen_at: bool,
     seen_align: bool,
+    seen_delay: bool,
 }
 
 impl OptionParser {
@@ -108,6 +114,7 @@ impl OptionParser {
             seen_cost: false,
             seen_at: false,
             seen_align: false,
+            seen_delay: false,
         }
     }
 
@@ -132,6 +139,11 @@ impl OptionParser {
             once(&mut self.seen_align, "ALIGN")?;
             self.options.align = true;
             Ok(Some(1))
+        } else if word.eq_ignore_ascii_case(b"DELAY") && self.accepts == Accepts::CostAtDelay {
+            once(&mut self.seen_delay, "DELAY")?;
+            let v = value.ok_or(Error::MissingOptionValue { name: "DELAY" })?;
+            self.options.delay = Some(parse_duration("max_delay", v)?);
+            Ok(Some(2))
         } else {
             Ok(None)
         }
@@ -226,10 +238,20 @@ mod tests {
             Ok(Options {
                 cost: 3,
                 at: Some(Micros(1_000_000)),
-                align: true
+                align: true,
+                delay: None,
             })
         );
         assert_eq!(opts(&["COST", "0"], Accepts::CostAt).map(|o| o.cost), Ok(0));
+        assert_eq!(
+            opts(&["delay", "1500ms", "COST", "2"], Accepts::CostAtDelay),
+            Ok(Options {
+                cost: 2,
+                at: None,
+                align: false,
+                delay: Some(Micros(1_500_000)),
+            })
+        );
     }
 
     #[test]
@@ -256,6 +278,23 @@ mod tests {
                 MissingOptionValue { name: "COST" },
             ),
             (&["AT"], Accepts::CostAt, MissingOptionValue { name: "AT" }),
+            (
+                &["DELAY", "1s"],
+                Accepts::CostAt,
+                UnknownOption {
+                    value: b"DELAY".to_vec(),
+                },
+            ),
+            (
+                &["DELAY"],
+                Accepts::CostAtDelay,
+                MissingOptionValue { name: "DELAY" },
+            ),
+            (
+                &["DELAY", "1s", "delay", "2s"],
+                Accepts::CostAtDelay,
+                RepeatedOption { name: "DELAY" },
+            ),
             (
                 &["COST", "1", "cost", "2"],
                 Accepts::CostAt,

@@ -55,6 +55,8 @@ pub enum Error {
     RateTooHigh,
     /// GCRA: the burst window `T * (max_burst + 1)` is longer than 50 years.
     BurstTooLong,
+    /// GCRA with DELAY: the burst window plus `max_delay` is longer than 50 years.
+    DelayTooLong,
     /// The key holds a value of the right type that is not state of this command
     /// (built by [`crate::state::StateKind::invalid`]); `key` is named by commands with
     /// several keys.
@@ -214,6 +216,10 @@ impl fmt::Display for Error {
                 f,
                 "ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)"
             ),
+            Error::DelayTooLong => write!(
+                f,
+                "ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)"
+            ),
             Error::InvalidState {
                 command,
                 expected,
@@ -329,7 +335,7 @@ mod tests {
     }
 
     #[test]
-    fn spec_example_message() {
+    fn documented_example_message() {
         let e = Error::InvalidDuration {
             what: "window",
             value: b"0s".to_vec(),
@@ -372,6 +378,7 @@ mod tests {
             },
             Error::RateTooHigh,
             Error::BurstTooLong,
+            Error::DelayTooLong,
             Error::InvalidState {
                 command: "RL.FIXED",
                 expected: "an integer counter",

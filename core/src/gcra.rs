@@ -18,6 +18,12 @@
 //! An allowed request with `n > 0` stores `new_tat`, expiring at `new_tat` rounded up
 //! to the millisecond: the moment the state is back to full capacity.
 //!
+//! With `DELAY max_delay` a request that does not fit now but fits within `max_delay`
+//! is **booked**: allowed iff `new_tat - now <= T * capacity + max_delay`, the TAT
+//! advances as for any allowed request, and the caller is told to wait
+//! `new_tat - now - T * capacity` (0 when it fits now). Bookings made one after the
+//! other are spaced exactly `T * cost` apart, in booking order.
+//!
 //! Every time involved stays below 2^53 µs (see [`MAX_TAT`]), so the Lua twin, whose
 //! numbers are doubles, computes exactly the same integers.
 
@@ -38,12 +44,16 @@ pub const STATE: StateKind = StateKind {
 /// A checked GCRA request: the rate, the capacity and the cost.
 ///
 /// Built only by [`GcraParams::new`], which guarantees `interval >= 1 µs`,
-/// `interval * capacity <= MAX_BURST_WINDOW` and `0 <= cost <= capacity`.
+/// `interval * capacity <= MAX_BURST_WINDOW` and `0 <= cost <= capacity`, and
+/// [`GcraParams::with_delay`], which keeps `interval * capacity + max_delay` within
+/// `MAX_BURST_WINDOW`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GcraParams {
     interval: Micros,
     capacity: i64,
     cost: i64,
+    /// `DELAY max_delay`; `None`: requests that do not fit now are denied.
+    max_delay: Option<Micros>,
 }
 
 impl GcraParams {
@@ -85,7 +95,25 @@ impl GcraParams {
             interval,
             capacity,
             cost,
+            max_delay: None,
         })
+    }
+
+    /// The same request with `DELAY max_delay`: the burst window plus the delay must
+    /// stay within 50 years, so every booked TAT is a TAT the command reads back.
+    pub fn with_delay(self, max_delay: Micros) -> Result<GcraParams> {
+        match self.burst_window().0.checked_add(max_delay.0) {
+            Some(w) if w <= MAX_BURST_WINDOW.0 => Ok(GcraParams {
+                max_delay: Some(max_delay),
+                ..self
+            }),
+            _ => Err(Error::DelayTooLong),
+        }
+    }
+
+    /// `DELAY max_delay`, when given.
+    pub fn max_delay(&self) -> Option<Micros> {
+        self.max_delay
     }
 
     /// The emission interval T: `period / count` rounded up to a whole microsecond.
@@ -113,9 +141,10 @@ impl GcraParams {
     }
 }
 
-/// The arguments of `RL.GCRA key max_burst count period [COST n] [AT unix_ms]` after
-/// the key, checked: a bad rate, a burst window that is too long and a cost above the
-/// capacity are refused here, before any key is read.
+/// The arguments of `RL.GCRA key max_burst count period [COST n] [AT unix_ms]
+/// [DELAY max_delay]` after the key, checked: a bad rate, a burst window (plus delay)
+/// that is too long and a cost above the capacity are refused here, before any key is
+/// read.
 pub fn parse_args(args: &[&[u8]]) -> Result<(GcraParams, Option<Micros>)> {
     let [max_burst, count, period, options @ ..] = args else {
         return Err(Error::WrongArity { command: "RL.GCRA" });
@@ -123,8 +152,12 @@ pub fn parse_args(args: &[&[u8]]) -> Result<(GcraParams, Option<Micros>)> {
     let max_burst = parse_int("max_burst", max_burst, 0)?;
     let count = parse_int("count", count, 1)?;
     let period = parse_duration("period", period)?;
-    let opts = Options::parse(options, Accepts::CostAt)?;
+    let opts = Options::parse(options, Accepts::CostAtDelay)?;
     let params = GcraParams::new(max_burst, count, period, opts.cost)?;
+    let params = match opts.delay {
+        Some(d) => params.with_delay(d)?,
+        None => params,
+    };
     Ok((params, opts.at))
 }
 
@@ -142,11 +175,46 @@ pub fn parse_tat(raw: &[u8]) -> Option<Micros> {
     (n <= MAX_TAT.0).then_some(Micros(n))
 }
 
+/// Field 6 of the reply to a call with `DELAY`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Booking {
+    /// It fits now: act at once (0).
+    Now,
+    /// Booked: act after this long (in ms, rounded up).
+    After(Micros),
+    /// It does not fit within `max_delay`: denied, nothing booked (-1).
+    Refused,
+}
+
+impl Booking {
+    /// The reply field: 0, the delay in ms rounded up, or -1.
+    pub fn field(&self) -> i64 {
+        match self {
+            Booking::Now => 0,
+            Booking::After(d) => i64::try_from(d.ceil_millis()).unwrap_or(i64::MAX),
+            Booking::Refused => -1,
+        }
+    }
+}
+
 /// Decide one request. `stored` is the key's TAT (`None`: no key); a TAT in the past
 /// counts as `now`. The key's expiry plays no part: it always follows the TAT.
 pub fn decide(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Outcome<Micros> {
+    decide_booking(stored, now, p).0
+}
+
+/// [`decide`], and for a call with `DELAY` its booking (field 6). A denied call's
+/// `retry_after` is the time until the same call would be booked (without `DELAY`:
+/// until it fits).
+pub fn decide_booking(
+    stored: Option<Stored<Micros>>,
+    now: Micros,
+    p: &GcraParams,
+) -> (Outcome<Micros>, Option<Booking>) {
     let t = p.interval.0;
     let window = p.burst_window().0;
+    // How far ahead of now the TAT may be after an allowed (or booked) request.
+    let bound = window.saturating_add(p.max_delay.map_or(0, |d| d.0));
     let tat = stored.map_or(now, |s| s.state.max(now));
     let new_tat = tat.saturating_add(p.increment());
     // How far ahead of now the TAT would be after this request.
@@ -155,7 +223,7 @@ pub fn decide(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Ou
     let room = |behind: u64| -> i64 {
         i64::try_from(window.saturating_sub(behind) / t).unwrap_or(i64::MAX)
     };
-    if ahead <= window {
+    if ahead <= bound {
         let effect = if p.cost > 0 {
             Effect::Set {
                 state: new_tat,
@@ -170,21 +238,26 @@ pub fn decide(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Ou
             remaining: room(ahead),
             reset_after: Micros(ahead),
         };
-        Outcome { verdict, effect }
+        let booking = p.max_delay.map(|_| match ahead.checked_sub(window) {
+            Some(wait) if wait > 0 => Booking::After(Micros(wait)),
+            _ => Booking::Now,
+        });
+        (Outcome { verdict, effect }, booking)
     } else {
         let behind = tat.saturating_since(now);
         let verdict = Verdict {
             decision: Decision::Denied {
-                retry_after: Micros(ahead - window),
+                retry_after: Micros(ahead - bound),
             },
             limit: p.capacity,
             remaining: room(behind.0),
             reset_after: behind,
         };
-        Outcome {
+        let outcome = Outcome {
             verdict,
             effect: Effect::None,
-        }
+        };
+        (outcome, p.max_delay.map(|_| Booking::Refused))
     }
 }
 
@@ -535,6 +608,140 @@ mod tests {
     // ---- properties ----------------------------------------------------------------
 
     /// A random valid configuration: (max_burst, count, period in ms).
+    /// `params` with `DELAY max_delay_ms`.
+    fn delayed(max_burst: i64, count: i64, period_ms: u64, cost: i64, max_delay_ms: u64) -> GcraParams {
+        params(max_burst, count, period_ms, cost)
+            .with_delay(Micros::from_millis(max_delay_ms))
+            .unwrap()
+    }
+
+    /// Calls at the given µs after T0 with DELAY: the six reply fields of each.
+    fn book(p: &GcraParams, times: &[u64]) -> (Vec<[i64; 6]>, Option<Micros>) {
+        let mut stored = None;
+        let fields = times
+            .iter()
+            .map(|&t| {
+                let (out, booking) = decide_booking(
+                    stored.map(|state| Stored {
+                        state,
+                        expires_at: None,
+                    }),
+                    at(t),
+                    p,
+                );
+                if let Effect::Set { state, expires_at } = out.effect {
+                    // The TAT and its expiry cover the furthest booking.
+                    assert_eq!(expires_at, UnixMillis::covering(state));
+                    stored = Some(state);
+                }
+                let [a, b, c, d, e] = out.verdict.fields();
+                [a, b, c, d, e, booking.expect("DELAY was given").field()]
+            })
+            .collect();
+        (fields, stored)
+    }
+
+    #[test]
+    fn delay_books_what_fits_within_max_delay_spaced_by_the_interval() {
+        // 30 per minute (T = 2 s), 16 at once, DELAY 10 s: at one instant, 16 act now,
+        // five more are booked 2, 4, 6, 8 and 10 s later, the next one is refused.
+        let p = delayed(15, 30, 60_000, 1, 10_000);
+        let (r, tat) = book(&p, &[0; 23]);
+        for (i, f) in r.iter().enumerate().take(16) {
+            assert_eq!(*f, [0, 16, 15 - i as i64, -1, 2_000 * (i as i64 + 1), 0], "{i}");
+        }
+        for k in 1..=5i64 {
+            let i = 15 + k as usize;
+            assert_eq!(r[i], [0, 16, 0, -1, 2_000 * (16 + k), 2_000 * k], "{i}");
+        }
+        // Refused: retry when the same call would be booked (2 s), nothing written.
+        assert_eq!(r[21], [1, 16, 0, 2_000, 42_000, -1]);
+        assert_eq!(r[22], r[21]);
+        assert_eq!(tat, Some(at(42_000_000)));
+        // Two seconds later one more is booked, 10 s ahead.
+        let (r, _) = book(&p, &[&[0u64; 21][..], &[2_000_000]].concat());
+        assert_eq!(r[21], [0, 16, 0, -1, 42_000, 10_000]);
+    }
+
+    #[test]
+    fn delay_without_need_replies_zero_and_changes_nothing_else() {
+        let plain = params(4, 10, 1_000, 1);
+        let p = delayed(4, 10, 1_000, 1, 500);
+        let times = [0, 1, 50_000, 100_000, 100_001, 250_000];
+        let (r, _) = book(&p, &times);
+        let without = run(4, 10, 1_000, &times.map(|t| (t, 1)));
+        for (a, b) in r.iter().zip(&without) {
+            assert_eq!(a[..5], b[..]);
+            assert_eq!(a[5], 0);
+        }
+        assert_eq!(plain.max_delay(), None);
+    }
+
+    #[test]
+    fn delay_at_one_per_day_and_at_100_000_per_second() {
+        // 1 per day, no burst, DELAY 3 days: 0, 1, 2, 3 days, then refused.
+        let p = delayed(0, 1, DAY_MS, 1, 3 * DAY_MS);
+        let (r, _) = book(&p, &[0; 5]);
+        let delays: Vec<i64> = r.iter().map(|f| f[5]).collect();
+        let d = DAY_MS as i64;
+        assert_eq!(delays, [0, d, 2 * d, 3 * d, -1]);
+        assert_eq!(r[4][3], DAY_MS as i64); // retry: one day
+        // 100 000 per second (T = 10 µs), no burst, DELAY 1 s: 100 001 bookings at one
+        // instant, the k-th acting k * 10 µs later (rounded up to the ms), then refused.
+        let p = delayed(0, 100_000, 1_000, 1, 1_000);
+        let (r, _) = book(&p, &[0; 100_002]);
+        for (k, f) in r.iter().enumerate().take(100_001) {
+            assert_eq!(f[0], 0, "{k}");
+            assert_eq!(f[5], (k as i64 * 10 + 999) / 1000, "{k}");
+        }
+        assert_eq!(r[100_001][5], -1);
+        assert_eq!(r[100_001][3], 1); // 10 µs, rounded up
+    }
+
+    #[test]
+    fn delay_peek_books_nothing() {
+        let p = delayed(0, 1, 1_000, 1, 5_000);
+        let peek = delayed(0, 1, 1_000, 0, 5_000);
+        let mut stored = None;
+        for _ in 0..3 {
+            let (out, _) = decide_booking(stored, at(0), &p);
+            if let Effect::Set { state, expires_at } = out.effect {
+                stored = Some(Stored {
+                    state,
+                    expires_at: Some(expires_at),
+                });
+            }
+        }
+        // Three booked at 0, 1 s and 2 s: the TAT is 3 s ahead; a peek reports when the
+        // queue ahead has drained into the burst window (2 s), and writes nothing.
+        let (out, booking) = decide_booking(stored, at(0), &peek);
+        assert_eq!(out.effect, Effect::None);
+        assert_eq!(booking, Some(Booking::After(Micros(2_000_000))));
+        assert_eq!(out.verdict.fields(), [0, 1, 0, -1, 3_000]);
+    }
+
+    #[test]
+    fn delay_bound_keeps_every_booked_tat_readable() {
+        let fifty_years = MAX_BURST_WINDOW.floor_millis();
+        assert_eq!(
+            params(0, 1, 1_000, 1).with_delay(Micros::from_millis(fifty_years)),
+            Err(Error::DelayTooLong)
+        );
+        assert!(params(0, 1, 1_000, 1)
+            .with_delay(Micros::from_millis(fifty_years - 1_000))
+            .is_ok());
+        assert_eq!(
+            parse_args(&[b"0", b"1", b"1s", b"DELAY", b"0"]),
+            Err(Error::InvalidDuration {
+                what: "max_delay",
+                value: b"0".to_vec(),
+                reason: crate::error::DurationProblem::NotPositive,
+            })
+        );
+        let (p, _) = parse_args(&[b"0", b"1", b"1s", b"delay", b"3650d"]).unwrap();
+        assert_eq!(p.max_delay(), Some(Micros::from_millis(3650 * DAY_MS)));
+    }
+
     fn config() -> impl Strategy<Value = (i64, i64, u64)> {
         prop_oneof![
             // Small buckets, slow to fast.
@@ -665,6 +872,78 @@ mod tests {
             if let Effect::Set { state: tat, .. } = out.effect {
                 // What is written can be read back.
                 prop_assert_eq!(parse_tat(tat.0.to_string().as_bytes()), Some(tat));
+            }
+        }
+
+        /// With DELAY: a booked request waits at most max_delay; each one booked while
+        /// the queue is not empty acts exactly `T * cost` after the one before; over any
+        /// interval of the action times, the cost acting in it is at most capacity plus
+        /// the interval over T; a refused request writes nothing and says -1.
+        #[test]
+        fn delay_invariants(
+            (max_burst, count, period_ms) in config(),
+            delay_factor in 1u64..6,
+            steps in proptest::collection::vec((0u64..3, 0u64..1_000_000, 0u64..100), 1..80),
+        ) {
+            let period = Micros::from_millis(period_ms);
+            let p1 = GcraParams::new(max_burst, count, period, 1).unwrap();
+            let (t, capacity) = (p1.interval().0, p1.capacity());
+            let max_delay = Micros((t * delay_factor).div_ceil(1000).max(1) * 1000);
+            prop_assume!(p1.with_delay(max_delay).is_ok());
+            let mut stored: Option<Micros> = None;
+            let mut now = Micros(T0 + 3);
+            // (action time, cost, wait) of every booked request, in booking order.
+            let mut acts: Vec<(u64, i64, u64)> = Vec::new();
+            for (scale, dt, c) in steps {
+                now = Micros(now.0 + match scale {
+                    0 => dt % 3,
+                    1 => dt % (t * 3 + 1),
+                    _ => dt % (p1.burst_window().0 + max_delay.0 + 2),
+                });
+                let cost = (c as i64) % (capacity + 1);
+                let p = GcraParams::new(max_burst, count, period, cost).unwrap().with_delay(max_delay).unwrap();
+                let (out, booking) = decide_booking(stored.map(|state| Stored { state, expires_at: None }), now, &p);
+                let booking = booking.unwrap();
+                match (out.verdict.decision, booking) {
+                    (Decision::Denied { retry_after }, Booking::Refused) => {
+                        prop_assert_eq!(out.effect, Effect::None);
+                        // After retry_after the same call is booked.
+                        let (later, b) = decide_booking(stored.map(|state| Stored { state, expires_at: None }), Micros(now.0 + retry_after.0), &p);
+                        prop_assert!(later.verdict.is_allowed());
+                        prop_assert!(b != Some(Booking::Refused));
+                    }
+                    (Decision::Allowed, b) => {
+                        let wait = match b {
+                            Booking::Now => 0,
+                            Booking::After(w) => { prop_assert!(w.0 > 0); w.0 }
+                            Booking::Refused => { prop_assert!(false, "allowed but refused"); 0 }
+                        };
+                        prop_assert!(wait <= max_delay.0);
+                        prop_assert!(b.field() >= 0);
+                        if cost > 0 {
+                            // Two bookings in a row that both wait: exactly T * cost apart.
+                            if let (true, Some(&(prev, _, prev_wait))) = (wait > 0, acts.last()) {
+                                if prev_wait > 0 {
+                                    prop_assert_eq!(now.0 + wait, prev + t * cost as u64);
+                                }
+                            }
+                            acts.push((now.0 + wait, cost, wait));
+                            if let Effect::Set { state, .. } = out.effect { stored = Some(state); }
+                        }
+                    }
+                    (d, b) => prop_assert!(false, "{:?} with {:?}", d, b),
+                }
+            }
+            // The GCRA bound over the action times.
+            let mut sorted: Vec<(u64, i64)> = acts.iter().map(|&(a, c, _)| (a, c)).collect();
+            sorted.sort();
+            for i in 0..sorted.len() {
+                let mut sum = 0;
+                for &(tj, cj) in &sorted[i..] {
+                    sum += cj;
+                    let bound = capacity + ((tj - sorted[i].0) / t) as i64;
+                    prop_assert!(sum <= bound, "{} acting in {} µs, bound {}", sum, tj - sorted[i].0, bound);
+                }
             }
         }
     }

@@ -1,4 +1,4 @@
-//! `RL.GCRA key max_burst count period [COST n] [AT unix_ms]`.
+//! `RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]`.
 
 use crate::args::Args;
 use crate::clock::request_time;
@@ -16,8 +16,12 @@ pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
     let now = request_time(at)?;
     let key = StringKey::open(ctx, name)?;
     let stored = key.state(gcra::parse_state)?;
-    let outcome = gcra::decide(stored, now, &params);
+    let (outcome, booking) = gcra::decide_booking(stored, now, &params);
     effects::check_memory(ctx, std::slice::from_ref(&outcome.effect), &[name])?;
     key.apply(&outcome.effect)?;
-    Ok(reply::verdict(ctx, &outcome.verdict))
+    Ok(match booking {
+        // With DELAY: a sixth field, the delay in ms (0: act now; -1: not booked).
+        Some(b) => reply::verdict_and(ctx, &outcome.verdict, b.field()),
+        None => reply::verdict(ctx, &outcome.verdict),
+    })
 }

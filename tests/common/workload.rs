@@ -80,6 +80,9 @@ pub fn run(
                 let burst = rng.range(0, 4).to_string();
                 let count = rng.range(1, 10).to_string();
                 let period = rng.pick(&["1m", "1h", "1d"]).to_string();
+                if rng.chance(30) {
+                    opts.extend(["DELAY".to_string(), rng.pick(&["1m", "1h"]).to_string()]);
+                }
                 limiter(
                     twin,
                     "RL.GCRA",
