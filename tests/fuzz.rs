@@ -131,7 +131,10 @@ fn valid_gcra(rng: &mut Rng) -> Vec<Vec<u8>> {
     ];
     limiter_options(rng, &mut v, false);
     if rng.chance(40) {
-        v.extend([s("DELAY"), s(rng.pick::<&str>(&["1ms", "1s", "1h", "3650d"]))]);
+        v.extend([
+            s("DELAY"),
+            s(rng.pick::<&str>(&["1ms", "1s", "1h", "3650d"])),
+        ]);
     }
     v
 }

@@ -526,7 +526,12 @@ fn model_call(m: &mut Model, args: &[String]) -> Value {
     {
         *m = Model::Stored(tat.as_u64().to_string(), Some(expires_at));
     }
-    let mut fields: Vec<Value> = out.verdict.fields().iter().map(|&f| Value::Int(f)).collect();
+    let mut fields: Vec<Value> = out
+        .verdict
+        .fields()
+        .iter()
+        .map(|&f| Value::Int(f))
+        .collect();
     if let Some(b) = booking {
         fields.push(Value::Int(b.field()));
     }
@@ -712,15 +717,28 @@ fn delay_books_requests_that_fit_within_max_delay() {
         let call = |c: &mut Client, args: &[&str]| rl.call(c, &key, args).ints();
         let args = ["15", "30", "60", "DELAY", "10s", "AT", &at];
         for i in 0..16i64 {
-            assert_eq!(call(&mut c, &args), [0, 16, 15 - i, -1, 2_000 * (i + 1), 0], "{i}");
+            assert_eq!(
+                call(&mut c, &args),
+                [0, 16, 15 - i, -1, 2_000 * (i + 1), 0],
+                "{i}"
+            );
         }
         for k in 1..=5i64 {
-            assert_eq!(call(&mut c, &args), [0, 16, 0, -1, 2_000 * (16 + k), 2_000 * k], "{k}");
+            assert_eq!(
+                call(&mut c, &args),
+                [0, 16, 0, -1, 2_000 * (16 + k), 2_000 * k],
+                "{k}"
+            );
         }
         // Beyond max_delay: denied, nothing booked, retry when it would be booked.
         let before = state(&mut c, &key);
         assert_eq!(call(&mut c, &args), [1, 16, 0, 2_000, 42_000, -1]);
-        assert_eq!(state(&mut c, &key), before, "{}: a refusal writes nothing", rl.name());
+        assert_eq!(
+            state(&mut c, &key),
+            before,
+            "{}: a refusal writes nothing",
+            rl.name()
+        );
         // The TAT and its expiry cover the furthest booking.
         assert_eq!(before, tat_state((t + 42_000) * 1000));
         // A peek with DELAY books nothing and says when the queue drains into the
@@ -729,7 +747,10 @@ fn delay_books_requests_that_fit_within_max_delay() {
         assert_eq!(call(&mut c, &peek), [0, 16, 0, -1, 42_000, 10_000]);
         assert_eq!(state(&mut c, &key), before);
         // Without DELAY the reply keeps its five fields, and the request is denied.
-        assert_eq!(call(&mut c, &["15", "30", "60", "AT", &at]), [1, 16, 0, 12_000, 42_000]);
+        assert_eq!(
+            call(&mut c, &["15", "30", "60", "AT", &at]),
+            [1, 16, 0, 12_000, 42_000]
+        );
     }
 }
 
@@ -743,12 +764,20 @@ fn delay_at_high_and_low_rates_is_exact_to_the_millisecond() {
         let key = format!("fast:{}", rl.name());
         for k in 0..=2_000i64 {
             let r = rl
-                .call(&mut c, &key, &["0", "100000", "1s", "DELAY", "20ms", "AT", &t])
+                .call(
+                    &mut c,
+                    &key,
+                    &["0", "100000", "1s", "DELAY", "20ms", "AT", &t],
+                )
                 .ints();
             assert_eq!(r[5], (k * 10 + 999) / 1000, "{} booking {k}", rl.name());
         }
         let r = rl
-            .call(&mut c, &key, &["0", "100000", "1s", "DELAY", "20ms", "AT", &t])
+            .call(
+                &mut c,
+                &key,
+                &["0", "100000", "1s", "DELAY", "20ms", "AT", &t],
+            )
             .ints();
         assert_eq!((r[0], r[5]), (1, -1));
         // 1 per day, DELAY 2 days: now, in one day, in two days, then refused.
@@ -783,7 +812,11 @@ fn concurrent_workers_book_distinct_slots_spaced_by_the_interval() {
                 (0..25)
                     .map(|_| {
                         let r = rl
-                            .call(&mut c, "quota", &["0", "10", "1s", "DELAY", "1h", "AT", &at])
+                            .call(
+                                &mut c,
+                                "quota",
+                                &["0", "10", "1s", "DELAY", "1h", "AT", &at],
+                            )
                             .ints();
                         assert_eq!(r[0], 0, "every request is booked: {r:?}");
                         r[5]
@@ -801,5 +834,8 @@ fn concurrent_workers_book_distinct_slots_spaced_by_the_interval() {
     assert_eq!(delays, slots, "each booking has a slot of its own");
     // The TAT covers the furthest booking.
     let t: u64 = at.parse().expect("AT");
-    assert_eq!(state(&mut c, "quota"), tat_state((t + 200 * T_MS as u64) * 1000));
+    assert_eq!(
+        state(&mut c, "quota"),
+        tat_state((t + 200 * T_MS as u64) * 1000)
+    );
 }

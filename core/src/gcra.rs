@@ -609,7 +609,13 @@ mod tests {
 
     /// A random valid configuration: (max_burst, count, period in ms).
     /// `params` with `DELAY max_delay_ms`.
-    fn delayed(max_burst: i64, count: i64, period_ms: u64, cost: i64, max_delay_ms: u64) -> GcraParams {
+    fn delayed(
+        max_burst: i64,
+        count: i64,
+        period_ms: u64,
+        cost: i64,
+        max_delay_ms: u64,
+    ) -> GcraParams {
         params(max_burst, count, period_ms, cost)
             .with_delay(Micros::from_millis(max_delay_ms))
             .unwrap()
@@ -648,7 +654,11 @@ mod tests {
         let p = delayed(15, 30, 60_000, 1, 10_000);
         let (r, tat) = book(&p, &[0; 23]);
         for (i, f) in r.iter().enumerate().take(16) {
-            assert_eq!(*f, [0, 16, 15 - i as i64, -1, 2_000 * (i as i64 + 1), 0], "{i}");
+            assert_eq!(
+                *f,
+                [0, 16, 15 - i as i64, -1, 2_000 * (i as i64 + 1), 0],
+                "{i}"
+            );
         }
         for k in 1..=5i64 {
             let i = 15 + k as usize;
@@ -686,8 +696,8 @@ mod tests {
         let d = DAY_MS as i64;
         assert_eq!(delays, [0, d, 2 * d, 3 * d, -1]);
         assert_eq!(r[4][3], DAY_MS as i64); // retry: one day
-        // 100 000 per second (T = 10 µs), no burst, DELAY 1 s: 100 001 bookings at one
-        // instant, the k-th acting k * 10 µs later (rounded up to the ms), then refused.
+                                            // 100 000 per second (T = 10 µs), no burst, DELAY 1 s: 100 001 bookings at one
+                                            // instant, the k-th acting k * 10 µs later (rounded up to the ms), then refused.
         let p = delayed(0, 100_000, 1_000, 1, 1_000);
         let (r, _) = book(&p, &[0; 100_002]);
         for (k, f) in r.iter().enumerate().take(100_001) {
