@@ -144,6 +144,16 @@ ROWS: List[Row] = [
         about="GCRA; allowed: 1 000 000 per second with a burst of 1 000 000; denied: 1 per hour, no burst, key used",
     ),
     Row(
+        "RL.GCRA DELAY",
+        native="RL.GCRA rl:gcrad:__rand_int__ 0 1000000 1s DELAY 1h",
+        twin="gcra.lua",
+        keys=FIRST,
+        denied="RL.GCRA rl:gcrad:__rand_int__ 0 1 1h DELAY 1ms",
+        floor_of="FLOOR.FIXED",
+        about="GCRA with DELAY; allowed: every call booked (a million per second, no burst, DELAY 1 h: "
+        "after the fill each key's queue runs ahead); denied: 1 per hour, DELAY 1 ms, key used",
+    ),
+    Row(
         "RL.MULTI",
         native="RL.MULTI 2 rl:multi:ip:__rand_int__ rl:multi:user:__rand_int__ "
         "LIMIT 1s 1000000 LIMIT 1m 1000000 LIMIT 1h 1000000",
