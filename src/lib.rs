@@ -137,6 +137,12 @@ const COMMANDS: &[CommandDef] = &[
         flags: c"write getkeys-api", keys: KeySpec::NumKeys, arity: -6,
         key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET, first_key: Some(2), getkeys: true
     ),
+    // The call shape of RL.MULTI (numkeys key spec, getkeys-api); arity alike.
+    command!(
+        "RL.SLIDING", stats::Command::Sliding, commands::sliding::command,
+        flags: c"write getkeys-api", keys: KeySpec::NumKeys, arity: -6,
+        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET, first_key: Some(2), getkeys: true
+    ),
     // As EXPIRE: the keys' TTLs change, their values are neither read nor returned.
     command!(
         "RL.BULKEXPIRE", stats::Command::BulkExpire, commands::bulkexpire::command,

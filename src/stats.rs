@@ -11,21 +11,26 @@ pub enum Command {
     Fixed,
     Gcra,
     Multi,
+    Sliding,
     BulkExpire,
     Sweep,
 }
 
 impl Command {
-    const ALL: [Command; 5] = [
+    const ALL: [Command; 6] = [
         Command::Fixed,
         Command::Gcra,
         Command::Multi,
+        Command::Sliding,
         Command::BulkExpire,
         Command::Sweep,
     ];
 
     fn limits(self) -> bool {
-        matches!(self, Command::Fixed | Command::Gcra | Command::Multi)
+        matches!(
+            self,
+            Command::Fixed | Command::Gcra | Command::Multi | Command::Sliding
+        )
     }
 
     fn name(self) -> &'static str {
@@ -33,6 +38,7 @@ impl Command {
             Command::Fixed => "fixed",
             Command::Gcra => "gcra",
             Command::Multi => "multi",
+            Command::Sliding => "sliding",
             Command::BulkExpire => "bulkexpire",
             Command::Sweep => "sweep",
         }

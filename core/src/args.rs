@@ -4,7 +4,7 @@
 
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
-use crate::limits::MAX_AT_MS;
+use crate::limits::{MAX_AT_MS, MAX_BUCKETS};
 use crate::units::Micros;
 
 /// Parse a signed 64-bit integer written the way Redis writes them: an optional `-`
@@ -55,6 +55,7 @@ pub enum Accepts {
     CostAt,
     CostAtAlign,
     CostAtDelay,
+    CostAtBuckets,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +68,8 @@ pub struct Options {
     pub align: bool,
     /// `DELAY max_delay`: book a request that fits within this delay (GCRA).
     pub delay: Option<Micros>,
+    /// `BUCKETS n`: buckets per sliding window.
+    pub buckets: Option<u64>,
 }
 
 impl Default for Options {
@@ -76,6 +79,7 @@ impl Default for Options {
             at: None,
             align: false,
             delay: None,
+            buckets: None,
         }
     }
 }
@@ -104,6 +108,7 @@ pub struct OptionParser {
     seen_at: bool,
     seen_align: bool,
     seen_delay: bool,
+    seen_buckets: bool,
 }
 
 impl OptionParser {
@@ -115,6 +120,7 @@ impl OptionParser {
             seen_at: false,
             seen_align: false,
             seen_delay: false,
+            seen_buckets: false,
         }
     }
 
@@ -143,6 +149,14 @@ impl OptionParser {
             once(&mut self.seen_delay, "DELAY")?;
             let v = value.ok_or(Error::MissingOptionValue { name: "DELAY" })?;
             self.options.delay = Some(parse_duration("max_delay", v)?);
+            Ok(Some(2))
+        } else if word.eq_ignore_ascii_case(b"BUCKETS") && self.accepts == Accepts::CostAtBuckets {
+            once(&mut self.seen_buckets, "BUCKETS")?;
+            let v = value.ok_or(Error::MissingOptionValue { name: "BUCKETS" })?;
+            match parse_int("BUCKETS", v, 1) {
+                Ok(n) if (n as u64) <= MAX_BUCKETS => self.options.buckets = Some(n as u64),
+                _ => return Err(Error::InvalidBuckets { value: v.to_vec() }),
+            }
             Ok(Some(2))
         } else {
             Ok(None)
@@ -240,6 +254,7 @@ mod tests {
                 at: Some(Micros(1_000_000)),
                 align: true,
                 delay: None,
+                buckets: None,
             })
         );
         assert_eq!(opts(&["COST", "0"], Accepts::CostAt).map(|o| o.cost), Ok(0));
@@ -250,6 +265,7 @@ mod tests {
                 at: None,
                 align: false,
                 delay: Some(Micros(1_500_000)),
+                buckets: None,
             })
         );
     }

@@ -3,7 +3,7 @@
 //! the same text.
 
 use crate::limits::{
-    ECHO_MAX, MAX_AT_MS, MAX_KEYS, MAX_PATTERN_LEN, MAX_WINDOWS, MAX_WINDOWS_PER_KEY,
+    ECHO_MAX, MAX_AT_MS, MAX_BUCKETS, MAX_KEYS, MAX_PATTERN_LEN, MAX_WINDOWS, MAX_WINDOWS_PER_KEY,
 };
 use std::fmt;
 
@@ -57,6 +57,15 @@ pub enum Error {
     BurstTooLong,
     /// GCRA with DELAY: the burst window plus `max_delay` is longer than 50 years.
     DelayTooLong,
+    /// RL.SLIDING: `BUCKETS` not an integer from 1 to [`MAX_BUCKETS`].
+    InvalidBuckets {
+        value: Vec<u8>,
+    },
+    /// RL.SLIDING: a window that `BUCKETS` does not split into whole microseconds.
+    UnevenBuckets {
+        window_ms: u64,
+        buckets: u64,
+    },
     /// The key holds a value of the right type that is not state of this command
     /// (built by [`crate::state::StateKind::invalid`]); `key` is named by commands with
     /// several keys.
@@ -215,6 +224,15 @@ impl fmt::Display for Error {
             Error::BurstTooLong => write!(
                 f,
                 "ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)"
+            ),
+            Error::InvalidBuckets { value } => write!(
+                f,
+                "ERR invalid BUCKETS '{}': must be an integer from 1 to {MAX_BUCKETS}",
+                echo(value)
+            ),
+            Error::UnevenBuckets { window_ms, buckets } => write!(
+                f,
+                "ERR a window of {window_ms} ms does not split into {buckets} buckets of whole microseconds (choose BUCKETS dividing {window_ms}000)"
             ),
             Error::DelayTooLong => write!(
                 f,
@@ -379,6 +397,13 @@ mod tests {
             Error::RateTooHigh,
             Error::BurstTooLong,
             Error::DelayTooLong,
+            Error::InvalidBuckets {
+                value: b"0".to_vec(),
+            },
+            Error::UnevenBuckets {
+                window_ms: 1,
+                buckets: 7,
+            },
             Error::InvalidState {
                 command: "RL.FIXED",
                 expected: "an integer counter",

@@ -12,6 +12,7 @@ pub mod glob;
 pub mod limits;
 pub mod multi;
 pub mod multikey;
+pub mod sliding;
 pub mod state;
 pub mod units;
 pub mod verdict;

@@ -27,6 +27,9 @@ pub const MAX_WINDOWS: usize = 16;
 /// kept until they end, so calls with different windows add up): a write that would
 /// keep more is refused, so a key's value, and what each write replicates, stay small.
 pub const MAX_WINDOWS_PER_KEY: usize = 32;
+/// RL.SLIDING: buckets per window, at most (`BUCKETS n`), and by default.
+pub const MAX_BUCKETS: u64 = 100;
+pub const DEFAULT_BUCKETS: u64 = 10;
 /// RL.MULTI: the largest `end_ms` accepted in stored state.
 pub const MAX_END_MS: u64 = MAX_SAFE_INTEGER;
 
@@ -90,6 +93,8 @@ mod tests {
             ("MAX_KEYS", MAX_KEYS as u64),
             ("MAX_WINDOWS", MAX_WINDOWS as u64),
             ("MAX_WINDOWS_PER_KEY", MAX_WINDOWS_PER_KEY as u64),
+            ("MAX_BUCKETS", MAX_BUCKETS),
+            ("DEFAULT_BUCKETS", DEFAULT_BUCKETS),
             ("MAX_END_MS", MAX_END_MS),
             ("MAX_BURST_WINDOW_US", MAX_BURST_WINDOW_US),
             ("MAX_TAT_US", MAX_TAT_US),

@@ -6,4 +6,5 @@ pub mod bulkexpire;
 pub mod fixed;
 pub mod gcra;
 pub mod multi;
+pub mod sliding;
 pub mod sweep;

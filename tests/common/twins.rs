@@ -8,6 +8,7 @@ pub struct Twins {
     pub fixed: String,
     pub gcra: String,
     pub multi: String,
+    pub sliding: String,
     pub bulkexpire: String,
 }
 
@@ -31,6 +32,7 @@ impl Twins {
             fixed: load("fixed.lua"),
             gcra: load("gcra.lua"),
             multi: load("multi.lua"),
+            sliding: load("sliding.lua"),
             bulkexpire: load("bulkexpire.lua"),
         }
     }
