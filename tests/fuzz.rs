@@ -166,6 +166,20 @@ fn valid_multi(rng: &mut Rng) -> Vec<Vec<u8>> {
     v
 }
 
+fn valid_sliding(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let n = rng.range(1, 3);
+    let mut v = vec![n.to_string().into_bytes()];
+    v.extend((0..n).map(|i| format!("{{s}}{i}").into_bytes()));
+    for w in ["1s", "1m", "1h"].iter().take(rng.range(1, 4) as usize) {
+        v.extend([s("LIMIT"), s(w), rng.range(1, 20).to_string().into_bytes()]);
+    }
+    if rng.chance(40) {
+        v.extend([s("BUCKETS"), rng.range(1, 101).to_string().into_bytes()]);
+    }
+    limiter_options(rng, &mut v, false);
+    v
+}
+
 /// The five integers, then the binding key and its window in ms.
 fn multi_reply(v: &Value) -> bool {
     match v {
@@ -257,6 +271,12 @@ const TARGETS: &[Target] = &[
         name: "RL.MULTI",
         prefix: |_| vec![s("RL.MULTI")],
         valid: valid_multi,
+        well_formed: multi_reply,
+    },
+    Target {
+        name: "RL.SLIDING",
+        prefix: |_| vec![s("RL.SLIDING")],
+        valid: valid_sliding,
         well_formed: multi_reply,
     },
     Target {

@@ -70,6 +70,24 @@ fn gcra_keys_expire_and_memory_returns_to_baseline() {
 }
 
 #[test]
+fn sliding_keys_expire_and_memory_returns_to_baseline() {
+    returns_to_baseline(|i| {
+        crate::args![
+            "RL.SLIDING",
+            2,
+            format!("{{u{i}}}ip"),
+            format!("{{u{i}}}id"),
+            "LIMIT",
+            "1s",
+            10,
+            "LIMIT",
+            "2s",
+            20
+        ]
+    });
+}
+
+#[test]
 fn multi_keys_expire_and_memory_returns_to_baseline() {
     returns_to_baseline(|i| {
         crate::args![

@@ -106,6 +106,16 @@ fn info_section_counts_calls_allowed_denied_and_errors() {
     assert_eq!(get("ratelimit_fixed_allowed"), Some(3), "{fields:?}");
     assert_eq!(get("ratelimit_fixed_denied"), Some(1), "{fields:?}");
     assert_eq!(get("ratelimit_fixed_errors"), Some(1), "{fields:?}");
+    c.cmd(&["RL.SLIDING", "1", "s", "LIMIT", "1m", "1"]);
+    c.cmd(&["RL.SLIDING", "1", "s", "LIMIT", "1m", "1"]);
+    c.cmd(&["RL.SLIDING", "1", "s", "LIMIT", "1m", "1", "BUCKETS", "7"]);
+    let fields = info_fields(&mut c);
+    let get = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+    assert_eq!(
+        ["calls", "allowed", "denied", "errors"].map(|f| get(&format!("ratelimit_sliding_{f}"))),
+        [Some(3), Some(1), Some(1), Some(1)],
+        "{fields:?}"
+    );
     // The bulk TTL commands count the keys they gave a TTL (a dry run gives none).
     c.cmd(&["SET", "p1", "x"]);
     c.cmd(&["SET", "p2", "x"]);
@@ -218,6 +228,7 @@ fn denials_and_peeks_leave_watched_keys_alone() {
     c.cmd(&["RL.FIXED", "f", "1", "1h"]);
     c.cmd(&["RL.GCRA", "g", "0", "1", "1h"]);
     c.cmd(&["RL.MULTI", "1", "m", "LIMIT", "1h", "1"]);
+    c.cmd(&["RL.SLIDING", "1", "s", "LIMIT", "1h", "1"]);
     c.cmd(&["SET", "ttl", "x", "EX", "100"]);
     // (call, key watched, whether it writes)
     let cases: Vec<(Vec<&str>, &str, bool)> = vec![
@@ -240,10 +251,21 @@ fn denials_and_peeks_leave_watched_keys_alone() {
             "m",
             false,
         ),
+        (vec!["RL.SLIDING", "1", "s", "LIMIT", "1h", "1"], "s", false),
+        (
+            vec!["RL.SLIDING", "1", "s", "LIMIT", "1h", "9", "COST", "0"],
+            "s",
+            false,
+        ),
         (vec!["RL.BULKEXPIRE", "1h", "ttl"], "ttl", false),
         (vec!["RL.FIXED", "f2", "5", "1h"], "f2", true),
         (vec!["RL.GCRA", "g2", "5", "1", "1h"], "g2", true),
         (vec!["RL.MULTI", "1", "m2", "LIMIT", "1h", "9"], "m2", true),
+        (
+            vec!["RL.SLIDING", "1", "s2", "LIMIT", "1h", "9"],
+            "s2",
+            true,
+        ),
         (vec!["RL.BULKEXPIRE", "1h", "p"], "p", true),
     ];
     c.cmd(&["SET", "p", "x"]);

@@ -102,7 +102,19 @@ pub fn run(
                         rng.range(1, 6).to_string(),
                     ]);
                 }
-                limiter(twin, "RL.MULTI", &twins.multi, &keys, &args, &opts)
+                if rng.chance(50) {
+                    // The same shape with sliding windows (on keys of their own).
+                    let keys: Vec<String> = keys.iter().map(|k| format!("{k}:s")).collect();
+                    if rng.chance(50) {
+                        args.extend([
+                            "BUCKETS".to_string(),
+                            rng.pick(&["4", "10", "60"]).to_string(),
+                        ]);
+                    }
+                    limiter(twin, "RL.SLIDING", &twins.sliding, &keys, &args, &opts)
+                } else {
+                    limiter(twin, "RL.MULTI", &twins.multi, &keys, &args, &opts)
+                }
             }
             _ => {
                 // Persistent keys of several types, then a bulk TTL over some of them.
@@ -152,7 +164,7 @@ fn limiter(
 ) -> Vec<String> {
     let mut v: Vec<String> = if twin {
         vec!["EVALSHA".into(), sha.to_string(), keys.len().to_string()]
-    } else if command == "RL.MULTI" {
+    } else if command == "RL.MULTI" || command == "RL.SLIDING" {
         vec![command.into(), keys.len().to_string()]
     } else {
         vec![command.into()]
