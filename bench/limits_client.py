@@ -142,6 +142,28 @@ def measure(name: str, make_hit: Callable[[], Callable[[str], object]], admin: r
     }
 
 
+def article_sliding(port: int):
+    """The article's sliding-window pattern as published: EVAL of its INCR + EXPIRE
+    script on the current second's key, then MGET of the last 15 seconds' keys and the
+    sums of the last 1, 10 and 15 seconds against 1 000, 5 000 and 7 000, on the
+    client. A hit is allowed when no sum is over its limit."""
+    r = redis.Redis(port=port)
+    script = r.register_script((ROOT / "lua" / "published" / "sliding_window_incr.lua").read_text())
+
+    def hit(k: str) -> bool:
+        now = int(time.time())
+        script(keys=[f"{{{k}:}}{now}"])
+        counts = r.mget([f"{{{k}:}}{now - i}" for i in range(15)])
+        total = 0
+        for i, c in enumerate(counts):
+            total += int(c or 0)
+            if (i == 0 and total > 1000) or (i == 9 and total > 5000) or (i == 14 and total > 7000):
+                return False
+        return True
+
+    return hit
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
@@ -190,6 +212,31 @@ def main() -> int:
 
         results.append({"algorithm": algo, "variant": "twin", "label": f"lua/{twin_file}",
                         **measure(algo, twin_hit, admin, keys, o.hits, o.threads)})
+    # The article's 1 s / 10 s / 15 s sliding windows: its pattern against RL.SLIDING.
+    algo = "sliding windows 1 s, 10 s, 15 s"
+    keys = [f"peer:article:{i:06d}" for i in range(IDS)]
+    results.append({"algorithm": algo, "variant": "published", "label": "published 15-key pattern",
+                    **measure(algo, lambda: article_sliding(o.port), admin, keys, o.hits, o.threads)})
+    article = ["RL.SLIDING", "1", "{key}", "LIMIT", "1s", "1000", "LIMIT", "10s", "5000", "LIMIT", "15s", "7000"]
+    try:
+        admin.execute_command(*[a.replace("{key}", "peer:probe") for a in article])
+
+        def sliding_hit():
+            r = redis.Redis(port=o.port)
+            return lambda k: r.execute_command(*[a.replace("{key}", k) for a in article])
+
+        results.append({"algorithm": algo, "variant": "native", "label": "RL.SLIDING",
+                        **measure(algo, sliding_hit, admin, keys, o.hits, o.threads)})
+        sha = admin.script_load(prelude + "\n" + (ROOT / "lua" / "sliding.lua").read_text())
+
+        def sliding_twin():
+            r = redis.Redis(port=o.port)
+            return lambda k: r.evalsha(sha, 1, k, *article[3:])
+
+        results.append({"algorithm": algo, "variant": "twin", "label": "lua/sliding.lua",
+                        **measure(algo, sliding_twin, admin, keys, o.hits, o.threads)})
+    except redis.ResponseError as e:
+        notes.append(f"{algo}: RL.SLIDING skipped: {e}")
     admin.flushall()
     o.out.write_text(json.dumps({"results": results, "notes": notes, "limit": f"{LIMIT} per {WINDOW}",
                                  "ids": IDS}, indent=1))

@@ -173,6 +173,27 @@ ROWS: List[Row] = [
         about="the published multi-window script (2 identifiers x 3 windows, INCR + EXPIRE each, answers 0/1)",
     ),
     Row(
+        "RL.SLIDING",
+        native="RL.SLIDING 2 rl:sliding:ip:__rand_int__ rl:sliding:user:__rand_int__ "
+        "LIMIT 1s 1000000 LIMIT 1m 1000000 LIMIT 1h 1000000",
+        twin="sliding.lua",
+        keys=NUMKEYS,
+        denied="RL.SLIDING 2 rl:sliding:ip:__rand_int__ rl:sliding:user:__rand_int__ "
+        "LIMIT 1m 1 LIMIT 1h 1 LIMIT 1d 1",
+        floor_of="FLOOR.MULTI",
+        target=1.15,
+        about="sliding windows, 2 identifiers x 3 windows of 10 buckets, all or nothing (the RL.MULTI row's "
+        "windows); denied: limit 1 in every window",
+    ),
+    Row(
+        "sliding_window_incr (published)",
+        script="lua/published/sliding_window_incr.lua",
+        call="1 {ratelimit:__rand_int__:}1605054195",
+        against="RL.SLIDING",
+        about="the article's per-second counter script (INCR + EXPIRE 16 s); the article's pattern also reads "
+        "15 such keys with MGET and sums them on the client (see the limits library table)",
+    ),
+    Row(
         "RL.BULKEXPIRE",
         native="RL.BULKEXPIRE 60 " + " ".join(["rl:bulk:__rand_int__"] * 100),
         twin="bulkexpire.lua",
