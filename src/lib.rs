@@ -143,6 +143,12 @@ const COMMANDS: &[CommandDef] = &[
         flags: c"write getkeys-api", keys: KeySpec::NumKeys, arity: -6,
         key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET, first_key: Some(2), getkeys: true
     ),
+    // Its work grows with the entries in the window (at most its limit): not `fast`.
+    command!(
+        "RL.LOG", stats::Command::Log, commands::log::command,
+        flags: c"write", keys: KeySpec::First, arity: -4,
+        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET, first_key: Some(1), getkeys: false
+    ),
     // As EXPIRE: the keys' TTLs change, their values are neither read nor returned.
     command!(
         "RL.BULKEXPIRE", stats::Command::BulkExpire, commands::bulkexpire::command,

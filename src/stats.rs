@@ -12,16 +12,18 @@ pub enum Command {
     Gcra,
     Multi,
     Sliding,
+    Log,
     BulkExpire,
     Sweep,
 }
 
 impl Command {
-    const ALL: [Command; 6] = [
+    const ALL: [Command; 7] = [
         Command::Fixed,
         Command::Gcra,
         Command::Multi,
         Command::Sliding,
+        Command::Log,
         Command::BulkExpire,
         Command::Sweep,
     ];
@@ -29,7 +31,7 @@ impl Command {
     fn limits(self) -> bool {
         matches!(
             self,
-            Command::Fixed | Command::Gcra | Command::Multi | Command::Sliding
+            Command::Fixed | Command::Gcra | Command::Multi | Command::Sliding | Command::Log
         )
     }
 
@@ -39,6 +41,7 @@ impl Command {
             Command::Gcra => "gcra",
             Command::Multi => "multi",
             Command::Sliding => "sliding",
+            Command::Log => "log",
             Command::BulkExpire => "bulkexpire",
             Command::Sweep => "sweep",
         }

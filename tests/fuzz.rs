@@ -166,6 +166,22 @@ fn valid_multi(rng: &mut Rng) -> Vec<Vec<u8>> {
     v
 }
 
+fn valid_log(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let mut v = vec![
+        s(rng.pick::<&str>(&["log", "log2"])),
+        rng.range(1, 20).to_string().into_bytes(),
+        s(rng.pick::<&str>(&["1s", "1ms", "10", "1h"])),
+    ];
+    if rng.chance(60) {
+        let meta: Vec<u8> = (0..rng.range(0, 20))
+            .map(|_| rng.range(0, 256) as u8)
+            .collect();
+        v.extend([s("META"), meta]);
+    }
+    limiter_options(rng, &mut v, false);
+    v
+}
+
 fn valid_sliding(rng: &mut Rng) -> Vec<Vec<u8>> {
     let n = rng.range(1, 3);
     let mut v = vec![n.to_string().into_bytes()];
@@ -272,6 +288,18 @@ const TARGETS: &[Target] = &[
         prefix: |_| vec![s("RL.MULTI")],
         valid: valid_multi,
         well_formed: multi_reply,
+    },
+    Target {
+        name: "RL.LOG",
+        prefix: |_| vec![s("RL.LOG")],
+        valid: valid_log,
+        well_formed: five_ints,
+    },
+    Target {
+        name: "RL.LOG twin",
+        prefix: |t| vec![s("EVALSHA"), t.log.clone().into_bytes(), s("1")],
+        valid: valid_log,
+        well_formed: five_ints,
     },
     Target {
         name: "RL.SLIDING",

@@ -156,6 +156,23 @@ fn sliding_allows_exactly_the_tightest_limit_under_load() {
 }
 
 #[test]
+fn log_allows_exactly_the_limit_under_load() {
+    let s = Server::start();
+    // 16 clients × 2 000 requests on 4 hot logs of 500 per hour: exactly 500 each, and
+    // each log holds exactly its 500 entries.
+    let totals = hammer(&s, |key| {
+        ["RL.LOG", key, "500", "1h", "META", "client"]
+            .map(String::from)
+            .to_vec()
+    });
+    assert_eq!(totals, vec![500; HOT_KEYS]);
+    let mut c = s.client();
+    for k in 0..HOT_KEYS {
+        assert_eq!(c.cmd(&["ZCARD", &format!("hot:{k}")]).int(), 500);
+    }
+}
+
+#[test]
 fn a_key_named_with_many_windows_under_load_stays_bounded() {
     // Every client names its own four windows on one shared key: the key fills up to
     // its bound of 32 windows, further windows are refused, nothing else fails.

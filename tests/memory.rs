@@ -70,6 +70,11 @@ fn gcra_keys_expire_and_memory_returns_to_baseline() {
 }
 
 #[test]
+fn log_keys_expire_and_memory_returns_to_baseline() {
+    returns_to_baseline(|i| crate::args!["RL.LOG", format!("ip:{i}"), 10, "2s", "META", "user:42"]);
+}
+
+#[test]
 fn sliding_keys_expire_and_memory_returns_to_baseline() {
     returns_to_baseline(|i| {
         crate::args![

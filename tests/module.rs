@@ -229,6 +229,7 @@ fn denials_and_peeks_leave_watched_keys_alone() {
     c.cmd(&["RL.GCRA", "g", "0", "1", "1h"]);
     c.cmd(&["RL.MULTI", "1", "m", "LIMIT", "1h", "1"]);
     c.cmd(&["RL.SLIDING", "1", "s", "LIMIT", "1h", "1"]);
+    c.cmd(&["RL.LOG", "l", "1", "1h"]);
     c.cmd(&["SET", "ttl", "x", "EX", "100"]);
     // (call, key watched, whether it writes)
     let cases: Vec<(Vec<&str>, &str, bool)> = vec![
@@ -257,6 +258,8 @@ fn denials_and_peeks_leave_watched_keys_alone() {
             "s",
             false,
         ),
+        (vec!["RL.LOG", "l", "1", "1h"], "l", false),
+        (vec!["RL.LOG", "l", "9", "1h", "COST", "0"], "l", false),
         (vec!["RL.BULKEXPIRE", "1h", "ttl"], "ttl", false),
         (vec!["RL.FIXED", "f2", "5", "1h"], "f2", true),
         (vec!["RL.GCRA", "g2", "5", "1", "1h"], "g2", true),
@@ -266,6 +269,7 @@ fn denials_and_peeks_leave_watched_keys_alone() {
             "s2",
             true,
         ),
+        (vec!["RL.LOG", "l2", "9", "1h"], "l2", true),
         (vec!["RL.BULKEXPIRE", "1h", "p"], "p", true),
     ];
     c.cmd(&["SET", "p", "x"]);

@@ -40,6 +40,7 @@ fn every_command(p: &str) -> Vec<Vec<String>> {
             "1s",
             "5",
         ]),
+        v(&["RL.LOG", &format!("{p}:log"), "5", "1m", "META", "u"]),
         v(&["RL.BULKEXPIRE", "1h", &format!("{p}:bulk")]),
         v(&["RL.SWEEP", "0", "1h"]),
     ]
@@ -95,7 +96,14 @@ fn a_user_denied_writes_cannot_write_through_any_command() {
     }
     assert_eq!(
         admin
-            .cmd(&["EXISTS", "k:fixed", "k:gcra", "k:multi", "k:sliding"])
+            .cmd(&[
+                "EXISTS",
+                "k:fixed",
+                "k:gcra",
+                "k:multi",
+                "k:sliding",
+                "k:log"
+            ])
             .int(),
         0,
         "nothing written"
@@ -161,6 +169,7 @@ fn write_and_ratelimit_categories_grant_the_commands_where_the_server_has_them()
                 "rl.bulkexpire",
                 "rl.fixed",
                 "rl.gcra",
+                "rl.log",
                 "rl.multi",
                 "rl.sliding",
                 "rl.sweep"
@@ -171,6 +180,7 @@ fn write_and_ratelimit_categories_grant_the_commands_where_the_server_has_them()
             "rl.gcra",
             "rl.multi",
             "rl.sliding",
+            "rl.log",
             "rl.bulkexpire",
             "rl.sweep",
         ] {
@@ -324,6 +334,45 @@ fn under_an_eviction_policy_allowed_requests_write() {
     assert_eq!(c.cmd(&["GET", "lru"]).text(), "1");
     let r = c.cmd(&["EVALSHA", &twins.fixed, "1", "lru-twin", "5", "1m"]);
     assert_eq!(r.ints()[..3], [0, 5, 4]);
+}
+
+#[test]
+fn a_log_over_maxmemory_answers_denials_and_peeks_and_refuses_writes() {
+    let (_s, mut c, twins) = over_maxmemory("noeviction");
+    let at = (common::unix_ms() + 3_600_000).to_string();
+    for (side, head) in [
+        ("native", vec!["RL.LOG".to_string()]),
+        (
+            "twin",
+            vec!["EVALSHA".to_string(), twins.log.clone(), "1".to_string()],
+        ),
+    ] {
+        let call = |c: &mut Client, key: &str, extra: &[&str]| {
+            let mut v = head.clone();
+            v.push(key.to_string());
+            v.extend(["1", "1h", "META", "u"].map(String::from));
+            v.extend(extra.iter().map(|s| s.to_string()));
+            v.extend(["AT".to_string(), at.clone()]);
+            c.cmd(&v)
+        };
+        let full = format!("log:{side}:full");
+        assert_eq!(call(&mut c, &full, &[]).ints()[0], 0);
+        squeeze(&mut c);
+        assert_eq!(
+            call(&mut c, &full, &[]).ints()[0],
+            1,
+            "{side}: a denial answers"
+        );
+        let fresh = format!("log:{side}:fresh");
+        assert_eq!(
+            call(&mut c, &fresh, &["COST", "0"]).ints()[0],
+            0,
+            "{side}: a peek answers"
+        );
+        assert_eq!(call(&mut c, &fresh, &[]).err(), Some(OOM), "{side}");
+        assert_eq!(c.cmd(&["EXISTS", &fresh]).int(), 0);
+        c.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+    }
 }
 
 // ---- 3 and 4. bounded state and work ------------------------------------------

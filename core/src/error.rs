@@ -3,7 +3,8 @@
 //! the same text.
 
 use crate::limits::{
-    ECHO_MAX, MAX_AT_MS, MAX_BUCKETS, MAX_KEYS, MAX_PATTERN_LEN, MAX_WINDOWS, MAX_WINDOWS_PER_KEY,
+    ECHO_MAX, MAX_AT_MS, MAX_BUCKETS, MAX_KEYS, MAX_LOG_LIMIT, MAX_META_LEN, MAX_PATTERN_LEN,
+    MAX_WINDOWS, MAX_WINDOWS_PER_KEY,
 };
 use std::fmt;
 
@@ -57,6 +58,14 @@ pub enum Error {
     BurstTooLong,
     /// GCRA with DELAY: the burst window plus `max_delay` is longer than 50 years.
     DelayTooLong,
+    /// RL.LOG: `limit` not an integer from 1 to [`MAX_LOG_LIMIT`].
+    InvalidLogLimit {
+        value: Vec<u8>,
+    },
+    /// RL.LOG: a `META` value longer than [`MAX_META_LEN`] bytes.
+    MetaTooLong {
+        len: usize,
+    },
     /// RL.SLIDING: `BUCKETS` not an integer from 1 to [`MAX_BUCKETS`].
     InvalidBuckets {
         value: Vec<u8>,
@@ -224,6 +233,15 @@ impl fmt::Display for Error {
             Error::BurstTooLong => write!(
                 f,
                 "ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)"
+            ),
+            Error::InvalidLogLimit { value } => write!(
+                f,
+                "ERR invalid limit '{}': must be an integer from 1 to {MAX_LOG_LIMIT}",
+                echo(value)
+            ),
+            Error::MetaTooLong { len } => write!(
+                f,
+                "ERR META of {len} bytes: at most {MAX_META_LEN} bytes"
             ),
             Error::InvalidBuckets { value } => write!(
                 f,
@@ -400,6 +418,10 @@ mod tests {
             Error::InvalidBuckets {
                 value: b"0".to_vec(),
             },
+            Error::InvalidLogLimit {
+                value: b"0".to_vec(),
+            },
+            Error::MetaTooLong { len: 300 },
             Error::UnevenBuckets {
                 window_ms: 1,
                 buckets: 7,

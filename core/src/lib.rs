@@ -10,6 +10,7 @@ pub mod fixed;
 pub mod gcra;
 pub mod glob;
 pub mod limits;
+pub mod log;
 pub mod multi;
 pub mod multikey;
 pub mod sliding;

@@ -30,6 +30,11 @@ pub const MAX_WINDOWS_PER_KEY: usize = 32;
 /// RL.SLIDING: buckets per window, at most (`BUCKETS n`), and by default.
 pub const MAX_BUCKETS: u64 = 100;
 pub const DEFAULT_BUCKETS: u64 = 10;
+/// RL.LOG: the largest `limit` (a log keeps one entry per allowed request: memory and
+/// the work of a call grow with it).
+pub const MAX_LOG_LIMIT: i64 = 10_000;
+/// RL.LOG: the longest `META` value, in bytes.
+pub const MAX_META_LEN: usize = 256;
 /// RL.MULTI: the largest `end_ms` accepted in stored state.
 pub const MAX_END_MS: u64 = MAX_SAFE_INTEGER;
 
@@ -95,6 +100,8 @@ mod tests {
             ("MAX_WINDOWS_PER_KEY", MAX_WINDOWS_PER_KEY as u64),
             ("MAX_BUCKETS", MAX_BUCKETS),
             ("DEFAULT_BUCKETS", DEFAULT_BUCKETS),
+            ("MAX_LOG_LIMIT", MAX_LOG_LIMIT as u64),
+            ("MAX_META_LEN", MAX_META_LEN as u64),
             ("MAX_END_MS", MAX_END_MS),
             ("MAX_BURST_WINDOW_US", MAX_BURST_WINDOW_US),
             ("MAX_TAT_US", MAX_TAT_US),

@@ -5,6 +5,7 @@
 pub mod bulkexpire;
 pub mod fixed;
 pub mod gcra;
+pub mod log;
 pub mod multi;
 pub mod sliding;
 pub mod sweep;

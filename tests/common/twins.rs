@@ -9,6 +9,7 @@ pub struct Twins {
     pub gcra: String,
     pub multi: String,
     pub sliding: String,
+    pub log: String,
     pub bulkexpire: String,
 }
 
@@ -33,6 +34,7 @@ impl Twins {
             gcra: load("gcra.lua"),
             multi: load("multi.lua"),
             sliding: load("sliding.lua"),
+            log: load("log.lua"),
             bulkexpire: load("bulkexpire.lua"),
         }
     }

@@ -60,20 +60,30 @@ pub fn run(
         }
         let call: Vec<String> = match rng.range(0, 7) {
             0 | 1 => {
-                let key = format!("fixed:{id}");
-                let limit = rng.range(1, 5).to_string();
-                let window = rng.pick(&["1m", "90", "1h"]).to_string();
-                if rng.chance(30) {
-                    opts.push("ALIGN".into());
+                if rng.chance(40) {
+                    // A request log, with the user behind the request.
+                    let key = format!("log:{id}");
+                    let limit = rng.range(1, 6).to_string();
+                    let window = rng.pick(&["1m", "90", "1h"]).to_string();
+                    let mut opts = opts.clone();
+                    opts.extend(["META".to_string(), format!("user:{}", rng.range(0, 4))]);
+                    limiter(twin, "RL.LOG", &twins.log, &[key], &[limit, window], &opts)
+                } else {
+                    let key = format!("fixed:{id}");
+                    let limit = rng.range(1, 5).to_string();
+                    let window = rng.pick(&["1m", "90", "1h"]).to_string();
+                    if rng.chance(30) {
+                        opts.push("ALIGN".into());
+                    }
+                    limiter(
+                        twin,
+                        "RL.FIXED",
+                        &twins.fixed,
+                        &[key],
+                        &[limit, window],
+                        &opts,
+                    )
                 }
-                limiter(
-                    twin,
-                    "RL.FIXED",
-                    &twins.fixed,
-                    &[key],
-                    &[limit, window],
-                    &opts,
-                )
             }
             2 | 3 => {
                 let key = format!("gcra:{id}");

@@ -1,0 +1,393 @@
+//! RL.LOG against real servers: the exact moving window, the requesters readable with
+//! ZRANGE, peeks and costs, wrong type and foreign sorted sets, bad inputs, the
+//! differential test (native command, Lua twin and the pure model on the same inputs),
+//! concurrency and Cluster routing. Its replicas and AOF restarts are in
+//! tests/replication.rs and tests/persistence.rs (the shared workload).
+
+mod common;
+
+use common::{at_base, Client, Cluster, Rng, Server, Twins, Value, HOUR};
+use ratelimit_core::log;
+
+/// `None`: the command; `Some(sha)`: the twin.
+fn sides(c: &mut Client) -> [Option<String>; 2] {
+    [None, Some(Twins::load(c).log)]
+}
+
+fn call(c: &mut Client, side: &Option<String>, key: &str, args: &[&str]) -> Value {
+    let mut v: Vec<&str> = match side {
+        None => vec!["RL.LOG", key],
+        Some(sha) => vec!["EVALSHA", sha, "1", key],
+    };
+    v.extend_from_slice(args);
+    c.cmd(&v)
+}
+
+/// The log as a plain client reads it: (member, score) pairs, oldest first.
+fn entries(c: &mut Client, key: &str) -> Vec<(String, String)> {
+    let r = c.cmd(&["ZRANGE", key, "0", "-1", "WITHSCORES"]);
+    r.array()
+        .chunks(2)
+        .map(|p| (p[0].text(), p[1].text()))
+        .collect()
+}
+
+#[test]
+fn an_exact_moving_window_that_remembers_who_used_it() {
+    let s = Server::start();
+    let mut c = s.client();
+    let t = at_base(2 * HOUR, HOUR);
+    for side in sides(&mut c) {
+        let key = format!("rl:ip:1.2.3.4:{}", side.is_some());
+        let at = |ms: u64| (t + ms).to_string();
+        // 3 per minute from one address, three users behind it.
+        for (ms, user, remaining) in [(0, "alice", 2), (10_000, "bob", 1), (20_000, "alice", 0)] {
+            let r = call(
+                &mut c,
+                &side,
+                &key,
+                &["3", "1m", "META", user, "AT", &at(ms)],
+            );
+            assert_eq!(r.ints(), [0, 3, remaining, -1, 60_000], "{user} at {ms}");
+        }
+        // Full: the oldest entry leaves at exactly 60 s.
+        let r = call(
+            &mut c,
+            &side,
+            &key,
+            &["3", "1m", "META", "eve", "AT", &at(30_000)],
+        );
+        assert_eq!(r.ints(), [1, 3, 0, 30_000, 50_000]);
+        // Who hit the limit: a plain ZRANGE (members seq:cost:meta, scores µs).
+        let who: Vec<String> = entries(&mut c, &key)
+            .into_iter()
+            .map(|(m, _)| m.splitn(3, ':').nth(2).unwrap_or_default().to_string())
+            .collect();
+        assert_eq!(who, ["alice", "bob", "alice"]);
+        assert_eq!(
+            entries(&mut c, &key)[0],
+            ("1:1:alice".to_string(), (t * 1000).to_string())
+        );
+        // One microsecond... one millisecond before the oldest leaves: still refused.
+        let r = call(&mut c, &side, &key, &["3", "1m", "AT", &at(59_999)]);
+        assert_eq!(r.ints()[..4], [1, 3, 0, 1]);
+        // At 60 s it has left: allowed, and the write removes it.
+        let r = call(
+            &mut c,
+            &side,
+            &key,
+            &["3", "1m", "META", "eve", "AT", &at(60_000)],
+        );
+        assert_eq!(r.ints(), [0, 3, 0, -1, 60_000]);
+        let members: Vec<String> = entries(&mut c, &key).into_iter().map(|(m, _)| m).collect();
+        assert_eq!(members, ["2:1:bob", "3:1:alice", "4:1:eve"]);
+        // The key expires when its newest entry leaves the window.
+        assert_eq!(c.cmd(&["PEXPIRETIME", &key]).int() as u64, t + 120_000);
+    }
+}
+
+#[test]
+fn costs_peeks_and_binary_metadata() {
+    let s = Server::start();
+    let mut c = s.client();
+    let at = at_base(2 * HOUR, HOUR).to_string();
+    for side in sides(&mut c) {
+        let key = format!("c:{}", side.is_some());
+        let meta = "a\u{0}b:c\r\n";
+        let r = call(
+            &mut c,
+            &side,
+            &key,
+            &["10", "1h", "COST", "4", "META", meta, "AT", &at],
+        );
+        assert_eq!(r.ints(), [0, 10, 6, -1, 3_600_000]);
+        assert_eq!(entries(&mut c, &key)[0].0, format!("1:4:{meta}"));
+        // A peek writes nothing.
+        let before = entries(&mut c, &key);
+        let r = call(&mut c, &side, &key, &["10", "1h", "COST", "0", "AT", &at]);
+        assert_eq!(r.ints(), [0, 10, 6, -1, 3_600_000]);
+        let r = call(&mut c, &side, &key, &["10", "1h", "COST", "7", "AT", &at]);
+        assert_eq!(r.ints(), [1, 10, 6, 3_600_000, 3_600_000]);
+        assert_eq!(entries(&mut c, &key), before);
+        // Nothing without COST: no key is created by a peek either.
+        let r = call(&mut c, &side, &key, &["10", "1h", "COST", "0", "AT", &at]);
+        assert_eq!(r.ints()[0], 0);
+        let r = call(
+            &mut c,
+            &side,
+            "fresh",
+            &["10", "1h", "COST", "0", "AT", &at],
+        );
+        assert_eq!(r.ints(), [0, 10, 10, -1, 0]);
+        assert_eq!(c.cmd(&["EXISTS", "fresh"]).int(), 0);
+    }
+}
+
+#[test]
+fn wrong_type_and_foreign_sorted_sets_are_left_alone() {
+    let s = Server::start();
+    let mut c = s.client();
+    let at = at_base(2 * HOUR, HOUR).to_string();
+    let invalid = "ERR the key does not hold RL.LOG state (expected a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch)";
+    for side in sides(&mut c) {
+        c.cmd(&["FLUSHALL"]);
+        c.cmd(&["SET", "s", "x"]);
+        let r = call(&mut c, &side, "s", &["3", "1m", "AT", &at]);
+        assert_eq!(
+            r.err(),
+            Some("WRONGTYPE Operation against a key holding the wrong kind of value")
+        );
+        for (score, member) in [
+            ("1", "x"),
+            ("1.5", "1:1:m"),
+            ("1", "1:0:m"),
+            ("-1", "1:1:m"),
+            ("5", "1:1"),
+        ] {
+            c.cmd(&["DEL", "z"]);
+            c.cmd(&["ZADD", "z", score, member]);
+            let r = call(&mut c, &side, "z", &["3", "1m", "AT", &at]);
+            assert_eq!(r.err(), Some(invalid), "{score} {member}");
+            assert_eq!(c.cmd(&["ZCARD", "z"]).int(), 1);
+            assert_eq!(c.cmd(&["PTTL", "z"]).int(), -1);
+        }
+        // More members than any log holds.
+        c.cmd(&["DEL", "big"]);
+        let mut args: Vec<String> = vec!["ZADD".into(), "big".into()];
+        for i in 0..10_001 {
+            args.extend([i.to_string(), format!("{i}:1:m")]);
+        }
+        c.cmd(&args);
+        let r = call(&mut c, &side, "big", &["3", "1m", "AT", &at]);
+        assert_eq!(r.err(), Some(invalid));
+    }
+}
+
+#[test]
+fn bad_inputs_are_errors_that_write_nothing() {
+    let s = Server::start();
+    let mut c = s.client();
+    let twins = Twins::load(&mut c);
+    let at = at_base(2 * HOUR, HOUR).to_string();
+    c.cmd(&["RL.LOG", "k", "5", "1m", "AT", &at]);
+    let before = entries(&mut c, "k");
+    let limit = |v: &str| format!("ERR invalid limit '{v}': must be an integer from 1 to 10000");
+    let long = "x".repeat(257);
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (vec!["0", "1m"], limit("0")),
+        (vec!["10001", "1m"], limit("10001")),
+        (vec!["x", "1m"], limit("x")),
+        (vec!["-3", "1m"], limit("-3")),
+        (vec!["5", "0"], "ERR invalid window '0': must be a positive duration (an integer with an optional unit ms, s, m, h or d)".into()),
+        (vec!["5", "1y"], "ERR invalid window '1y': unknown unit (use ms, s, m, h or d)".into()),
+        (vec!["5", "1m", "META"], "ERR option META needs a value".into()),
+        (vec!["5", "1m", "META", "a", "META", "b"], "ERR option META given more than once".into()),
+        (vec!["5", "1m", "META", &long], "ERR META of 257 bytes: at most 256 bytes".into()),
+        (vec!["5", "1m", "COST", "6"], "ERR cost 6 exceeds the limit 5: the request can never be allowed".into()),
+        (vec!["5", "1m", "COST", "-1"], "ERR invalid cost '-1': must be an integer from 0 to 9223372036854775807".into()),
+        (vec!["5", "1m", "ALIGN"], "ERR unknown option 'ALIGN'".into()),
+        (vec!["5", "1m", "AT", "-5"], "ERR invalid AT '-5': must be a Unix time in milliseconds from 0 to 4102444800000".into()),
+        (vec!["5"], "ERR wrong number of arguments for 'RL.LOG' command".into()),
+    ];
+    for (args, want) in &cases {
+        let native = {
+            let mut v = vec!["RL.LOG", "k"];
+            v.extend(args.iter().copied());
+            c.cmd(&v)
+        };
+        if args.len() >= 2 {
+            assert_eq!(native.err(), Some(want.as_str()), "native {args:?}");
+        } else {
+            assert!(native.is_err(), "native {args:?}");
+        }
+        let twin = call(&mut c, &Some(twins.log.clone()), "k", args);
+        assert_eq!(twin.err(), Some(want.as_str()), "twin {args:?}");
+        assert_eq!(entries(&mut c, "k"), before, "{args:?} changed the key");
+        assert_eq!(c.cmd(&["DBSIZE"]).int(), 1);
+    }
+}
+
+#[test]
+fn concurrent_clients_never_get_more_than_the_limit() {
+    // 8 clients, half through the twin, 300 requests each on one log of 1 000 per
+    // hour: exactly 1 000 are allowed, and the log holds exactly 1 000 entries.
+    let s = Server::start();
+    let mut c = s.client();
+    let sides = sides(&mut c);
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let side = sides[i % 2].clone();
+            let port = s.port;
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).expect("connect");
+                let meta = format!("client:{i}");
+                (0..300)
+                    .filter(|_| {
+                        call(&mut c, &side, "shared", &["1000", "1h", "META", &meta]).ints()[0] == 0
+                    })
+                    .count()
+            })
+        })
+        .collect();
+    let allowed: usize = threads.into_iter().map(|t| t.join().expect("client")).sum();
+    assert_eq!(allowed, 1_000);
+    assert_eq!(c.cmd(&["ZCARD", "shared"]).int(), 1_000);
+}
+
+// ---- the differential test -----------------------------------------------------
+
+/// The model of one key: its entries as ZRANGE shows them, and its expiry.
+#[derive(Clone, Debug, Default)]
+struct Model {
+    entries: Vec<(String, u64)>, // member, score
+    expires: Option<u64>,
+}
+
+fn predict(m: &mut Model, args: &[String]) -> Value {
+    let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    let req = match log::parse_args(&raw) {
+        Ok(r) => r,
+        Err(e) => return Value::Error(e.to_string()),
+    };
+    let now = req.at().expect("AT");
+    let mut parsed = Vec::new();
+    for (member, score) in &m.entries {
+        match log::parse_entry(member.as_bytes(), score.to_string().as_bytes()) {
+            Some(e) => parsed.push(e),
+            None => return Value::Error(log::STATE.invalid().to_string()),
+        }
+    }
+    let out = log::decide(&parsed, now, &req);
+    if let Some(w) = out.write {
+        let mut member = Vec::new();
+        log::member(w.seq, req.cost(), req.meta(), &mut member);
+        m.entries
+            .push((String::from_utf8(member).expect("utf-8 meta"), w.time.0));
+        if let Some(cut) = w.trim_through {
+            m.entries.retain(|(_, s)| *s > cut.0);
+        }
+        m.entries.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+        m.expires = Some(w.expires_at.0);
+    }
+    Value::Array(
+        out.verdict
+            .fields()
+            .iter()
+            .map(|&f| Value::Int(f))
+            .collect(),
+    )
+}
+
+fn random_args(rng: &mut Rng, now_ms: u64) -> Vec<String> {
+    let limit = *rng.pick(&[1i64, 2, 3, 5, 10]);
+    let window = rng.pick(&["100ms", "1", "1s", "2500ms", "1m"]).to_string();
+    let mut groups: Vec<Vec<String>> = vec![];
+    if rng.chance(70) {
+        groups.push(vec!["META".into(), format!("user:{}", rng.range(0, 5))]);
+    }
+    if rng.chance(50) {
+        let cost = if rng.chance(5) {
+            limit + 1
+        } else {
+            rng.irange(0, limit + 1)
+        };
+        groups.push(vec![
+            rng.pick(&["COST", "cost"]).to_string(),
+            cost.to_string(),
+        ]);
+    }
+    groups.push(vec!["AT".into(), now_ms.to_string()]);
+    rng.shuffle(&mut groups);
+    let mut args = vec![limit.to_string(), window];
+    if rng.chance(2) {
+        args[rng.range(0, 2) as usize] = rng.pick(&["0", "x", "-1", "10001"]).to_string();
+    }
+    args.extend(groups.into_iter().flatten());
+    args
+}
+
+#[test]
+fn differential_native_twin_and_model() {
+    let s = Server::start();
+    let mut c = s.client();
+    let sha = Twins::load(&mut c).log;
+    let mut calls = [0usize; 3];
+    for seed in Rng::seeds(&[1, 2, 3, 4]) {
+        let mut rng = Rng::new(seed);
+        let mut now = at_base(2 * HOUR, HOUR);
+        let names = ["a", "b"];
+        let mut models = vec![Model::default(); names.len()];
+        for step in 0..500 {
+            now += *rng.pick(&[0u64, 0, 1, 3, 50, 120, 400, 999, 1_000, 2_500, 61_000]);
+            let k = rng.range(0, names.len() as u64) as usize;
+            let keys = ["n", "t", "m"].map(|ns| format!("{ns}:{seed}:{}", names[k]));
+            if rng.chance(3) {
+                for key in &keys {
+                    c.cmd(&["DEL", key]);
+                }
+                models[k] = Model::default();
+                continue;
+            }
+            let args = random_args(&mut rng, now);
+            let want = predict(&mut models[k], &args);
+            let ctx = format!("seed {seed} step {step} key {} args {args:?}", names[k]);
+            let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+            let mixed: Option<String> = if rng.chance(50) {
+                None
+            } else {
+                Some(sha.clone())
+            };
+            for (key, side) in keys.iter().zip([None, Some(sha.clone()), mixed]) {
+                let got = call(&mut c, &side, key, &argv);
+                assert_eq!(got, want, "{key}, {ctx}");
+                let stored: Vec<(String, u64)> = entries(&mut c, key)
+                    .into_iter()
+                    .map(|(m, s)| (m, s.parse().expect("integer score")))
+                    .collect();
+                assert_eq!(stored, models[k].entries, "entries of {key}, {ctx}");
+                let exp = c.cmd(&["PEXPIRETIME", key]).int();
+                let want_exp = if models[k].entries.is_empty() {
+                    -2
+                } else {
+                    models[k].expires.map_or(-1, |e| e as i64)
+                };
+                assert_eq!(exp, want_exp, "expiry of {key}, {ctx}");
+            }
+            calls[match &want {
+                Value::Array(v) if v[0] == Value::Int(0) => 0,
+                Value::Array(_) => 1,
+                _ => 2,
+            }] += 1;
+        }
+    }
+    assert!(
+        calls.iter().all(|&n| n > 50),
+        "allowed/denied/errors: {calls:?}"
+    );
+}
+
+#[test]
+fn command_info_and_cluster_routing() {
+    let s = Server::start();
+    let mut c = s.client();
+    assert_eq!(
+        c.cmd(&["COMMAND", "GETKEYS", "RL.LOG", "k", "5", "1m"]),
+        Value::Array(vec![Value::Bulk(b"k".to_vec())])
+    );
+    drop(c);
+    let cluster = Cluster::start(3);
+    let mut cc = cluster.client();
+    let at = at_base(2 * HOUR, HOUR).to_string();
+    for i in 0..12 {
+        let key = format!("rl:ip:{i}");
+        let r = cc.cmd(&["RL.LOG", &key, "5", "1m", "META", "u", "AT", &at]);
+        assert_eq!(r.ints(), [0, 5, 4, -1, 60_000], "{key}");
+    }
+    assert!(cc.moved > 0, "some calls were redirected");
+    let total: i64 = cc
+        .nodes
+        .iter_mut()
+        .map(|(_, c)| c.cmd(&["DBSIZE"]).int())
+        .sum();
+    assert_eq!(total, 12);
+}
