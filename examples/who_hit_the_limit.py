@@ -1,0 +1,76 @@
+"""Which users were behind the requests of an address that hit its limit: RL.LOG.
+
+Each request is checked against its client address with RL.LOG, and the user it came
+from is recorded with it (META). When an address is refused, its log holds exactly
+the requests of the last window, with their users: one ZRANGE tells you whether it is
+one scraper or many accounts behind a shared address.
+
+    python examples/who_hit_the_limit.py          # a burst from one address, then the report
+    python examples/who_hit_the_limit.py --check  # the self-check `make test` runs
+
+$REDIS_URL defaults to redis://127.0.0.1:6379; the server needs the module loaded.
+"""
+
+import os
+import sys
+from collections import Counter
+
+import redis
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
+
+LIMIT, WINDOW = 20, "1m"  # requests per address in any minute
+
+
+def allow(r, address, user):
+    """Check one request of `user` from `address`; (allowed, retry_after_ms)."""
+    limited, _limit, _remaining, retry_ms, _reset_ms = r.execute_command(
+        "RL.LOG", "rl:log:ip:" + address, LIMIT, WINDOW, "META", user
+    )
+    return limited == 0, retry_ms
+
+
+def who(r, address):
+    """The users behind the address's requests of the last window, most active first."""
+    members = r.zrange("rl:log:ip:" + address, 0, -1)
+    # Each member is seq:cost:user (the user as given in META, any bytes).
+    users = Counter()
+    for m in members:
+        _seq, cost, user = m.split(b":", 2)
+        users[user.decode(errors="replace")] += int(cost)
+    return users.most_common()
+
+
+def burst(r, address):
+    """A burst from one address: a scraper with many accounts, and one real user."""
+    refused = 0
+    for i in range(30):
+        user = "mallory-%d" % (i % 4) if i % 5 else "alice"
+        ok, _retry = allow(r, address, user)
+        refused += not ok
+    return refused
+
+
+def self_check(r):
+    address = "203.0.113.%d" % (os.getpid() % 250)
+    r.delete("rl:log:ip:" + address)
+    refused = burst(r, address)
+    assert refused == 10, refused
+    report = dict(who(r, address))
+    # The log holds the 20 allowed requests: 4 of alice, 16 of the four other accounts.
+    assert report == {"alice": 4, "mallory-0": 4, "mallory-1": 4, "mallory-2": 4, "mallory-3": 4}, report
+    ok, retry_ms = allow(r, address, "alice")
+    assert not ok and 0 < retry_ms <= 60_000, retry_ms
+    r.delete("rl:log:ip:" + address)
+
+
+if __name__ == "__main__":
+    r = redis.Redis.from_url(REDIS_URL)
+    if sys.argv[1:] == ["--check"]:
+        self_check(r)
+        print("self-check passed")
+    else:
+        refused = burst(r, "198.51.100.7")
+        print(f"{refused} requests refused; users behind 198.51.100.7 in the last minute:")
+        for user, n in who(r, "198.51.100.7"):
+            print(f"  {user}: {n}")
