@@ -28,6 +28,7 @@ from bench import floor
 from bench.bulk import run_bulk
 from bench.common import ROOT, log
 from bench.criterion import run_criterion
+from bench.log_cost import run_log_cost
 from bench.measure import Budget, memory_per_key, run_all
 from bench.peers import run_peers
 from bench.plan import build_plan
@@ -133,9 +134,12 @@ def main() -> int:
         bulk, bulk_notes, bulk_problems = run_bulk(c, bulks, opts, budget)
         peers, peer_notes, peer_problems = (None, [], []) if opts.only else run_peers(server, opts, raw_dir)
         scale, scale_problems = ([], []) if opts.only else (None, None)
+        log_cost = []
         if scale is None:
             with open(raw_dir / "redis-benchmark-scale.log", "w") as raw_log:
                 scale, scale_problems = run_scale(c, server, opts, Budget(opts.scale_budget), raw_log)
+                log_cost, log_problems = run_log_cost(c, server, opts, Budget(opts.scale_budget), raw_log)
+                scale_problems += log_problems
         c.close()
     finally:
         server.stop()
@@ -143,7 +147,7 @@ def main() -> int:
     loads = f"{load_before} before, {loadavg()} after"
     results = Results(variants, cells, problems, memory, notes=floor_notes + notes + peer_notes, bulk=bulk,
                       other_problems=bulk_notes + bulk_problems + peer_problems + scale_problems, core=core,
-                      core_err=core_err, loads=loads, peers=peers, scale=scale)
+                      core_err=core_err, loads=loads, peers=peers, scale=scale, log_cost=log_cost)
     report = Report(opts, info, results)
     report.terminal()
     opts.out.mkdir(parents=True, exist_ok=True)

@@ -131,6 +131,7 @@ class Results:
     loads: str = ""
     peers: Optional[dict] = None
     scale: List[ScaleResult] = field(default_factory=list)
+    log_cost: list = field(default_factory=list)
 
 
 class Report:
@@ -139,7 +140,7 @@ class Report:
         self.variants, self.cells, self.problems, self.memory = r.variants, r.cells, r.problems, r.memory
         self.notes, self.bulk, self.bulk_notes = r.notes, r.bulk, r.other_problems
         self.core, self.core_err, self.loads = r.core, r.core_err, r.loads
-        self.peers, self.scale = r.peers, r.scale
+        self.peers, self.scale, self.log_cost = r.peers, r.scale, r.log_cost
         self.headline = max(opts.pipelines)
         # The floor drawn as a line on the chart: the single-key write's.
         self.floor = next((v for v in self.variants if v.row.name == "FLOOR.FIXED"), None)
@@ -275,6 +276,14 @@ class Report:
         headers = ["Command", "Variant", "p50 ms", "p99 ms", "p99.9 ms", "req/s"]
         return md_table(headers, rows, [False, False, True, True, True, True]) if rows else []
 
+    def log_table(self) -> List[str]:
+        if not self.log_cost:
+            return []
+        rows = [[f"{r.entries:,}", f"{r.bytes_per_entry:.0f}", fmt_us(r.native_usec), fmt_us(r.twin_usec),
+                 fmt_ratio(ratio(r.twin_usec, r.native_usec))] for r in self.log_cost]
+        headers = ["Entries in the window", "Bytes/entry", "Native µs/call", "Twin µs/call", "Twin ÷ native"]
+        return md_table(headers, rows, [True] * 5)
+
     def scale_table(self) -> List[str]:
         if not self.scale:
             return []
@@ -356,7 +365,8 @@ class Report:
         for title, table in (("Against the floor (allowed mode):", self.floor_table()),
                              ("Latency at pipeline 1:", self.latency_table()),
                              ("Against the limits library (Python clients):", self.peer_table()),
-                             ("Scale:", self.scale_table())):
+                             ("Scale:", self.scale_table()),
+                             ("RL.LOG against its entries:", self.log_table())):
             if table:
                 log()
                 log(title)
@@ -438,6 +448,12 @@ class Report:
                     "client)*: one hit after the other. *Threads* and the percentiles: that many threads of one "
                     "Python process hitting at once, each with its own connection: bound by the Python client on "
                     "this machine, they show what a Python application sees.", "", *pt]
+        lg = self.log_table()
+        if lg:
+            out += ["", "## RL.LOG against its entries", "",
+                    "Logs of 10 to 10 000 entries (20 of each size, `META` of about 9 bytes), then calls that find "
+                    "them full, so each reads every entry (pipeline 16): the server's µs per call, native and twin, "
+                    "and `MEMORY USAGE` per entry.", "", *lg]
         sc = self.scale_table()
         if sc:
             out += ["", "## Scale", "",

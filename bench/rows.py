@@ -194,6 +194,23 @@ ROWS: List[Row] = [
         "15 such keys with MGET and sums them on the client (see the limits library table)",
     ),
     Row(
+        "RL.LOG",
+        native="RL.LOG rl:log:__rand_int__ 10000 1h META user:42",
+        twin="log.lua",
+        keys=FIRST,
+        denied="RL.LOG rl:log:__rand_int__ 1 1h META user:42",
+        about="moving log; allowed: 10 000 per hour, a few entries per key; denied: limit 1, key used "
+        "(the cost against the entries read is in its own table)",
+    ),
+    Row(
+        "list_with_metadata (published)",
+        script="lua/published/list_with_metadata.lua",
+        call="1 ratelimit:__rand_int__ user:42",
+        against="RL.LOG",
+        about="the article's list script (RPUSH + EXPIRE 1 s); the article also reads LLEN first, a second "
+        "round trip",
+    ),
+    Row(
         "RL.BULKEXPIRE",
         native="RL.BULKEXPIRE 60 " + " ".join(["rl:bulk:__rand_int__"] * 100),
         twin="bulkexpire.lua",
