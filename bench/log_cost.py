@@ -1,6 +1,7 @@
-"""RL.LOG's cost against the entries it reads: logs of 10, 100, 1 000 and 10 000 entries
-(written first by a script on the server), then calls that find them full (the denial
-reads every entry), native and twin, and the memory per entry."""
+"""RL.LOG's cost against the size of its log: logs of 10, 100, 1 000 and 10 000 entries
+(written first by a script on the server), then calls that find them full (the denied
+path, which reads the most: the count, the newest entry and the oldest that must
+leave), native and twin, and the memory per entry."""
 
 from __future__ import annotations
 
@@ -18,12 +19,11 @@ SIZES = (10, 100, 1_000, 10_000)
 KEYS = 20  # logs per size; calls are spread over them
 
 # The entries RL.LOG would have written for n requests a millisecond apart (member
-# seq:1:user:<n>, score the time in µs), written directly: n calls of RL.LOG would each
-# read the whole log.
+# seq:user:<n>, score the time in µs), written directly in one script call.
 FILL = """
 local at = tonumber(ARGV[2])
 for i = 1, tonumber(ARGV[1]) do
-  redis.call('ZADD', KEYS[1], (at + i) * 1000, i .. ':1:user:' .. (i % 1000))
+  redis.call('ZADD', KEYS[1], (at + i) * 1000, i .. ':user:' .. (i % 1000))
 end
 redis.call('PEXPIREAT', KEYS[1], at + tonumber(ARGV[1]) + 3600000)
 return 1

@@ -33,11 +33,8 @@ def allow(r, address, user):
 def who(r, address):
     """The users behind the address's requests of the last window, most active first."""
     members = r.zrange("rl:log:ip:" + address, 0, -1)
-    # Each member is seq:cost:user (the user as given in META, any bytes).
-    users = Counter()
-    for m in members:
-        _seq, cost, user = m.split(b":", 2)
-        users[user.decode(errors="replace")] += int(cost)
+    # One member per request (per unit of cost): seq:user, the user as given in META.
+    users = Counter(m.split(b":", 1)[1].decode(errors="replace") for m in members)
     return users.most_common()
 
 

@@ -1,11 +1,12 @@
 -- RL.LOG twin: EVALSHA sha 1 key limit window [META value] [COST n] [AT unix_ms]
--- State: KEYS[1] is a sorted set, one member per allowed request, scored by its time in
--- µs since the Unix epoch, named seq:cost:meta; it expires when its newest entry
--- leaves the window.
+-- State: KEYS[1] is a sorted set, one member per unit of allowed cost, scored by the
+-- request's time in µs since the Unix epoch, named seq:meta; it expires when its
+-- newest member leaves the window. Each call reads only what it needs (ZCOUNT, the
+-- newest member, the oldest that must leave), each in O(log n).
 -- Needs lua/prelude.lua in front of it.
 
 local STATE_ERROR = 'ERR the key does not hold RL.LOG state'
-  .. ' (expected a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch)'
+  .. ' (expected a sorted set of seq:meta members scored by microseconds since the Unix epoch)'
 
 -- A stored number: 1 to 19 digits, at most `max` (a double holds it exactly); nil if not.
 local function stored_number(s, max)
@@ -44,68 +45,55 @@ local function log()
   end
   local now = now_us(o.at)
 
-  -- The entries: none for a missing key.
-  local entries = {}
+  -- What the call needs of the log; nothing for a missing key.
+  local counted, newest, newest_seq = 0, nil, 0
+  local cut = math.max(now - window, 0)
+  local after = '(' .. int(cut)
+  -- A member read: its time and sequence number, or the invalid-state error.
+  local function entry(pair)
+    if #pair == 0 then return nil end
+    local seq = stored_number(string.match(pair[1], '^(%d+):'), MAX_SAFE_INTEGER)
+    local t = stored_number(pair[2], MAX_SAFE_INTEGER)
+    if not (seq and t) then fail(STATE_ERROR) end
+    return { t = t, seq = seq }
+  end
   local kind = redis.call('TYPE', key)
   kind = type(kind) == 'table' and kind.ok or kind
   if kind ~= 'none' then
     if kind ~= 'zset' then fail('WRONGTYPE Operation against a key holding the wrong kind of value') end
     if redis.call('ZCARD', key) > MAX_LOG_LIMIT then fail(STATE_ERROR) end
-    local raw = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
-    for i = 1, #raw, 2 do
-      local seq, cost = string.match(raw[i], '^(%d+):(%d+):')
-      local t = stored_number(raw[i + 1], MAX_SAFE_INTEGER)
-      seq = stored_number(seq, MAX_SAFE_INTEGER)
-      cost = stored_number(cost, MAX_LOG_LIMIT)
-      if not (t and seq and cost) or cost == 0 then fail(STATE_ERROR) end
-      entries[#entries + 1] = { t = t, seq = seq, cost = cost }
+    counted = redis.call('ZCOUNT', key, after, '+inf')
+    local last = entry(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES'))
+    if last then
+      newest_seq = last.seq
+      if counted > 0 then newest = last.t end
     end
   end
-
-  -- Entries in (now - window, now] count, and any later ones (an earlier AT).
-  local cutoff = math.max(now - window, 0)
-  local function counts(t) return t > cutoff or now < window end
-  local counted, newest, maxseq, trim = 0, nil, 0, false
-  for _, e in ipairs(entries) do
-    if e.seq > maxseq then maxseq = e.seq end
-    if counts(e.t) then
-      counted = counted + e.cost
-      if not newest or e.t > newest then newest = e.t end
-    else
-      trim = true
-    end
+  local function reset(n)
+    if not n then return 0 end
+    return ceil_ms(math.max(n + window - now, 0))
   end
-  local function reset()
-    if not newest then return 0 end
-    return ceil_ms(math.max(newest + window - now, 0))
-  end
-  if counted + o.cost <= limit then
+  local over = counted + o.cost - limit
+  if over <= 0 then
     if o.cost > 0 then
       newest = newest and math.max(newest, now) or now
-      redis.call('ZADD', key, int(now), int(maxseq + 1) .. ':' .. int(o.cost) .. ':' .. (meta or ''))
-      if trim then redis.call('ZREMRANGEBYSCORE', key, '-inf', int(cutoff)) end
+      local seq = newest_seq + 1
+      for _ = 1, o.cost do
+        -- A number already taken (a log written with an earlier AT) is skipped.
+        while redis.call('ZADD', key, 'NX', int(now), int(seq) .. ':' .. (meta or '')) == 0 do
+          seq = seq + 1
+        end
+        seq = seq + 1
+      end
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', int(cut))
       redis.call('PEXPIREAT', key, int(ceil_ms(newest + window)))
     end
-    return { 0, limit, limit - counted - o.cost, -1, reset() }
+    return { 0, limit, limit - counted - o.cost, -1, reset(newest) }
   end
-  -- Denied: when enough of the oldest entries have left for the cost to fit.
-  local oldest = {}
-  for _, e in ipairs(entries) do
-    if counts(e.t) then oldest[#oldest + 1] = e end
-  end
-  table.sort(oldest, function(a, b)
-    if a.t ~= b.t then return a.t < b.t end
-    return a.seq < b.seq
-  end)
-  local left, retry = counted, newest + window
-  for _, e in ipairs(oldest) do
-    left = left - e.cost
-    if left + o.cost <= limit then
-      retry = e.t + window
-      break
-    end
-  end
-  return { 1, limit, math.max(limit - counted, 0), math.max(1, ceil_ms(retry - now)), reset() }
+  -- Denied: when the oldest member that must leave has left.
+  local leaving = entry(redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', over - 1, 1))
+  local retry = (leaving and leaving.t or newest) + window
+  return { 1, limit, math.max(limit - counted, 0), math.max(1, ceil_ms(retry - now)), reset(newest) }
 end
 
 return run(log)

@@ -58,17 +58,22 @@ fn an_exact_moving_window_that_remembers_who_used_it() {
             &["3", "1m", "META", "eve", "AT", &at(30_000)],
         );
         assert_eq!(r.ints(), [1, 3, 0, 30_000, 50_000]);
-        // Who hit the limit: a plain ZRANGE (members seq:cost:meta, scores µs).
+        // Who hit the limit: a plain ZRANGE (members seq:meta, scores µs).
         let who: Vec<String> = entries(&mut c, &key)
             .into_iter()
-            .map(|(m, _)| m.splitn(3, ':').nth(2).unwrap_or_default().to_string())
+            .map(|(m, _)| {
+                m.split_once(':')
+                    .map(|x| x.1)
+                    .unwrap_or_default()
+                    .to_string()
+            })
             .collect();
         assert_eq!(who, ["alice", "bob", "alice"]);
         assert_eq!(
             entries(&mut c, &key)[0],
-            ("1:1:alice".to_string(), (t * 1000).to_string())
+            ("1:alice".to_string(), (t * 1000).to_string())
         );
-        // One microsecond... one millisecond before the oldest leaves: still refused.
+        // A millisecond before the oldest leaves: still refused, retry in 1 ms.
         let r = call(&mut c, &side, &key, &["3", "1m", "AT", &at(59_999)]);
         assert_eq!(r.ints()[..4], [1, 3, 0, 1]);
         // At 60 s it has left: allowed, and the write removes it.
@@ -80,7 +85,7 @@ fn an_exact_moving_window_that_remembers_who_used_it() {
         );
         assert_eq!(r.ints(), [0, 3, 0, -1, 60_000]);
         let members: Vec<String> = entries(&mut c, &key).into_iter().map(|(m, _)| m).collect();
-        assert_eq!(members, ["2:1:bob", "3:1:alice", "4:1:eve"]);
+        assert_eq!(members, ["2:bob", "3:alice", "4:eve"]);
         // The key expires when its newest entry leaves the window.
         assert_eq!(c.cmd(&["PEXPIRETIME", &key]).int() as u64, t + 120_000);
     }
@@ -101,7 +106,12 @@ fn costs_peeks_and_binary_metadata() {
             &["10", "1h", "COST", "4", "META", meta, "AT", &at],
         );
         assert_eq!(r.ints(), [0, 10, 6, -1, 3_600_000]);
-        assert_eq!(entries(&mut c, &key)[0].0, format!("1:4:{meta}"));
+        // One member per unit of cost.
+        let members: Vec<String> = entries(&mut c, &key).into_iter().map(|(m, _)| m).collect();
+        assert_eq!(
+            members,
+            (1..=4).map(|i| format!("{i}:{meta}")).collect::<Vec<_>>()
+        );
         // A peek writes nothing.
         let before = entries(&mut c, &key);
         let r = call(&mut c, &side, &key, &["10", "1h", "COST", "0", "AT", &at]);
@@ -128,7 +138,7 @@ fn wrong_type_and_foreign_sorted_sets_are_left_alone() {
     let s = Server::start();
     let mut c = s.client();
     let at = at_base(2 * HOUR, HOUR).to_string();
-    let invalid = "ERR the key does not hold RL.LOG state (expected a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch)";
+    let invalid = "ERR the key does not hold RL.LOG state (expected a sorted set of seq:meta members scored by microseconds since the Unix epoch)";
     for side in sides(&mut c) {
         c.cmd(&["FLUSHALL"]);
         c.cmd(&["SET", "s", "x"]);
@@ -139,10 +149,10 @@ fn wrong_type_and_foreign_sorted_sets_are_left_alone() {
         );
         for (score, member) in [
             ("1", "x"),
-            ("1.5", "1:1:m"),
-            ("1", "1:0:m"),
-            ("-1", "1:1:m"),
-            ("5", "1:1"),
+            ("1.5", "1:m"),
+            ("5", "a:m"),
+            ("-1", "1:m"),
+            ("5", ":m"),
         ] {
             c.cmd(&["DEL", "z"]);
             c.cmd(&["ZADD", "z", score, member]);
@@ -155,7 +165,7 @@ fn wrong_type_and_foreign_sorted_sets_are_left_alone() {
         c.cmd(&["DEL", "big"]);
         let mut args: Vec<String> = vec!["ZADD".into(), "big".into()];
         for i in 0..10_001 {
-            args.extend([i.to_string(), format!("{i}:1:m")]);
+            args.extend([i.to_string(), format!("{i}:m")]);
         }
         c.cmd(&args);
         let r = call(&mut c, &side, "big", &["3", "1m", "AT", &at]);
@@ -250,23 +260,44 @@ fn predict(m: &mut Model, args: &[String]) -> Value {
         Err(e) => return Value::Error(e.to_string()),
     };
     let now = req.at().expect("AT");
-    let mut parsed = Vec::new();
-    for (member, score) in &m.entries {
-        match log::parse_entry(member.as_bytes(), score.to_string().as_bytes()) {
-            Some(e) => parsed.push(e),
+    // What the command reads: ZCOUNT, the last member, the oldest that must leave.
+    let cut = log::cutoff(now, &req).0;
+    let counted: Vec<&(String, u64)> = m.entries.iter().filter(|(_, t)| *t > cut).collect();
+    let parse = |e: &(String, u64)| log::parse_entry(e.0.as_bytes(), e.1.to_string().as_bytes());
+    let newest = match m.entries.last() {
+        Some(e) => match parse(e) {
+            Some(e) => Some(e),
             None => return Value::Error(log::STATE.invalid().to_string()),
-        }
-    }
-    let out = log::decide(&parsed, now, &req);
+        },
+        None => None,
+    };
+    let must_leave = log::need(counted.len() as i64, &req)
+        .and_then(|k| counted.get(k as usize - 1))
+        .and_then(|e| parse(e))
+        .map(|e| e.time);
+    let view = log::View {
+        counted: counted.len() as i64,
+        newest,
+        must_leave,
+    };
+    let out = log::decide(&view, now, &req);
     if let Some(w) = out.write {
+        let mut seq = w.first_seq;
         let mut member = Vec::new();
-        log::member(w.seq, req.cost(), req.meta(), &mut member);
-        m.entries
-            .push((String::from_utf8(member).expect("utf-8 meta"), w.time.0));
-        if let Some(cut) = w.trim_through {
-            m.entries.retain(|(_, s)| *s > cut.0);
+        for _ in 0..req.cost() {
+            loop {
+                log::member(seq, req.meta(), &mut member);
+                seq += 1;
+                let text = String::from_utf8(member.clone()).expect("utf-8 meta");
+                if !m.entries.iter().any(|(mm, _)| *mm == text) {
+                    m.entries.push((text, w.time.0));
+                    break;
+                }
+            }
         }
-        m.entries.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+        m.entries.retain(|(_, s)| *s > w.trim_through.0);
+        m.entries
+            .sort_by(|a, b| (a.1, a.0.as_bytes()).cmp(&(b.1, b.0.as_bytes())));
         m.expires = Some(w.expires_at.0);
     }
     Value::Array(

@@ -1,13 +1,17 @@
 //! RL.LOG: an exact moving window that remembers who used it.
 //!
-//! The key is a sorted set: one member per allowed request, scored by the request's
-//! time in microseconds since the Unix epoch, named `seq:cost:meta` (a sequence number
-//! that keeps members unique, the request's cost, and its `META` value, binary-safe).
-//! A request of cost `c` at `t` is allowed iff the cost of the entries with a time in
-//! `(t - window, t]` (and any later ones) plus `c` is at most `limit`. No buckets, no
-//! approximation: the moving window of a request log. An allowed request with `c > 0`
-//! removes the entries that left the window and adds its own; the key expires when
-//! its newest entry leaves the window. Denials, peeks and errors write nothing.
+//! The key is a sorted set with one member per unit of allowed cost (one per request
+//! of cost 1), scored by the request's time in microseconds since the Unix epoch and
+//! named `seq:meta`: a sequence number that keeps members unique and the request's
+//! `META` value (binary-safe). A request of cost `c` at `t` is allowed iff the members
+//! with a time in `(t - window, t]` (and any later ones) plus `c` are at most `limit`.
+//! No buckets, no approximation: the moving window of a request log.
+//!
+//! Every call reads only what it needs, each in O(log n) for a log of n members: how
+//! many members count (`ZCOUNT`), the newest one, and when denied the oldest one that
+//! must leave. An allowed request with `c > 0` removes the members that left the
+//! window, adds its own and sets the key to expire when its newest member leaves the
+//! window. Denials, peeks and errors write nothing.
 
 use crate::args::{parse_int, Accepts, OptionParser};
 use crate::duration::parse_duration;
@@ -22,7 +26,7 @@ const COMMAND: &str = "RL.LOG";
 /// What an RL.LOG key holds, as error replies word it.
 pub const STATE: StateKind = StateKind {
     command: COMMAND,
-    expected: "a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch",
+    expected: "a sorted set of seq:meta members scored by microseconds since the Unix epoch",
 };
 
 /// A checked RL.LOG request (after the key).
@@ -107,69 +111,71 @@ pub fn parse_args<'a>(args: &[&'a [u8]]) -> Result<Request<'a>> {
     })
 }
 
-/// One entry of the log (its `META` plays no part in decisions).
+/// A member the call read: its time and sequence number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
     pub time: Micros,
     pub seq: u64,
-    pub cost: i64,
 }
 
 /// Read one member and its score (as `ZRANGE ... WITHSCORES` prints it): the score a
-/// whole number of µs below 2^53, the member `seq:cost:meta` with a cost from 1 to
-/// [`MAX_LOG_LIMIT`].
+/// whole number of µs below 2^53, the member `seq:meta`.
 pub fn parse_entry(member: &[u8], score: &[u8]) -> Option<Entry> {
     let time = parse_decimal(score)?;
-    if time > MAX_SAFE_INTEGER {
-        return None;
-    }
-    let mut parts = member.splitn(3, |&b| b == b':');
-    let (Some(seq), Some(cost), Some(_meta)) = (parts.next(), parts.next(), parts.next()) else {
-        return None;
-    };
-    let seq = parse_decimal(seq)?;
-    let cost = parse_decimal(cost)?;
-    if seq > MAX_SAFE_INTEGER || cost == 0 || cost > MAX_LOG_LIMIT as u64 {
+    let colon = member.iter().position(|&b| b == b':')?;
+    let seq = parse_decimal(member.get(..colon)?)?;
+    if time > MAX_SAFE_INTEGER || seq > MAX_SAFE_INTEGER {
         return None;
     }
     Some(Entry {
         time: Micros(time),
         seq,
-        cost: cost as i64,
     })
 }
 
-/// A key's entries (member, score pairs); the invalid-state error when any does not
-/// parse or there are more than a log can hold.
-pub fn parse_state<'m>(pairs: impl Iterator<Item = (&'m [u8], &'m [u8])>) -> Result<Vec<Entry>> {
-    let mut out = Vec::new();
-    for (member, score) in pairs {
-        if out.len() >= MAX_LOG_LIMIT as usize {
-            return Err(STATE.invalid());
-        }
-        out.push(parse_entry(member, score).ok_or_else(|| STATE.invalid())?);
-    }
-    Ok(out)
-}
-
-/// The member of a new entry: `seq:cost:meta`.
-pub fn member(seq: u64, cost: i64, meta: &[u8], out: &mut Vec<u8>) {
+/// The member for sequence number `seq`: `seq:meta`.
+pub fn member(seq: u64, meta: &[u8], out: &mut Vec<u8>) {
+    out.clear();
     push_decimal(out, seq);
     out.push(b':');
-    push_decimal(out, cost.unsigned_abs());
-    out.push(b':');
     out.extend_from_slice(meta);
+}
+
+/// The members of a window begin strictly after this time: `now - window` (the score
+/// bound `(cutoff` for ZCOUNT and ZRANGEBYSCORE, `cutoff` for ZREMRANGEBYSCORE).
+pub fn cutoff(now: Micros, req: &Request) -> Micros {
+    Micros(now.0.saturating_sub(req.window.0))
+}
+
+/// What a call reads of the log, each with one O(log n) command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct View {
+    /// Members after the cutoff (in the window, or later).
+    pub counted: i64,
+    /// The member with the highest score (the last of `ZRANGE key 0 -1`), if any.
+    pub newest: Option<Entry>,
+    /// When denied: the time of the oldest counted member that must leave for the
+    /// request to fit (the `need`-th counted member by score, see [`need`]).
+    pub must_leave: Option<Micros>,
+}
+
+/// When `counted` members count: how many of the oldest must leave before this
+/// request fits (`None`: it fits now).
+pub fn need(counted: i64, req: &Request) -> Option<u64> {
+    let over = counted.saturating_add(req.cost).saturating_sub(req.limit);
+    (over > 0).then_some(over as u64)
 }
 
 /// What an allowed request writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Write {
-    /// Remove the entries with a time at or before this (they left the window).
-    pub trim_through: Option<Micros>,
-    /// The new entry: its time and sequence number.
+    /// Remove the members with a time at or before this (they left the window).
+    pub trim_through: Micros,
+    /// The new members: `cost` of them at `time`, numbered from `first_seq` (a number
+    /// already taken is skipped, see [`member`]).
     pub time: Micros,
-    pub seq: u64,
-    /// When the newest entry leaves the window.
+    pub first_seq: u64,
+    /// When the newest member leaves the window.
     pub expires_at: UnixMillis,
 }
 
@@ -179,60 +185,46 @@ pub struct LogOutcome {
     pub write: Option<Write>,
 }
 
-/// Decide one request against the key's entries (any order).
-pub fn decide(entries: &[Entry], now: Micros, req: &Request) -> LogOutcome {
+/// Decide one request from what the call read.
+pub fn decide(view: &View, now: Micros, req: &Request) -> LogOutcome {
     let window = req.window.0;
-    let cutoff = now.0.saturating_sub(window);
-    // Entries in (now - window, now] count, and any later ones (an earlier AT).
-    let counts = |e: &&Entry| e.time.0 > cutoff || now.0 < window;
-    let counted: i64 = entries.iter().filter(counts).map(|e| e.cost).sum();
-    let newest = entries.iter().filter(counts).map(|e| e.time.0).max();
-    let leaves = |t: u64| t.saturating_add(window);
-    if counted + req.cost <= req.limit {
-        let (write, newest) = if req.cost > 0 {
-            let newest = newest.map_or(now.0, |n| n.max(now.0));
-            let seq = entries.iter().map(|e| e.seq).max().unwrap_or(0) + 1;
-            let trim = entries
-                .iter()
-                .any(|e| !counts(&e))
-                .then_some(Micros(cutoff));
-            let write = Write {
-                trim_through: trim,
+    let leaves = |t: Micros| t.0.saturating_add(window);
+    // The newest member counts whenever any does (it has the highest score).
+    let newest = view.newest.filter(|_| view.counted > 0).map(|e| e.time);
+    let reset =
+        |newest: Option<Micros>| Micros(newest.map_or(0, |n| leaves(n).saturating_sub(now.0)));
+    if need(view.counted, req).is_none() {
+        let write = (req.cost > 0).then(|| {
+            let newest = newest.map_or(now, |n| n.max(now));
+            Write {
+                trim_through: cutoff(now, req),
                 time: now,
-                seq,
+                first_seq: view.newest.map_or(0, |e| e.seq).saturating_add(1),
                 expires_at: UnixMillis::covering(Micros(leaves(newest))),
-            };
-            (Some(write), Some(newest))
+            }
+        });
+        let after = if req.cost > 0 {
+            Some(newest.map_or(now, |n| n.max(now)))
         } else {
-            (None, newest)
+            newest
         };
         let verdict = Verdict {
             decision: Decision::Allowed,
             limit: req.limit,
-            remaining: req.limit - counted - req.cost,
-            reset_after: Micros(newest.map_or(0, |n| leaves(n).saturating_sub(now.0))),
+            remaining: req.limit - view.counted - req.cost,
+            reset_after: reset(after),
         };
         return LogOutcome { verdict, write };
     }
-    // Denied: when enough of the oldest entries have left for the cost to fit.
-    let mut oldest: Vec<Entry> = entries.iter().filter(counts).copied().collect();
-    oldest.sort_unstable_by_key(|e| (e.time, e.seq));
-    let mut left = counted;
-    let mut retry = newest.map_or(now.0, leaves);
-    for e in &oldest {
-        left -= e.cost;
-        if left + req.cost <= req.limit {
-            retry = leaves(e.time.0);
-            break;
-        }
-    }
+    // Denied: when the oldest member that must leave has left.
+    let retry = view.must_leave.or(newest).map_or(now.0 + 1, leaves);
     let verdict = Verdict {
         decision: Decision::Denied {
-            retry_after: Micros(retry.saturating_sub(now.0)),
+            retry_after: Micros(retry.saturating_sub(now.0).max(1)),
         },
         limit: req.limit,
-        remaining: (req.limit - counted).max(0),
-        reset_after: Micros(newest.map_or(0, |n| leaves(n).saturating_sub(now.0))),
+        remaining: (req.limit - view.counted).max(0),
+        reset_after: reset(newest),
     };
     LogOutcome {
         verdict,
@@ -261,24 +253,56 @@ mod tests {
         }
     }
 
-    /// Apply an outcome to a log, as the glue does.
-    fn apply(log: &mut Vec<Entry>, out: &LogOutcome, cost: i64) {
-        if let Some(w) = out.write {
-            if let Some(cut) = w.trim_through {
-                log.retain(|e| e.time > cut);
-            }
-            log.push(Entry {
-                time: w.time,
-                seq: w.seq,
-                cost,
+    /// A log as the server keeps it: (time, seq) members, sorted by score then member
+    /// bytes (`seq:` with an empty META).
+    #[derive(Default)]
+    struct Log(Vec<(u64, u64)>);
+
+    impl Log {
+        fn sort(&mut self) {
+            self.0.sort_by_key(|a| (a.0, a.1.to_string()));
+        }
+
+        fn view(&self, now: Micros, r: &Request) -> View {
+            let cut = cutoff(now, r).0;
+            let counted: Vec<&(u64, u64)> = self.0.iter().filter(|(t, _)| *t > cut).collect();
+            let newest = self.0.last().map(|&(t, seq)| Entry {
+                time: Micros(t),
+                seq,
             });
+            let must_leave = need(counted.len() as i64, r)
+                .and_then(|k| counted.get(k as usize - 1))
+                .map(|&&(t, _)| Micros(t));
+            View {
+                counted: counted.len() as i64,
+                newest,
+                must_leave,
+            }
+        }
+
+        /// Decide and apply, as the glue does.
+        fn call(&mut self, now: Micros, r: &Request) -> LogOutcome {
+            let out = decide(&self.view(now, r), now, r);
+            if let Some(w) = out.write {
+                let mut seq = w.first_seq;
+                for _ in 0..r.cost {
+                    while self.0.iter().any(|&(_, s)| s == seq) {
+                        seq += 1;
+                    }
+                    self.0.push((w.time.0, seq));
+                    seq += 1;
+                }
+                self.0.retain(|&(t, _)| t > w.trim_through.0);
+                self.sort();
+            }
+            out
         }
     }
 
     #[test]
     fn exact_moving_window_and_retry() {
         // 3 per second.
-        let mut log = Vec::new();
+        let mut log = Log::default();
         let r = req(3, 1_000, 1);
         for (t, want) in [
             (0, [0, 3, 2, -1, 1_000]),
@@ -289,60 +313,56 @@ mod tests {
             (1_000, [0, 3, 0, -1, 1_000]),
             (1_000, [1, 3, 0, 300, 1_000]),
         ] {
-            let out = decide(&log, at(t), &r);
-            assert_eq!(out.verdict.fields(), want, "at {t}");
-            apply(&mut log, &out, 1);
+            assert_eq!(log.call(at(t), &r).verdict.fields(), want, "at {t}");
         }
-        // Entries that left the window are removed at the next write.
-        assert_eq!(log.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3, 4]);
+        // Members that left the window are removed at the next write.
+        assert_eq!(log.0.iter().map(|m| m.1).collect::<Vec<_>>(), [2, 3, 4]);
     }
 
     #[test]
     fn costs_peeks_and_the_write() {
-        let mut log = Vec::new();
-        let out = decide(&log, at(0), &req(10, 60_000, 4));
+        let mut log = Log::default();
+        let out = log.call(at(0), &req(10, 60_000, 4));
         assert_eq!(
             out.write,
             Some(Write {
-                trim_through: None,
+                trim_through: Micros::from_millis(T0 - 60_000),
                 time: at(0),
-                seq: 1,
+                first_seq: 1,
                 expires_at: UnixMillis(T0 + 60_000),
             })
         );
-        apply(&mut log, &out, 4);
-        let peek = decide(&log, at(10), &req(10, 60_000, 0));
+        assert_eq!(log.0.len(), 4, "one member per unit of cost");
+        let peek = log.call(at(10), &req(10, 60_000, 0));
         assert_eq!(peek.write, None);
         assert_eq!(peek.verdict.fields(), [0, 10, 6, -1, 59_990]);
-        // 7 more do not fit until the entry of cost 4 leaves.
-        let out = decide(&log, at(10), &req(10, 60_000, 7));
+        // 7 more do not fit until the 4 units leave.
+        let out = log.call(at(10), &req(10, 60_000, 7));
         assert_eq!(out.verdict.fields(), [1, 10, 6, 59_990, 59_990]);
         assert_eq!(out.write, None);
         let mut m = Vec::new();
-        member(12, 3, b"user:\x00:42", &mut m);
-        assert_eq!(m, b"12:3:user:\x00:42");
+        member(12, b"user:\x00:42", &mut m);
+        assert_eq!(m, b"12:user:\x00:42");
         assert_eq!(
             parse_entry(&m, b"1700000000000000"),
             Some(Entry {
                 time: Micros(1_700_000_000_000_000),
-                seq: 12,
-                cost: 3
+                seq: 12
             })
         );
     }
 
     #[test]
-    fn foreign_entries_are_refused() {
+    fn foreign_members_are_refused() {
         for (member, score) in [
             (&b"x"[..], &b"1"[..]),
-            (b"1:1", b"1"),
-            (b"1:0:m", b"1"),
-            (b"1:10001:m", b"1"),
-            (b"a:1:m", b"1"),
-            (b"1:1:m", b"1.5"),
-            (b"1:1:m", b"-1"),
-            (b"1:1:m", b"inf"),
-            (b"1:1:m", b"9007199254740992"),
+            (b"1", b"1"),
+            (b"a:m", b"1"),
+            (b":m", b"1"),
+            (b"1:m", b"1.5"),
+            (b"1:m", b"-1"),
+            (b"1:m", b"inf"),
+            (b"1:m", b"9007199254740992"),
         ] {
             assert_eq!(parse_entry(member, score), None, "{member:?} {score:?}");
         }
@@ -393,7 +413,8 @@ mod tests {
 
     proptest! {
         /// Never more than the limit in any window-long interval of allowed request
-        /// times; a denial means the window really had no room; retry_after exact.
+        /// times; a denial means the window really had no room; retry_after exact;
+        /// members unique.
         #[test]
         fn invariants(
             limit in 1i64..12,
@@ -401,29 +422,35 @@ mod tests {
             steps in proptest::collection::vec((0u64..3, 0u64..3_000, 0i64..5), 1..150),
         ) {
             let window = window_ms * 1000;
-            let mut log: Vec<Entry> = Vec::new();
+            let mut log = Log::default();
             let mut allowed: Vec<(u64, i64)> = Vec::new();
             let mut now = at(0).0 + 5;
             for (scale, dt, c) in steps {
                 now += match scale { 0 => dt % 3, 1 => dt * 37, _ => dt * 1000 };
                 let cost = c % (limit + 1);
                 let r = req(limit, window_ms, cost);
-                let out = decide(&log, Micros(now), &r);
+                let view = log.view(Micros(now), &r);
+                let out = log.call(Micros(now), &r);
                 let f = out.verdict.fields();
                 prop_assert!((0..=limit).contains(&f[2]));
                 prop_assert_eq!(f[0] == 1, f[3] > 0);
                 let in_window: i64 = allowed.iter().filter(|&&(t, _)| t + window > now).map(|&(_, c)| c).sum();
+                prop_assert_eq!(in_window, view.counted);
                 if out.verdict.is_allowed() {
                     prop_assert!(in_window + cost <= limit);
                     if cost > 0 { allowed.push((now, cost)); }
-                    apply(&mut log, &out, cost);
-                    prop_assert!(log.iter().map(|e| e.cost).sum::<i64>() <= limit);
+                    let mut seqs: Vec<u64> = log.0.iter().map(|m| m.1).collect();
+                    seqs.sort_unstable();
+                    seqs.dedup();
+                    prop_assert_eq!(seqs.len(), log.0.len());
                 } else {
                     prop_assert!(in_window + cost > limit, "denied with room");
                     prop_assert_eq!(out.write, None);
                     let Decision::Denied { retry_after } = out.verdict.decision else { unreachable!() };
-                    prop_assert!(decide(&log, Micros(now + retry_after.0), &r).verdict.is_allowed());
-                    prop_assert!(!decide(&log, Micros(now + retry_after.0 - 1), &r).verdict.is_allowed());
+                    let later = Micros(now + retry_after.0);
+                    prop_assert!(decide(&log.view(later, &r), later, &r).verdict.is_allowed());
+                    let early = Micros(now + retry_after.0 - 1);
+                    prop_assert!(!decide(&log.view(early, &r), early, &r).verdict.is_allowed());
                 }
             }
         }
