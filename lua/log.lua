@@ -8,16 +8,6 @@
 local STATE_ERROR = 'ERR the key does not hold RL.LOG state'
   .. ' (expected a sorted set of seq:meta members scored by microseconds since the Unix epoch)'
 
--- A stored number: 1 to 19 digits, at most `max` (a double holds it exactly); nil if not.
-local function stored_number(s, max)
-  if not s or #s == 0 or #s > 19 or not string.match(s, '^%d+$') then return nil end
-  local sig = string.gsub(s, '^0+', '')
-  if #sig > 16 then return nil end
-  local n = tonumber(sig ~= '' and sig or '0')
-  if n > max then return nil end
-  return n
-end
-
 local function log()
   if #KEYS ~= 1 or #ARGV < 2 then
     fail("ERR wrong number of arguments for 'RL.LOG' command")

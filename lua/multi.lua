@@ -9,16 +9,6 @@
 
 local STATE_ERROR = "' does not hold RL.MULTI state (expected window_ms:count:end_ms entries separated by commas)"
 
--- A stored number: 1 to 19 digits, at most `max` (a double holds it exactly); nil if not.
-local function stored_number(s, max)
-  if #s > 19 then return nil end
-  local sig = string.gsub(s, '^0+', '')
-  if #sig > 16 then return nil end
-  local n = tonumber(sig ~= '' and sig or '0')
-  if n > max then return nil end
-  return n
-end
-
 -- A key's entries by window in ms ({count, end}), or an error naming the key.
 local function parse_state(key, raw)
   local bad = function() fail("ERR the key '" .. echo(key) .. STATE_ERROR) end

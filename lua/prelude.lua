@@ -155,6 +155,16 @@ local function ceil_ms(us)
   return floor_ms(us + 999)
 end
 
+-- A number read from stored state: 1 to 19 digits, at most `max` (a double holds it exactly); nil if not.
+local function stored_number(s, max)
+  if not s or #s == 0 or #s > 19 or not string.match(s, '^%d+$') then return nil end
+  local sig = string.gsub(s, '^0+', '')
+  if #sig > 16 then return nil end
+  local n = tonumber(sig ~= '' and sig or '0')
+  if n > max then return nil end
+  return n
+end
+
 -- A string key's value and absolute expiry in ms (nil: no TTL); nil when missing.
 local function read_string(key)
   local v = redis.pcall('GET', key)

@@ -17,16 +17,6 @@ local function idiv(a, b)
   return (a - a % b) / b
 end
 
--- A stored number: 1 to 19 digits, at most `max` (a double holds it exactly); nil if not.
-local function stored_number(s, max)
-  if #s == 0 or #s > 19 then return nil end
-  local sig = string.gsub(s, '^0+', '')
-  if #sig > 16 then return nil end
-  local n = tonumber(sig ~= '' and sig or '0')
-  if n > max then return nil end
-  return n
-end
-
 -- A key's entries, sorted by window ({ w, n, first, counts }), and by window; or an
 -- error naming the key.
 local function parse_state(key, raw)

@@ -13,7 +13,7 @@
 use crate::args::{Accepts, OptionParser};
 use crate::error::{Error, Result};
 use crate::fixed::{self, FixedParams};
-use crate::limits::{MAX_DURATION, MAX_END_MS, MAX_KEYS, MAX_WINDOWS, MAX_WINDOWS_PER_KEY};
+use crate::limits::{MAX_DURATION, MAX_END_MS, MAX_WINDOWS_PER_KEY};
 use crate::multikey::{self, Binding, BindingChooser, KeyFull, Limit, MultiOutcome};
 use crate::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
 use crate::units::{Micros, UnixMillis};
@@ -32,7 +32,7 @@ const COMMAND: &str = "RL.MULTI";
 /// `RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT ...] [COST n] [ALIGN] [AT ms]`.
 ///
 /// Built only by [`Request::new`] (or [`parse_args`]), which guarantees 1 to
-/// [`MAX_KEYS`] keys, 1 to [`MAX_WINDOWS`] windows with no window twice, and a cost
+/// [`MAX_KEYS`](crate::limits::MAX_KEYS) keys, 1 to [`MAX_WINDOWS`](crate::limits::MAX_WINDOWS) windows with no window twice, and a cost
 /// from 0 to the smallest limit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
@@ -51,25 +51,7 @@ impl Request {
         align: bool,
         at: Option<Micros>,
     ) -> Result<Request> {
-        if numkeys == 0 || numkeys > MAX_KEYS {
-            return Err(Error::InvalidNumKeys {
-                value: numkeys.to_string().into_bytes(),
-            });
-        }
-        if limits.is_empty() {
-            return Err(Error::MissingLimit);
-        }
-        if limits.len() > MAX_WINDOWS {
-            return Err(Error::TooManyWindows);
-        }
-        for (i, l) in limits.iter().enumerate() {
-            if limits.iter().take(i).any(|e| e.window == l.window) {
-                return Err(Error::DuplicateWindow {
-                    value: format!("{}ms", l.window.floor_millis()).into_bytes(),
-                    ms: l.window.floor_millis(),
-                });
-            }
-        }
+        multikey::check_shape(numkeys, limits)?;
         multikey::check_cost(limits, cost)?;
         let pairs = limits
             .iter()

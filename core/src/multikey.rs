@@ -91,6 +91,31 @@ pub fn parse_limits(rest: &[&[u8]], opts: &mut OptionParser) -> Result<Limits> {
     Ok(limits)
 }
 
+/// The checks every command with RL.MULTI's call shape makes of its keys and LIMITs:
+/// 1 to [`MAX_KEYS`] keys, 1 to [`MAX_WINDOWS`] windows, no window twice.
+pub fn check_shape(numkeys: usize, limits: &[Limit]) -> Result<()> {
+    if numkeys == 0 || numkeys > MAX_KEYS {
+        return Err(Error::InvalidNumKeys {
+            value: numkeys.to_string().into_bytes(),
+        });
+    }
+    if limits.is_empty() {
+        return Err(Error::MissingLimit);
+    }
+    if limits.len() > MAX_WINDOWS {
+        return Err(Error::TooManyWindows);
+    }
+    for (i, l) in limits.iter().enumerate() {
+        if limits.iter().take(i).any(|e| e.window == l.window) {
+            return Err(Error::DuplicateWindow {
+                value: format!("{}ms", l.window.floor_millis()).into_bytes(),
+                ms: l.window.floor_millis(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A cost above the smallest limit can never be allowed: an error naming that limit.
 pub fn check_cost(limits: &[Limit], cost: i64) -> Result<()> {
     match limits.iter().map(|l| l.limit).min() {

@@ -23,8 +23,7 @@
 use crate::args::{Accepts, OptionParser};
 use crate::error::{Error, Result};
 use crate::limits::{
-    DEFAULT_BUCKETS, MAX_BUCKETS, MAX_DURATION, MAX_KEYS, MAX_SAFE_INTEGER, MAX_WINDOWS,
-    MAX_WINDOWS_PER_KEY,
+    DEFAULT_BUCKETS, MAX_BUCKETS, MAX_DURATION, MAX_SAFE_INTEGER, MAX_WINDOWS_PER_KEY,
 };
 use crate::multikey::{self, Binding, BindingChooser, KeyFull, Limit, MultiOutcome};
 use crate::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
@@ -49,8 +48,8 @@ pub struct Window {
 
 /// A checked RL.SLIDING request.
 ///
-/// Built only by [`Request::new`] (or [`parse_args`]): 1 to [`MAX_KEYS`] keys, 1 to
-/// [`MAX_WINDOWS`] windows with no window twice, each split by `buckets` into whole
+/// Built only by [`Request::new`] (or [`parse_args`]): 1 to [`MAX_KEYS`](crate::limits::MAX_KEYS) keys, 1 to
+/// [`MAX_WINDOWS`](crate::limits::MAX_WINDOWS) windows with no window twice, each split by `buckets` into whole
 /// microseconds, `buckets` from 1 to [`MAX_BUCKETS`], and a cost from 0 to the smallest
 /// limit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,25 +69,7 @@ impl Request {
         cost: i64,
         at: Option<Micros>,
     ) -> Result<Request> {
-        if numkeys == 0 || numkeys > MAX_KEYS {
-            return Err(Error::InvalidNumKeys {
-                value: numkeys.to_string().into_bytes(),
-            });
-        }
-        if limits.is_empty() {
-            return Err(Error::MissingLimit);
-        }
-        if limits.len() > MAX_WINDOWS {
-            return Err(Error::TooManyWindows);
-        }
-        for (i, l) in limits.iter().enumerate() {
-            if limits.iter().take(i).any(|e| e.window == l.window) {
-                return Err(Error::DuplicateWindow {
-                    value: format!("{}ms", l.window.floor_millis()).into_bytes(),
-                    ms: l.window.floor_millis(),
-                });
-            }
-        }
+        multikey::check_shape(numkeys, limits)?;
         if buckets == 0 || buckets > MAX_BUCKETS {
             return Err(Error::InvalidBuckets {
                 value: buckets.to_string().into_bytes(),

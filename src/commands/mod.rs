@@ -7,5 +7,6 @@ pub mod fixed;
 pub mod gcra;
 pub mod log;
 pub mod multi;
+mod multikey;
 pub mod sliding;
 pub mod sweep;
