@@ -30,44 +30,8 @@ local function parse_state(key, raw)
 end
 
 local function multi()
-  if 2 + #KEYS + #ARGV < 6 then
-    fail("ERR wrong number of arguments for 'RL.MULTI' command")
-  end
-  if #KEYS < 1 or #KEYS > MAX_KEYS then
-    fail("ERR invalid numkeys '" .. int(#KEYS) .. "': must be an integer from 1 to " .. int(MAX_KEYS))
-  end
-  local seen_key = {}
-  for _, key in ipairs(KEYS) do
-    if seen_key[key] then fail("ERR key '" .. echo(key) .. "' given more than once") end
-    seen_key[key] = true
-  end
-
-  local limits = {} -- { window_ms, limit } in argument order
-  local named = {}  -- window_ms -> true
-  local o = parse_options(1, #ARGV, true, function(i)
-    if string.upper(ARGV[i]) ~= 'LIMIT' then return nil end
-    if #limits >= MAX_WINDOWS then
-      fail('ERR too many LIMITs: at most ' .. int(MAX_WINDOWS) .. ' windows')
-    end
-    if i + 2 > #ARGV then fail('ERR LIMIT needs a window and a limit') end
-    local w = parse_duration('window', ARGV[i + 1])
-    local l = parse_int('limit', ARGV[i + 2], 1)
-    if named[w] then
-      fail("ERR window '" .. echo(ARGV[i + 1]) .. "' given more than once (" .. int(w) .. ' ms)')
-    end
-    named[w] = true
-    limits[#limits + 1] = { w, l }
-    return 3
-  end)
-  if #limits == 0 then fail('ERR at least one LIMIT window limit is needed') end
-  local smallest = limits[1][2]
-  for _, lw in ipairs(limits) do
-    if lw[2] < smallest then smallest = lw[2] end
-  end
-  if o.cost > smallest then
-    fail('ERR cost ' .. int(o.cost) .. ' exceeds the limit ' .. int(smallest)
-      .. ': the request can never be allowed')
-  end
+  local limits, named, o = parse_multikey('RL.MULTI', true)
+  check_cost(limits, o.cost)
   local now = now_us(o.at)
   local now_ms = floor_ms(now)
 

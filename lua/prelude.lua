@@ -140,6 +140,55 @@ local function parse_options(first, last, align_ok, other)
   return o
 end
 
+-- The call shape of RL.MULTI and RL.SLIDING: numkeys (EVALSHA's) from 1 to MAX_KEYS
+-- distinct KEYS, then LIMIT window limit triples among the options (`other(i)` takes
+-- the command's own options, as in parse_options), at least one. Returns the LIMITs
+-- ({ window_ms, limit } in argument order), the windows named (window_ms -> true) and
+-- the options.
+local function parse_multikey(command, align_ok, other)
+  if 2 + #KEYS + #ARGV < 6 then
+    fail("ERR wrong number of arguments for '" .. command .. "' command")
+  end
+  if #KEYS < 1 or #KEYS > MAX_KEYS then
+    fail("ERR invalid numkeys '" .. int(#KEYS) .. "': must be an integer from 1 to " .. int(MAX_KEYS))
+  end
+  local seen_key = {}
+  for _, key in ipairs(KEYS) do
+    if seen_key[key] then fail("ERR key '" .. echo(key) .. "' given more than once") end
+    seen_key[key] = true
+  end
+  local limits, named = {}, {}
+  local o = parse_options(1, #ARGV, align_ok, function(i)
+    if string.upper(ARGV[i]) ~= 'LIMIT' then return other and other(i) end
+    if #limits >= MAX_WINDOWS then
+      fail('ERR too many LIMITs: at most ' .. int(MAX_WINDOWS) .. ' windows')
+    end
+    if i + 2 > #ARGV then fail('ERR LIMIT needs a window and a limit') end
+    local w = parse_duration('window', ARGV[i + 1])
+    local l = parse_int('limit', ARGV[i + 2], 1)
+    if named[w] then
+      fail("ERR window '" .. echo(ARGV[i + 1]) .. "' given more than once (" .. int(w) .. ' ms)')
+    end
+    named[w] = true
+    limits[#limits + 1] = { w, l }
+    return 3
+  end)
+  if #limits == 0 then fail('ERR at least one LIMIT window limit is needed') end
+  return limits, named, o
+end
+
+-- A cost above the smallest LIMIT can never be allowed.
+local function check_cost(limits, cost)
+  local smallest = limits[1][2]
+  for _, lw in ipairs(limits) do
+    if lw[2] < smallest then smallest = lw[2] end
+  end
+  if cost > smallest then
+    fail('ERR cost ' .. int(cost) .. ' exceeds the limit ' .. int(smallest)
+      .. ': the request can never be allowed')
+  end
+end
+
 -- The request's time in µs: AT, or the server clock (TIME, as the module reads it).
 local function now_us(at_ms)
   if at_ms then return at_ms * 1000 end

@@ -162,49 +162,19 @@ local function encode(entries)
 end
 
 local function sliding()
-  if 2 + #KEYS + #ARGV < 6 then
-    fail("ERR wrong number of arguments for 'RL.SLIDING' command")
-  end
-  if #KEYS < 1 or #KEYS > MAX_KEYS then
-    fail("ERR invalid numkeys '" .. int(#KEYS) .. "': must be an integer from 1 to " .. int(MAX_KEYS))
-  end
-  local seen_key = {}
-  for _, key in ipairs(KEYS) do
-    if seen_key[key] then fail("ERR key '" .. echo(key) .. "' given more than once") end
-    seen_key[key] = true
-  end
-
-  local limits = {} -- { window_ms, limit } in argument order
-  local named = {}  -- window_ms -> true
   local buckets = nil
-  local o = parse_options(1, #ARGV, false, function(i)
-    local word = string.upper(ARGV[i])
-    if word == 'BUCKETS' then
-      if buckets then fail('ERR option BUCKETS given more than once') end
-      if i + 1 > #ARGV then fail('ERR option BUCKETS needs a value') end
-      local v = ARGV[i + 1]
-      local n = string.match(v, '^%d+$') and tonumber(v)
-      if not n or n < 1 or n > MAX_BUCKETS then
-        fail("ERR invalid BUCKETS '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_BUCKETS))
-      end
-      buckets = n
-      return 2
+  local limits, named, o = parse_multikey('RL.SLIDING', false, function(i)
+    if string.upper(ARGV[i]) ~= 'BUCKETS' then return nil end
+    if buckets then fail('ERR option BUCKETS given more than once') end
+    if i + 1 > #ARGV then fail('ERR option BUCKETS needs a value') end
+    local v = ARGV[i + 1]
+    local n = string.match(v, '^%d+$') and tonumber(v)
+    if not n or n < 1 or n > MAX_BUCKETS then
+      fail("ERR invalid BUCKETS '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_BUCKETS))
     end
-    if word ~= 'LIMIT' then return nil end
-    if #limits >= MAX_WINDOWS then
-      fail('ERR too many LIMITs: at most ' .. int(MAX_WINDOWS) .. ' windows')
-    end
-    if i + 2 > #ARGV then fail('ERR LIMIT needs a window and a limit') end
-    local w = parse_duration('window', ARGV[i + 1])
-    local l = parse_int('limit', ARGV[i + 2], 1)
-    if named[w] then
-      fail("ERR window '" .. echo(ARGV[i + 1]) .. "' given more than once (" .. int(w) .. ' ms)')
-    end
-    named[w] = true
-    limits[#limits + 1] = { w, l }
-    return 3
+    buckets = n
+    return 2
   end)
-  if #limits == 0 then fail('ERR at least one LIMIT window limit is needed') end
   local n = buckets or DEFAULT_BUCKETS
   for _, lw in ipairs(limits) do
     if (lw[1] * 1000) % n ~= 0 then
@@ -212,14 +182,7 @@ local function sliding()
         .. ' buckets of whole microseconds (choose BUCKETS dividing ' .. int(lw[1]) .. '000)')
     end
   end
-  local smallest = limits[1][2]
-  for _, lw in ipairs(limits) do
-    if lw[2] < smallest then smallest = lw[2] end
-  end
-  if o.cost > smallest then
-    fail('ERR cost ' .. int(o.cost) .. ' exceeds the limit ' .. int(smallest)
-      .. ': the request can never be allowed')
-  end
+  check_cost(limits, o.cost)
   local now = now_us(o.at)
 
   -- Read every key before deciding anything.
