@@ -191,7 +191,7 @@ impl Booking {
     pub fn field(&self) -> i64 {
         match self {
             Booking::Now => 0,
-            Booking::After(d) => i64::try_from(d.ceil_millis()).unwrap_or(i64::MAX),
+            Booking::After(d) => crate::verdict::ms_i64(*d),
             Booking::Refused => -1,
         }
     }

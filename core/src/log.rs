@@ -194,20 +194,18 @@ pub fn decide(view: &View, now: Micros, req: &Request) -> LogOutcome {
     let reset =
         |newest: Option<Micros>| Micros(newest.map_or(0, |n| leaves(n).saturating_sub(now.0)));
     if need(view.counted, req).is_none() {
-        let write = (req.cost > 0).then(|| {
-            let newest = newest.map_or(now, |n| n.max(now));
-            Write {
-                trim_through: cutoff(now, req),
-                time: now,
-                first_seq: view.newest.map_or(0, |e| e.seq).saturating_add(1),
-                expires_at: UnixMillis::covering(Micros(leaves(newest))),
-            }
-        });
+        // The newest member after this request: its own when it writes one.
         let after = if req.cost > 0 {
             Some(newest.map_or(now, |n| n.max(now)))
         } else {
             newest
         };
+        let write = after.filter(|_| req.cost > 0).map(|newest| Write {
+            trim_through: cutoff(now, req),
+            time: now,
+            first_seq: view.newest.map_or(0, |e| e.seq).saturating_add(1),
+            expires_at: UnixMillis::covering(Micros(leaves(newest))),
+        });
         let verdict = Verdict {
             decision: Decision::Allowed,
             limit: req.limit,

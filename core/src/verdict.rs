@@ -48,7 +48,8 @@ impl Verdict {
     }
 }
 
-fn ms_i64(t: Micros) -> i64 {
+/// A span as a reply field: whole milliseconds, rounded up.
+pub(crate) fn ms_i64(t: Micros) -> i64 {
     i64::try_from(t.ceil_millis()).unwrap_or(i64::MAX)
 }
 
