@@ -2,8 +2,8 @@
 -- A twin is this file followed by its command's file, loaded as one script:
 --   redis-cli SCRIPT LOAD "$(cat lua/prelude.lua lua/fixed.lua)"
 -- It parses arguments, words errors and reads the clock exactly as the module does.
--- Lua numbers are doubles: every integer here stays below 2^53, where they are exact;
--- the twins refuse larger integer arguments with an error the module does not give.
+-- Lua numbers are doubles: every integer here stays below 2^53, where they are exact,
+-- as the module's counts do (at most 2^53 - 1), so both give the same replies and errors.
 
 -- The module's bounds (core/src/limits.rs), mirrored under the same names; a test
 -- checks that they agree.
@@ -22,7 +22,6 @@ local MAX_BURST_WINDOW_US = 1576800000000000 -- 18250 days, 50 years (RL.GCRA)
 local MAX_TAT_US = 5679244800000000 -- the latest AT plus the longest burst window (RL.GCRA)
 local MAX_TAT_DIGITS = 16 -- digits of MAX_TAT_US
 local ECHO_MAX = 64 -- bytes of a bad argument quoted in an error
-local I64_MAX = '9223372036854775807'
 
 -- Raise an error reply (caught by `run` below).
 local function fail(msg)
@@ -49,25 +48,21 @@ local function int(n)
   return string.format('%d', n)
 end
 
--- Parse a signed decimal integer >= min, as the module does; nil when it is not one.
--- Values beyond 2^53 are refused by name, since a double cannot hold them exactly.
--- Error texts are built only when they are needed: this runs on every call.
+-- Parse a count (a signed decimal integer from min to 2^53 - 1), as the module does;
+-- an error when it is not one. Error texts are built only when they are needed: this
+-- runs on every call.
 local function bad_int(what, v, min)
   fail('ERR invalid ' .. what .. " '" .. echo(v) .. "': must be an integer from "
-    .. int(min) .. ' to ' .. I64_MAX)
+    .. int(min) .. ' to ' .. int(MAX_SAFE_INTEGER))
 end
 local function parse_int(what, v, min)
   local neg, digits = string.match(v, '^(%-?)(%d+)$')
   if not digits then bad_int(what, v, min) end
   local sig = string.gsub(digits, '^0+', '')
-  if #sig > 19 or (#sig == 19 and sig > ((neg == '-') and '9223372036854775808' or I64_MAX)) then
-    bad_int(what, v, min)
-  end
+  -- 17 significant digits or more are above 2^53 - 1 (16 digits) whatever they are.
+  if #sig > 16 then bad_int(what, v, min) end
   local n = tonumber(sig ~= '' and sig or '0')
-  if n > MAX_SAFE_INTEGER then
-    fail('ERR invalid ' .. what .. " '" .. echo(v)
-      .. "': the Lua twin computes exactly only up to 9007199254740991")
-  end
+  if n > MAX_SAFE_INTEGER then bad_int(what, v, min) end
   if neg == '-' and n ~= 0 then n = -n end
   if n < min then bad_int(what, v, min) end
   return n

@@ -16,8 +16,9 @@
 //! `ratelimit.acl-write-check no`.
 
 use crate::api::api;
-use crate::args::KeyName;
+use crate::args::{Args, KeyName};
 use crate::config;
+use crate::keyspec::KeySpec;
 use crate::static_strings::{self, StaticString};
 use ratelimit_core::Error;
 use redis_module::{raw, Context};
@@ -94,65 +95,29 @@ pub fn set_categories(
 }
 
 /// On a server without command categories: refuse the call unless the caller may run
-/// the plain write command `probe` (`SET key 1` or `PEXPIRE key 1`, with the call's
-/// first key when it has one), with the server's NOPERM wording for `command` and an
-/// entry in `ACL LOG`. Elsewhere the server has already checked; and an operator may
-/// turn the check off (`ratelimit.acl-write-check no`) on a server without ACL users.
-pub fn check_write(
+/// the plain write command `probe` (`SET key 1` or `PEXPIRE key 1`) on **every** key
+/// the call names (where `keys` says they are in `args`; the command alone when it
+/// names none), with the server's NOPERM wording for `command` and an entry in
+/// `ACL LOG`. Elsewhere the server has already checked; and an operator may turn the
+/// check off (`ratelimit.acl-write-check no`) on a server without ACL users.
+pub fn check_call(
     ctx: &Context,
     command: &'static str,
     probe: &StaticString,
-    key: Option<KeyName>,
+    keys: KeySpec,
+    args: &Args,
 ) -> Result<(), Error> {
     if !SELF_CHECK.load(Ordering::Relaxed) || !config::acl_write_check() {
         return Ok(());
     }
     let caller = CallerAcl::current(ctx)?;
-    let Some(user) = caller.0 else {
-        return Ok(());
-    };
-    let (Ok(check), Some(name), Some(value)) = (
-        api!(RedisModule_ACLCheckCommandPermissions),
-        probe.get(),
-        static_strings::ANY_VALUE.get(),
-    ) else {
-        return Err(Error::Internal("ACL API"));
-    };
-    // The whole command, key and value included: the server may read its arguments
-    // to find the keys (SET does, for its GET option). A call without a key (RL.SWEEP)
-    // is checked as `PEXPIRE` alone, which the server reads no further than its key
-    // specs, and then key by key.
-    let mut with_key;
-    let mut alone;
-    let argv: &mut [*mut raw::RedisModuleString] = match key {
-        Some(key) => {
-            with_key = [name, key.ptr(), value];
-            &mut with_key
-        }
-        None => {
-            alone = [name];
-            &mut alone
-        }
-    };
-    let argc = argv.len() as c_int;
-    // SAFETY: user is live (CallerAcl frees it on drop); argv holds live strings, which
-    // the check only reads.
-    let allowed = unsafe { check(user, argv.as_mut_ptr(), argc) } == raw::REDISMODULE_OK as c_int;
-    if allowed {
-        return Ok(());
+    let names = keys.names(args);
+    if names.is_empty() {
+        return caller.check(ctx, command, probe, None);
     }
-    if let Ok(log) = api!(RedisModule_ACLAddLogEntry) {
-        // SAFETY: ctx, user and the object string are live.
-        unsafe {
-            log(
-                ctx.ctx,
-                user,
-                name,
-                raw::RedisModuleACLLogEntryReason_REDISMODULE_ACL_LOG_CMD,
-            )
-        };
-    }
-    Err(Error::NoPermission { command })
+    names
+        .into_iter()
+        .try_for_each(|key| caller.check(ctx, command, probe, Some(key)))
 }
 
 /// Whether the module checks writes itself (a server without command categories).
@@ -185,14 +150,76 @@ impl CallerAcl {
         Ok(CallerAcl(Some(user)))
     }
 
+    /// Refuse unless this user may run `probe` (`SET key 1`, `PEXPIRE key 1`, or the
+    /// command alone without a key), with `command`'s NOPERM error and an `ACL LOG`
+    /// entry.
+    fn check(
+        &self,
+        ctx: &Context,
+        command: &'static str,
+        probe: &StaticString,
+        key: Option<KeyName>,
+    ) -> Result<(), Error> {
+        let Some(user) = self.0 else {
+            return Ok(());
+        };
+        let (Ok(check), Some(name), Some(value)) = (
+            api!(RedisModule_ACLCheckCommandPermissions),
+            probe.get(),
+            static_strings::ANY_VALUE.get(),
+        ) else {
+            return Err(Error::Internal("ACL API"));
+        };
+        // The whole command, key and value included: the server may read its arguments
+        // to find the keys (SET does, for its GET option). A call without a key (RL.SWEEP)
+        // is checked as `PEXPIRE` alone, which the server reads no further than its key
+        // specs, and then key by key.
+        let mut with_key;
+        let mut alone;
+        let argv: &mut [*mut raw::RedisModuleString] = match key {
+            Some(key) => {
+                with_key = [name, key.ptr(), value];
+                &mut with_key
+            }
+            None => {
+                alone = [name];
+                &mut alone
+            }
+        };
+        let argc = argv.len() as c_int;
+        // SAFETY: user is live (freed on drop); argv holds live strings, which the check
+        // only reads.
+        let allowed =
+            unsafe { check(user, argv.as_mut_ptr(), argc) } == raw::REDISMODULE_OK as c_int;
+        if allowed {
+            return Ok(());
+        }
+        if let Ok(log) = api!(RedisModule_ACLAddLogEntry) {
+            // SAFETY: ctx, user and the object string are live.
+            unsafe {
+                log(
+                    ctx.ctx,
+                    user,
+                    name,
+                    raw::RedisModuleACLLogEntryReason_REDISMODULE_ACL_LOG_CMD,
+                )
+            };
+        }
+        Err(Error::NoPermission { command })
+    }
+
     /// Whether the user may change `key` (the permission `EXPIRE key` needs).
     pub fn may_write(&self, ctx: &Context, key: KeyName) -> bool {
         let Some(user) = self.0 else {
             return true;
         };
         if self_check() {
-            // No categories: PEXPIRE on this key, command and key together.
-            return check_write(ctx, "RL.SWEEP", &static_strings::PEXPIRE, Some(key)).is_ok();
+            // No categories: PEXPIRE on this key, command and key together (unless the
+            // operator turned the module's own check off).
+            return !config::acl_write_check()
+                || self
+                    .check(ctx, "RL.SWEEP", &static_strings::PEXPIRE, Some(key))
+                    .is_ok();
         }
         let Ok(check) = api!(RedisModule_ACLCheckKeyPermissions) else {
             return false;

@@ -33,6 +33,11 @@ impl<'a> Args<'a> {
         Args { strings, bytes }
     }
 
+    /// The number of arguments, the command name included.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
     /// Every argument after the command name.
     pub fn after_name(&self) -> &[&'a [u8]] {
         self.bytes.get(1..).unwrap_or(&[])

@@ -11,7 +11,7 @@
 //! those requests themselves ([`report_numkeys_positions`]).
 
 use crate::api::api;
-use crate::args::Args;
+use crate::args::{Args, KeyNames};
 use ratelimit_core::multikey;
 use redis_module::{raw, Context};
 use std::ffi::CStr;
@@ -40,6 +40,23 @@ impl KeySpec {
             KeySpec::AllFrom(i) => (i, -1, 1),
             KeySpec::NumKeys | KeySpec::None => (0, 0, 0),
         }
+    }
+
+    /// The keys a call names, in argument order (none when `numkeys` is not valid: the
+    /// command then refuses the call with its own error before touching a key).
+    pub fn names<'a>(self, args: &Args<'a>) -> KeyNames<'a> {
+        let first_and_count = match self {
+            KeySpec::First => Some((1, 1)),
+            KeySpec::AllFrom(i) => usize::try_from(i)
+                .ok()
+                .map(|i| (i, args.len().saturating_sub(i))),
+            KeySpec::NumKeys => multikey::key_positions(args.after_name())
+                .map(|positions| (positions.start() + 1, positions.count())),
+            KeySpec::None => None,
+        };
+        first_and_count.map_or_else(KeyNames::new, |(first, n)| {
+            (first..first + n).filter_map(|i| args.key(i)).collect()
+        })
     }
 }
 

@@ -60,7 +60,7 @@ struct CommandDef {
 
 /// One row of [`COMMANDS`]: the definition, and a handler that borrows the arguments,
 /// checks the caller's write permission where the server cannot (see `acl.rs`; `probe`
-/// is the plain command the call stands for, on the argument `first_key`), runs `body`
+/// is the plain command the call stands for, checked on every key `keys` finds), runs `body`
 /// (`fn(&Context, &Args) -> Result<stats::Outcome, Error>`), sends its error as the
 /// reply and counts the outcome for `INFO ratelimit`. With `getkeys: true`, a server asking
 /// where the keys are (Redis 7.0 routing a Cluster call) is answered from `numkeys`.
@@ -69,7 +69,7 @@ macro_rules! command {
         $name:literal, $stats:expr, $body:path,
         flags: $flags:literal, keys: $keys:expr, arity: $arity:expr,
         key_flags: $key_flags:expr, acl: $acl:literal, probe: $probe:expr,
-        first_key: $first_key:expr, getkeys: $getkeys:literal
+        getkeys: $getkeys:literal
     ) => {{
         unsafe extern "C" fn handle(
             ctx: *mut raw::RedisModuleCtx,
@@ -83,13 +83,7 @@ macro_rules! command {
                 keyspec::report_numkeys_positions(&context, &args);
             } else {
                 reply::run(&context, $stats, || {
-                    let first_key: Option<usize> = $first_key;
-                    acl::check_write(
-                        &context,
-                        $name,
-                        &$probe,
-                        first_key.and_then(|i| args.key(i)),
-                    )?;
+                    acl::check_call(&context, $name, &$probe, $keys, &args)?;
                     $body(&context, &args)
                 });
             }
@@ -120,12 +114,12 @@ const COMMANDS: &[CommandDef] = &[
     command!(
         "RL.FIXED", stats::Command::Fixed, commands::fixed::command,
         flags: c"write fast", keys: KeySpec::First, arity: -4,
-        key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET, first_key: Some(1), getkeys: false
+        key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET, getkeys: false
     ),
     command!(
         "RL.GCRA", stats::Command::Gcra, commands::gcra::command,
         flags: c"write fast", keys: KeySpec::First, arity: -5,
-        key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET, first_key: Some(1), getkeys: false
+        key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET, getkeys: false
     ),
     // Keys come from the numkeys key spec (the server then marks the command
     // movablekeys); the legacy first/last/step cannot express them. Redis 7.0 routes
@@ -135,31 +129,31 @@ const COMMANDS: &[CommandDef] = &[
     command!(
         "RL.MULTI", stats::Command::Multi, commands::multi::command,
         flags: c"write getkeys-api", keys: KeySpec::NumKeys, arity: -6,
-        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET, first_key: Some(2), getkeys: true
+        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET, getkeys: true
     ),
     // The call shape of RL.MULTI (numkeys key spec, getkeys-api); arity alike.
     command!(
         "RL.SLIDING", stats::Command::Sliding, commands::sliding::command,
         flags: c"write getkeys-api", keys: KeySpec::NumKeys, arity: -6,
-        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET, first_key: Some(2), getkeys: true
+        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET, getkeys: true
     ),
     // Its work grows with the entries in the window (at most its limit): not `fast`.
     command!(
         "RL.LOG", stats::Command::Log, commands::log::command,
         flags: c"write", keys: KeySpec::First, arity: -4,
-        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET, first_key: Some(1), getkeys: false
+        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET, getkeys: false
     ),
     // As EXPIRE: the keys' TTLs change, their values are neither read nor returned.
     command!(
         "RL.BULKEXPIRE", stats::Command::BulkExpire, commands::bulkexpire::command,
         flags: c"write", keys: KeySpec::AllFrom(2), arity: -3,
-        key_flags: WRITE_UPDATE, acl: "write keyspace", probe: static_strings::PEXPIRE, first_key: Some(2), getkeys: false
+        key_flags: WRITE_UPDATE, acl: "write keyspace", probe: static_strings::PEXPIRE, getkeys: false
     ),
     // Node-wide like SCAN: no keys declared; it checks each key's ACL itself.
     command!(
         "RL.SWEEP", stats::Command::Sweep, commands::sweep::command,
         flags: c"write", keys: KeySpec::None, arity: -3,
-        key_flags: 0, acl: "write keyspace slow", probe: static_strings::PEXPIRE, first_key: None, getkeys: false
+        key_flags: 0, acl: "write keyspace slow", probe: static_strings::PEXPIRE, getkeys: false
     ),
 ];
 

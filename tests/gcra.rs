@@ -352,7 +352,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     c.cmd(&["SET", "k", "1", "PX", "100000"]);
     let before = state(&mut c, "k");
     let int_err = |what: &str, v: &str, min: i64| {
-        format!("ERR invalid {what} '{v}': must be an integer from {min} to 9223372036854775807")
+        format!("ERR invalid {what} '{v}': must be an integer from {min} to 9007199254740991")
     };
     let not_positive = |v: &str| {
         format!("ERR invalid period '{v}': must be a positive duration (an integer with an optional unit ms, s, m, h or d)")

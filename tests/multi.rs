@@ -594,17 +594,17 @@ fn bad_inputs_are_errors_that_write_nothing() {
         ),
         (
             vec!["1", "k", "LIMIT", "1s", "0"],
-            "ERR invalid limit '0': must be an integer from 1 to 9223372036854775807".into(),
+            "ERR invalid limit '0': must be an integer from 1 to 9007199254740991".into(),
             true,
         ),
         (
             vec!["1", "k", "LIMIT", "1s", "COST", "1"],
-            "ERR invalid limit 'COST': must be an integer from 1 to 9223372036854775807".into(),
+            "ERR invalid limit 'COST': must be an integer from 1 to 9007199254740991".into(),
             true,
         ),
         (
             vec!["1", "k", "LIMIT", "1s", "10", "COST", "-1"],
-            "ERR invalid cost '-1': must be an integer from 0 to 9223372036854775807".into(),
+            "ERR invalid cost '-1': must be an integer from 0 to 9007199254740991".into(),
             true,
         ),
         (

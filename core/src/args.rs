@@ -4,11 +4,13 @@
 
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
-use crate::limits::{MAX_AT_MS, MAX_BUCKETS};
+use crate::limits::{MAX_AT_MS, MAX_BUCKETS, MAX_SAFE_INTEGER};
 use crate::units::Micros;
 
-/// Parse a signed 64-bit integer written the way Redis writes them: an optional `-`
-/// and decimal digits, nothing else. It must be at least `min`.
+/// Parse a count (a limit, a burst, a rate, a cost) written the way Redis writes
+/// integers: an optional `-` and decimal digits, nothing else. It must be from `min` to
+/// [`MAX_SAFE_INTEGER`] (2^53 - 1): every count, every sum of counts a state holds and
+/// every reply field then stays exact in the Lua twins, whose numbers are doubles.
 pub fn parse_int(what: &'static str, raw: &[u8], min: i64) -> Result<i64> {
     let err = || Error::InvalidInteger {
         what,
@@ -33,11 +35,27 @@ pub fn parse_int(what: &'static str, raw: &[u8], min: i64) -> Result<i64> {
         }
         .ok_or_else(err)?;
     }
-    if n < min {
+    if n < min || n > MAX_SAFE_COUNT {
         return Err(err());
     }
     Ok(n)
 }
+
+/// A count given as a number (by a caller that did not parse it): from `min` to
+/// [`MAX_SAFE_INTEGER`], or the error [`parse_int`] gives for the same value.
+pub fn check_count(what: &'static str, n: i64, min: i64) -> Result<i64> {
+    if n < min || n > MAX_SAFE_COUNT {
+        return Err(Error::InvalidInteger {
+            what,
+            value: n.to_string().into_bytes(),
+            min,
+        });
+    }
+    Ok(n)
+}
+
+/// [`MAX_SAFE_INTEGER`] as a count.
+pub const MAX_SAFE_COUNT: i64 = MAX_SAFE_INTEGER as i64;
 
 /// Parse the value of `AT`: Unix milliseconds from 0 to [`MAX_AT_MS`].
 pub fn parse_at(raw: &[u8]) -> Result<Micros> {
@@ -191,8 +209,8 @@ mod tests {
             ("0", 0, 0),
             ("10", 1, 10),
             ("007", 0, 7),
-            ("9223372036854775807", 1, i64::MAX),
-            ("-9223372036854775808", i64::MIN, i64::MIN),
+            ("9007199254740991", 1, 9_007_199_254_740_991),
+            ("-9007199254740991", i64::MIN, -9_007_199_254_740_991),
             ("-0", 0, 0),
         ];
         for &(raw, min, want) in ok {
@@ -211,6 +229,9 @@ mod tests {
             ("-1", 0),
             ("9223372036854775808", 0),
             ("-9223372036854775809", i64::MIN),
+            // Counts stop at 2^53 - 1, where the twins stop being exact.
+            ("9007199254740992", 0),
+            ("9223372036854775807", 1),
             ("99999999999999999999999", 0),
         ];
         for &(raw, min) in bad {

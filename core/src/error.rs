@@ -4,7 +4,7 @@
 
 use crate::limits::{
     ECHO_MAX, MAX_AT_MS, MAX_BUCKETS, MAX_KEYS, MAX_LOG_LIMIT, MAX_META_LEN, MAX_PATTERN_LEN,
-    MAX_WINDOWS, MAX_WINDOWS_PER_KEY,
+    MAX_SAFE_INTEGER, MAX_WINDOWS, MAX_WINDOWS_PER_KEY,
 };
 use std::fmt;
 
@@ -16,7 +16,7 @@ pub enum Error {
         value: Vec<u8>,
         reason: DurationProblem,
     },
-    /// An integer argument out of its range or not an integer.
+    /// A count (limit, burst, rate, cost) that is not an integer from `min` to 2^53 - 1.
     InvalidInteger {
         what: &'static str,
         value: Vec<u8>,
@@ -191,7 +191,7 @@ impl fmt::Display for Error {
             }
             Error::InvalidInteger { what, value, min } => write!(
                 f,
-                "ERR invalid {what} '{}': must be an integer from {min} to 9223372036854775807",
+                "ERR invalid {what} '{}': must be an integer from {min} to {MAX_SAFE_INTEGER}",
                 echo(value)
             ),
             Error::IntegerOutOfRange {

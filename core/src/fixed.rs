@@ -8,11 +8,11 @@
 //! State: the count, a non-negative decimal integer as `INCR` writes it; the key's
 //! absolute expiry is the end of the window.
 
-use crate::args::{parse_int, Accepts, Options};
+use crate::args::{check_count, parse_int, Accepts, Options};
 use crate::duration::parse_duration;
 use crate::error::{DurationProblem, Error, Result};
-use crate::limits::MAX_DURATION;
-use crate::state::{Effect, Outcome, StateKind, Stored};
+use crate::limits::{MAX_DURATION, MAX_SAFE_INTEGER};
+use crate::state::{parse_decimal, Effect, Outcome, StateKind, Stored};
 use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
 use crate::verdict::{Decision, Verdict};
 
@@ -38,14 +38,7 @@ pub struct FixedParams {
 impl FixedParams {
     /// Check the parameters, with the errors of the arguments they come from.
     pub fn new(limit: i64, window: Micros, cost: i64, align: bool) -> Result<FixedParams> {
-        let below = |what: &'static str, v: i64, min: i64| Error::InvalidInteger {
-            what,
-            value: v.to_string().into_bytes(),
-            min,
-        };
-        if limit < 1 {
-            return Err(below("limit", limit, 1));
-        }
+        check_count("limit", limit, 1)?;
         if window.0 == 0 || window.0 % MICROS_PER_MS != 0 || window > MAX_DURATION {
             let reason = if window > MAX_DURATION {
                 DurationProblem::TooLong
@@ -58,9 +51,7 @@ impl FixedParams {
                 reason,
             });
         }
-        if cost < 0 {
-            return Err(below("cost", cost, 0));
-        }
+        check_count("cost", cost, 0)?;
         // A cost above the limit can never be allowed: an error, not a denial.
         if cost > limit {
             return Err(Error::CostOverCapacity {
@@ -114,13 +105,12 @@ pub fn parse_state(raw: &[u8]) -> Result<i64> {
     parse_count(raw).ok_or_else(|| STATE.invalid())
 }
 
-/// A non-negative decimal integer of at most 19 digits that fits in an i64.
+/// A stored count: a non-negative decimal integer of at most 19 digits, at most
+/// [`MAX_SAFE_INTEGER`] (2^53 - 1), the largest count a call can write and the largest
+/// the twins read exactly; anything larger was not written by a limiter.
 pub fn parse_count(raw: &[u8]) -> Option<i64> {
-    if raw.is_empty() || raw.len() > 19 || !raw.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let n = raw.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
-    i64::try_from(n).ok()
+    let n = parse_decimal(raw)?;
+    (n <= MAX_SAFE_INTEGER).then_some(n as i64)
 }
 
 /// The end of a window that starts now. Windows are whole milliseconds (durations
@@ -230,7 +220,10 @@ pub fn decide(stored: Option<Stored<i64>>, now: Micros, p: &FixedParams) -> Outc
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::args::MAX_SAFE_COUNT;
     use proptest::prelude::*;
+
+    const MAX: i64 = MAX_SAFE_COUNT;
 
     const T0: u64 = 1_700_000_000_000_000; // µs, an arbitrary instant on a second boundary
 
@@ -449,10 +442,10 @@ mod tests {
             Case {
                 // Regression: a saturating sum made count + cost look like it fit.
                 name: "huge limits do not overflow",
-                stored: counter(i64::MAX - 1, Some(10)),
+                stored: counter(MAX - 1, Some(10)),
                 now: at(0),
-                params: p(i64::MAX, 1000, i64::MAX, false),
-                fields: [1, i64::MAX, 1, 10, 10],
+                params: p(MAX, 1000, MAX, false),
+                fields: [1, MAX, 1, 10, 10],
                 effect: Effect::None,
             },
         ];
@@ -538,8 +531,17 @@ mod tests {
     fn counter_values() {
         assert_eq!(parse_count(b"0"), Some(0));
         assert_eq!(parse_count(b"42"), Some(42));
-        assert_eq!(parse_count(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(
+            parse_count(b"9007199254740991"),
+            Some(9_007_199_254_740_991)
+        );
+        assert_eq!(
+            parse_count(b"0009007199254740991"),
+            Some(9_007_199_254_740_991)
+        );
         for bad in [
+            &b"9007199254740992"[..],
+            b"9223372036854775807",
             &b""[..],
             b"-1",
             b"+1",
@@ -580,9 +582,9 @@ mod tests {
             count in any::<i64>(),
             ends in proptest::option::of(any::<u64>()),
             now in any::<u64>(),
-            limit in 1i64..=i64::MAX,
+            limit in 1i64..=MAX_SAFE_COUNT,
             window_ms in 1u64..=crate::limits::MAX_DURATION_MS,
-            cost in 0i64..=i64::MAX,
+            cost in 0i64..=MAX_SAFE_COUNT,
             align in any::<bool>(),
         ) {
             let raw: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
