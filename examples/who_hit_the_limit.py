@@ -33,8 +33,8 @@ def allow(r, address, user):
 def who(r, address):
     """The users behind the address's requests of the last window, most active first."""
     members = r.zrange("rl:log:ip:" + address, 0, -1)
-    # One member per request (per unit of cost): seq:user, the user as given in META.
-    users = Counter(m.split(b":", 1)[1].decode(errors="replace") for m in members)
+    # One member per request: seq:cost:user, the user as given in META.
+    users = Counter(m.split(b":", 2)[2].decode(errors="replace") for m in members)
     return users.most_common()
 
 

@@ -52,15 +52,6 @@ impl<'a> Args<'a> {
         })
     }
 
-    /// `cmd key rest...`: the key at index 1 and the arguments after it, or the
-    /// command's arity error.
-    pub fn key_and_rest(&self, command: &'static str) -> Result<(KeyName<'a>, &[&'a [u8]]), Error> {
-        match (self.key(1), self.bytes.get(2..)) {
-            (Some(key), Some(rest)) => Ok((key, rest)),
-            _ => Err(Error::WrongArity { command }),
-        }
-    }
-
     /// The keys at `first..first + n`, or an internal error when they are not there
     /// (the parser counted them).
     pub fn keys(&self, first: usize, n: usize) -> Result<KeyNames<'a>, Error> {

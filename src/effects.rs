@@ -11,7 +11,7 @@
 use crate::api::api;
 use crate::args::KeyName;
 use crate::static_strings;
-use ratelimit_core::{Effect, Error, UnixMillis};
+use ratelimit_core::{Effect, Error, Micros, UnixMillis};
 use redis_module::{raw, CallOptionsBuilder, CallResult, Context};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int};
@@ -73,6 +73,55 @@ pub fn expiry_set(ctx: &Context, key: KeyName, at: UnixMillis) {
             millis(at),
         )
     };
+}
+
+/// The effects of `ZADD key score member`: the signal, the `zadd` event, and the same
+/// command replicated (the score is the entry's time, a whole number of µs).
+pub fn member_added(ctx: &Context, key: KeyName, score: Micros, member: &[u8]) {
+    signal_modified(ctx, key);
+    notify(ctx, raw::REDISMODULE_NOTIFY_ZSET, c"zadd", key);
+    let Ok(replicate) = api!(RedisModule_Replicate) else {
+        return;
+    };
+    // SAFETY: the format "slb" matches (string, long long, buffer + length); the
+    // buffer is live for the call, which copies it.
+    unsafe {
+        replicate(
+            ctx.ctx,
+            c"ZADD".as_ptr(),
+            c"slb".as_ptr(),
+            key.ptr(),
+            micros(score),
+            member.as_ptr() as *const c_char,
+            member.len(),
+        )
+    };
+}
+
+/// The effects of `ZREMRANGEBYSCORE key -inf through` that removed members: the
+/// `zrembyscore` event and the same command replicated (the key was signalled by the
+/// write it goes with).
+pub fn members_removed_through(ctx: &Context, key: KeyName, through: Micros) {
+    notify(ctx, raw::REDISMODULE_NOTIFY_ZSET, c"zrembyscore", key);
+    let Ok(replicate) = api!(RedisModule_Replicate) else {
+        return;
+    };
+    // SAFETY: the format "scl" matches (string, C string, long long).
+    unsafe {
+        replicate(
+            ctx.ctx,
+            c"ZREMRANGEBYSCORE".as_ptr(),
+            c"scl".as_ptr(),
+            key.ptr(),
+            c"-inf".as_ptr(),
+            micros(through),
+        )
+    };
+}
+
+/// A time in µs as the API's signed integer (times here are below 2^53).
+fn micros(t: Micros) -> i64 {
+    i64::try_from(t.0).unwrap_or(i64::MAX)
 }
 
 fn signal_modified(ctx: &Context, key: KeyName) {

@@ -13,6 +13,8 @@ mod commands;
 mod config;
 mod effects;
 mod keyspec;
+mod limiter_key;
+mod log_key;
 mod open_key;
 mod reply;
 mod static_strings;
@@ -21,8 +23,9 @@ mod string_key;
 
 use args::Args;
 use keyspec::{set_command_info, KeySpec, READ_WRITE_UPDATE, WRITE_UPDATE};
+use ratelimit_core::call;
 use redis_module::{raw, Context, InfoContext};
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::os::raw::c_int;
 
 // The module allocates with the server's allocator; anything linked outside a server
@@ -62,14 +65,14 @@ struct CommandDef {
 /// checks the caller's write permission where the server cannot (see `acl.rs`; `probe`
 /// is the plain command the call stands for, checked on every key `keys` finds), runs `body`
 /// (`fn(&Context, &Args) -> Result<stats::Outcome, Error>`), sends its error as the
-/// reply and counts the outcome for `INFO ratelimit`. With `getkeys: true`, a server asking
-/// where the keys are (Redis 7.0 routing a Cluster call) is answered from `numkeys`.
+/// reply and counts the outcome for `INFO ratelimit`. A command whose keys follow
+/// `numkeys` is registered with `getkeys-api`, and a server asking where its keys are
+/// (Redis 7.0 routing a Cluster call) is answered from `numkeys`.
 macro_rules! command {
     (
-        $name:literal, $stats:expr, $body:path,
+        $name:literal, $stats:expr, $body:expr,
         flags: $flags:literal, keys: $keys:expr, arity: $arity:expr,
-        key_flags: $key_flags:expr, acl: $acl:literal, probe: $probe:expr,
-        getkeys: $getkeys:literal
+        key_flags: $key_flags:expr, acl: $acl:literal, probe: $probe:expr
     ) => {{
         unsafe extern "C" fn handle(
             ctx: *mut raw::RedisModuleCtx,
@@ -79,12 +82,12 @@ macro_rules! command {
             let context = Context::new(ctx);
             // SAFETY: the server passes this call's live argv/argc, alive until we return.
             let args = unsafe { Args::new(argv, argc) };
-            if $getkeys && keyspec::is_keys_position_request(&context) {
+            if matches!($keys, KeySpec::NumKeys) && keyspec::is_keys_position_request(&context) {
                 keyspec::report_numkeys_positions(&context, &args);
             } else {
                 reply::run(&context, $stats, || {
                     acl::check_call(&context, $name, &$probe, $keys, &args)?;
-                    $body(&context, &args)
+                    ($body)(&context, &args)
                 });
             }
             raw::REDISMODULE_OK as c_int
@@ -104,6 +107,13 @@ macro_rules! command {
     }};
 }
 
+/// The body of a limiter command: its parser, on the one path of every limiter.
+fn limit(
+    parse: commands::limit::Parse,
+) -> impl Fn(&Context, &Args) -> Result<stats::Outcome, ratelimit_core::Error> {
+    move |ctx, args| commands::limit::run(ctx, args, parse)
+}
+
 /// The commands, in the order `COMMAND INFO` and `INFO ratelimit` list them.
 ///
 /// None is flagged `deny-oom`: a limiter must answer denials and peeks whatever the
@@ -112,14 +122,14 @@ macro_rules! command {
 /// are how a full server gets memory back (`EXPIRE` is not `deny-oom` either).
 const COMMANDS: &[CommandDef] = &[
     command!(
-        "RL.FIXED", stats::Command::Fixed, commands::fixed::command,
+        "RL.FIXED", stats::Command::Fixed, limit(call::fixed),
         flags: c"write fast", keys: KeySpec::First, arity: -4,
-        key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET, getkeys: false
+        key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET
     ),
     command!(
-        "RL.GCRA", stats::Command::Gcra, commands::gcra::command,
+        "RL.GCRA", stats::Command::Gcra, limit(call::gcra),
         flags: c"write fast", keys: KeySpec::First, arity: -5,
-        key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET, getkeys: false
+        key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET
     ),
     // Keys come from the numkeys key spec (the server then marks the command
     // movablekeys); the legacy first/last/step cannot express them. Redis 7.0 routes
@@ -127,33 +137,40 @@ const COMMANDS: &[CommandDef] = &[
     // (`getkeys-api`): RL.MULTI answers those requests too. Arity: RL.MULTI numkeys key
     // LIMIT window limit, at least.
     command!(
-        "RL.MULTI", stats::Command::Multi, commands::multi::command,
-        flags: c"write getkeys-api", keys: KeySpec::NumKeys, arity: -6,
-        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET, getkeys: true
+        "RL.MULTI", stats::Command::Multi, limit(call::multi),
+        flags: c"write", keys: KeySpec::NumKeys, arity: -6,
+        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
     // The call shape of RL.MULTI (numkeys key spec, getkeys-api); arity alike.
     command!(
-        "RL.SLIDING", stats::Command::Sliding, commands::sliding::command,
-        flags: c"write getkeys-api", keys: KeySpec::NumKeys, arity: -6,
-        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET, getkeys: true
+        "RL.SLIDING", stats::Command::Sliding, limit(call::sliding),
+        flags: c"write", keys: KeySpec::NumKeys, arity: -6,
+        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
     // Its work grows with the entries in the window (at most its limit): not `fast`.
     command!(
-        "RL.LOG", stats::Command::Log, commands::log::command,
+        "RL.LOG", stats::Command::Log, limit(call::log),
         flags: c"write", keys: KeySpec::First, arity: -4,
-        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET, getkeys: false
+        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
     // As EXPIRE: the keys' TTLs change, their values are neither read nor returned.
+    // One rule of any limiter per key, all or nothing: the keys follow numkeys (as
+    // RL.MULTI's). Arity: RL.ALL numkeys key RULE position, at least.
+    command!(
+        "RL.ALL", stats::Command::All, limit(call::all),
+        flags: c"write", keys: KeySpec::NumKeys, arity: -5,
+        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
+    ),
     command!(
         "RL.BULKEXPIRE", stats::Command::BulkExpire, commands::bulkexpire::command,
         flags: c"write", keys: KeySpec::AllFrom(2), arity: -3,
-        key_flags: WRITE_UPDATE, acl: "write keyspace", probe: static_strings::PEXPIRE, getkeys: false
+        key_flags: WRITE_UPDATE, acl: "write keyspace", probe: static_strings::PEXPIRE
     ),
     // Node-wide like SCAN: no keys declared; it checks each key's ACL itself.
     command!(
         "RL.SWEEP", stats::Command::Sweep, commands::sweep::command,
         flags: c"write", keys: KeySpec::None, arity: -3,
-        key_flags: 0, acl: "write keyspace slow", probe: static_strings::PEXPIRE, getkeys: false
+        key_flags: 0, acl: "write keyspace slow", probe: static_strings::PEXPIRE
     ),
 ];
 
@@ -234,6 +251,14 @@ fn load(ctx: &Context) -> Result<(), String> {
     let mut categories = acl::Categories::SelfCheck;
     for def in COMMANDS {
         let (first, last, step) = def.keys.legacy_range();
+        // Commands whose keys follow numkeys answer the server's key-position requests.
+        let flags = match def.keys {
+            KeySpec::NumKeys => {
+                CString::new(format!("{} getkeys-api", def.flags.to_string_lossy()))
+                    .map_err(|_| "command flags".to_string())?
+            }
+            _ => def.flags.to_owned(),
+        };
         // SAFETY: called during OnLoad with the module's context; name and flags are
         // static NUL-terminated strings; the handler has the server's signature.
         let rc = unsafe {
@@ -241,7 +266,7 @@ fn load(ctx: &Context) -> Result<(), String> {
                 ctx.ctx,
                 def.name.as_ptr(),
                 Some(def.handler),
-                def.flags.as_ptr(),
+                flags.as_ptr(),
                 first,
                 last,
                 step,

@@ -64,6 +64,18 @@ pub fn binding_verdict(ctx: &Context, v: &Verdict, key: KeyName, window_ms: u64)
     outcome(v)
 }
 
+/// Reply with RL.ALL's seven fields: the five, then the binding rule's place among the
+/// rules (1-based) and its key; the outcome to count.
+pub fn rule_verdict(ctx: &Context, v: &Verdict, place: usize, key: KeyName) -> Outcome {
+    raw::reply_with_array(ctx.ctx, 7);
+    for f in v.fields() {
+        raw::reply_with_long_long(ctx.ctx, f);
+    }
+    raw::reply_with_long_long(ctx.ctx, i64::try_from(place).unwrap_or(i64::MAX));
+    raw::reply_with_string(ctx.ctx, key.ptr());
+    outcome(v)
+}
+
 /// The outcome of a limiter's decision.
 pub fn outcome(v: &Verdict) -> Outcome {
     if v.is_allowed() {

@@ -13,17 +13,19 @@ pub enum Command {
     Multi,
     Sliding,
     Log,
+    All,
     BulkExpire,
     Sweep,
 }
 
 impl Command {
-    const ALL: [Command; 7] = [
+    const ALL: [Command; 8] = [
         Command::Fixed,
         Command::Gcra,
         Command::Multi,
         Command::Sliding,
         Command::Log,
+        Command::All,
         Command::BulkExpire,
         Command::Sweep,
     ];
@@ -31,7 +33,12 @@ impl Command {
     fn limits(self) -> bool {
         matches!(
             self,
-            Command::Fixed | Command::Gcra | Command::Multi | Command::Sliding | Command::Log
+            Command::Fixed
+                | Command::Gcra
+                | Command::Multi
+                | Command::Sliding
+                | Command::Log
+                | Command::All
         )
     }
 
@@ -42,6 +49,7 @@ impl Command {
             Command::Multi => "multi",
             Command::Sliding => "sliding",
             Command::Log => "log",
+            Command::All => "all",
             Command::BulkExpire => "bulkexpire",
             Command::Sweep => "sweep",
         }

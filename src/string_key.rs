@@ -1,5 +1,6 @@
 //! Limiter state kept in plain Redis strings with an absolute expiry (RL.FIXED's
-//! counter, RL.GCRA's TAT, RL.MULTI's packed counters): reading them, writing them,
+//! counter, RL.GCRA's TAT, RL.MULTI's and RL.SLIDING's packed windows): reading them,
+//! writing them,
 //! and replicating each write as a plain command with an absolute time
 //! (`SET key value PXAT t`, `PEXPIREAT key t`), so replicas and the AOF never read a
 //! clock of their own.
@@ -15,8 +16,9 @@ use crate::api::api;
 use crate::args::KeyName;
 use crate::effects;
 use crate::open_key::OpenKey;
+use ratelimit_core::limiter::KeyRead;
 use ratelimit_core::state::Encode;
-use ratelimit_core::{Effect, Error, Stored, UnixMillis};
+use ratelimit_core::{Error, UnixMillis};
 use redis_module::{raw, Context};
 use std::cell::{Cell, RefCell};
 use std::os::raw::c_int;
@@ -70,19 +72,16 @@ impl<'a> StringKey<'a> {
         Ok(this)
     }
 
-    /// The key's state as `parse` reads its value, with its expiry; `None` when the key
-    /// does not exist. Read before any write of this key.
-    pub fn state<S>(
-        &self,
-        parse: impl FnOnce(&[u8]) -> Result<S, Error>,
-    ) -> Result<Option<Stored<S>>, Error> {
+    /// What the key holds, for a limiter to read: its value in place and its expiry.
+    /// Read before any write of this key.
+    pub fn read(&self) -> Result<KeyRead<'_>, Error> {
         if self.len.get().is_none() {
-            return Ok(None);
+            return Ok(KeyRead::Missing);
         }
-        Ok(Some(Stored {
-            state: parse(self.value()?)?,
+        Ok(KeyRead::String {
+            value: self.value()?,
             expires_at: self.expiry.get(),
-        }))
+        })
     }
 
     /// The value in place, valid until the key is written or closed.
@@ -99,20 +98,16 @@ impl<'a> StringKey<'a> {
         Ok(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) })
     }
 
-    /// Carry out a decision's effect on this key.
-    pub fn apply<S: Encode>(&self, effect: &Effect<S>) -> Result<(), Error> {
-        match effect {
-            Effect::None => Ok(()),
-            Effect::Set { state, expires_at } => ENCODED.with(|buf| {
-                let mut buf = buf
-                    .try_borrow_mut()
-                    .map_err(|_| Error::Internal("buffer"))?;
-                buf.clear();
-                state.encode(&mut buf);
-                self.set(&buf, *expires_at)
-            }),
-            Effect::ExpireAt(at) => self.expire_at(*at),
-        }
+    /// Store the encoded `state` with the absolute expiry `expires_at` (see `set`).
+    pub fn store(&self, state: &dyn Encode, expires_at: UnixMillis) -> Result<(), Error> {
+        ENCODED.with(|buf| {
+            let mut buf = buf
+                .try_borrow_mut()
+                .map_err(|_| Error::Internal("buffer"))?;
+            buf.clear();
+            state.encode(&mut buf);
+            self.set(&buf, expires_at)
+        })
     }
 
     /// Store `value` with the absolute expiry `expires_at`; replicated as
@@ -181,7 +176,7 @@ impl<'a> StringKey<'a> {
 
     /// Give the existing key the absolute expiry `expires_at`; replicated as
     /// `PEXPIREAT key expires_at`.
-    fn expire_at(&self, expires_at: UnixMillis) -> Result<(), Error> {
+    pub fn expire_at(&self, expires_at: UnixMillis) -> Result<(), Error> {
         if self.expiry.get() != Some(expires_at) {
             self.set_abs_expire(expires_at)?;
         }

@@ -7,7 +7,9 @@
 mod common;
 
 use common::{at_base, Client, Cluster, Rng, Server, Twins, Value, HOUR};
+use ratelimit_core::limiter::{Limiter, Settled};
 use ratelimit_core::log;
+use ratelimit_core::{Effect, Error, Micros};
 
 /// `None`: the command; `Some(sha)`: the twin.
 fn sides(c: &mut Client) -> [Option<String>; 2] {
@@ -58,20 +60,18 @@ fn an_exact_moving_window_that_remembers_who_used_it() {
             &["3", "1m", "META", "eve", "AT", &at(30_000)],
         );
         assert_eq!(r.ints(), [1, 3, 0, 30_000, 50_000]);
-        // Who hit the limit: a plain ZRANGE (members seq:meta, scores µs).
+        // Who hit the limit: a plain ZRANGE (members seq:cost:meta, scores µs).
         let who: Vec<String> = entries(&mut c, &key)
             .into_iter()
-            .map(|(m, _)| {
-                m.split_once(':')
-                    .map(|x| x.1)
-                    .unwrap_or_default()
-                    .to_string()
-            })
+            .map(|(m, _)| m.splitn(3, ':').nth(2).unwrap_or_default().to_string())
             .collect();
         assert_eq!(who, ["alice", "bob", "alice"]);
         assert_eq!(
             entries(&mut c, &key)[0],
-            ("1:alice".to_string(), (t * 1000).to_string())
+            (
+                "0000000000000001:1:alice".to_string(),
+                (t * 1000).to_string()
+            )
         );
         // A millisecond before the oldest leaves: still refused, retry in 1 ms.
         let r = call(&mut c, &side, &key, &["3", "1m", "AT", &at(59_999)]);
@@ -85,7 +85,14 @@ fn an_exact_moving_window_that_remembers_who_used_it() {
         );
         assert_eq!(r.ints(), [0, 3, 0, -1, 60_000]);
         let members: Vec<String> = entries(&mut c, &key).into_iter().map(|(m, _)| m).collect();
-        assert_eq!(members, ["2:bob", "3:alice", "4:eve"]);
+        assert_eq!(
+            members,
+            [
+                "0000000000000002:1:bob",
+                "0000000000000003:1:alice",
+                "0000000000000004:1:eve"
+            ]
+        );
         // The key expires when its newest entry leaves the window.
         assert_eq!(c.cmd(&["PEXPIRETIME", &key]).int() as u64, t + 120_000);
     }
@@ -106,12 +113,9 @@ fn costs_peeks_and_binary_metadata() {
             &["10", "1h", "COST", "4", "META", meta, "AT", &at],
         );
         assert_eq!(r.ints(), [0, 10, 6, -1, 3_600_000]);
-        // One member per unit of cost.
+        // One member per request, whatever its cost: its running total and its cost.
         let members: Vec<String> = entries(&mut c, &key).into_iter().map(|(m, _)| m).collect();
-        assert_eq!(
-            members,
-            (1..=4).map(|i| format!("{i}:{meta}")).collect::<Vec<_>>()
-        );
+        assert_eq!(members, [format!("0000000000000004:4:{meta}")]);
         // A peek writes nothing.
         let before = entries(&mut c, &key);
         let r = call(&mut c, &side, &key, &["10", "1h", "COST", "0", "AT", &at]);
@@ -138,7 +142,7 @@ fn wrong_type_and_foreign_sorted_sets_are_left_alone() {
     let s = Server::start();
     let mut c = s.client();
     let at = at_base(2 * HOUR, HOUR).to_string();
-    let invalid = "ERR the key does not hold RL.LOG state (expected a sorted set of seq:meta members scored by microseconds since the Unix epoch)";
+    let invalid = "ERR the key does not hold RL.LOG state (expected a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch)";
     for side in sides(&mut c) {
         c.cmd(&["FLUSHALL"]);
         c.cmd(&["SET", "s", "x"]);
@@ -149,10 +153,14 @@ fn wrong_type_and_foreign_sorted_sets_are_left_alone() {
         );
         for (score, member) in [
             ("1", "x"),
-            ("1.5", "1:m"),
+            ("1.5", "0000000000000001:1:m"),
             ("5", "a:m"),
-            ("-1", "1:m"),
+            ("-1", "0000000000000001:1:m"),
             ("5", ":m"),
+            // The format of an earlier version: one member per unit, `seq:meta`.
+            ("5", "1:m"),
+            ("5", "0000000000000001:0:m"),
+            ("5", "0000000000000001:2:m"),
         ] {
             c.cmd(&["DEL", "z"]);
             c.cmd(&["ZADD", "z", score, member]);
@@ -253,6 +261,48 @@ struct Model {
     expires: Option<u64>,
 }
 
+impl Model {
+    fn parsed(&self) -> impl DoubleEndedIterator<Item = Result<log::Entry, Error>> + '_ {
+        self.entries.iter().map(|(member, score)| {
+            log::parse_entry(member.as_bytes(), *score as f64).ok_or_else(|| log::STATE.invalid())
+        })
+    }
+}
+
+/// The model read as the command reads a log, through the same index.
+impl log::Index for Model {
+    fn members(&self) -> usize {
+        self.entries.len()
+    }
+    fn last(&self) -> Result<Option<log::Entry>, Error> {
+        self.parsed().next_back().transpose()
+    }
+    fn first_after(&self, after: Micros) -> Result<Option<log::Entry>, Error> {
+        self.parsed()
+            .find(|e| e.as_ref().map_or(true, |e| e.time > after))
+            .transpose()
+    }
+    fn last_through(&self, through: Micros) -> Result<Option<log::Entry>, Error> {
+        self.parsed()
+            .rev()
+            .find(|e| e.as_ref().map_or(true, |e| e.time <= through))
+            .transpose()
+    }
+    fn scan_after(
+        &self,
+        after: Micros,
+        f: &mut dyn FnMut(log::Entry) -> bool,
+    ) -> Result<(), Error> {
+        for e in self.parsed() {
+            let e = e?;
+            if e.time > after && !f(e) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
 fn predict(m: &mut Model, args: &[String]) -> Value {
     let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     let req = match log::parse_args(&raw) {
@@ -260,53 +310,28 @@ fn predict(m: &mut Model, args: &[String]) -> Value {
         Err(e) => return Value::Error(e.to_string()),
     };
     let now = req.at().expect("AT");
-    // What the command reads: ZCOUNT, the last member, the oldest that must leave.
-    let cut = log::cutoff(now, &req).0;
-    let counted: Vec<&(String, u64)> = m.entries.iter().filter(|(_, t)| *t > cut).collect();
-    let parse = |e: &(String, u64)| log::parse_entry(e.0.as_bytes(), e.1.to_string().as_bytes());
-    let newest = match m.entries.last() {
-        Some(e) => match parse(e) {
-            Some(e) => Some(e),
-            None => return Value::Error(log::STATE.invalid().to_string()),
-        },
-        None => None,
+    let j = match req.rule().judge_index(m, now, req.cost()) {
+        Ok(j) => j,
+        Err(e) => return Value::Error(e.to_string()),
     };
-    let must_leave = log::need(counted.len() as i64, &req)
-        .and_then(|k| counted.get(k as usize - 1))
-        .and_then(|e| parse(e))
-        .map(|e| e.time);
-    let view = log::View {
-        counted: counted.len() as i64,
-        newest,
-        must_leave,
+    let settled = if j.verdict.is_allowed() {
+        Settled::Allowed
+    } else {
+        Settled::Denied
     };
-    let out = log::decide(&view, now, &req);
-    if let Some(w) = out.write {
-        let mut seq = w.first_seq;
+    if let Ok(Effect::Set { state, expires_at }) =
+        req.rule().write(j.pending, settled, now, req.cost())
+    {
         let mut member = Vec::new();
-        for _ in 0..req.cost() {
-            loop {
-                log::member(seq, req.meta(), &mut member);
-                seq += 1;
-                let text = String::from_utf8(member.clone()).expect("utf-8 meta");
-                if !m.entries.iter().any(|(mm, _)| *mm == text) {
-                    m.entries.push((text, w.time.0));
-                    break;
-                }
-            }
-        }
-        m.entries.retain(|(_, s)| *s > w.trim_through.0);
+        state.member(&mut member);
+        m.entries
+            .push((String::from_utf8(member).expect("utf-8 meta"), state.time.0));
+        m.entries.retain(|(_, s)| *s > state.trim_through.0);
         m.entries
             .sort_by(|a, b| (a.1, a.0.as_bytes()).cmp(&(b.1, b.0.as_bytes())));
-        m.expires = Some(w.expires_at.0);
+        m.expires = Some(expires_at.0);
     }
-    Value::Array(
-        out.verdict
-            .fields()
-            .iter()
-            .map(|&f| Value::Int(f))
-            .collect(),
-    )
+    Value::Array(j.verdict.fields().iter().map(|&f| Value::Int(f)).collect())
 }
 
 fn random_args(rng: &mut Rng, now_ms: u64) -> Vec<String> {
@@ -421,4 +446,92 @@ fn command_info_and_cluster_routing() {
         .map(|(_, c)| c.cmd(&["DBSIZE"]).int())
         .sum();
     assert_eq!(total, 12);
+}
+
+/// Calls at AT +72, +73, +75, +86, then +66, +67 with 3 per 10 ms: each late call is
+/// judged and recorded at the newest entry's time, so no 10 ms of recorded times
+/// holds more than 3 (they used to be recorded at +66 and +67: five in [+66, +76)).
+#[test]
+fn an_older_at_never_puts_more_than_the_limit_in_a_window() {
+    let s = Server::start();
+    let mut c = s.client();
+    let t = at_base(2 * HOUR, HOUR);
+    for side in sides(&mut c) {
+        let key = format!("ooo:{}", side.is_some());
+        for ms in [72u64, 73, 75, 86, 66, 67] {
+            let r = call(
+                &mut c,
+                &side,
+                &key,
+                &["3", "10ms", "AT", &(t + ms).to_string()],
+            );
+            assert_eq!(r.ints()[0], 0, "+{ms}");
+        }
+        let times: Vec<u64> = entries(&mut c, &key)
+            .iter()
+            .map(|(_, score)| score.parse::<u64>().expect("score") / 1000 - t)
+            .collect();
+        assert_eq!(times, [86, 86, 86], "the late ones at the newest time");
+        // A third late call finds the window at +86 full.
+        let r = call(
+            &mut c,
+            &side,
+            &key,
+            &["3", "10ms", "AT", &(t + 66).to_string()],
+        );
+        assert_eq!(r.ints(), [1, 3, 0, 30, 30]);
+    }
+}
+
+/// The calls a replica (here without the module) executed, by command.
+fn replica_calls(c: &mut Client, command: &str) -> i64 {
+    let info = c.cmd(&["INFO", "commandstats"]).text();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A request of any cost is one member and one ZADD to replicas and the AOF: COST
+/// 10 000 with a 256-byte META used to send ten thousand ZADDs (3.2 MB).
+#[test]
+fn a_call_of_any_cost_reaches_replicas_as_one_zadd() {
+    let primary = Server::start();
+    let replica = primary.start_replica(false);
+    let mut c = primary.client();
+    let sides = sides(&mut c);
+    let at = at_base(2 * HOUR, HOUR);
+    let meta = "m".repeat(256);
+    for (i, side) in sides.iter().enumerate() {
+        let key = format!("big:{i}");
+        let r = call(
+            &mut c,
+            side,
+            &key,
+            &[
+                "10000",
+                "1m",
+                "META",
+                &meta,
+                "COST",
+                "10000",
+                "AT",
+                &at.to_string(),
+            ],
+        );
+        assert_eq!(r.ints(), [0, 10_000, 0, -1, 60_000]);
+        assert_eq!(c.cmd(&["ZCARD", &key]).int(), 1);
+    }
+    common::wait_for_replicas(&mut c, 1);
+    let mut rc = replica.client();
+    assert_eq!(replica_calls(&mut rc, "zadd"), 2, "one ZADD per call");
+    for i in 0..2 {
+        let key = format!("big:{i}");
+        assert_eq!(entries(&mut rc, &key), entries(&mut c, &key), "{key}");
+        assert_eq!(
+            rc.cmd(&["PEXPIRETIME", &key]).int(),
+            c.cmd(&["PEXPIRETIME", &key]).int()
+        );
+    }
 }

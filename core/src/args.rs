@@ -1,11 +1,13 @@
-//! Integer arguments and the trailing options shared by the limiter commands:
-//! `COST n`, `AT unix_ms`, (for fixed windows) `ALIGN` and (for GCRA) `DELAY
-//! max_delay`; case-insensitive, each at most once.
+//! Integer arguments and the options that follow a limiter's positional arguments, one
+//! parser for all of them: `COST n`, `AT unix_ms`, and each command's own (`ALIGN`,
+//! `DELAY max_delay`, `BUCKETS n`, `META value`, `LIMIT window limit`);
+//! case-insensitive, each at most once but `LIMIT`.
 
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
-use crate::limits::{MAX_AT_MS, MAX_BUCKETS, MAX_SAFE_INTEGER};
+use crate::limits::{MAX_AT_MS, MAX_BUCKETS, MAX_META_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS};
 use crate::units::Micros;
+use smallvec::SmallVec;
 
 /// Parse a count (a limit, a burst, a rate, a cost) written the way Redis writes
 /// integers: an optional `-` and decimal digits, nothing else. It must be from `min` to
@@ -67,30 +69,85 @@ pub fn parse_at(raw: &[u8]) -> Result<Micros> {
     }
 }
 
-/// Which options a command accepts besides `COST` and `AT`.
+/// The keywords that may follow a command's positional arguments (or a rule's, in
+/// RL.ALL): each case-insensitive, each at most once (`LIMIT` excepted).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Accepts {
-    CostAt,
-    CostAtAlign,
-    CostAtDelay,
-    CostAtBuckets,
+pub enum Opt {
+    /// `COST n`, default 1; 0 is a peek.
+    Cost,
+    /// `AT unix_ms`: the time to judge the request at instead of the server clock.
+    At,
+    /// `ALIGN`: fixed windows aligned to the Unix epoch.
+    Align,
+    /// `DELAY max_delay`: book a request that fits within this delay (GCRA).
+    Delay,
+    /// `BUCKETS n`: buckets per sliding window.
+    Buckets,
+    /// `META value`: what a log entry records besides its time (RL.LOG).
+    Meta,
+    /// `LIMIT window limit`, repeatable (RL.MULTI, RL.SLIDING).
+    Limit,
 }
 
+impl Opt {
+    const ALL: [Opt; 7] = [
+        Opt::Cost,
+        Opt::At,
+        Opt::Align,
+        Opt::Delay,
+        Opt::Buckets,
+        Opt::Meta,
+        Opt::Limit,
+    ];
+
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Opt::Cost => "COST",
+            Opt::At => "AT",
+            Opt::Align => "ALIGN",
+            Opt::Delay => "DELAY",
+            Opt::Buckets => "BUCKETS",
+            Opt::Meta => "META",
+            Opt::Limit => "LIMIT",
+        }
+    }
+
+    /// The option `word` names, if any (case-insensitive).
+    pub fn named(word: &[u8]) -> Option<Opt> {
+        Opt::ALL
+            .into_iter()
+            .find(|o| word.eq_ignore_ascii_case(o.keyword().as_bytes()))
+    }
+}
+
+/// The options of `COST n` and `AT unix_ms`, which every limiter command takes.
+pub const COST_AT: [Opt; 2] = [Opt::Cost, Opt::At];
+
+/// One `LIMIT window limit`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Options {
+pub struct Limit {
+    pub window: Micros,
+    pub limit: i64,
+}
+
+/// The LIMITs of one call (at most [`MAX_WINDOWS`]), inline for the usual few.
+pub type Limits = SmallVec<[Limit; 4]>;
+
+/// The options of one call (or one rule), as given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options<'a> {
     /// `COST n`, default 1; 0 is a peek.
     pub cost: i64,
-    /// `AT unix_ms`: the time to judge the request at instead of the server clock.
     pub at: Option<Micros>,
-    /// `ALIGN`: fixed windows aligned to the Unix epoch.
     pub align: bool,
-    /// `DELAY max_delay`: book a request that fits within this delay (GCRA).
     pub delay: Option<Micros>,
-    /// `BUCKETS n`: buckets per sliding window.
     pub buckets: Option<u64>,
+    pub meta: Option<&'a [u8]>,
+    /// The `LIMIT window limit` triples, in argument order.
+    pub limits: Limits,
 }
 
-impl Default for Options {
+impl Default for Options<'_> {
     fn default() -> Self {
         Options {
             cost: 1,
@@ -98,92 +155,125 @@ impl Default for Options {
             align: false,
             delay: None,
             buckets: None,
+            meta: None,
+            limits: Limits::new(),
         }
     }
 }
 
-impl Options {
-    /// Parse every argument in `args` as an option.
-    pub fn parse(args: &[&[u8]], accepts: Accepts) -> Result<Options> {
-        let mut opts = OptionParser::new(accepts);
+/// What to do at a word that is not an accepted option.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtOther {
+    /// It is an error (`unknown option`): a command's own arguments.
+    Refuse,
+    /// Stop there: a rule of RL.ALL, which the next rule or the call's options follow.
+    Stop,
+}
+
+impl<'a> Options<'a> {
+    /// Parse every argument in `args` as one of the options `accepts`.
+    pub fn parse(args: &[&'a [u8]], accepts: &[Opt]) -> Result<Options<'a>> {
+        Options::parse_prefix(args, accepts, AtOther::Refuse).map(|(o, _)| o)
+    }
+
+    /// Parse the options `accepts` at the start of `args`, left to right, each value
+    /// checked where it stands; at a word that is not one of them, refuse it or stop
+    /// (`at_other`). The options and how many arguments they took.
+    pub fn parse_prefix(
+        args: &[&'a [u8]],
+        accepts: &[Opt],
+        at_other: AtOther,
+    ) -> Result<(Options<'a>, usize)> {
+        let mut o = Options::default();
+        let mut seen: SmallVec<[Opt; 4]> = SmallVec::new();
         let mut i = 0;
-        while i < args.len() {
-            i += opts.take(args, i)?.ok_or_else(|| Error::UnknownOption {
-                value: args[i].to_vec(),
-            })?;
-        }
-        Ok(opts.finish())
-    }
-}
-
-/// Option parsing one keyword at a time, for commands that mix options with keywords
-/// of their own (RL.MULTI's `LIMIT`).
-#[derive(Debug)]
-pub struct OptionParser {
-    accepts: Accepts,
-    options: Options,
-    seen_cost: bool,
-    seen_at: bool,
-    seen_align: bool,
-    seen_delay: bool,
-    seen_buckets: bool,
-}
-
-impl OptionParser {
-    pub fn new(accepts: Accepts) -> Self {
-        OptionParser {
-            accepts,
-            options: Options::default(),
-            seen_cost: false,
-            seen_at: false,
-            seen_align: false,
-            seen_delay: false,
-            seen_buckets: false,
-        }
-    }
-
-    /// Try to read one option at `args[i]`. Returns how many arguments it used, or
-    /// `None` when `args[i]` is not one of the accepted options. `i` must be in range.
-    pub fn take(&mut self, args: &[&[u8]], i: usize) -> Result<Option<usize>> {
-        let Some(word) = args.get(i) else {
-            return Ok(None);
-        };
-        let value = args.get(i + 1);
-        if word.eq_ignore_ascii_case(b"COST") {
-            once(&mut self.seen_cost, "COST")?;
-            let v = value.ok_or(Error::MissingOptionValue { name: "COST" })?;
-            self.options.cost = parse_int("cost", v, 0)?;
-            Ok(Some(2))
-        } else if word.eq_ignore_ascii_case(b"AT") {
-            once(&mut self.seen_at, "AT")?;
-            let v = value.ok_or(Error::MissingOptionValue { name: "AT" })?;
-            self.options.at = Some(parse_at(v)?);
-            Ok(Some(2))
-        } else if word.eq_ignore_ascii_case(b"ALIGN") && self.accepts == Accepts::CostAtAlign {
-            once(&mut self.seen_align, "ALIGN")?;
-            self.options.align = true;
-            Ok(Some(1))
-        } else if word.eq_ignore_ascii_case(b"DELAY") && self.accepts == Accepts::CostAtDelay {
-            once(&mut self.seen_delay, "DELAY")?;
-            let v = value.ok_or(Error::MissingOptionValue { name: "DELAY" })?;
-            self.options.delay = Some(parse_duration("max_delay", v)?);
-            Ok(Some(2))
-        } else if word.eq_ignore_ascii_case(b"BUCKETS") && self.accepts == Accepts::CostAtBuckets {
-            once(&mut self.seen_buckets, "BUCKETS")?;
-            let v = value.ok_or(Error::MissingOptionValue { name: "BUCKETS" })?;
-            match parse_int("BUCKETS", v, 1) {
-                Ok(n) if (n as u64) <= MAX_BUCKETS => self.options.buckets = Some(n as u64),
-                _ => return Err(Error::InvalidBuckets { value: v.to_vec() }),
+        while let Some(word) = args.get(i) {
+            let Some(opt) = Opt::named(word).filter(|o| accepts.contains(o)) else {
+                match at_other {
+                    AtOther::Refuse => {
+                        return Err(Error::UnknownOption {
+                            value: word.to_vec(),
+                        })
+                    }
+                    AtOther::Stop => break,
+                }
+            };
+            if opt != Opt::Limit {
+                if seen.contains(&opt) {
+                    return Err(Error::RepeatedOption {
+                        name: opt.keyword(),
+                    });
+                }
+                seen.push(opt);
             }
-            Ok(Some(2))
-        } else {
-            Ok(None)
+            let value = args.get(i + 1);
+            let need = || {
+                value.copied().ok_or(Error::MissingOptionValue {
+                    name: opt.keyword(),
+                })
+            };
+            i += match opt {
+                Opt::Cost => {
+                    o.cost = parse_int("cost", need()?, 0)?;
+                    2
+                }
+                Opt::At => {
+                    o.at = Some(parse_at(need()?)?);
+                    2
+                }
+                Opt::Align => {
+                    o.align = true;
+                    1
+                }
+                Opt::Delay => {
+                    o.delay = Some(parse_duration("max_delay", need()?)?);
+                    2
+                }
+                Opt::Buckets => {
+                    let v = need()?;
+                    match parse_int("BUCKETS", v, 1) {
+                        Ok(n) if (n as u64) <= MAX_BUCKETS => o.buckets = Some(n as u64),
+                        _ => return Err(Error::InvalidBuckets { value: v.to_vec() }),
+                    }
+                    2
+                }
+                Opt::Meta => {
+                    let v = need()?;
+                    if v.len() > MAX_META_LEN {
+                        return Err(Error::MetaTooLong { len: v.len() });
+                    }
+                    o.meta = Some(v);
+                    2
+                }
+                Opt::Limit => {
+                    o.limits
+                        .push(parse_limit(&o.limits, args.get(i + 1), args.get(i + 2))?);
+                    3
+                }
+            };
         }
+        Ok((o, i))
     }
+}
 
-    pub fn finish(self) -> Options {
-        self.options
+/// One `LIMIT window limit` after those already read: at most [`MAX_WINDOWS`] of them,
+/// both values present, no window twice (compared in milliseconds).
+fn parse_limit(earlier: &[Limit], window: Option<&&[u8]>, limit: Option<&&[u8]>) -> Result<Limit> {
+    if earlier.len() >= MAX_WINDOWS {
+        return Err(Error::TooManyWindows);
     }
+    let (Some(raw_window), Some(raw_limit)) = (window, limit) else {
+        return Err(Error::IncompleteLimit);
+    };
+    let window = parse_duration("window", raw_window)?;
+    let limit = parse_int("limit", raw_limit, 1)?;
+    if earlier.iter().any(|l| l.window == window) {
+        return Err(Error::DuplicateWindow {
+            value: raw_window.to_vec(),
+            ms: window.floor_millis(),
+        });
+    }
+    Ok(Limit { window, limit })
 }
 
 /// Mark the option `name` seen; an error if it already was.
@@ -198,7 +288,10 @@ pub(crate) fn once(seen: &mut bool, name: &'static str) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn opts(args: &[&str], accepts: Accepts) -> Result<Options> {
+    const COST_AT_ALIGN: &[Opt] = &[Opt::Cost, Opt::At, Opt::Align];
+    const COST_AT_DELAY: &[Opt] = &[Opt::Cost, Opt::At, Opt::Delay];
+
+    fn opts(args: &[&'static str], accepts: &[Opt]) -> Result<Options<'static>> {
         let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         Options::parse(&raw, accepts)
     }
@@ -267,26 +360,23 @@ mod tests {
 
     #[test]
     fn options_defaults_and_case() {
-        assert_eq!(opts(&[], Accepts::CostAt), Ok(Options::default()));
+        assert_eq!(opts(&[], &COST_AT), Ok(Options::default()));
         assert_eq!(
-            opts(&["cost", "3", "Align", "aT", "1000"], Accepts::CostAtAlign),
+            opts(&["cost", "3", "Align", "aT", "1000"], COST_AT_ALIGN),
             Ok(Options {
                 cost: 3,
                 at: Some(Micros(1_000_000)),
                 align: true,
-                delay: None,
-                buckets: None,
+                ..Options::default()
             })
         );
-        assert_eq!(opts(&["COST", "0"], Accepts::CostAt).map(|o| o.cost), Ok(0));
+        assert_eq!(opts(&["COST", "0"], &COST_AT).map(|o| o.cost), Ok(0));
         assert_eq!(
-            opts(&["delay", "1500ms", "COST", "2"], Accepts::CostAtDelay),
+            opts(&["delay", "1500ms", "COST", "2"], COST_AT_DELAY),
             Ok(Options {
                 cost: 2,
-                at: None,
-                align: false,
                 delay: Some(Micros(1_500_000)),
-                buckets: None,
+                ..Options::default()
             })
         );
     }
@@ -294,62 +384,58 @@ mod tests {
     #[test]
     fn option_errors() {
         use Error::*;
-        let cases: &[(&[&str], Accepts, Error)] = &[
+        let cases: &[(&[&str], &[Opt], Error)] = &[
             (
                 &["ALIGN"],
-                Accepts::CostAt,
+                &COST_AT,
                 UnknownOption {
                     value: b"ALIGN".to_vec(),
                 },
             ),
             (
                 &["FOO"],
-                Accepts::CostAtAlign,
+                COST_AT_ALIGN,
                 UnknownOption {
                     value: b"FOO".to_vec(),
                 },
             ),
-            (
-                &["COST"],
-                Accepts::CostAt,
-                MissingOptionValue { name: "COST" },
-            ),
-            (&["AT"], Accepts::CostAt, MissingOptionValue { name: "AT" }),
+            (&["COST"], &COST_AT, MissingOptionValue { name: "COST" }),
+            (&["AT"], &COST_AT, MissingOptionValue { name: "AT" }),
             (
                 &["DELAY", "1s"],
-                Accepts::CostAt,
+                &COST_AT,
                 UnknownOption {
                     value: b"DELAY".to_vec(),
                 },
             ),
             (
                 &["DELAY"],
-                Accepts::CostAtDelay,
+                COST_AT_DELAY,
                 MissingOptionValue { name: "DELAY" },
             ),
             (
                 &["DELAY", "1s", "delay", "2s"],
-                Accepts::CostAtDelay,
+                COST_AT_DELAY,
                 RepeatedOption { name: "DELAY" },
             ),
             (
                 &["COST", "1", "cost", "2"],
-                Accepts::CostAt,
+                &COST_AT,
                 RepeatedOption { name: "COST" },
             ),
             (
                 &["ALIGN", "align"],
-                Accepts::CostAtAlign,
+                COST_AT_ALIGN,
                 RepeatedOption { name: "ALIGN" },
             ),
             (
                 &["AT", "1", "AT", "1"],
-                Accepts::CostAt,
+                &COST_AT,
                 RepeatedOption { name: "AT" },
             ),
             (
                 &["COST", "-1"],
-                Accepts::CostAt,
+                &COST_AT,
                 InvalidInteger {
                     what: "cost",
                     value: b"-1".to_vec(),
@@ -359,7 +445,7 @@ mod tests {
             // The value of an option is never read as the next keyword.
             (
                 &["COST", "ALIGN"],
-                Accepts::CostAtAlign,
+                COST_AT_ALIGN,
                 InvalidInteger {
                     what: "cost",
                     value: b"ALIGN".to_vec(),
@@ -368,14 +454,14 @@ mod tests {
             ),
             (
                 &["COST", "1", "2"],
-                Accepts::CostAt,
+                &COST_AT,
                 UnknownOption {
                     value: b"2".to_vec(),
                 },
             ),
         ];
         for (args, accepts, want) in cases {
-            assert_eq!(opts(args, *accepts).as_ref(), Err(want), "{args:?}");
+            assert_eq!(opts(args, accepts).as_ref(), Err(want), "{args:?}");
         }
     }
 }

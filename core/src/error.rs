@@ -3,8 +3,8 @@
 //! the same text.
 
 use crate::limits::{
-    ECHO_MAX, MAX_AT_MS, MAX_BUCKETS, MAX_KEYS, MAX_LOG_LIMIT, MAX_META_LEN, MAX_PATTERN_LEN,
-    MAX_SAFE_INTEGER, MAX_WINDOWS, MAX_WINDOWS_PER_KEY,
+    ECHO_MAX, MAX_ALL_KEYS, MAX_AT_MS, MAX_BUCKETS, MAX_KEYS, MAX_LOG_LIMIT, MAX_META_LEN,
+    MAX_PATTERN_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS, MAX_WINDOWS_PER_KEY,
 };
 use std::fmt;
 
@@ -138,6 +138,45 @@ pub enum Error {
     },
     /// A write refused because the server is over `maxmemory` (the server's own text).
     OutOfMemory,
+    /// RL.LOG: recording the call would number its units past 2^53 - 1.
+    LogNumbersSpent,
+    /// RL.ALL: an error of one of its rules (1-based, in the call's order), with the
+    /// message the rule's own command gives.
+    InRule {
+        index: usize,
+        kind: &'static str,
+        inner: Box<Error>,
+    },
+    /// RL.ALL: `numkeys` is not an integer from 1 to [`MAX_ALL_KEYS`].
+    InvalidAllNumKeys {
+        value: Vec<u8>,
+    },
+    /// RL.ALL: a word where a rule (or `COST`, `AT`) should start.
+    UnknownRule {
+        value: Vec<u8>,
+    },
+    /// RL.ALL: a rule's key position is not an integer from 1 to numkeys.
+    InvalidPosition {
+        value: Vec<u8>,
+        numkeys: usize,
+    },
+    /// RL.ALL: a key position named by an earlier rule too.
+    PositionTaken {
+        position: usize,
+        by: usize,
+    },
+    /// RL.ALL: a key that no rule names.
+    KeyWithoutRule {
+        position: usize,
+        key: Vec<u8>,
+    },
+    /// RL.ALL: a rule after `COST` or `AT`.
+    RuleAfterOptions,
+    /// RL.ALL: an option of another command or rule after a rule (`DELAY`, or `ALIGN`
+    /// after a GCRA rule).
+    OptionNotInRule {
+        option: &'static str,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -332,6 +371,47 @@ impl fmt::Display for Error {
                 f,
                 "OOM command not allowed when used memory > 'maxmemory'."
             ),
+            Error::LogNumbersSpent => write!(
+                f,
+                "ERR the log has numbered {MAX_SAFE_INTEGER} units since it began: delete the key (or let it expire) to start a new log"
+            ),
+            Error::InRule { index, kind, inner } => {
+                let text = inner.to_string();
+                let text = text.strip_prefix("ERR ").unwrap_or(&text);
+                write!(f, "ERR rule {index} ({kind}): {text}")
+            }
+            Error::InvalidAllNumKeys { value } => write!(
+                f,
+                "ERR invalid numkeys '{}': must be an integer from 1 to {MAX_ALL_KEYS}",
+                echo(value)
+            ),
+            Error::UnknownRule { value } => write!(
+                f,
+                "ERR unknown rule '{}': a rule is FIXED, GCRA, MULTI, SLIDING or LOG followed by its key's position (COST and AT come after the rules)",
+                echo(value)
+            ),
+            Error::InvalidPosition { value, numkeys } => write!(
+                f,
+                "ERR invalid key position '{}': must be an integer from 1 to {numkeys} (the keys' places after numkeys)",
+                echo(value)
+            ),
+            Error::PositionTaken { position, by } => write!(
+                f,
+                "ERR key {position} is already named by rule {by}: one rule per key"
+            ),
+            Error::KeyWithoutRule { position, key } => write!(
+                f,
+                "ERR key {position} '{}' is named by no rule: every key needs exactly one rule",
+                echo(key)
+            ),
+            Error::RuleAfterOptions => write!(f, "ERR COST and AT come after every rule"),
+            Error::OptionNotInRule { option: "DELAY" } => write!(
+                f,
+                "ERR DELAY is not accepted inside RL.ALL (book with RL.GCRA ... DELAY on its own)"
+            ),
+            Error::OptionNotInRule { option } => {
+                write!(f, "ERR option {option} does not belong to this rule")
+            }
         }
     }
 }
@@ -467,6 +547,36 @@ mod tests {
                 command: "RL.FIXED",
             },
             Error::OutOfMemory,
+            Error::LogNumbersSpent,
+            Error::InRule {
+                index: 2,
+                kind: "GCRA",
+                inner: Box::new(Error::InvalidPosition {
+                    value: b"\n".to_vec(),
+                    numkeys: 3,
+                }),
+            },
+            Error::InRule {
+                index: 1,
+                kind: "FIXED",
+                inner: Box::new(Error::PositionTaken { position: 1, by: 1 }),
+            },
+            Error::InRule {
+                index: 1,
+                kind: "GCRA",
+                inner: Box::new(Error::OptionNotInRule { option: "DELAY" }),
+            },
+            Error::InvalidAllNumKeys {
+                value: b"\r".to_vec(),
+            },
+            Error::UnknownRule {
+                value: b"\r\n".to_vec(),
+            },
+            Error::KeyWithoutRule {
+                position: 2,
+                key: b"k\n".to_vec(),
+            },
+            Error::RuleAfterOptions,
             Error::InvalidState {
                 key: Some(b"k\r\n".to_vec()),
                 command: "RL.MULTI",

@@ -8,9 +8,10 @@
 //! State: the count, a non-negative decimal integer as `INCR` writes it; the key's
 //! absolute expiry is the end of the window.
 
-use crate::args::{check_count, parse_int, Accepts, Options};
+use crate::args::{check_count, parse_int, Opt, Options};
 use crate::duration::parse_duration;
 use crate::error::{DurationProblem, Error, Result};
+use crate::limiter::{parse_single, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax};
 use crate::limits::{MAX_DURATION, MAX_SAFE_INTEGER};
 use crate::state::{parse_decimal, Effect, Outcome, StateKind, Stored};
 use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
@@ -83,21 +84,111 @@ impl FixedParams {
     pub fn align(&self) -> bool {
         self.align
     }
+
+    /// The same request with another cost (already checked against the limit).
+    pub(crate) fn with_cost(self, cost: i64) -> FixedParams {
+        FixedParams { cost, ..self }
+    }
 }
 
 /// The arguments of `RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]` after
 /// the key, checked: a cost above the limit is refused here, before any key is read.
 pub fn parse_args(args: &[&[u8]]) -> Result<(FixedParams, Option<Micros>)> {
-    let [limit, window, options @ ..] = args else {
-        return Err(Error::WrongArity {
-            command: "RL.FIXED",
-        });
-    };
-    let limit = parse_int("limit", limit, 1)?;
-    let window = parse_duration("window", window)?;
-    let opts = Options::parse(options, Accepts::CostAtAlign)?;
-    let params = FixedParams::new(limit, window, opts.cost, opts.align)?;
-    Ok((params, opts.at))
+    let p = parse_single::<Rule>(args)?;
+    Ok((p.rule.params(p.cost)?, p.at))
+}
+
+/// RL.FIXED's rule on one key: a limit per window, windows aligned to the epoch or
+/// not. Each call brings its cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rule(FixedParams);
+
+impl Rule {
+    pub fn new(limit: i64, window: Micros, align: bool) -> Result<Rule> {
+        FixedParams::new(limit, window, 0, align).map(Rule)
+    }
+
+    /// The request of a call with this cost.
+    pub fn params(&self, cost: i64) -> Result<FixedParams> {
+        check_count("cost", cost, 0)?;
+        self.check_cost(cost)?;
+        Ok(self.0.with_cost(cost))
+    }
+
+    pub fn limit(&self) -> i64 {
+        self.0.limit
+    }
+
+    pub fn window(&self) -> Micros {
+        self.0.window
+    }
+}
+
+impl<'a> Syntax<'a> for Rule {
+    const ARGS: usize = 2;
+    const OPTIONS: &'static [Opt] = &[Opt::Align];
+    type Args = (i64, Micros);
+
+    fn parse_args(args: &[&'a [u8]]) -> Result<(i64, Micros)> {
+        let [limit, window] = args else {
+            return Err(Error::WrongArity {
+                command: STATE.command,
+            });
+        };
+        Ok((
+            parse_int("limit", limit, 1)?,
+            parse_duration("window", window)?,
+        ))
+    }
+
+    fn build((limit, window): (i64, Micros), opts: &Options<'a>) -> Result<Rule> {
+        Rule::new(limit, window, opts.align)
+    }
+}
+
+impl Limiter for Rule {
+    const KIND: &'static str = "FIXED";
+    const STATE: StateKind = STATE;
+    const STORAGE: Storage = Storage::String;
+    type State = i64;
+    /// The write when the call is allowed, and when it is denied.
+    type Pending = (Effect<i64>, Effect<i64>);
+
+    fn check_cost(&self, cost: i64) -> Result<()> {
+        if cost > self.0.limit {
+            return Err(Error::CostOverCapacity {
+                cost,
+                capacity: self.0.limit,
+                what: "limit",
+            });
+        }
+        Ok(())
+    }
+
+    fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Self::Pending>> {
+        let stored = key.string_state(parse_state)?;
+        let p = self.0.with_cost(cost);
+        let (verdict, on_allow, on_deny) = judge(stored, now, &p);
+        Ok(Judgement {
+            verdict,
+            window_ms: self.0.window.floor_millis(),
+            booking: None,
+            pending: (on_allow, on_deny),
+        })
+    }
+
+    fn write(
+        &self,
+        (on_allow, on_deny): Self::Pending,
+        settled: Settled,
+        _now: Micros,
+        _cost: i64,
+    ) -> std::result::Result<Effect<i64>, Full> {
+        Ok(match settled {
+            Settled::Allowed => on_allow,
+            Settled::Denied => on_deny,
+        })
+    }
 }
 
 /// Read a stored counter: a non-negative decimal integer, as `INCR` writes them.
@@ -172,8 +263,29 @@ pub fn current_window(
 
 /// Decide one request against one counter.
 pub fn decide(stored: Option<Stored<i64>>, now: Micros, p: &FixedParams) -> Outcome<i64> {
+    let (verdict, on_allow, on_deny) = judge(stored, now, p);
+    let effect = if verdict.is_allowed() {
+        on_allow
+    } else {
+        on_deny
+    };
+    Outcome { verdict, effect }
+}
+
+/// The verdict on one request against one counter, what an allowed call writes, and
+/// what a denied one writes (a counter without TTL gets the end of its window).
+fn judge(
+    stored: Option<Stored<i64>>,
+    now: Micros,
+    p: &FixedParams,
+) -> (Verdict, Effect<i64>, Effect<i64>) {
     let w = current_window(stored, now, p.window, p.align);
     let until_end = w.ends_at.as_micros().saturating_since(now);
+    let on_deny = if w.missing_ttl && p.cost > 0 {
+        Effect::ExpireAt(w.ends_at)
+    } else {
+        Effect::None
+    };
     // A sum past i64::MAX is past any limit: it does not fit.
     match w
         .count
@@ -181,7 +293,7 @@ pub fn decide(stored: Option<Stored<i64>>, now: Micros, p: &FixedParams) -> Outc
         .filter(|after| *after <= p.limit)
     {
         Some(after) => {
-            let effect = if p.cost > 0 {
+            let on_allow = if p.cost > 0 {
                 Effect::Set {
                     state: after,
                     expires_at: w.ends_at,
@@ -196,14 +308,9 @@ pub fn decide(stored: Option<Stored<i64>>, now: Micros, p: &FixedParams) -> Outc
                 remaining: p.limit - after,
                 reset_after,
             };
-            Outcome { verdict, effect }
+            (verdict, on_allow, on_deny)
         }
         None => {
-            let effect = if w.missing_ttl && p.cost > 0 {
-                Effect::ExpireAt(w.ends_at)
-            } else {
-                Effect::None
-            };
             let verdict = Verdict {
                 decision: Decision::Denied {
                     retry_after: until_end,
@@ -212,7 +319,7 @@ pub fn decide(stored: Option<Stored<i64>>, now: Micros, p: &FixedParams) -> Outc
                 remaining: p.limit.saturating_sub(w.count).max(0),
                 reset_after: until_end,
             };
-            Outcome { verdict, effect }
+            (verdict, Effect::None, on_deny)
         }
     }
 }

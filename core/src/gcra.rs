@@ -27,9 +27,10 @@
 //! Every time involved stays below 2^53 µs (see [`MAX_TAT`]), so the Lua twin, whose
 //! numbers are doubles, computes exactly the same integers.
 
-use crate::args::{check_count, parse_int, Accepts, Options};
+use crate::args::{check_count, parse_int, Opt, Options};
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
+use crate::limiter::{parse_single, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax};
 use crate::limits::{MAX_BURST_WINDOW, MAX_TAT, MAX_TAT_DIGITS};
 use crate::state::{Effect, Outcome, StateKind, Stored};
 use crate::units::{Micros, UnixMillis};
@@ -135,19 +136,94 @@ impl GcraParams {
 /// that is too long and a cost above the capacity are refused here, before any key is
 /// read.
 pub fn parse_args(args: &[&[u8]]) -> Result<(GcraParams, Option<Micros>)> {
-    let [max_burst, count, period, options @ ..] = args else {
-        return Err(Error::WrongArity { command: "RL.GCRA" });
-    };
-    let max_burst = parse_int("max_burst", max_burst, 0)?;
-    let count = parse_int("count", count, 1)?;
-    let period = parse_duration("period", period)?;
-    let opts = Options::parse(options, Accepts::CostAtDelay)?;
-    let params = GcraParams::new(max_burst, count, period, opts.cost)?;
-    let params = match opts.delay {
-        Some(d) => params.with_delay(d)?,
-        None => params,
-    };
-    Ok((params, opts.at))
+    let p = parse_single::<Rule>(args)?;
+    Ok((p.rule.params(p.cost), p.at))
+}
+
+/// RL.GCRA's rule on one key: the rate, the burst and, for the command, `DELAY`. Each
+/// call brings its cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rule(GcraParams);
+
+impl Rule {
+    /// The checked parameters of a call with this cost.
+    pub fn params(&self, cost: i64) -> GcraParams {
+        GcraParams { cost, ..self.0 }
+    }
+}
+
+impl<'a> Syntax<'a> for Rule {
+    const ARGS: usize = 3;
+    const OPTIONS: &'static [Opt] = &[];
+    const COMMAND_OPTIONS: &'static [Opt] = &[Opt::Delay];
+    type Args = (i64, i64, Micros);
+
+    fn parse_args(args: &[&'a [u8]]) -> Result<(i64, i64, Micros)> {
+        let [max_burst, count, period] = args else {
+            return Err(Error::WrongArity {
+                command: STATE.command,
+            });
+        };
+        Ok((
+            parse_int("max_burst", max_burst, 0)?,
+            parse_int("count", count, 1)?,
+            parse_duration("period", period)?,
+        ))
+    }
+
+    /// Checked in the order of the errors: rate, burst window, cost, delay.
+    fn build((max_burst, count, period): (i64, i64, Micros), opts: &Options<'a>) -> Result<Rule> {
+        let params = GcraParams::new(max_burst, count, period, opts.cost)?;
+        let params = match opts.delay {
+            Some(d) => params.with_delay(d)?,
+            None => params,
+        };
+        Ok(Rule(GcraParams { cost: 0, ..params }))
+    }
+}
+
+impl Limiter for Rule {
+    const KIND: &'static str = "GCRA";
+    const STATE: StateKind = STATE;
+    const STORAGE: Storage = Storage::String;
+    type State = Micros;
+    /// What an allowed call writes (a denial writes nothing: the expiry follows the TAT).
+    type Pending = Effect<Micros>;
+
+    fn check_cost(&self, cost: i64) -> Result<()> {
+        if cost > self.0.capacity {
+            return Err(Error::CostOverCapacity {
+                cost,
+                capacity: self.0.capacity,
+                what: "burst capacity",
+            });
+        }
+        Ok(())
+    }
+
+    fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Effect<Micros>>> {
+        let stored = key.string_state(parse_state)?;
+        let (outcome, booking) = decide_booking(stored, now, &self.params(cost));
+        Ok(Judgement {
+            verdict: outcome.verdict,
+            window_ms: self.0.burst_window().ceil_millis(),
+            booking,
+            pending: outcome.effect,
+        })
+    }
+
+    fn write(
+        &self,
+        pending: Effect<Micros>,
+        settled: Settled,
+        _now: Micros,
+        _cost: i64,
+    ) -> std::result::Result<Effect<Micros>, Full> {
+        Ok(match settled {
+            Settled::Allowed => pending,
+            Settled::Denied => Effect::None,
+        })
+    }
 }
 
 /// Read a stored TAT: 1 to [`MAX_TAT_DIGITS`] decimal digits, at most [`MAX_TAT`].

@@ -4,11 +4,13 @@
 
 pub mod args;
 pub mod bulk;
+pub mod call;
 pub mod duration;
 pub mod error;
 pub mod fixed;
 pub mod gcra;
 pub mod glob;
+pub mod limiter;
 pub mod limits;
 pub mod log;
 pub mod multi;

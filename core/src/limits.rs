@@ -21,6 +21,8 @@ pub const MAX_DURATION: Micros = Micros(MAX_DURATION_MS * MICROS_PER_MS);
 
 /// RL.MULTI: at most this many keys per call.
 pub const MAX_KEYS: usize = 64;
+/// RL.ALL: at most this many keys (one rule each) per call.
+pub const MAX_ALL_KEYS: usize = 16;
 /// RL.MULTI: at most this many `LIMIT window limit` triples per call.
 pub const MAX_WINDOWS: usize = 16;
 /// RL.MULTI: at most this many windows in one key (windows a call does not name are
@@ -96,6 +98,7 @@ mod tests {
             ("MAX_AT_MS", MAX_AT_MS),
             ("MAX_DURATION_MS", MAX_DURATION_MS),
             ("MAX_KEYS", MAX_KEYS as u64),
+            ("MAX_ALL_KEYS", MAX_ALL_KEYS as u64),
             ("MAX_WINDOWS", MAX_WINDOWS as u64),
             ("MAX_WINDOWS_PER_KEY", MAX_WINDOWS_PER_KEY as u64),
             ("MAX_BUCKETS", MAX_BUCKETS),

@@ -1,23 +1,37 @@
 //! RL.LOG: an exact moving window that remembers who used it.
 //!
-//! The key is a sorted set with one member per unit of allowed cost (one per request
-//! of cost 1), scored by the request's time in microseconds since the Unix epoch and
-//! named `seq:meta`: a sequence number that keeps members unique and the request's
-//! `META` value (binary-safe). A request of cost `c` at `t` is allowed iff the members
-//! with a time in `(t - window, t]` (and any later ones) plus `c` are at most `limit`.
-//! No buckets, no approximation: the moving window of a request log.
+//! The key is a sorted set with **one member per allowed request**, whatever its cost,
+//! scored by the request's time in microseconds since the Unix epoch and named
+//! `seq:cost:meta`:
 //!
-//! Every call reads only what it needs, each in O(log n) for a log of n members: how
-//! many members count (`ZCOUNT`), the newest one, and when denied the oldest one that
-//! must leave. An allowed request with `c > 0` removes the members that left the
-//! window, adds its own and sets the key to expire when its newest member leaves the
-//! window. Denials, peeks and errors write nothing.
+//! - `seq`, 16 decimal digits: the running total of the cost the log has allowed,
+//!   through this request (its units are numbered `seq - cost + 1` to `seq`);
+//!   zero-padded so that members of the same score sort in the order they were added;
+//! - `cost`: the request's cost, 1 to [`MAX_LOG_LIMIT`];
+//! - `meta`: the request's `META` value, binary-safe, up to [`MAX_META_LEN`] bytes.
+//!
+//! E.g. `0000000000000042:1:user:7`. Sequence numbers grow with scores: a call whose
+//! time is older than the newest entry is judged, and recorded, at the newest entry's
+//! time. So the cost counted in a window `(t - window, +inf)` is the newest member's
+//! `seq` minus the first counted member's `seq - cost`: two O(log n) lookups, whatever
+//! the costs and however many entries the window holds. A request of cost `c` at `t`
+//! is allowed iff that count plus `c` is at most `limit`. No buckets, no approximation.
+//!
+//! An allowed request with `c > 0` adds its member, removes the members that left the
+//! window, and sets the key to expire when its newest member leaves the window: one
+//! `ZADD`, at most one `ZREMRANGEBYSCORE`, one `PEXPIREAT`, whatever the cost. A denial
+//! finds when enough of the oldest members have left: it reads the first few counted
+//! members, then searches by score, each step O(log n). Denials, peeks and errors
+//! write nothing.
 
-use crate::args::{parse_int, Accepts, OptionParser};
+use crate::args::{parse_int, Opt, Options};
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
+use crate::limiter::{
+    parse_single, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
+};
 use crate::limits::{MAX_LOG_LIMIT, MAX_META_LEN, MAX_SAFE_INTEGER};
-use crate::state::{parse_decimal, push_decimal, StateKind};
+use crate::state::{Effect, StateKind};
 use crate::units::{Micros, UnixMillis};
 use crate::verdict::{Decision, Verdict};
 
@@ -26,31 +40,119 @@ const COMMAND: &str = "RL.LOG";
 /// What an RL.LOG key holds, as error replies word it.
 pub const STATE: StateKind = StateKind {
     command: COMMAND,
-    expected: "a sorted set of seq:meta members scored by microseconds since the Unix epoch",
+    expected: "a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch",
 };
 
-/// A checked RL.LOG request (after the key).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Request<'a> {
-    limit: i64,
-    window: Micros,
-    cost: i64,
-    meta: &'a [u8],
-    at: Option<Micros>,
+/// The digits of a member's sequence number (2^53 - 1 has 16).
+pub const SEQ_DIGITS: usize = 16;
+
+/// How many counted members a denial reads one by one before it searches by score.
+pub const SCAN_STEPS: usize = 8;
+
+/// One member of a log, as a call reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Its score: the request's time.
+    pub time: Micros,
+    /// The running total of allowed cost through this request.
+    pub seq: u64,
+    pub cost: u64,
 }
 
-impl<'a> Request<'a> {
+impl Entry {
+    /// The running total before this request.
+    fn before(&self) -> u64 {
+        self.seq - self.cost
+    }
+}
+
+/// Read a member and its score: a score that is a whole number of µs from 0 to 2^53 - 1,
+/// a member `seq:cost:meta` with `seq` of 16 digits, `cost` from 1 to
+/// [`MAX_LOG_LIMIT`], `seq` at least `cost`, and a META of at most [`MAX_META_LEN`]
+/// bytes. Anything else was not written by RL.LOG.
+pub fn parse_entry(member: &[u8], score: f64) -> Option<Entry> {
+    if !(0.0..=MAX_SAFE_INTEGER as f64).contains(&score) || score.fract() != 0.0 {
+        return None;
+    }
+    let seq = member.get(..SEQ_DIGITS)?;
+    let rest = member.get(SEQ_DIGITS..)?.strip_prefix(b":")?;
+    let colon = rest.iter().position(|&b| b == b':')?;
+    let (cost, meta) = (rest.get(..colon)?, rest.get(colon + 1..)?);
+    let seq = digits(seq)?;
+    let cost = digits(cost).filter(|c| (1..=MAX_LOG_LIMIT as u64).contains(c))?;
+    if cost.to_string().len() != colon || seq < cost || seq > MAX_SAFE_INTEGER {
+        return None;
+    }
+    if meta.len() > MAX_META_LEN {
+        return None;
+    }
+    Some(Entry {
+        time: Micros(score as u64),
+        seq,
+        cost,
+    })
+}
+
+/// 1 to 16 decimal digits, nothing else.
+fn digits(raw: &[u8]) -> Option<u64> {
+    if raw.is_empty() || raw.len() > SEQ_DIGITS || !raw.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(raw.iter().fold(0, |n, &d| n * 10 + u64::from(d - b'0')))
+}
+
+/// A log, read in O(log n) steps: the sorted set through the module's key API, or the
+/// same through `ZRANGE` in the twin, or a model in the tests. Every member a method
+/// returns has been read with [`parse_entry`]; one that does not parse is the
+/// invalid-state error.
+pub trait Index {
+    /// How many members the set holds.
+    fn members(&self) -> usize;
+    /// The member with the highest score (the last of `ZRANGE key 0 -1`).
+    fn last(&self) -> Result<Option<Entry>>;
+    /// The first member with a score above `after`.
+    fn first_after(&self, after: Micros) -> Result<Option<Entry>>;
+    /// The last member with a score at or below `through`.
+    fn last_through(&self, through: Micros) -> Result<Option<Entry>>;
+    /// The members with a score above `after`, in order, while `f` asks for more.
+    fn scan_after(&self, after: Micros, f: &mut dyn FnMut(Entry) -> bool) -> Result<()>;
+}
+
+/// RL.LOG's rule on one key: `limit` per moving `window`, each entry recording `meta`.
+/// Each call brings its cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rule<'a> {
+    limit: i64,
+    window: Micros,
+    meta: &'a [u8],
+}
+
+impl<'a> Rule<'a> {
     pub fn limit(&self) -> i64 {
         self.limit
     }
     pub fn window(&self) -> Micros {
         self.window
     }
-    pub fn cost(&self) -> i64 {
-        self.cost
-    }
     pub fn meta(&self) -> &'a [u8] {
         self.meta
+    }
+}
+
+/// A checked RL.LOG request (after the key).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    rule: Rule<'a>,
+    cost: i64,
+    at: Option<Micros>,
+}
+
+impl<'a> Request<'a> {
+    pub fn rule(&self) -> &Rule<'a> {
+        &self.rule
+    }
+    pub fn cost(&self) -> i64 {
+        self.cost
     }
     pub fn at(&self) -> Option<Micros> {
         self.at
@@ -60,173 +162,272 @@ impl<'a> Request<'a> {
 /// `limit window [META value] [COST n] [AT unix_ms]`, checked in argument order, then
 /// the cost against the limit.
 pub fn parse_args<'a>(args: &[&'a [u8]]) -> Result<Request<'a>> {
-    let [raw_limit, raw_window, options @ ..] = args else {
-        return Err(Error::WrongArity { command: COMMAND });
-    };
-    let limit = match parse_int("limit", raw_limit, 1) {
-        Ok(l) if l <= MAX_LOG_LIMIT => l,
-        _ => {
-            return Err(Error::InvalidLogLimit {
-                value: raw_limit.to_vec(),
-            })
-        }
-    };
-    let window = parse_duration("window", raw_window)?;
-    let mut opts = OptionParser::new(Accepts::CostAt);
-    let mut meta: Option<&[u8]> = None;
-    let mut i = 0;
-    while let Some(word) = options.get(i) {
-        if word.eq_ignore_ascii_case(b"META") {
-            if meta.is_some() {
-                return Err(Error::RepeatedOption { name: "META" });
-            }
-            let v = options
-                .get(i + 1)
-                .ok_or(Error::MissingOptionValue { name: "META" })?;
-            if v.len() > MAX_META_LEN {
-                return Err(Error::MetaTooLong { len: v.len() });
-            }
-            meta = Some(v);
-            i += 2;
-        } else {
-            i += opts.take(options, i)?.ok_or_else(|| Error::UnknownOption {
-                value: word.to_vec(),
-            })?;
-        }
-    }
-    let opts = opts.finish();
-    if opts.cost > limit {
-        return Err(Error::CostOverCapacity {
-            cost: opts.cost,
-            capacity: limit,
-            what: "limit",
-        });
-    }
+    let p = parse_single::<Rule>(args)?;
     Ok(Request {
-        limit,
-        window,
-        cost: opts.cost,
-        meta: meta.unwrap_or(&[]),
-        at: opts.at,
+        rule: p.rule,
+        cost: p.cost,
+        at: p.at,
     })
 }
 
-/// A member the call read: its time and sequence number.
+impl<'a> Syntax<'a> for Rule<'a> {
+    const ARGS: usize = 2;
+    const OPTIONS: &'static [Opt] = &[Opt::Meta];
+    type Args = (i64, Micros);
+
+    fn parse_args(args: &[&'a [u8]]) -> Result<(i64, Micros)> {
+        let [raw_limit, raw_window] = args else {
+            return Err(Error::WrongArity { command: COMMAND });
+        };
+        let limit = match parse_int("limit", raw_limit, 1) {
+            Ok(l) if l <= MAX_LOG_LIMIT => l,
+            _ => {
+                return Err(Error::InvalidLogLimit {
+                    value: raw_limit.to_vec(),
+                })
+            }
+        };
+        Ok((limit, parse_duration("window", raw_window)?))
+    }
+
+    fn build((limit, window): (i64, Micros), opts: &Options<'a>) -> Result<Rule<'a>> {
+        Ok(Rule {
+            limit,
+            window,
+            meta: opts.meta.unwrap_or(&[]),
+        })
+    }
+}
+
+/// What an allowed request adds to its log: one member, and the members that left the
+/// window removed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Entry {
+pub struct Append<'a> {
+    /// The member's score: the time the request is recorded at.
     pub time: Micros,
+    /// The running total through this request.
     pub seq: u64,
-}
-
-/// Read one member and its score (as `ZRANGE ... WITHSCORES` prints it): the score a
-/// whole number of µs below 2^53, the member `seq:meta`.
-pub fn parse_entry(member: &[u8], score: &[u8]) -> Option<Entry> {
-    let time = parse_decimal(score)?;
-    let colon = member.iter().position(|&b| b == b':')?;
-    let seq = parse_decimal(member.get(..colon)?)?;
-    if time > MAX_SAFE_INTEGER || seq > MAX_SAFE_INTEGER {
-        return None;
-    }
-    Some(Entry {
-        time: Micros(time),
-        seq,
-    })
-}
-
-/// The member for sequence number `seq`: `seq:meta`.
-pub fn member(seq: u64, meta: &[u8], out: &mut Vec<u8>) {
-    out.clear();
-    push_decimal(out, seq);
-    out.push(b':');
-    out.extend_from_slice(meta);
-}
-
-/// The members of a window begin strictly after this time: `now - window` (the score
-/// bound `(cutoff` for ZCOUNT and ZRANGEBYSCORE, `cutoff` for ZREMRANGEBYSCORE).
-pub fn cutoff(now: Micros, req: &Request) -> Micros {
-    Micros(now.0.saturating_sub(req.window.0))
-}
-
-/// What a call reads of the log, each with one O(log n) command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct View {
-    /// Members after the cutoff (in the window, or later).
-    pub counted: i64,
-    /// The member with the highest score (the last of `ZRANGE key 0 -1`), if any.
-    pub newest: Option<Entry>,
-    /// When denied: the time of the oldest counted member that must leave for the
-    /// request to fit (the `need`-th counted member by score, see [`need`]).
-    pub must_leave: Option<Micros>,
-}
-
-/// When `counted` members count: how many of the oldest must leave before this
-/// request fits (`None`: it fits now).
-pub fn need(counted: i64, req: &Request) -> Option<u64> {
-    let over = counted.saturating_add(req.cost).saturating_sub(req.limit);
-    (over > 0).then_some(over as u64)
-}
-
-/// What an allowed request writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Write {
-    /// Remove the members with a time at or before this (they left the window).
+    pub cost: i64,
+    pub meta: &'a [u8],
+    /// Remove the members with a score at or below this (they left the window):
+    /// `ZREMRANGEBYSCORE key -inf trim_through`.
     pub trim_through: Micros,
-    /// The new members: `cost` of them at `time`, numbered from `first_seq` (a number
-    /// already taken is skipped, see [`member`]).
-    pub time: Micros,
-    pub first_seq: u64,
-    /// When the newest member leaves the window.
-    pub expires_at: UnixMillis,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LogOutcome {
-    pub verdict: Verdict,
-    pub write: Option<Write>,
-}
-
-/// Decide one request from what the call read.
-pub fn decide(view: &View, now: Micros, req: &Request) -> LogOutcome {
-    let window = req.window.0;
-    let leaves = |t: Micros| t.0.saturating_add(window);
-    // The newest member counts whenever any does (it has the highest score).
-    let newest = view.newest.filter(|_| view.counted > 0).map(|e| e.time);
-    let reset =
-        |newest: Option<Micros>| Micros(newest.map_or(0, |n| leaves(n).saturating_sub(now.0)));
-    if need(view.counted, req).is_none() {
-        // The newest member after this request: its own when it writes one.
-        let after = if req.cost > 0 {
-            Some(newest.map_or(now, |n| n.max(now)))
-        } else {
-            newest
-        };
-        let write = after.filter(|_| req.cost > 0).map(|newest| Write {
-            trim_through: cutoff(now, req),
-            time: now,
-            first_seq: view.newest.map_or(0, |e| e.seq).saturating_add(1),
-            expires_at: UnixMillis::covering(Micros(leaves(newest))),
-        });
-        let verdict = Verdict {
-            decision: Decision::Allowed,
-            limit: req.limit,
-            remaining: req.limit - view.counted - req.cost,
-            reset_after: reset(after),
-        };
-        return LogOutcome { verdict, write };
+impl Append<'_> {
+    /// The member's bytes, `seq:cost:meta`, into `out` (cleared first).
+    pub fn member(&self, out: &mut Vec<u8>) {
+        out.clear();
+        let seq = itoa::Buffer::new().format(self.seq).as_bytes().to_vec();
+        out.resize(SEQ_DIGITS.saturating_sub(seq.len()), b'0');
+        out.extend_from_slice(&seq);
+        out.push(b':');
+        out.extend_from_slice(itoa::Buffer::new().format(self.cost).as_bytes());
+        out.push(b':');
+        out.extend_from_slice(self.meta);
     }
-    // Denied: when the oldest member that must leave has left.
-    let retry = view.must_leave.or(newest).map_or(now.0 + 1, leaves);
-    let verdict = Verdict {
-        decision: Decision::Denied {
-            retry_after: Micros(retry.saturating_sub(now.0).max(1)),
-        },
-        limit: req.limit,
-        remaining: (req.limit - view.counted).max(0),
-        reset_after: reset(newest),
-    };
-    LogOutcome {
-        verdict,
-        write: None,
+}
+
+impl Written for Append<'_> {
+    fn value(&self) -> Value<'_> {
+        Value::LogEntry(self)
+    }
+}
+
+/// A log whose running total would pass 2^53 - 1 (which takes 28 years at ten million
+/// allowed units a second): the error of a call that would record past it.
+fn numbers_spent() -> Error {
+    Error::LogNumbersSpent
+}
+
+impl<'a> Limiter for Rule<'a> {
+    const KIND: &'static str = "LOG";
+    const STATE: StateKind = STATE;
+    const STORAGE: Storage = Storage::SortedSet;
+    type State = Append<'a>;
+    type Pending = Option<Append<'a>>;
+
+    fn check_cost(&self, cost: i64) -> Result<()> {
+        if cost > self.limit {
+            return Err(Error::CostOverCapacity {
+                cost,
+                capacity: self.limit,
+                what: "limit",
+            });
+        }
+        Ok(())
+    }
+
+    fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Self::Pending>> {
+        let judged = match key {
+            KeyRead::Missing => self.judge_index(&Empty, now, cost)?,
+            KeyRead::SortedSet(index) => self.judge_index(index, now, cost)?,
+            KeyRead::String { .. } => return Err(Error::WrongType),
+        };
+        Ok(judged)
+    }
+
+    fn write(
+        &self,
+        pending: Option<Append<'a>>,
+        settled: Settled,
+        _now: Micros,
+        _cost: i64,
+    ) -> std::result::Result<Effect<Append<'a>>, Full> {
+        Ok(match (settled, pending) {
+            (Settled::Allowed, Some(append)) => Effect::Set {
+                expires_at: UnixMillis::covering(append.time.saturating_add(self.window)),
+                state: append,
+            },
+            _ => Effect::None,
+        })
+    }
+}
+
+impl<'a> Rule<'a> {
+    /// Judge a log at `now` for `cost`, reading what it needs of `index`.
+    pub fn judge_index(
+        &self,
+        index: &dyn Index,
+        now: Micros,
+        cost: i64,
+    ) -> Result<Judgement<Option<Append<'a>>>> {
+        // A log holds at most one member per unit of its limit: a larger set is not one.
+        if index.members() > MAX_LOG_LIMIT as usize {
+            return Err(STATE.invalid());
+        }
+        let newest = index.last()?;
+        // Time does not go back inside a log: a call older than its newest entry is
+        // judged, and recorded, at that entry's time.
+        let t = newest.map_or(now, |n| n.time.max(now));
+        let cutoff = Micros(t.0.saturating_sub(self.window.0));
+        let first = index.first_after(cutoff)?;
+        let (counted, base) = match (first, newest) {
+            (Some(f), Some(n)) if n.seq >= f.before() => (n.seq - f.before(), f.before()),
+            (Some(_), _) => return Err(STATE.invalid()),
+            (None, _) => (0, 0),
+        };
+        let counted = i64::try_from(counted).map_err(|_| STATE.invalid())?;
+        let window = self.window.0;
+        let leaves = |time: Micros| time.0.saturating_add(window);
+        // The newest counted member, if any (it has the highest score).
+        let newest_counted = newest.filter(|_| counted > 0).map(|n| n.time);
+        let reset =
+            |newest: Option<Micros>| Micros(newest.map_or(0, |n| leaves(n).saturating_sub(now.0)));
+        let over = counted.saturating_add(cost).saturating_sub(self.limit);
+        if over <= 0 {
+            let append = if cost > 0 {
+                let seq = newest
+                    .map_or(0, |n| n.seq)
+                    .checked_add(cost as u64)
+                    .filter(|&s| s <= MAX_SAFE_INTEGER)
+                    .ok_or_else(numbers_spent)?;
+                Some(Append {
+                    time: t,
+                    seq,
+                    cost,
+                    meta: self.meta,
+                    trim_through: cutoff,
+                })
+            } else {
+                None
+            };
+            let verdict = Verdict {
+                decision: Decision::Allowed,
+                limit: self.limit,
+                remaining: self.limit - counted - cost,
+                reset_after: reset(if cost > 0 { Some(t) } else { newest_counted }),
+            };
+            return Ok(Judgement {
+                verdict,
+                window_ms: self.window.floor_millis(),
+                booking: None,
+                pending: append,
+            });
+        }
+        // Denied: when the counted members that must leave for `cost` to fit have left,
+        // that is the first member whose running total reaches `base + over`.
+        let target = base + over as u64;
+        let must_leave = self.must_leave(index, cutoff, target, newest)?;
+        let retry = leaves(must_leave).saturating_sub(now.0).max(1);
+        let verdict = Verdict {
+            decision: Decision::Denied {
+                retry_after: Micros(retry),
+            },
+            limit: self.limit,
+            remaining: (self.limit - counted).max(0),
+            reset_after: reset(newest_counted),
+        };
+        Ok(Judgement {
+            verdict,
+            window_ms: self.window.floor_millis(),
+            booking: None,
+            pending: None,
+        })
+    }
+
+    /// The time of the first member after `cutoff` whose running total reaches
+    /// `target`: the first [`SCAN_STEPS`] members one by one, then a search by score
+    /// (running totals grow with scores), each step O(log n).
+    fn must_leave(
+        &self,
+        index: &dyn Index,
+        cutoff: Micros,
+        target: u64,
+        newest: Option<Entry>,
+    ) -> Result<Micros> {
+        let mut found = None;
+        let mut last_seen = None;
+        let mut steps = 0;
+        index.scan_after(cutoff, &mut |e| {
+            steps += 1;
+            last_seen = Some(e.time);
+            if e.seq >= target {
+                found = Some(e.time);
+            }
+            found.is_none() && steps < SCAN_STEPS
+        })?;
+        if let Some(time) = found {
+            return Ok(time);
+        }
+        // The newest member reaches any target a denial can have.
+        let Some(newest) = newest else {
+            return Err(STATE.invalid());
+        };
+        // Invariant: the running total through `lo` is below target, through `hi` not.
+        // Members scanned are below target, so is everything through the µs before the
+        // last of them (members after it at its own time may not be).
+        let lo = last_seen.map_or(cutoff.0, |t| t.0.saturating_sub(1).max(cutoff.0));
+        let (mut lo, mut hi) = (lo, newest.time.0);
+        while lo + 1 < hi {
+            let mid = lo + (hi - lo) / 2;
+            match index.last_through(Micros(mid))? {
+                Some(e) if e.seq >= target => hi = mid,
+                _ => lo = mid,
+            }
+        }
+        Ok(Micros(hi))
+    }
+}
+
+/// A log that does not exist.
+struct Empty;
+
+impl Index for Empty {
+    fn members(&self) -> usize {
+        0
+    }
+    fn last(&self) -> Result<Option<Entry>> {
+        Ok(None)
+    }
+    fn first_after(&self, _: Micros) -> Result<Option<Entry>> {
+        Ok(None)
+    }
+    fn last_through(&self, _: Micros) -> Result<Option<Entry>> {
+        Ok(None)
+    }
+    fn scan_after(&self, _: Micros, _: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+        Ok(())
     }
 }
 
@@ -234,6 +435,7 @@ pub fn decide(view: &View, now: Micros, req: &Request) -> LogOutcome {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::BTreeSet;
 
     const T0: u64 = 1_700_000_000_000; // ms
 
@@ -241,59 +443,70 @@ mod tests {
         Micros::from_millis(T0 + ms)
     }
 
-    fn req(limit: i64, window_ms: u64, cost: i64) -> Request<'static> {
-        Request {
+    fn rule(limit: i64, window_ms: u64) -> Rule<'static> {
+        Rule {
             limit,
             window: Micros::from_millis(window_ms),
-            cost,
             meta: b"",
-            at: None,
         }
     }
 
-    /// A log as the server keeps it: (time, seq) members, sorted by score then member
-    /// bytes (`seq:` with an empty META).
-    #[derive(Default)]
-    struct Log(Vec<(u64, u64)>);
+    /// A log as the server keeps it: members sorted by score, then by their bytes.
+    #[derive(Default, Clone)]
+    struct Log(BTreeSet<(u64, Vec<u8>)>);
 
     impl Log {
-        fn sort(&mut self) {
-            self.0.sort_by_key(|a| (a.0, a.1.to_string()));
+        fn entries(&self) -> impl DoubleEndedIterator<Item = Result<Entry>> + '_ {
+            self.0.iter().map(|(score, member)| {
+                parse_entry(member, *score as f64).ok_or_else(|| STATE.invalid())
+            })
         }
 
-        fn view(&self, now: Micros, r: &Request) -> View {
-            let cut = cutoff(now, r).0;
-            let counted: Vec<&(u64, u64)> = self.0.iter().filter(|(t, _)| *t > cut).collect();
-            let newest = self.0.last().map(|&(t, seq)| Entry {
-                time: Micros(t),
-                seq,
-            });
-            let must_leave = need(counted.len() as i64, r)
-                .and_then(|k| counted.get(k as usize - 1))
-                .map(|&&(t, _)| Micros(t));
-            View {
-                counted: counted.len() as i64,
-                newest,
-                must_leave,
+        /// Judge and write, as the glue does.
+        fn call(&mut self, now: Micros, r: &Rule<'static>, cost: i64) -> Verdict {
+            let j = r.judge_index(self, now, cost).expect("a log");
+            let allowed = j.verdict.is_allowed();
+            let settled = if allowed {
+                Settled::Allowed
+            } else {
+                Settled::Denied
+            };
+            if let Ok(Effect::Set { state, .. }) = r.write(j.pending, settled, now, cost) {
+                let mut m = Vec::new();
+                state.member(&mut m);
+                self.0.insert((state.time.0, m));
+                self.0.retain(|(t, _)| *t > state.trim_through.0);
             }
+            j.verdict
         }
+    }
 
-        /// Decide and apply, as the glue does.
-        fn call(&mut self, now: Micros, r: &Request) -> LogOutcome {
-            let out = decide(&self.view(now, r), now, r);
-            if let Some(w) = out.write {
-                let mut seq = w.first_seq;
-                for _ in 0..r.cost {
-                    while self.0.iter().any(|&(_, s)| s == seq) {
-                        seq += 1;
-                    }
-                    self.0.push((w.time.0, seq));
-                    seq += 1;
+    impl Index for Log {
+        fn members(&self) -> usize {
+            self.0.len()
+        }
+        fn last(&self) -> Result<Option<Entry>> {
+            self.entries().next_back().transpose()
+        }
+        fn first_after(&self, after: Micros) -> Result<Option<Entry>> {
+            self.entries()
+                .find(|e| e.as_ref().map_or(true, |e| e.time > after))
+                .transpose()
+        }
+        fn last_through(&self, through: Micros) -> Result<Option<Entry>> {
+            self.entries()
+                .rev()
+                .find(|e| e.as_ref().map_or(true, |e| e.time <= through))
+                .transpose()
+        }
+        fn scan_after(&self, after: Micros, f: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+            for e in self.entries() {
+                let e = e?;
+                if e.time > after && !f(e) {
+                    break;
                 }
-                self.0.retain(|&(t, _)| t > w.trim_through.0);
-                self.sort();
             }
-            out
+            Ok(())
         }
     }
 
@@ -301,7 +514,7 @@ mod tests {
     fn exact_moving_window_and_retry() {
         // 3 per second.
         let mut log = Log::default();
-        let r = req(3, 1_000, 1);
+        let r = rule(3, 1_000);
         for (t, want) in [
             (0, [0, 3, 2, -1, 1_000]),
             (300, [0, 3, 1, -1, 1_000]),
@@ -311,59 +524,214 @@ mod tests {
             (1_000, [0, 3, 0, -1, 1_000]),
             (1_000, [1, 3, 0, 300, 1_000]),
         ] {
-            assert_eq!(log.call(at(t), &r).verdict.fields(), want, "at {t}");
+            assert_eq!(log.call(at(t), &r, 1).fields(), want, "at {t}");
         }
-        // Members that left the window are removed at the next write.
-        assert_eq!(log.0.iter().map(|m| m.1).collect::<Vec<_>>(), [2, 3, 4]);
+        // Members that left the window are removed at the next write; running totals.
+        let seqs: Vec<u64> = log.entries().map(|e| e.unwrap().seq).collect();
+        assert_eq!(seqs, [2, 3, 4]);
     }
 
     #[test]
-    fn costs_peeks_and_the_write() {
+    fn one_member_per_request_whatever_its_cost() {
         let mut log = Log::default();
-        let out = log.call(at(0), &req(10, 60_000, 4));
+        let r = Rule {
+            meta: b"user:\x00:42",
+            ..rule(10, 60_000)
+        };
+        let j = r.judge_index(&log, at(0), 4).unwrap();
         assert_eq!(
-            out.write,
-            Some(Write {
-                trim_through: Micros::from_millis(T0 - 60_000),
+            j.pending,
+            Some(Append {
                 time: at(0),
-                first_seq: 1,
+                seq: 4,
+                cost: 4,
+                meta: b"user:\x00:42",
+                trim_through: Micros::from_millis(T0 - 60_000),
+            })
+        );
+        assert_eq!(
+            r.write(j.pending, Settled::Allowed, at(0), 4),
+            Ok(Effect::Set {
+                state: j.pending.unwrap(),
                 expires_at: UnixMillis(T0 + 60_000),
             })
         );
-        assert_eq!(log.0.len(), 4, "one member per unit of cost");
-        let peek = log.call(at(10), &req(10, 60_000, 0));
-        assert_eq!(peek.write, None);
+        log.call(at(0), &r, 4);
+        assert_eq!(
+            log.0.iter().map(|(_, m)| m.clone()).collect::<Vec<_>>(),
+            [b"0000000000000004:4:user:\x00:42".to_vec()],
+            "one member for a cost of 4"
+        );
+        // A peek writes nothing and counts the 4.
+        let peek = r.judge_index(&log, at(10), 0).unwrap();
+        assert_eq!(peek.pending, None);
         assert_eq!(peek.verdict.fields(), [0, 10, 6, -1, 59_990]);
         // 7 more do not fit until the 4 units leave.
-        let out = log.call(at(10), &req(10, 60_000, 7));
+        let out = r.judge_index(&log, at(10), 7).unwrap();
         assert_eq!(out.verdict.fields(), [1, 10, 6, 59_990, 59_990]);
-        assert_eq!(out.write, None);
-        let mut m = Vec::new();
-        member(12, b"user:\x00:42", &mut m);
-        assert_eq!(m, b"12:user:\x00:42");
+        assert_eq!(out.pending, None);
+        log.call(at(20), &r, 6);
+        assert_eq!(log.0.len(), 2);
+        assert_eq!(log.last().unwrap().map(|e| (e.seq, e.cost)), Some((10, 6)));
+    }
+
+    /// Calls at AT +72, +73, +75, +86, then +66, +67 with 3 per 10 ms were all allowed
+    /// and recorded at their own times: five in [+66, +76). Now the late ones are
+    /// judged and recorded at the newest entry's time, and no 10 ms of recorded times
+    /// holds more than 3.
+    #[test]
+    fn an_older_at_is_judged_at_the_newest_entry() {
+        let mut log = Log::default();
+        let r = rule(3, 10);
+        for t in [72, 73, 75, 86, 66, 67] {
+            assert!(log.call(at(t), &r, 1).is_allowed(), "+{t}");
+        }
+        // The late ones are recorded at +86; the entries that left the window at +86
+        // (at or before +76) were removed by the writes.
+        let times: Vec<u64> = log.0.iter().map(|(t, _)| (*t - at(0).0) / 1000).collect();
+        assert_eq!(times, [86, 86, 86]);
+        // A third late call finds the window at +86 full: it waits until +96.
+        let late = r.judge_index(&log, at(66), 1).unwrap();
+        assert_eq!(late.verdict.fields(), [1, 3, 0, 30, 30]);
+    }
+
+    #[test]
+    fn a_denial_finds_when_enough_has_left_by_searching_scores() {
+        // 100 requests of cost 1 over 100 ms, then a request of cost 50 with limit 100:
+        // the 50th oldest must leave first (beyond the first few members read one by
+        // one, found by the search).
+        let mut log = Log::default();
+        let r = rule(100, 1_000);
+        for i in 0..100 {
+            assert!(log.call(at(i), &r, 1).is_allowed());
+        }
+        let j = r.judge_index(&log, at(500), 50).unwrap();
+        // Member i (at +i ms) leaves at +1000 + i; the 50th is i = 49.
+        assert_eq!(j.verdict.fields(), [1, 100, 0, 549, 599]);
+        // Equal scores: 30 requests at one instant count as one step of the search.
+        let mut log = Log::default();
+        for _ in 0..30 {
+            log.call(at(0), &r, 1);
+        }
+        for i in 1..=70 {
+            log.call(at(i), &r, 1);
+        }
+        let j = r.judge_index(&log, at(100), 20).unwrap();
         assert_eq!(
-            parse_entry(&m, b"1700000000000000"),
+            j.verdict.fields()[3],
+            900,
+            "the 20 oldest share the time +0"
+        );
+        let j = r.judge_index(&log, at(100), 40).unwrap();
+        assert_eq!(j.verdict.fields()[3], 910, "the 40th oldest is at +10");
+    }
+
+    #[test]
+    fn members_of_the_same_time_sort_by_their_running_total() {
+        let mut log = Log::default();
+        let r = rule(10_000, 1_000);
+        for _ in 0..11 {
+            log.call(at(0), &r, 1);
+        }
+        // Unpadded, "10:1:" would sort before "9:1:".
+        assert_eq!(log.last().unwrap().map(|e| e.seq), Some(11));
+        assert_eq!(
+            r.judge_index(&log, at(0), 0).unwrap().verdict.remaining,
+            10_000 - 11
+        );
+    }
+
+    #[test]
+    fn members_read_back_exactly_as_written() {
+        let mut m = Vec::new();
+        Append {
+            time: at(0),
+            seq: 12,
+            cost: 3,
+            meta: b"user:\x00:42",
+            trim_through: Micros::ZERO,
+        }
+        .member(&mut m);
+        assert_eq!(m, b"0000000000000012:3:user:\x00:42");
+        assert_eq!(
+            parse_entry(&m, 1_700_000_000_000_000.0),
             Some(Entry {
                 time: Micros(1_700_000_000_000_000),
-                seq: 12
+                seq: 12,
+                cost: 3
             })
         );
+        let mut m = Vec::new();
+        Append {
+            time: at(0),
+            seq: MAX_SAFE_INTEGER,
+            cost: 10_000,
+            meta: &[b'x'; MAX_META_LEN],
+            trim_through: Micros::ZERO,
+        }
+        .member(&mut m);
+        assert!(parse_entry(&m, 0.0).is_some());
     }
 
     #[test]
     fn foreign_members_are_refused() {
+        let ok = b"0000000000000005:2:m";
+        assert!(parse_entry(ok, 1.0).is_some());
         for (member, score) in [
-            (&b"x"[..], &b"1"[..]),
-            (b"1", b"1"),
-            (b"a:m", b"1"),
-            (b":m", b"1"),
-            (b"1:m", b"1.5"),
-            (b"1:m", b"-1"),
-            (b"1:m", b"inf"),
-            (b"1:m", b"9007199254740992"),
+            (&b"x"[..], 1.0),
+            (b"1:m", 1.0),
+            (b"5:2:m", 1.0),
+            (b"000000000000005:2:m", 1.0),
+            (b"0000000000000005:0:m", 1.0),
+            (b"0000000000000005:02:m", 1.0),
+            (b"0000000000000005:10001:m", 1.0),
+            (b"0000000000000001:2:m", 1.0),
+            (b"0000000000000005:2", 1.0),
+            (b"00000000000000a5:2:m", 1.0),
+            (b"9007199254740992:2:m", 1.0),
+            (ok, 1.5),
+            (ok, -1.0),
+            (ok, f64::INFINITY),
+            (ok, f64::NAN),
+            (ok, 9_007_199_254_740_992.0),
         ] {
-            assert_eq!(parse_entry(member, score), None, "{member:?} {score:?}");
+            assert_eq!(parse_entry(member, score), None, "{member:?} {score}");
         }
+        let mut long = b"0000000000000005:2:".to_vec();
+        long.extend([b'x'; MAX_META_LEN + 1]);
+        assert_eq!(parse_entry(&long, 1.0), None);
+        // A set of another kind is refused as a whole.
+        let mut log = Log::default();
+        log.0.insert((1, b"x".to_vec()));
+        assert_eq!(
+            rule(5, 1_000).judge_index(&log, at(0), 1).err(),
+            Some(STATE.invalid())
+        );
+    }
+
+    #[test]
+    fn a_log_whose_numbers_are_spent_refuses_to_record() {
+        let mut log = Log::default();
+        let mut m = Vec::new();
+        Append {
+            time: at(0),
+            seq: MAX_SAFE_INTEGER - 1,
+            cost: 1,
+            meta: b"",
+            trim_through: Micros::ZERO,
+        }
+        .member(&mut m);
+        log.0.insert((at(0).0, m));
+        let r = rule(5, 1_000);
+        assert!(r.judge_index(&log, at(1), 1).is_ok());
+        assert_eq!(
+            r.judge_index(&log, at(1), 2).err(),
+            Some(Error::LogNumbersSpent)
+        );
+        assert!(
+            r.judge_index(&log, at(1), 0).is_ok(),
+            "a peek still answers"
+        );
     }
 
     #[test]
@@ -410,46 +778,64 @@ mod tests {
     }
 
     proptest! {
-        /// Never more than the limit in any window-long interval of allowed request
-        /// times; a denial means the window really had no room; retry_after exact;
-        /// members unique.
+        /// Never more than the limit in any window-long interval of recorded times,
+        /// whatever order the times come in; a denial means the window (at the time
+        /// the call is judged) really had no room; retry_after exact; one member per
+        /// allowed request; running totals grow with scores.
         #[test]
         fn invariants(
             limit in 1i64..12,
             window_ms in prop_oneof![Just(1u64), Just(100), Just(1_000), Just(60_000)],
-            steps in proptest::collection::vec((0u64..3, 0u64..3_000, 0i64..5), 1..150),
+            steps in proptest::collection::vec((0u64..4, 0u64..3_000, 0i64..5), 1..150),
         ) {
             let window = window_ms * 1000;
+            let r = rule(limit, window_ms);
             let mut log = Log::default();
-            let mut allowed: Vec<(u64, i64)> = Vec::new();
-            let mut now = at(0).0 + 5;
+            let mut recorded: Vec<(u64, i64)> = Vec::new();
+            let mut clock = at(0).0 + 5;
             for (scale, dt, c) in steps {
-                now += match scale { 0 => dt % 3, 1 => dt * 37, _ => dt * 1000 };
+                clock += match scale { 0 => dt % 3, 1 => dt * 37, _ => dt * 1000 };
+                // Now and then a call from the past (an older AT).
+                let now = if scale == 3 { clock.saturating_sub(dt * 7) } else { clock };
                 let cost = c % (limit + 1);
-                let r = req(limit, window_ms, cost);
-                let view = log.view(Micros(now), &r);
-                let out = log.call(Micros(now), &r);
-                let f = out.verdict.fields();
+                let judged_at = log.last().unwrap().map_or(now, |n| n.time.0.max(now));
+                let in_window: i64 = recorded
+                    .iter()
+                    .filter(|&&(t, _)| t + window > judged_at)
+                    .map(|&(_, c)| c)
+                    .sum();
+                let before = log.0.len();
+                let v = log.call(Micros(now), &r, cost);
+                let f = v.fields();
                 prop_assert!((0..=limit).contains(&f[2]));
                 prop_assert_eq!(f[0] == 1, f[3] > 0);
-                let in_window: i64 = allowed.iter().filter(|&&(t, _)| t + window > now).map(|&(_, c)| c).sum();
-                prop_assert_eq!(in_window, view.counted);
-                if out.verdict.is_allowed() {
+                if v.is_allowed() {
                     prop_assert!(in_window + cost <= limit);
-                    if cost > 0 { allowed.push((now, cost)); }
-                    let mut seqs: Vec<u64> = log.0.iter().map(|m| m.1).collect();
-                    seqs.sort_unstable();
-                    seqs.dedup();
-                    prop_assert_eq!(seqs.len(), log.0.len());
+                    if cost > 0 {
+                        recorded.push((judged_at, cost));
+                        prop_assert!(log.0.len() <= before + 1, "one member per request");
+                    }
                 } else {
                     prop_assert!(in_window + cost > limit, "denied with room");
-                    prop_assert_eq!(out.write, None);
-                    let Decision::Denied { retry_after } = out.verdict.decision else { unreachable!() };
+                    let Decision::Denied { retry_after } = v.decision else { unreachable!() };
                     let later = Micros(now + retry_after.0);
-                    prop_assert!(decide(&log.view(later, &r), later, &r).verdict.is_allowed());
-                    let early = Micros(now + retry_after.0 - 1);
-                    prop_assert!(!decide(&log.view(early, &r), early, &r).verdict.is_allowed());
+                    prop_assert!(r.judge_index(&log, later, cost).unwrap().verdict.is_allowed());
+                    if retry_after.0 > 1 {
+                        let early = Micros(now + retry_after.0 - 1);
+                        prop_assert!(!r.judge_index(&log, early, cost).unwrap().verdict.is_allowed());
+                    }
                 }
+                // Any window-long interval of recorded times holds at most the limit.
+                for &(t, _) in &recorded {
+                    let held: i64 = recorded
+                        .iter()
+                        .filter(|&&(u, _)| u >= t && u < t + window)
+                        .map(|&(_, c)| c)
+                        .sum();
+                    prop_assert!(held <= limit, "{held} in [{t}, +{window})");
+                }
+                let seqs: Vec<u64> = log.entries().map(|e| e.unwrap().seq).collect();
+                prop_assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
             }
         }
     }

@@ -10,14 +10,19 @@
 //! window in Unix milliseconds. The key expires at the latest end. Windows a call does
 //! not name are kept until they end; ended windows are dropped when the key is written.
 
-use crate::args::{Accepts, OptionParser};
-use crate::error::{Error, Result};
+use crate::args::{check_count, Limit, Opt, Options};
+#[cfg(test)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::fixed::{self, FixedParams};
+use crate::limiter::{
+    Chooser, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
+};
 use crate::limits::{MAX_DURATION, MAX_END_MS, MAX_WINDOWS_PER_KEY};
-use crate::multikey::{self, Binding, BindingChooser, KeyFull, Limit, MultiOutcome};
+use crate::multikey::{self, KeyFull, MultiOutcome};
 use crate::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
 use crate::units::{Micros, UnixMillis};
-use crate::verdict::{Decision, Verdict};
+use crate::verdict::Verdict;
 use smallvec::SmallVec;
 
 /// What an RL.MULTI key holds, as error replies word it.
@@ -37,8 +42,7 @@ const COMMAND: &str = "RL.MULTI";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
     numkeys: usize,
-    /// One per LIMIT, in argument order, each with the call's cost and ALIGN.
-    pairs: SmallVec<[FixedParams; 4]>,
+    rule: Rule,
     cost: i64,
     at: Option<Micros>,
 }
@@ -53,13 +57,11 @@ impl Request {
     ) -> Result<Request> {
         multikey::check_shape(numkeys, limits)?;
         multikey::check_cost(limits, cost)?;
-        let pairs = limits
-            .iter()
-            .map(|l| FixedParams::new(l.limit, l.window, cost, align))
-            .collect::<Result<SmallVec<_>>>()?;
+        check_count("cost", cost, 0)?;
+        let rule = Rule::new(limits, align)?;
         Ok(Request {
             numkeys,
-            pairs,
+            rule,
             cost,
             at,
         })
@@ -79,6 +81,43 @@ impl Request {
         self.cost
     }
 
+    /// The rule every key is judged by.
+    pub fn rule(&self) -> &Rule {
+        &self.rule
+    }
+
+    /// The LIMITs, in argument order.
+    pub fn limits(&self) -> impl Iterator<Item = Limit> + '_ {
+        self.rule.limits()
+    }
+}
+
+/// Parse the arguments after the command name. Every check that needs no key is done
+/// here: a cost above the smallest limit is refused before any key is read.
+pub fn parse_args(args: &[&[u8]]) -> Result<Request> {
+    let (numkeys, opts) = multikey::parse_call(args, COMMAND, Rule::OPTIONS)?;
+    Request::new(numkeys, &opts.limits, opts.cost, opts.align, opts.at)
+}
+
+/// RL.MULTI's rule on one key: its LIMITs (fixed windows, aligned to the epoch or not).
+/// Each call brings its cost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// One per LIMIT, in argument order.
+    pairs: SmallVec<[FixedParams; 4]>,
+}
+
+impl Rule {
+    /// 1 to [`MAX_WINDOWS`](crate::limits::MAX_WINDOWS) LIMITs, no window twice.
+    pub fn new(limits: &[Limit], align: bool) -> Result<Rule> {
+        multikey::check_limits(limits)?;
+        let pairs = limits
+            .iter()
+            .map(|l| FixedParams::new(l.limit, l.window, 0, align))
+            .collect::<Result<SmallVec<_>>>()?;
+        Ok(Rule { pairs })
+    }
+
     /// The LIMITs, in argument order.
     pub fn limits(&self) -> impl Iterator<Item = Limit> + '_ {
         self.pairs.iter().map(|p| Limit {
@@ -92,20 +131,147 @@ impl Request {
             .iter()
             .any(|p| p.window().floor_millis() == window_ms)
     }
+
+    /// Judge a key's decoded state: every window with RL.FIXED's rules.
+    pub fn judge_stored(
+        &self,
+        stored: Option<Stored<State>>,
+        now: Micros,
+        cost: i64,
+    ) -> Judgement<Pending> {
+        let mut chooser = Chooser::default();
+        // The named windows' counters after the request (used when allowed).
+        let mut updated = Entries::new();
+        for pair in &self.pairs {
+            let window_ms = pair.window().floor_millis();
+            let counter = stored
+                .as_ref()
+                .and_then(|s| s.state.get(window_ms))
+                .map(|e| Stored {
+                    state: e.count,
+                    expires_at: Some(e.ends_at),
+                });
+            let out = fixed::decide(counter, now, &pair.with_cost(cost));
+            chooser.offer(out.verdict, window_ms);
+            if let Effect::Set { state, expires_at } = out.effect {
+                updated.push(Entry {
+                    window_ms,
+                    count: state,
+                    ends_at: expires_at,
+                });
+            }
+        }
+        let (verdict, window_ms) = chooser.finish().unwrap_or_else(|| self.untouched());
+        Judgement {
+            verdict,
+            window_ms,
+            booking: None,
+            pending: Pending { stored, updated },
+        }
+    }
+
+    /// The reply for a rule without windows (never built): full capacity.
+    fn untouched(&self) -> (Verdict, u64) {
+        let first = self.pairs.first();
+        (
+            Verdict::untouched(first.map_or(0, FixedParams::limit)),
+            first.map_or(0, |p| p.window().floor_millis()),
+        )
+    }
 }
 
-/// Parse the arguments after the command name. Every check that needs no key is done
-/// here: a cost above the smallest limit is refused before any key is read.
-pub fn parse_args(args: &[&[u8]]) -> Result<Request> {
-    // numkeys, one key, LIMIT window limit.
-    if args.len() < 5 {
-        return Err(Error::WrongArity { command: COMMAND });
+/// What a judgement of one RL.MULTI key keeps for its write: the state it read and its
+/// named windows' counters after an allowed request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    stored: Option<Stored<State>>,
+    updated: Entries,
+}
+
+impl<'a> Syntax<'a> for Rule {
+    const ARGS: usize = 0;
+    const OPTIONS: &'static [Opt] = &[Opt::Limit, Opt::Align];
+    type Args = ();
+
+    fn parse_args(_: &[&'a [u8]]) -> Result<()> {
+        Ok(())
     }
-    let (numkeys, rest) = multikey::parse_keys(args)?;
-    let mut opts = OptionParser::new(Accepts::CostAtAlign);
-    let limits = multikey::parse_limits(rest, &mut opts)?;
-    let opts = opts.finish();
-    Request::new(numkeys, &limits, opts.cost, opts.align, opts.at)
+
+    fn build((): (), opts: &Options<'a>) -> Result<Rule> {
+        Rule::new(&opts.limits, opts.align)
+    }
+}
+
+impl Limiter for Rule {
+    const KIND: &'static str = "MULTI";
+    const STATE: StateKind = STATE;
+    const STORAGE: Storage = Storage::String;
+    type State = State;
+    type Pending = Pending;
+
+    fn check_cost(&self, cost: i64) -> Result<()> {
+        let limits: SmallVec<[Limit; 4]> = self.limits().collect();
+        multikey::check_cost(&limits, cost)
+    }
+
+    fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Pending>> {
+        let stored = key.string_state(parse_state)?;
+        Ok(self.judge_stored(stored, now, cost))
+    }
+
+    fn write(
+        &self,
+        Pending {
+            stored,
+            mut updated,
+        }: Pending,
+        settled: Settled,
+        now: Micros,
+        cost: i64,
+    ) -> std::result::Result<Effect<State>, Full> {
+        if cost == 0 {
+            return Ok(Effect::None);
+        }
+        if settled == Settled::Denied {
+            // Nothing is consumed. A key that lost its TTL (PERSIST from outside) gets
+            // it back at the end of its latest live window, as RL.FIXED repairs its
+            // counters.
+            return Ok(match stored {
+                Some(s) if s.expires_at.is_none() => s
+                    .state
+                    .latest_live_end(now)
+                    .map_or(Effect::None, Effect::ExpireAt),
+                _ => Effect::None,
+            });
+        }
+        if let Some(s) = stored {
+            // Windows this call does not name are kept while they have not ended.
+            updated.extend(
+                s.state
+                    .entries()
+                    .iter()
+                    .filter(|e| e.ends_at.as_micros() > now && !self.names(e.window_ms))
+                    .copied(),
+            );
+        }
+        if updated.len() > MAX_WINDOWS_PER_KEY {
+            return Err(Full);
+        }
+        // Every named window was just written, so there is a latest end; the windows
+        // come from distinct LIMITs and distinct stored entries.
+        Ok(
+            match (updated.iter().map(|e| e.ends_at).max(), State::new(updated)) {
+                (Some(expires_at), Some(state)) => Effect::Set { state, expires_at },
+                _ => Effect::None,
+            },
+        )
+    }
+}
+
+impl Written for State {
+    fn value(&self) -> Value<'_> {
+        Value::String(self)
+    }
 }
 
 /// The counter of one window in a key's state.
@@ -229,113 +395,13 @@ pub fn decide(
     now: Micros,
     req: &Request,
 ) -> std::result::Result<MultiOutcome<State>, KeyFull> {
-    let mut chooser = BindingChooser::default();
-    // The named windows' counters after the request, per key (used when allowed).
-    let mut updated: SmallVec<[Entries; 2]> = SmallVec::with_capacity(stored.len());
-    for (k, st) in stored.iter().enumerate() {
-        let mut entries = Entries::new();
-        for params in &req.pairs {
-            let window_ms = params.window().floor_millis();
-            let counter = st
-                .as_ref()
-                .and_then(|s| s.state.get(window_ms))
-                .map(|e| Stored {
-                    state: e.count,
-                    expires_at: Some(e.ends_at),
-                });
-            let out = fixed::decide(counter, now, params);
-            chooser.offer(out.verdict, Binding { key: k, window_ms });
-            if let Effect::Set { state, expires_at } = out.effect {
-                entries.push(Entry {
-                    window_ms,
-                    count: state,
-                    ends_at: expires_at,
-                });
-            }
-        }
-        updated.push(entries);
-    }
-
-    let denied = chooser.is_denied();
-    let (verdict, binding) = chooser.finish(untouched(req));
-    if denied {
-        // Nothing is consumed. A key that lost its TTL (PERSIST from outside) gets it
-        // back at the end of its latest live window, as RL.FIXED repairs its counters;
-        // a peek writes nothing at all.
-        let effects = stored
-            .iter()
-            .map(|st| match st {
-                Some(s) if s.expires_at.is_none() && req.cost > 0 => s
-                    .state
-                    .latest_live_end(now)
-                    .map_or(Effect::None, Effect::ExpireAt),
-                _ => Effect::None,
-            })
-            .collect();
-        return Ok(MultiOutcome {
-            verdict,
-            binding,
-            effects,
-        });
-    }
-    if req.cost == 0 {
-        return Ok(MultiOutcome {
-            verdict,
-            binding,
-            effects: stored.iter().map(|_| Effect::None).collect(),
-        });
-    }
-    let effects = stored
-        .iter()
-        .zip(updated)
-        .enumerate()
-        .map(|(k, (st, mut entries))| {
-            if let Some(s) = st {
-                // Windows this call does not name are kept while they have not ended.
-                entries.extend(
-                    s.state
-                        .entries()
-                        .iter()
-                        .filter(|e| e.ends_at.as_micros() > now && !req.names(e.window_ms))
-                        .copied(),
-                );
-            }
-            if entries.len() > MAX_WINDOWS_PER_KEY {
-                return Err(KeyFull { key: k });
-            }
-            // Every named window was just written, so there is a latest end; the
-            // windows come from distinct LIMITs and distinct stored entries.
-            Ok(
-                match (entries.iter().map(|e| e.ends_at).max(), State::new(entries)) {
-                    (Some(expires_at), Some(state)) => Effect::Set { state, expires_at },
-                    _ => Effect::None,
-                },
-            )
-        })
-        .collect::<std::result::Result<_, _>>()?;
-    Ok(MultiOutcome {
-        verdict,
-        binding,
-        effects,
-    })
-}
-
-/// The reply for a call that touched no pair at all (never the case with at least one
-/// key): full capacity of the first LIMIT.
-fn untouched(req: &Request) -> (Verdict, Binding) {
-    let first = req.pairs.first();
-    let limit = first.map_or(0, FixedParams::limit);
-    (
-        Verdict {
-            decision: Decision::Allowed,
-            limit,
-            remaining: limit,
-            reset_after: Micros::ZERO,
-        },
-        Binding {
-            key: 0,
-            window_ms: first.map_or(0, |p| p.window().floor_millis()),
-        },
+    multikey::decide_each(
+        &req.rule,
+        stored,
+        now,
+        req.cost,
+        Rule::judge_stored,
+        req.rule.untouched(),
     )
 }
 

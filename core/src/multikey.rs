@@ -1,15 +1,17 @@
-//! What the commands with several keys and several windows share (RL.MULTI, and every
-//! command of the same call shape): `numkeys key [key ...]`, `LIMIT window limit`
-//! triples mixed with options, the key positions for servers that ask the command, and
-//! the choice of the *binding* pair whose numbers the reply carries.
+//! What the commands with several keys and several windows share (RL.MULTI, RL.SLIDING):
+//! `numkeys key [key ...]` then `LIMIT window limit` triples mixed with options, the
+//! key positions for servers that ask the command, and one decision for every key of
+//! a call (the same as every call's, [`crate::limiter::decide`]), with the *binding*
+//! pair whose numbers the reply carries.
 
-use crate::args::{parse_int, OptionParser};
-use crate::duration::parse_duration;
+use crate::args::{parse_int, Opt, Options, COST_AT};
+pub use crate::args::{Limit, Limits};
 use crate::error::{Error, Result};
+use crate::limiter::{self, Full, Judgement, Limiter};
 use crate::limits::{MAX_KEYS, MAX_WINDOWS};
-use crate::state::Effect;
+use crate::state::{Effect, Stored};
 use crate::units::Micros;
-use crate::verdict::{Decision, Verdict};
+use crate::verdict::Verdict;
 use smallvec::SmallVec;
 
 /// `numkeys key [key ...]` at the start of `args` (the arguments after the command
@@ -42,53 +44,28 @@ pub fn parse_keys<'a, 'b>(args: &'a [&'b [u8]]) -> Result<(usize, &'a [&'b [u8]]
     Ok((numkeys, rest))
 }
 
-/// The LIMITs of one call (at most [`MAX_WINDOWS`]), inline for the usual few.
-pub type Limits = SmallVec<[Limit; 4]>;
-
 /// One effect per key of a call, inline for the usual one or two keys.
 pub type Effects<S> = SmallVec<[Effect<S>; 2]>;
 
-/// One `LIMIT window limit`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limit {
-    pub window: Micros,
-    pub limit: i64,
-}
-
-/// Read `LIMIT window limit` triples (1 to [`MAX_WINDOWS`], no window twice, compared
-/// in milliseconds) and, between them, the options `opts` accepts; anything else is
-/// an unknown option. The limits come back in argument order.
-pub fn parse_limits(rest: &[&[u8]], opts: &mut OptionParser) -> Result<Limits> {
-    let mut limits = Limits::new();
-    let mut i = 0;
-    while let Some(word) = rest.get(i) {
-        if word.eq_ignore_ascii_case(b"LIMIT") {
-            if limits.len() >= MAX_WINDOWS {
-                return Err(Error::TooManyWindows);
-            }
-            let (Some(raw_window), Some(raw_limit)) = (rest.get(i + 1), rest.get(i + 2)) else {
-                return Err(Error::IncompleteLimit);
-            };
-            let window = parse_duration("window", raw_window)?;
-            let limit = parse_int("limit", raw_limit, 1)?;
-            if limits.iter().any(|l| l.window == window) {
-                return Err(Error::DuplicateWindow {
-                    value: raw_window.to_vec(),
-                    ms: window.floor_millis(),
-                });
-            }
-            limits.push(Limit { window, limit });
-            i += 3;
-        } else {
-            i += opts.take(rest, i)?.ok_or_else(|| Error::UnknownOption {
-                value: word.to_vec(),
-            })?;
-        }
+/// The arguments of a command with RL.MULTI's call shape (after its name):
+/// `numkeys key [key ...]`, then `LIMIT window limit` triples among `COST`, `AT` and
+/// the command's own options (`own`, which include `LIMIT`), at least one LIMIT.
+pub fn parse_call<'a>(
+    args: &[&'a [u8]],
+    command: &'static str,
+    own: &[Opt],
+) -> Result<(usize, Options<'a>)> {
+    // numkeys, one key, LIMIT window limit.
+    if args.len() < 5 {
+        return Err(Error::WrongArity { command });
     }
-    if limits.is_empty() {
+    let (numkeys, rest) = parse_keys(args)?;
+    let accepts: SmallVec<[Opt; 6]> = COST_AT.iter().chain(own).copied().collect();
+    let opts = Options::parse(rest, &accepts)?;
+    if opts.limits.is_empty() {
         return Err(Error::MissingLimit);
     }
-    Ok(limits)
+    Ok((numkeys, opts))
 }
 
 /// The checks every command with RL.MULTI's call shape makes of its keys and LIMITs:
@@ -99,6 +76,11 @@ pub fn check_shape(numkeys: usize, limits: &[Limit]) -> Result<()> {
             value: numkeys.to_string().into_bytes(),
         });
     }
+    check_limits(limits)
+}
+
+/// The LIMITs of one key's rule: 1 to [`MAX_WINDOWS`], no window twice.
+pub fn check_limits(limits: &[Limit]) -> Result<()> {
     if limits.is_empty() {
         return Err(Error::MissingLimit);
     }
@@ -172,105 +154,50 @@ impl KeyFull {
     }
 }
 
-/// Picks the binding pair while the pairs are decided one by one, in key order and,
-/// within a key, in LIMIT order: when any pair denies, the denying pair that frees up
-/// last (the largest retry_after; ties keep the first); when all allow, the pair with
-/// the least remaining (ties keep the first).
-#[derive(Debug, Default)]
-pub struct BindingChooser {
-    denied: Option<(Micros, Verdict, Binding)>,
-    least: Option<(Verdict, Binding)>,
-}
-
-impl BindingChooser {
-    pub fn offer(&mut self, verdict: Verdict, binding: Binding) {
-        match verdict.decision {
-            Decision::Denied { retry_after } => {
-                if self.denied.map_or(true, |(r, _, _)| retry_after > r) {
-                    self.denied = Some((retry_after, verdict, binding));
-                }
-            }
-            Decision::Allowed => {
-                if self
-                    .least
-                    .map_or(true, |(v, _)| verdict.remaining < v.remaining)
-                {
-                    self.least = Some((verdict, binding));
-                }
-            }
-        }
-    }
-
-    /// Whether some pair denied the request.
-    pub fn is_denied(&self) -> bool {
-        self.denied.is_some()
-    }
-
-    /// The binding verdict and pair; `fallback` when no pair was offered at all (a call
-    /// always has at least one key and one window, so only a caller's mistake gets it).
-    pub fn finish(self, fallback: (Verdict, Binding)) -> (Verdict, Binding) {
-        match (self.denied, self.least) {
-            (Some((_, v, b)), _) => (v, b),
-            (None, Some(least)) => least,
-            (None, None) => fallback,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn allowed(remaining: i64) -> Verdict {
-        Verdict {
-            decision: Decision::Allowed,
-            limit: 10,
-            remaining,
-            reset_after: Micros::ZERO,
-        }
-    }
-
-    fn denied(retry_us: u64) -> Verdict {
-        Verdict {
-            decision: Decision::Denied {
-                retry_after: Micros(retry_us),
+/// Decide one request against every key of a call with the same `rule` (`judge` is the
+/// rule's judgement of a key's decoded state), all or nothing, as [`limiter::decide`]
+/// decides every call; the writes of every key. `untouched` is the reply (verdict and
+/// window) of a call without keys, which the glue never makes.
+pub fn decide_each<L: Limiter, S: Clone>(
+    rule: &L,
+    stored: &[Option<Stored<S>>],
+    now: Micros,
+    cost: i64,
+    judge: impl Fn(&L, Option<Stored<S>>, Micros, i64) -> Judgement<L::Pending>,
+    untouched: (Verdict, u64),
+) -> std::result::Result<MultiOutcome<L::State>, KeyFull> {
+    let judgements: SmallVec<[Judgement<L::Pending>; 2]> = stored
+        .iter()
+        .map(|st| judge(rule, st.clone(), now, cost))
+        .collect();
+    // A call always has a key; without one there is nothing to decide or write.
+    let Some(decided) = limiter::decide(&judgements) else {
+        return Ok(MultiOutcome {
+            verdict: untouched.0,
+            binding: Binding {
+                key: 0,
+                window_ms: untouched.1,
             },
-            limit: 10,
-            remaining: 0,
-            reset_after: Micros(retry_us),
-        }
-    }
-
-    fn b(key: usize, window_ms: u64) -> Binding {
-        Binding { key, window_ms }
-    }
-
-    #[test]
-    fn binding_choice() {
-        let fallback = (allowed(10), b(9, 9));
-        let mut c = BindingChooser::default();
-        c.offer(allowed(5), b(0, 1));
-        c.offer(allowed(3), b(0, 2));
-        c.offer(allowed(3), b(1, 1));
-        assert!(!c.is_denied());
-        assert_eq!(
-            c.finish(fallback).1,
-            b(0, 2),
-            "least remaining, first on ties"
-        );
-
-        let mut c = BindingChooser::default();
-        c.offer(allowed(0), b(0, 1));
-        c.offer(denied(500), b(0, 2));
-        c.offer(denied(900), b(1, 1));
-        c.offer(denied(900), b(1, 2));
-        assert!(c.is_denied());
-        assert_eq!(
-            c.finish(fallback).1,
-            b(1, 1),
-            "largest retry, first on ties"
-        );
-
-        assert_eq!(BindingChooser::default().finish(fallback), fallback);
-    }
+            effects: Effects::new(),
+        });
+    };
+    let (verdict, window_ms) = judgements
+        .get(decided.binding)
+        .map_or(untouched, |j| (j.verdict, j.window_ms));
+    let effects = judgements
+        .into_iter()
+        .enumerate()
+        .map(|(k, j)| {
+            rule.write(j.pending, decided.settled, now, cost)
+                .map_err(|Full| KeyFull { key: k })
+        })
+        .collect::<std::result::Result<Effects<_>, _>>()?;
+    Ok(MultiOutcome {
+        verdict,
+        binding: Binding {
+            key: decided.binding,
+            window_ms,
+        },
+        effects,
+    })
 }

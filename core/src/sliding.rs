@@ -20,12 +20,15 @@
 //! last counted bucket leaves its window; windows a call does not name are kept until
 //! then.
 
-use crate::args::{Accepts, OptionParser};
+use crate::args::{check_count, Limit, Opt, Options};
 use crate::error::{Error, Result};
+use crate::limiter::{
+    Chooser, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
+};
 use crate::limits::{
     DEFAULT_BUCKETS, MAX_BUCKETS, MAX_DURATION, MAX_SAFE_INTEGER, MAX_WINDOWS_PER_KEY,
 };
-use crate::multikey::{self, Binding, BindingChooser, KeyFull, Limit, MultiOutcome};
+use crate::multikey::{self, KeyFull, MultiOutcome};
 use crate::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
 use crate::units::{Micros, UnixMillis};
 use crate::verdict::{Decision, Verdict};
@@ -55,8 +58,7 @@ pub struct Window {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
     numkeys: usize,
-    windows: SmallVec<[Window; 4]>,
-    buckets: u64,
+    rule: Rule,
     cost: i64,
     at: Option<Micros>,
 }
@@ -70,28 +72,12 @@ impl Request {
         at: Option<Micros>,
     ) -> Result<Request> {
         multikey::check_shape(numkeys, limits)?;
-        if buckets == 0 || buckets > MAX_BUCKETS {
-            return Err(Error::InvalidBuckets {
-                value: buckets.to_string().into_bytes(),
-            });
-        }
-        if let Some(l) = limits.iter().find(|l| l.window.0 % buckets != 0) {
-            return Err(Error::UnevenBuckets {
-                window_ms: l.window.floor_millis(),
-                buckets,
-            });
-        }
+        let rule = Rule::new(limits, buckets)?;
         multikey::check_cost(limits, cost)?;
+        check_count("cost", cost, 0)?;
         Ok(Request {
             numkeys,
-            windows: limits
-                .iter()
-                .map(|l| Window {
-                    window: l.window,
-                    limit: l.limit,
-                })
-                .collect(),
-            buckets,
+            rule,
             cost,
             at,
         })
@@ -111,11 +97,75 @@ impl Request {
     }
 
     pub fn buckets(&self) -> u64 {
-        self.buckets
+        self.rule.buckets
     }
 
     pub fn windows(&self) -> &[Window] {
-        &self.windows
+        &self.rule.windows
+    }
+
+    /// The rule every key is judged by.
+    pub fn rule(&self) -> &Rule {
+        &self.rule
+    }
+}
+
+/// Parse the arguments after the command name; every check that needs no key.
+pub fn parse_args(args: &[&[u8]]) -> Result<Request> {
+    let (numkeys, opts) = multikey::parse_call(args, COMMAND, Rule::OPTIONS)?;
+    Request::new(
+        numkeys,
+        &opts.limits,
+        opts.buckets.unwrap_or(DEFAULT_BUCKETS),
+        opts.cost,
+        opts.at,
+    )
+}
+
+/// RL.SLIDING's rule on one key: its LIMITs, each window cut into `buckets`. Each call
+/// brings its cost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    windows: SmallVec<[Window; 4]>,
+    buckets: u64,
+}
+
+impl Rule {
+    /// 1 to [`MAX_WINDOWS`](crate::limits::MAX_WINDOWS) LIMITs, no window twice, `buckets`
+    /// from 1 to [`MAX_BUCKETS`] splitting every window into whole microseconds.
+    pub fn new(limits: &[Limit], buckets: u64) -> Result<Rule> {
+        multikey::check_limits(limits)?;
+        if buckets == 0 || buckets > MAX_BUCKETS {
+            return Err(Error::InvalidBuckets {
+                value: buckets.to_string().into_bytes(),
+            });
+        }
+        if let Some(l) = limits.iter().find(|l| l.window.0 % buckets != 0) {
+            return Err(Error::UnevenBuckets {
+                window_ms: l.window.floor_millis(),
+                buckets,
+            });
+        }
+        Ok(Rule {
+            windows: limits
+                .iter()
+                .map(|l| Window {
+                    window: l.window,
+                    limit: l.limit,
+                })
+                .collect(),
+            buckets,
+        })
+    }
+
+    fn limits(&self) -> SmallVec<[Limit; 4]> {
+        self.windows
+            .iter()
+            .map(|w| Limit {
+                window: w.window,
+                limit: w.limit,
+            })
+            .collect()
     }
 
     fn names(&self, window_ms: u64) -> bool {
@@ -123,24 +173,132 @@ impl Request {
             .iter()
             .any(|w| w.window.floor_millis() == window_ms)
     }
+
+    /// The reply for a rule without windows (never built): full capacity.
+    fn untouched(&self) -> (Verdict, u64) {
+        let first = self.windows.first();
+        (
+            Verdict::untouched(first.map_or(0, |w| w.limit)),
+            first.map_or(0, |w| w.window.floor_millis()),
+        )
+    }
+
+    /// Judge a key's decoded state: every window, counted in its buckets.
+    pub fn judge_stored(
+        &self,
+        stored: Option<Stored<State>>,
+        now: Micros,
+        cost: i64,
+    ) -> Judgement<Pending> {
+        let mut chooser = Chooser::default();
+        let mut updated: SmallVec<[Entry; 3]> = SmallVec::new();
+        for w in &self.windows {
+            let window_ms = w.window.floor_millis();
+            let old = stored.as_ref().and_then(|s| s.state.get(window_ms));
+            let pair = judge(old, now, w, self.buckets, cost);
+            chooser.offer(pair.verdict, window_ms);
+            updated.push(pair.updated);
+        }
+        let (verdict, window_ms) = chooser.finish().unwrap_or_else(|| self.untouched());
+        Judgement {
+            verdict,
+            window_ms,
+            booking: None,
+            pending: Pending { stored, updated },
+        }
+    }
 }
 
-/// Parse the arguments after the command name; every check that needs no key.
-pub fn parse_args(args: &[&[u8]]) -> Result<Request> {
-    if args.len() < 5 {
-        return Err(Error::WrongArity { command: COMMAND });
+/// What a judgement of one RL.SLIDING key keeps for its write: the state it read and
+/// its named windows after an allowed request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    stored: Option<Stored<State>>,
+    updated: SmallVec<[Entry; 3]>,
+}
+
+impl<'a> Syntax<'a> for Rule {
+    const ARGS: usize = 0;
+    const OPTIONS: &'static [Opt] = &[Opt::Limit, Opt::Buckets];
+    type Args = ();
+
+    fn parse_args(_: &[&'a [u8]]) -> Result<()> {
+        Ok(())
     }
-    let (numkeys, rest) = multikey::parse_keys(args)?;
-    let mut opts = OptionParser::new(Accepts::CostAtBuckets);
-    let limits = multikey::parse_limits(rest, &mut opts)?;
-    let opts = opts.finish();
-    Request::new(
-        numkeys,
-        &limits,
-        opts.buckets.unwrap_or(DEFAULT_BUCKETS),
-        opts.cost,
-        opts.at,
-    )
+
+    fn build((): (), opts: &Options<'a>) -> Result<Rule> {
+        Rule::new(&opts.limits, opts.buckets.unwrap_or(DEFAULT_BUCKETS))
+    }
+}
+
+impl Limiter for Rule {
+    const KIND: &'static str = "SLIDING";
+    const STATE: StateKind = STATE;
+    const STORAGE: Storage = Storage::String;
+    type State = State;
+    type Pending = Pending;
+
+    fn check_cost(&self, cost: i64) -> Result<()> {
+        multikey::check_cost(&self.limits(), cost)
+    }
+
+    fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Pending>> {
+        let stored = key.string_state(parse_state)?;
+        Ok(self.judge_stored(stored, now, cost))
+    }
+
+    fn write(
+        &self,
+        Pending {
+            stored,
+            updated: mut entries,
+        }: Pending,
+        settled: Settled,
+        now: Micros,
+        cost: i64,
+    ) -> std::result::Result<Effect<State>, Full> {
+        if cost == 0 {
+            return Ok(Effect::None);
+        }
+        if settled == Settled::Denied {
+            // Nothing is consumed. A key that lost its TTL gets it back.
+            return Ok(match stored {
+                Some(s) if s.expires_at.is_none() => {
+                    s.state.live_end(now).map_or(Effect::None, Effect::ExpireAt)
+                }
+                _ => Effect::None,
+            });
+        }
+        if let Some(s) = stored {
+            // Windows this call does not name are kept while a bucket still counts.
+            entries.extend(
+                s.state.entries.into_iter().filter(|e| {
+                    !self.names(e.window_ms) && e.ends_at().is_some_and(|end| end > now)
+                }),
+            );
+        }
+        entries.retain(|e| !e.counts.is_empty());
+        if entries.len() > MAX_WINDOWS_PER_KEY {
+            return Err(Full);
+        }
+        entries.sort_unstable_by_key(|e| e.window_ms);
+        let state = State { entries };
+        Ok(
+            match state.entries.iter().filter_map(Entry::ends_at).max() {
+                Some(end) => Effect::Set {
+                    expires_at: UnixMillis::covering(end),
+                    state,
+                },
+                None => Effect::None,
+            },
+        )
+    }
+}
+
+impl Written for State {
+    fn value(&self) -> Value<'_> {
+        Value::String(self)
+    }
 }
 
 /// The buckets of one window in a key's state.
@@ -435,95 +593,20 @@ pub fn decide(
     now: Micros,
     req: &Request,
 ) -> std::result::Result<MultiOutcome<State>, KeyFull> {
-    let mut chooser = BindingChooser::default();
-    let mut updated: SmallVec<[SmallVec<[Entry; 3]>; 2]> = SmallVec::new();
-    for (k, st) in stored.iter().enumerate() {
-        let mut entries = SmallVec::new();
-        for w in &req.windows {
-            let window_ms = w.window.floor_millis();
-            let old = st.as_ref().and_then(|s| s.state.get(window_ms));
-            let pair = judge(old, now, w, req.buckets, req.cost);
-            chooser.offer(pair.verdict, Binding { key: k, window_ms });
-            entries.push(pair.updated);
-        }
-        updated.push(entries);
-    }
-    let denied = chooser.is_denied();
-    let first = req.windows.first();
-    let fallback = (
-        Verdict {
-            decision: Decision::Allowed,
-            limit: first.map_or(0, |w| w.limit),
-            remaining: first.map_or(0, |w| w.limit),
-            reset_after: Micros::ZERO,
-        },
-        Binding {
-            key: 0,
-            window_ms: first.map_or(0, |w| w.window.floor_millis()),
-        },
-    );
-    let (verdict, binding) = chooser.finish(fallback);
-    if denied || req.cost == 0 {
-        // Nothing is consumed. A key that lost its TTL gets it back (not on a peek).
-        let effects = stored
-            .iter()
-            .map(|st| match st {
-                Some(s) if denied && s.expires_at.is_none() && req.cost > 0 => {
-                    s.state.live_end(now).map_or(Effect::None, Effect::ExpireAt)
-                }
-                _ => Effect::None,
-            })
-            .collect();
-        return Ok(MultiOutcome {
-            verdict,
-            binding,
-            effects,
-        });
-    }
-    let effects = stored
-        .iter()
-        .zip(updated)
-        .enumerate()
-        .map(|(k, (st, mut entries))| {
-            if let Some(s) = st {
-                // Windows this call does not name are kept while a bucket still counts.
-                entries.extend(
-                    s.state
-                        .entries()
-                        .iter()
-                        .filter(|e| {
-                            !req.names(e.window_ms) && e.ends_at().is_some_and(|end| end > now)
-                        })
-                        .cloned(),
-                );
-            }
-            entries.retain(|e| !e.counts.is_empty());
-            if entries.len() > MAX_WINDOWS_PER_KEY {
-                return Err(KeyFull { key: k });
-            }
-            entries.sort_unstable_by_key(|e| e.window_ms);
-            let state = State { entries };
-            Ok(
-                match state.entries.iter().filter_map(Entry::ends_at).max() {
-                    Some(end) => Effect::Set {
-                        expires_at: UnixMillis::covering(end),
-                        state,
-                    },
-                    None => Effect::None,
-                },
-            )
-        })
-        .collect::<std::result::Result<_, _>>()?;
-    Ok(MultiOutcome {
-        verdict,
-        binding,
-        effects,
-    })
+    multikey::decide_each(
+        &req.rule,
+        stored,
+        now,
+        req.cost,
+        Rule::judge_stored,
+        req.rule.untouched(),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::multikey::Binding;
     use proptest::prelude::*;
 
     const T0: u64 = 1_700_000_000_000; // ms, on a second boundary

@@ -40,6 +40,18 @@ impl<S> Effect<S> {
     pub fn is_none(&self) -> bool {
         matches!(self, Effect::None)
     }
+
+    /// The same effect with its state changed by `f`.
+    pub fn map<T>(self, f: impl FnOnce(S) -> T) -> Effect<T> {
+        match self {
+            Effect::None => Effect::None,
+            Effect::Set { state, expires_at } => Effect::Set {
+                state: f(state),
+                expires_at,
+            },
+            Effect::ExpireAt(at) => Effect::ExpireAt(at),
+        }
+    }
 }
 
 /// The decision on one request against one key.

@@ -27,6 +27,16 @@ pub struct Verdict {
 pub const NO_RETRY: i64 = -1;
 
 impl Verdict {
+    /// An allowed request that found a limiter at full capacity and used nothing.
+    pub const fn untouched(limit: i64) -> Verdict {
+        Verdict {
+            decision: Decision::Allowed,
+            limit,
+            remaining: limit,
+            reset_after: Micros::ZERO,
+        }
+    }
+
     pub fn is_allowed(&self) -> bool {
         self.decision == Decision::Allowed
     }

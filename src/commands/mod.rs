@@ -1,12 +1,8 @@
-//! One file per command, each the same steps: parse the arguments (pure, in core),
-//! read the state of its keys, decide (pure, in core), write the effects, reply.
-//! A body returns what to count in `INFO ratelimit`, or the error to reply with.
+//! The commands' bodies. Every limiter command takes one path (`limit.rs`): parse the
+//! call (pure, in core), read its keys, judge each with its rule (pure, in core),
+//! decide, write, reply. The bulk TTL commands have their own. A body returns what to
+//! count in `INFO ratelimit`, or the error to reply with.
 
 pub mod bulkexpire;
-pub mod fixed;
-pub mod gcra;
-pub mod log;
-pub mod multi;
-mod multikey;
-pub mod sliding;
+pub mod limit;
 pub mod sweep;

@@ -1,0 +1,425 @@
+//! A call of a limiter command, parsed: which rule judges which key, the cost and the
+//! time, and how the reply names the binding rule. Every limiter command is one of
+//! three shapes, all decided the same way ([`crate::limiter::decide`]):
+//!
+//! ```text
+//! RL.FIXED key ...                      one key, one rule           [`Shape::Single`]
+//! RL.MULTI numkeys key... LIMIT ...     the same rule on each key   [`Shape::EachKey`]
+//! RL.ALL numkeys key... RULE...         one rule of any kind a key  [`Shape::All`]
+//! ```
+//!
+//! The limiters are listed once, in [`limiters!`] below: that list makes the [`Rule`]
+//! of any kind, its state and what it keeps between judging and writing, and RL.ALL's
+//! rule keywords.
+
+use crate::args::{parse_int, AtOther, Opt, Options, COST_AT};
+use crate::error::{Error, Result};
+use crate::limiter::{
+    parse_single, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
+};
+use crate::limits::MAX_ALL_KEYS;
+use crate::multikey;
+use crate::state::{Effect, StateKind};
+use crate::units::Micros;
+use crate::{fixed, gcra, log, multi, sliding};
+use smallvec::SmallVec;
+
+/// Every limiter, once: `Variant(its rule type)`. Adding a limiter is its core file,
+/// its line here, its twin function and its command's row.
+macro_rules! limiters {
+    ($($variant:ident($rule:ty)),* $(,)?) => {
+        /// A checked rule of any limiter.
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub enum Rule<'a> {
+            $($variant($rule),)*
+        }
+
+        /// What a rule of any limiter writes. Kept on the stack, one per key, whatever
+        /// the size of the largest (RL.SLIDING's buckets): no allocation per call.
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        #[allow(clippy::large_enum_variant)]
+        pub enum State<'a> {
+            $($variant(<$rule as Limiter>::State),)*
+        }
+
+        /// What a rule of any limiter keeps between judging and writing (on the stack,
+        /// as [`State`]).
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        #[allow(clippy::large_enum_variant)]
+        pub enum Pending<'a> {
+            $($variant(<$rule as Limiter>::Pending),)*
+        }
+
+        $(
+            impl<'a> From<$rule> for Rule<'a> {
+                fn from(rule: $rule) -> Rule<'a> {
+                    Rule::$variant(rule)
+                }
+            }
+        )*
+
+        impl<'a> Rule<'a> {
+            /// Its keyword in RL.ALL (`FIXED`).
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(Rule::$variant(_) => <$rule as Limiter>::KIND,)*
+                }
+            }
+
+            /// How errors name its state (and its command).
+            pub fn state_kind(&self) -> StateKind {
+                match self {
+                    $(Rule::$variant(_) => <$rule as Limiter>::STATE,)*
+                }
+            }
+
+            /// The type of key it keeps.
+            pub fn storage(&self) -> Storage {
+                match self {
+                    $(Rule::$variant(_) => <$rule as Limiter>::STORAGE,)*
+                }
+            }
+
+            pub fn check_cost(&self, cost: i64) -> Result<()> {
+                match self {
+                    $(Rule::$variant(r) => r.check_cost(cost),)*
+                }
+            }
+
+            pub fn judge(
+                &self,
+                key: KeyRead<'_>,
+                now: Micros,
+                cost: i64,
+            ) -> Result<Judgement<Pending<'a>>> {
+                match self {
+                    $(Rule::$variant(r) => r.judge(key, now, cost).map(|j| Judgement {
+                        verdict: j.verdict,
+                        window_ms: j.window_ms,
+                        booking: j.booking,
+                        pending: Pending::$variant(j.pending),
+                    }),)*
+                }
+            }
+
+            /// The write of a judgement once the call is settled (a judgement of
+            /// another rule writes nothing).
+            pub fn write(
+                &self,
+                pending: Pending<'a>,
+                settled: Settled,
+                now: Micros,
+                cost: i64,
+            ) -> std::result::Result<Effect<State<'a>>, Full> {
+                match (self, pending) {
+                    $((Rule::$variant(r), Pending::$variant(p)) => {
+                        r.write(p, settled, now, cost).map(|e| e.map(State::$variant))
+                    })*
+                    _ => Ok(Effect::None),
+                }
+            }
+        }
+
+        impl Written for State<'_> {
+            fn value(&self) -> Value<'_> {
+                match self {
+                    $(State::$variant(s) => s.value(),)*
+                }
+            }
+        }
+
+        /// RL.ALL's rule keyword `word` is, in its canonical spelling, if any. (The
+        /// lifetime names the rule types that borrow their arguments.)
+        #[allow(clippy::extra_unused_lifetimes)]
+        fn kind_of<'a>(word: &[u8]) -> Option<&'static str> {
+            [$(<$rule as Limiter>::KIND),*]
+                .into_iter()
+                .find(|k| word.eq_ignore_ascii_case(k.as_bytes()))
+        }
+
+        /// RL.ALL: the rule a keyword starts, read from the arguments after its key
+        /// position; with how many arguments it took. `None`: not a rule keyword.
+        fn parse_rule<'a>(kind: &[u8], args: &[&'a [u8]]) -> Option<Result<(Rule<'a>, usize)>> {
+            $(
+                if kind.eq_ignore_ascii_case(<$rule as Limiter>::KIND.as_bytes()) {
+                    return Some(rule_syntax::<$rule>(args));
+                }
+            )*
+            None
+        }
+    };
+}
+
+limiters! {
+    Fixed(fixed::Rule),
+    Gcra(gcra::Rule),
+    Multi(multi::Rule),
+    Sliding(sliding::Rule),
+    Log(log::Rule<'a>),
+}
+
+/// One rule of RL.ALL after its key position: its positional arguments and its own
+/// options, up to the next rule (or `COST`, `AT`).
+fn rule_syntax<'a, R>(args: &[&'a [u8]]) -> Result<(Rule<'a>, usize)>
+where
+    R: Syntax<'a> + Limiter + Into<Rule<'a>>,
+{
+    if args.len() < R::ARGS {
+        return Err(Error::WrongArity {
+            command: R::STATE.command,
+        });
+    }
+    let (positional, rest) = args.split_at(R::ARGS);
+    let positional = R::parse_args(positional)?;
+    let (opts, used) = Options::parse_prefix(rest, R::OPTIONS, AtOther::Stop)?;
+    Ok((R::build(positional, &opts)?.into(), R::ARGS + used))
+}
+
+/// How a call names its keys and its binding rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// `CMD key ...`: one key, one rule; five fields (six with a booking).
+    Single,
+    /// `CMD numkeys key... ...`: the same rule on every key; the binding key and window
+    /// follow the five fields; an invalid state names its key.
+    EachKey,
+    /// RL.ALL: one rule a key; the binding rule's place and key follow the five
+    /// fields; errors name their rule; a denial writes nothing at all.
+    All,
+}
+
+/// A parsed call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call<'a> {
+    pub command: &'static str,
+    pub shape: Shape,
+    /// How many keys the call names.
+    pub numkeys: usize,
+    /// (index of its key, rule), in the order the call gives the rules.
+    pub rules: SmallVec<[(usize, Rule<'a>); 2]>,
+    pub cost: i64,
+    pub at: Option<Micros>,
+}
+
+impl<'a> Call<'a> {
+    /// Where the keys are among the arguments (the command name is 0).
+    pub fn first_key(&self) -> usize {
+        match self.shape {
+            Shape::Single => 1,
+            Shape::EachKey | Shape::All => 2,
+        }
+    }
+
+    /// The error of rule `i` (0-based) on key `name`, as the call reports it: as the
+    /// rule's command gives it (a single key), naming the key (several keys), or
+    /// naming the rule too (RL.ALL). `WRONGTYPE` and the server's OOM are as they are.
+    pub fn rule_error(&self, i: usize, name: &[u8], e: Error) -> Error {
+        if matches!(e, Error::WrongType | Error::OutOfMemory) {
+            return e;
+        }
+        let e = match self.shape {
+            Shape::Single => e,
+            Shape::EachKey | Shape::All => e.for_key(name),
+        };
+        match (self.shape, self.rules.get(i)) {
+            (Shape::All, Some((_, rule))) => Error::InRule {
+                index: i + 1,
+                kind: rule.kind(),
+                inner: Box::new(e),
+            },
+            _ => e,
+        }
+    }
+
+    /// A single-key command: `CMD key <its arguments>`, after the command name.
+    pub fn single<R>(args: &[&'a [u8]]) -> Result<Call<'a>>
+    where
+        R: Syntax<'a> + Limiter + Into<Rule<'a>>,
+    {
+        let Some((_key, rest)) = args.split_first() else {
+            return Err(Error::WrongArity {
+                command: R::STATE.command,
+            });
+        };
+        let p = parse_single::<R>(rest)?;
+        Ok(Call {
+            command: R::STATE.command,
+            shape: Shape::Single,
+            numkeys: 1,
+            rules: SmallVec::from_iter([(0, p.rule.into())]),
+            cost: p.cost,
+            at: p.at,
+        })
+    }
+
+    /// The same rule on each of `numkeys` keys.
+    pub fn each_key(
+        command: &'static str,
+        numkeys: usize,
+        rule: Rule<'a>,
+        cost: i64,
+        at: Option<Micros>,
+    ) -> Call<'a> {
+        Call {
+            command,
+            shape: Shape::EachKey,
+            numkeys,
+            rules: (0..numkeys).map(|k| (k, rule.clone())).collect(),
+            cost,
+            at,
+        }
+    }
+}
+
+/// `RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]`.
+pub fn fixed<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
+    Call::single::<fixed::Rule>(args)
+}
+
+/// `RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]`.
+pub fn gcra<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
+    Call::single::<gcra::Rule>(args)
+}
+
+/// `RL.LOG key limit window [META value] [COST n] [AT unix_ms]`.
+pub fn log<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
+    Call::single::<log::Rule<'a>>(args)
+}
+
+/// `RL.MULTI numkeys key [key ...] LIMIT window limit [...] [COST n] [ALIGN] [AT ms]`.
+pub fn multi<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
+    let r = multi::parse_args(args)?;
+    Ok(Call::each_key(
+        multi::STATE.command,
+        r.numkeys(),
+        r.rule().clone().into(),
+        r.cost(),
+        r.at(),
+    ))
+}
+
+/// `RL.SLIDING numkeys key [key ...] LIMIT window limit [...] [BUCKETS n] [COST n]
+/// [AT ms]`.
+pub fn sliding<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
+    let r = sliding::parse_args(args)?;
+    Ok(Call::each_key(
+        sliding::STATE.command,
+        r.numkeys(),
+        r.rule().clone().into(),
+        r.cost(),
+        r.at(),
+    ))
+}
+
+/// `RL.ALL numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms]`: one rule per
+/// key, each naming its key by its 1-based position, `COST` and `AT` after the rules.
+pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
+    const COMMAND: &str = "RL.ALL";
+    // numkeys, one key, a rule keyword and its position, at least.
+    if args.len() < 4 {
+        return Err(Error::WrongArity { command: COMMAND });
+    }
+    let numkeys = match args.first().map(|raw| (raw, parse_int("numkeys", raw, 1))) {
+        Some((_, Ok(n))) if n as u64 <= MAX_ALL_KEYS as u64 => n as usize,
+        Some((raw, _)) => {
+            return Err(Error::InvalidAllNumKeys {
+                value: raw.to_vec(),
+            })
+        }
+        None => return Err(Error::WrongArity { command: COMMAND }),
+    };
+    let (_, rest) = multikey::parse_keys(args)?;
+    let mut rules: SmallVec<[(usize, Rule<'a>); 2]> = SmallVec::new();
+    let mut i = 0;
+    let mut opts = Options::default();
+    while let Some(word) = rest.get(i) {
+        let index = rules.len() + 1;
+        if Opt::named(word).is_some_and(|o| COST_AT.contains(&o)) {
+            opts = Options::parse(&rest[i..], &COST_AT).map_err(|e| match e {
+                Error::UnknownOption { value } if is_rule_keyword(&value) => {
+                    Error::RuleAfterOptions
+                }
+                other => other,
+            })?;
+            break;
+        }
+        if let Some(option) = Opt::named(word) {
+            // An option after a rule that does not take it.
+            let (index, kind) = rules
+                .last()
+                .map_or((index, COMMAND), |(_, r)| (rules.len(), r.kind()));
+            return Err(Error::InRule {
+                index,
+                kind,
+                inner: Box::new(Error::OptionNotInRule {
+                    option: option.keyword(),
+                }),
+            });
+        }
+        let in_rule = |kind: &'static str, e: Error| Error::InRule {
+            index,
+            kind,
+            inner: Box::new(e),
+        };
+        let after = rest.get(i + 1..).unwrap_or(&[]);
+        let Some(kind) = kind_of(word) else {
+            return Err(Error::UnknownRule {
+                value: word.to_vec(),
+            });
+        };
+        let raw_position = after.first().copied().unwrap_or(&[]);
+        let position = match parse_int("position", raw_position, 1) {
+            Ok(p) if p as u64 <= numkeys as u64 => p as usize,
+            _ => {
+                return Err(in_rule(
+                    kind,
+                    Error::InvalidPosition {
+                        value: raw_position.to_vec(),
+                        numkeys,
+                    },
+                ))
+            }
+        };
+        if let Some(by) = rules.iter().position(|(k, _)| *k == position - 1) {
+            return Err(in_rule(
+                kind,
+                Error::PositionTaken {
+                    position,
+                    by: by + 1,
+                },
+            ));
+        }
+        let (rule, used) = parse_rule(word, after.get(1..).unwrap_or(&[]))
+            .unwrap_or(Err(Error::UnknownRule {
+                value: word.to_vec(),
+            }))
+            .map_err(|e| in_rule(kind, e))?;
+        rules.push((position - 1, rule));
+        i += 2 + used;
+    }
+    if let Some(k) = (0..numkeys).find(|k| rules.iter().all(|(r, _)| r != k)) {
+        return Err(Error::KeyWithoutRule {
+            position: k + 1,
+            key: args.get(k + 1).map_or_else(Vec::new, |k| k.to_vec()),
+        });
+    }
+    for (i, (_, rule)) in rules.iter().enumerate() {
+        rule.check_cost(opts.cost).map_err(|e| Error::InRule {
+            index: i + 1,
+            kind: rule.kind(),
+            inner: Box::new(e),
+        })?;
+    }
+    Ok(Call {
+        command: COMMAND,
+        shape: Shape::All,
+        numkeys,
+        rules,
+        cost: opts.cost,
+        at: opts.at,
+    })
+}
+
+fn is_rule_keyword(word: &[u8]) -> bool {
+    kind_of(word).is_some()
+}

@@ -1,0 +1,275 @@
+//! Limiter state kept in a sorted set (RL.LOG's entries), beside `string_key.rs` for
+//! strings: opening it (`WRONGTYPE` for another type), reading it through the module's
+//! sorted-set API (each read O(log n), no `RedisModule_Call`), and writing an entry:
+//! the member added, the members that left the window removed, the absolute expiry set,
+//! each replicated as the plain command it stands for (`ZADD`, `ZREMRANGEBYSCORE`,
+//! `PEXPIREAT` with absolute times) and announced with that command's keyspace event.
+
+use crate::api::api;
+use crate::args::KeyName;
+use crate::effects;
+use crate::open_key::OpenKey;
+use ratelimit_core::log::{self, Append, Entry};
+use ratelimit_core::{Error, Micros, UnixMillis};
+use redis_module::{raw, Context};
+use smallvec::SmallVec;
+use std::cell::RefCell;
+use std::os::raw::c_int;
+
+const OK: c_int = raw::REDISMODULE_OK as c_int;
+
+thread_local! {
+    /// The member of a write, reused from call to call (commands run on the server's
+    /// main thread, one at a time).
+    static MEMBER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A sorted-set key opened for reading and writing, closed on drop.
+pub struct LogKey<'a> {
+    ctx: &'a Context,
+    name: KeyName<'a>,
+    key: OpenKey,
+    /// Whether the key exists (a sorted set; `open` refused other types).
+    exists: bool,
+}
+
+impl<'a> LogKey<'a> {
+    /// Open `name`; a key of another type is `WRONGTYPE`.
+    pub fn open(ctx: &'a Context, name: KeyName<'a>) -> Result<Self, Error> {
+        let key = OpenKey::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)?
+            .ok_or(Error::Internal("open key"))?;
+        let key_type = api!(RedisModule_KeyType)?;
+        // SAFETY: the key is open.
+        let exists = match unsafe { key_type(key.ptr()) } as isize {
+            raw::REDISMODULE_KEYTYPE_EMPTY => false,
+            raw::REDISMODULE_KEYTYPE_ZSET => true,
+            _ => return Err(Error::WrongType),
+        };
+        Ok(LogKey {
+            ctx,
+            name,
+            key,
+            exists,
+        })
+    }
+
+    /// Whether the key exists.
+    pub fn exists(&self) -> bool {
+        self.exists
+    }
+
+    /// Walk the members with a score in `[min, max]` (`min` excluded when `min_ex`), from
+    /// the first (or from the last, `backwards`), while `f` asks for more. The range is
+    /// stopped before returning, so the key can be written after.
+    fn walk(
+        &self,
+        (min, min_ex): (f64, bool),
+        max: f64,
+        backwards: bool,
+        f: &mut dyn FnMut(*mut raw::RedisModuleString, f64) -> Result<bool, Error>,
+    ) -> Result<(), Error> {
+        if !self.exists {
+            return Ok(());
+        }
+        let init = if backwards {
+            api!(RedisModule_ZsetLastInScoreRange)?
+        } else {
+            api!(RedisModule_ZsetFirstInScoreRange)?
+        };
+        let step = if backwards {
+            api!(RedisModule_ZsetRangePrev)?
+        } else {
+            api!(RedisModule_ZsetRangeNext)?
+        };
+        let (end_reached, current, stop, free) = (
+            api!(RedisModule_ZsetRangeEndReached)?,
+            api!(RedisModule_ZsetRangeCurrentElement)?,
+            api!(RedisModule_ZsetRangeStop)?,
+            api!(RedisModule_FreeString)?,
+        );
+        let k = self.key.ptr();
+        // SAFETY: the key is an open sorted set; the range is stopped below on every
+        // path.
+        if unsafe { init(k, min, max, c_int::from(min_ex), 0) } != OK {
+            return Err(Error::Internal("sorted set range"));
+        }
+        let mut result = Ok(());
+        // SAFETY: the range was started above and is live until `stop`.
+        while unsafe { end_reached(k) } == 0 {
+            let mut score = 0.0;
+            // SAFETY: the range is live and not at its end.
+            let ele = unsafe { current(k, &mut score) };
+            if ele.is_null() {
+                break;
+            }
+            let more = f(ele, score);
+            // SAFETY: the element was created for us by CurrentElement (no automatic
+            // memory in this context) and is not used after this.
+            unsafe { free(self.ctx.ctx, ele) };
+            match more {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+            // SAFETY: the range is live.
+            if unsafe { step(k) } == 0 {
+                break;
+            }
+        }
+        // SAFETY: stops the range started above.
+        unsafe { stop(k) };
+        result
+    }
+
+    /// The first (or last) member in a score range, read as a log entry.
+    fn one(&self, min: (f64, bool), max: f64, backwards: bool) -> Result<Option<Entry>, Error> {
+        let mut found = None;
+        self.walk(min, max, backwards, &mut |ele, score| {
+            found = Some(entry(ele, score)?);
+            Ok(false)
+        })?;
+        Ok(found)
+    }
+
+    /// Write an allowed request's entry, with the key's new absolute expiry.
+    pub fn append(&self, entry: &Append, expires_at: UnixMillis) -> Result<(), Error> {
+        let score = entry.time.0 as f64;
+        MEMBER.with(|buf| {
+            let mut member = buf
+                .try_borrow_mut()
+                .map_err(|_| Error::Internal("buffer"))?;
+            entry.member(&mut member);
+            let create = api!(RedisModule_CreateString)?;
+            let (add, free) = (api!(RedisModule_ZsetAdd)?, api!(RedisModule_FreeString)?);
+            // SAFETY: ctx is live; the buffer is copied into a new string.
+            let ele = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
+            if ele.is_null() {
+                return Err(Error::Internal("member"));
+            }
+            let mut flags: c_int = 0;
+            // SAFETY: the key is open for writing and empty or a sorted set; the
+            // server copies the member; the string is freed right after.
+            let rc = unsafe { add(self.key.ptr(), score, ele, &mut flags) };
+            // SAFETY: created above, not used after this.
+            unsafe { free(self.ctx.ctx, ele) };
+            if rc != OK {
+                return Err(Error::Internal("sorted set add"));
+            }
+            effects::member_added(self.ctx, self.name, entry.time, &member);
+            Ok(())
+        })?;
+        let removed = self.remove_through(entry.trim_through)?;
+        if removed > 0 {
+            effects::members_removed_through(self.ctx, self.name, entry.trim_through);
+        }
+        let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
+        // SAFETY: the key is open for writing and holds the set just written.
+        if unsafe { set_abs_expire(self.key.ptr(), effects::millis(expires_at)) } != OK {
+            return Err(Error::Internal("set expire"));
+        }
+        effects::expiry_set(self.ctx, self.name, expires_at);
+        Ok(())
+    }
+
+    /// Remove the members with a score at or below `through`; how many.
+    fn remove_through(&self, through: Micros) -> Result<usize, Error> {
+        let (create, rem, free) = (
+            api!(RedisModule_CreateString)?,
+            api!(RedisModule_ZsetRem)?,
+            api!(RedisModule_FreeString)?,
+        );
+        let mut leaving: SmallVec<[Vec<u8>; 4]> = SmallVec::new();
+        self.walk(
+            (raw::REDISMODULE_NEGATIVE_INFINITE, false),
+            through.0 as f64,
+            false,
+            &mut |ele, _| {
+                leaving.push(bytes(ele).to_vec());
+                Ok(true)
+            },
+        )?;
+        for member in &leaving {
+            // SAFETY: ctx is live; the bytes are copied into a new string.
+            let ele = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
+            if ele.is_null() {
+                return Err(Error::Internal("member"));
+            }
+            let mut deleted: c_int = 0;
+            // SAFETY: the key is an open sorted set (it holds the entry just added, so
+            // it is never emptied here); the string is freed right after.
+            let rc = unsafe { rem(self.key.ptr(), ele, &mut deleted) };
+            // SAFETY: created above, not used after this.
+            unsafe { free(self.ctx.ctx, ele) };
+            if rc != OK {
+                return Err(Error::Internal("sorted set remove"));
+            }
+        }
+        Ok(leaving.len())
+    }
+}
+
+/// The bytes of a live module string.
+fn bytes<'s>(s: *mut raw::RedisModuleString) -> &'s [u8] {
+    let mut len = 0;
+    let ptr = raw::string_ptr_len(s, &mut len);
+    if ptr.is_null() {
+        return &[];
+    }
+    // SAFETY: the server gives `len` readable bytes at `ptr`, alive as long as the
+    // string, which the caller keeps alive while it reads them.
+    unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
+}
+
+/// A member and its score, read as a log entry, or the invalid-state error.
+fn entry(ele: *mut raw::RedisModuleString, score: f64) -> Result<Entry, Error> {
+    log::parse_entry(bytes(ele), score).ok_or_else(|| log::STATE.invalid())
+}
+
+impl log::Index for LogKey<'_> {
+    fn members(&self) -> usize {
+        if !self.exists {
+            return 0;
+        }
+        match api!(RedisModule_ValueLength) {
+            // SAFETY: the key is an open sorted set.
+            Ok(len) => unsafe { len(self.key.ptr()) },
+            Err(_) => usize::MAX,
+        }
+    }
+
+    fn last(&self) -> Result<Option<Entry>, Error> {
+        self.one(
+            (raw::REDISMODULE_NEGATIVE_INFINITE, false),
+            raw::REDISMODULE_POSITIVE_INFINITE,
+            true,
+        )
+    }
+
+    fn first_after(&self, after: Micros) -> Result<Option<Entry>, Error> {
+        self.one(
+            (after.0 as f64, true),
+            raw::REDISMODULE_POSITIVE_INFINITE,
+            false,
+        )
+    }
+
+    fn last_through(&self, through: Micros) -> Result<Option<Entry>, Error> {
+        self.one(
+            (raw::REDISMODULE_NEGATIVE_INFINITE, false),
+            through.0 as f64,
+            true,
+        )
+    }
+
+    fn scan_after(&self, after: Micros, f: &mut dyn FnMut(Entry) -> bool) -> Result<(), Error> {
+        self.walk(
+            (after.0 as f64, true),
+            raw::REDISMODULE_POSITIVE_INFINITE,
+            false,
+            &mut |ele, score| Ok(f(entry(ele, score)?)),
+        )
+    }
+}
