@@ -9,6 +9,7 @@ mod any_key;
 mod api;
 mod args;
 mod clock;
+mod command_docs;
 mod commands;
 mod config;
 mod effects;
@@ -256,7 +257,13 @@ fn load(ctx: &Context) -> Result<(), String> {
         if rc != raw::REDISMODULE_OK as c_int {
             return Err(format!("could not create command {:?}", def.name));
         }
-        set_command_info(ctx.ctx, def.name, def.arity, def.keys, def.key_flags)?;
+        let doc = command_docs::find(def.name).ok_or_else(|| {
+            format!(
+                "command {:?} has no entry in command_docs.rs (COMMAND DOCS)",
+                def.name
+            )
+        })?;
+        set_command_info(ctx.ctx, def.name, def.arity, def.keys, def.key_flags, doc)?;
         categories = acl::set_categories(ctx, def.name, def.acl, own_category)?;
     }
     match categories {
