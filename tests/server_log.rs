@@ -79,7 +79,10 @@ fn the_load_log_says_what_the_server_did_with_acl_categories() {
         let log = server.log();
         let says = |text: &str| log.contains(text);
         let no_categories = "cannot put module commands in ACL categories";
-        let no_own = ["cannot add module ACL categories", "refused to add the ACL category"];
+        let no_own = [
+            "cannot add module ACL categories",
+            "refused to add the ACL category",
+        ];
         if cats.iter().any(|c| c == "@ratelimit") {
             assert!(cats.iter().any(|c| c == "@write"), "{cats:?}");
             assert!(
