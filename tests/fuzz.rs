@@ -1,5 +1,6 @@
-//! Random argument vectors against every command: each call gets an error or a
-//! well-formed reply, the server stays up, and a call that errors writes nothing.
+//! Random argument vectors against every command and every twin: each call gets an
+//! error or a well-formed reply, the server stays up, and a call that errors writes
+//! nothing.
 
 mod common;
 
@@ -290,6 +291,12 @@ const TARGETS: &[Target] = &[
         well_formed: multi_reply,
     },
     Target {
+        name: "RL.MULTI twin",
+        prefix: |t| vec![s("EVALSHA"), t.multi.clone().into_bytes()],
+        valid: valid_multi,
+        well_formed: multi_reply,
+    },
+    Target {
         name: "RL.LOG",
         prefix: |_| vec![s("RL.LOG")],
         valid: valid_log,
@@ -304,6 +311,12 @@ const TARGETS: &[Target] = &[
     Target {
         name: "RL.SLIDING",
         prefix: |_| vec![s("RL.SLIDING")],
+        valid: valid_sliding,
+        well_formed: multi_reply,
+    },
+    Target {
+        name: "RL.SLIDING twin",
+        prefix: |t| vec![s("EVALSHA"), t.sliding.clone().into_bytes()],
         valid: valid_sliding,
         well_formed: multi_reply,
     },
