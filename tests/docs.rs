@@ -17,7 +17,8 @@
 
 mod common;
 
-use common::{sweep_tool_path, Server};
+use common::server::{free_port, module_path, server_binary};
+use common::{sweep_tool_path, Client, Server, Value};
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -578,6 +579,152 @@ fn replaying_a_page_twice_catches_sessions_that_reuse_their_keys() {
         assert!(failures.is_empty(), "{failures:?}");
         replay_all(&server, &[session], Round::Again, &mut failures);
         assert_eq!(!failures.is_empty(), fails_again, "{failures:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// redis.conf.example
+
+/// A server process of this test, killed when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `redis-server redis.conf.example --port N`, as the file says to start it, from a
+/// directory laid out as the repository is after `make build`: the module under test
+/// where the file's `loadmodule` line says (a path relative to the repository root).
+/// The server starts and has the module, with the settings' defaults.
+#[test]
+fn redis_conf_example_starts_a_server_with_the_module() {
+    let conf = read("redis.conf.example");
+    let module_lines: Vec<&str> = conf
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("loadmodule "))
+        .collect();
+    let [module] = module_lines[..] else {
+        panic!("redis.conf.example: expected one loadmodule line, found {module_lines:?}");
+    };
+    let module = Path::new(module.trim());
+    assert!(
+        module.is_relative() && module.ends_with("target/release/libredis_ratelimit.so"),
+        "redis.conf.example: `loadmodule {}` must be the path `make build` gives, relative to \
+         the repository root, so that the file starts as written",
+        module.display()
+    );
+    let root_like = std::env::temp_dir().join(format!("rl-conf-example-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root_like);
+    let placed = root_like.join(module);
+    std::fs::create_dir_all(placed.parent().expect("a directory")).expect("create the layout");
+    std::os::unix::fs::symlink(module_path(), &placed).expect("place the module");
+    let port = free_port();
+    let log = std::fs::File::create(root_like.join("server.out")).expect("log file");
+    let server = Child(
+        Command::new(server_binary())
+            .arg(root().join("redis.conf.example"))
+            .args(["--port", &port.to_string()])
+            .current_dir(&root_like)
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .expect("run the server"),
+    );
+    let output = || std::fs::read_to_string(root_like.join("server.out")).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut c = loop {
+        if let Ok(mut c) = Client::connect(port) {
+            if c.try_cmd(&["PING"])
+                .is_ok_and(|v| v == Value::Status("PONG".into()))
+            {
+                break c;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "redis-server redis.conf.example did not start:\n{}",
+            output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let modules: Vec<String> = c
+        .cmd(&["MODULE", "LIST"])
+        .array()
+        .iter()
+        .map(|m| m.array()[1].text())
+        .collect();
+    assert!(
+        modules.iter().any(|m| m == "ratelimit"),
+        "{modules:?}\n{}",
+        output()
+    );
+    assert_eq!(c.cmd(&["RL.FIXED", "k", "1", "1m"]).ints()[..3], [0, 1, 0]);
+    for (name, value) in [("at-tolerance", "0"), ("acl-write-check", "yes")] {
+        assert!(
+            conf.contains(&format!("# ratelimit.{name} {value}\n")),
+            "redis.conf.example shows ratelimit.{name}'s default"
+        );
+        let setting = format!("ratelimit.{name}");
+        let got: Vec<String> = c
+            .cmd(&["CONFIG", "GET", &setting])
+            .array()
+            .iter()
+            .map(Value::text)
+            .collect();
+        assert_eq!(got, [setting, value.to_string()]);
+    }
+    let _ = c.try_cmd(&["SHUTDOWN", "NOSAVE"]);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&root_like);
+}
+
+// ---------------------------------------------------------------------------------
+// What Cargo.toml says, the files and the README say too
+
+/// The value of `name = "..."` in Cargo.toml's `[section]`.
+fn cargo_field(section: &str, name: &str) -> Option<String> {
+    let toml = read("Cargo.toml");
+    let mut in_section = false;
+    for line in toml.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_section = line == format!("[{section}]");
+            continue;
+        }
+        if !in_section {
+            continue;
+        }
+        if let Some((key, value)) = line.split_once('=') {
+            if key.trim() == name {
+                return Some(value.trim().trim_matches('"').to_string());
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn the_license_and_the_rust_version_are_what_cargo_toml_says() {
+    let license = cargo_field("workspace.package", "license").expect("a license in Cargo.toml");
+    assert_eq!(license, "MIT");
+    let text = std::fs::read_to_string(root().join("LICENSE")).expect("a LICENSE file");
+    assert!(
+        text.starts_with("MIT License\n") && text.contains("Permission is hereby granted"),
+        "LICENSE is not the MIT license that Cargo.toml names"
+    );
+    let rust = cargo_field("workspace.package", "rust-version").expect("rust-version");
+    let readme = read("README.md");
+    for wanted in [
+        format!("Rust {rust} or later installed"),
+        format!("It needs Rust {rust} or later"),
+    ] {
+        assert!(
+            readme.contains(&wanted),
+            "README.md must say \"{wanted}\" (Cargo.toml's rust-version is {rust})"
+        );
     }
 }
 
