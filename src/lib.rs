@@ -318,7 +318,7 @@ fn subscribe_to_shutdown(ctx: &Context) {
         return;
     };
     let event = raw::RedisModuleEvent {
-        id: raw::REDISMODULE_EVENT_SHUTDOWN as u64,
+        id: raw::REDISMODULE_EVENT_SHUTDOWN,
         dataver: 1,
     };
     // SAFETY: called during OnLoad with the module's context; the callback has the

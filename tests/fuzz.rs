@@ -480,7 +480,7 @@ fn calls_that_try_to_grow_state_and_work_stay_bounded() {
             let mut pattern = Vec::new();
             for _ in 0..rng.range(1, 400) {
                 let run = rng.range(1, 50) as usize;
-                pattern.extend(std::iter::repeat(b'*').take(run));
+                pattern.extend(std::iter::repeat_n(b'*', run));
                 pattern.push(*rng.pick(b"ap?["));
             }
             let reply = c.cmd(&[
