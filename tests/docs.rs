@@ -717,6 +717,21 @@ fn the_license_is_the_one_cargo_toml_names() {
     );
 }
 
+#[test]
+fn the_readme_states_the_rust_version_of_cargo_toml() {
+    let rust = cargo_field("workspace.package", "rust-version").expect("rust-version");
+    let readme = read("README.md");
+    for wanted in [
+        format!("Rust {rust} or later installed"),
+        format!("It needs Rust {rust} or later (`rust-version` in `Cargo.toml`"),
+    ] {
+        assert!(
+            readme.contains(&wanted),
+            "README.md must say \"{wanted}\" (Cargo.toml's rust-version is {rust})"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // Examples
 
