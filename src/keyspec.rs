@@ -1,7 +1,8 @@
-//! Arity and key specs through `RedisModule_SetCommandInfo` (Redis 7.0+), so that
-//! `COMMAND GETKEYS`, Cluster routing, `CROSSSLOT` and ACL key patterns see exactly
-//! the keys each command names; and the answer to a server that asks a command where
-//! its keys are.
+//! Arity, key specs and documentation through `RedisModule_SetCommandInfo` (Redis
+//! 7.0+), so that `COMMAND GETKEYS`, Cluster routing, `CROSSSLOT` and ACL key patterns
+//! see exactly the keys each command names, and `COMMAND DOCS` (and so `redis-cli`'s
+//! hints) describes its arguments (`command_docs.rs`); and the answer to a server that
+//! asks a command where its keys are.
 //!
 //! Why by hand and not with redis-module's `#[command]` attribute, which builds the
 //! same information: the attribute registers through an API that Redis 7.0 does not
@@ -12,6 +13,7 @@
 
 use crate::api::api;
 use crate::args::{Args, KeyNames};
+use crate::command_docs::{CommandDoc, ServerArgs};
 use ratelimit_core::multikey;
 use redis_module::{raw, Context};
 use std::ffi::CStr;
@@ -69,14 +71,15 @@ pub const READ_WRITE_UPDATE: u64 = (raw::REDISMODULE_CMD_KEY_RW
 pub const WRITE_UPDATE: u64 =
     (raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE) as u64;
 
-/// Set `name`'s arity and key spec. Fails (the module then refuses to load) when the
-/// server lacks the API.
+/// Set `name`'s arity, key spec and documentation. Fails (the module then refuses to
+/// load) when the server lacks the API.
 pub fn set_command_info(
     ctx: *mut raw::RedisModuleCtx,
     name: &CStr,
     arity: i32,
     keys: KeySpec,
     key_flags: u64,
+    doc: &CommandDoc,
 ) -> Result<(), String> {
     let (Ok(get_command), Ok(set_info)) = (
         api!(RedisModule_GetCommand),
@@ -147,8 +150,16 @@ pub fn set_command_info(
     if !matches!(keys, KeySpec::None) {
         info.key_specs = specs.as_mut_ptr();
     }
-    // SAFETY: `info` and everything it points to live until the call returns; the
-    // server copies what it keeps.
+    info.summary = doc.summary.as_ptr();
+    info.complexity = doc.complexity.as_ptr();
+    info.since = doc.since.as_ptr();
+    if let Some(tips) = doc.tips {
+        info.tips = tips.as_ptr();
+    }
+    let mut args = ServerArgs::new(doc.args);
+    info.args = args.as_mut_ptr();
+    // SAFETY: `info` and everything it points to (the static strings, `specs`, `args`)
+    // live until the call returns; the server copies what it keeps.
     let rc = unsafe { set_info(command, &info) };
     if rc != raw::REDISMODULE_OK as i32 {
         return Err(format!("RedisModule_SetCommandInfo failed for {name:?}"));

@@ -9,6 +9,7 @@ mod any_key;
 mod api;
 mod args;
 mod clock;
+mod command_docs;
 mod commands;
 mod config;
 mod effects;
@@ -27,6 +28,7 @@ use ratelimit_core::call;
 use redis_module::{raw, Context, InfoContext};
 use std::ffi::{CStr, CString};
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 // The module allocates with the server's allocator; anything linked outside a server
 // (tests, tools) uses the system one.
@@ -248,6 +250,9 @@ fn load(ctx: &Context) -> Result<(), String> {
     static_strings::make_all()?;
     let create = api::api!(RedisModule_CreateCommand).map_err(|e| e.to_string())?;
     let own_category = acl::add_own_category(ctx);
+    // Why a server that can add categories refused ours: errno, read at once.
+    let refused = (!own_category && api::api!(RedisModule_AddACLCategory).is_ok())
+        .then(std::io::Error::last_os_error);
     let mut categories = acl::Categories::SelfCheck;
     for def in COMMANDS {
         let (first, last, step) = def.keys.legacy_range();
@@ -275,19 +280,19 @@ fn load(ctx: &Context) -> Result<(), String> {
         if rc != raw::REDISMODULE_OK as c_int {
             return Err(format!("could not create command {:?}", def.name));
         }
-        set_command_info(ctx.ctx, def.name, def.arity, def.keys, def.key_flags)?;
+        let doc = command_docs::find(def.name).ok_or_else(|| {
+            format!(
+                "command {:?} has no entry in command_docs.rs (COMMAND DOCS)",
+                def.name
+            )
+        })?;
+        set_command_info(ctx.ctx, def.name, def.arity, def.keys, def.key_flags, doc)?;
         categories = acl::set_categories(ctx, def.name, def.acl, own_category)?;
     }
-    match categories {
-        acl::Categories::WithOwn => {}
-        acl::Categories::ServerOnly => ctx.log_notice(
-            "ratelimit: this server cannot add module ACL categories: the commands are in @write and the server's other categories, but there is no @ratelimit",
-        ),
-        acl::Categories::SelfCheck => ctx.log_warning(
-            "ratelimit: this server cannot put module commands in ACL categories (Redis 7.2+ and Valkey 8+ can): rules such as +@write or -@write do not name the RL.* commands; grant them by name (+rl.fixed ...). The module refuses its commands to users who may not run SET (limiters) or PEXPIRE (bulk TTL commands).",
-        ),
-    }
+    // The settings first: what the log says below depends on them.
     config::register(ctx)?;
+    log_acl_categories(ctx, categories, refused);
+    subscribe_to_shutdown(ctx);
     raw::register_info_function(ctx.ctx, Some(info));
     Ok(())
 }
@@ -297,13 +302,74 @@ extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) 
     stats::info(&InfoContext::new(ctx));
 }
 
+/// Say in the server's log what the ACL categories of the commands are on this server,
+/// when they are not the full set (`@write` and the others, and `@ratelimit`).
+/// `refused`: why the server refused to add `@ratelimit`, when it can add categories.
+fn log_acl_categories(ctx: &Context, categories: acl::Categories, refused: Option<std::io::Error>) {
+    match (categories, refused) {
+        (acl::Categories::WithOwn, _) => {}
+        (acl::Categories::ServerOnly, None) => ctx.log_notice(
+            "ratelimit: this server cannot add module ACL categories (Redis 7.4+ and Valkey 8+ can): the commands are in @write and the server's other categories, but there is no @ratelimit",
+        ),
+        // EBUSY: a category of that name exists.
+        (acl::Categories::ServerOnly, Some(why)) => {
+            ctx.log_warning(&format!(
+                "ratelimit: the server refused to add the ACL category @ratelimit ({why}; another module may have added a category of that name): the commands are in @write and the server's other categories, but not in @ratelimit"
+            ));
+        }
+        (acl::Categories::SelfCheck, _) if config::acl_write_check() => ctx.log_warning(
+            "ratelimit: this server cannot put module commands in ACL categories (Redis 7.2+ and Valkey 8+ can): rules such as +@write or -@write do not name the RL.* commands; grant them by name (+rl.fixed ...). The module refuses its commands to users who may not run SET (limiters) or PEXPIRE (bulk TTL commands).",
+        ),
+        (acl::Categories::SelfCheck, _) => ctx.log_warning(
+            "ratelimit: this server cannot put module commands in ACL categories (Redis 7.2+ and Valkey 8+ can): rules such as +@write or -@write do not name the RL.* commands; grant them by name (+rl.fixed ...). The module's own write check is off (ratelimit.acl-write-check no): a user granted an RL.* command can write through it even where it may not run SET or PEXPIRE.",
+        ),
+    }
+}
+
+/// Whether the server has announced its shutdown: from then on it may unload every
+/// module (Valkey 9 does), and that unload is not a `MODULE UNLOAD`.
+static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+
+/// Ask the server to tell the module when it shuts down. The server announces it once
+/// the shutdown can no longer fail (after the last save), just before it exits.
+fn subscribe_to_shutdown(ctx: &Context) {
+    let Ok(subscribe) = api::api!(RedisModule_SubscribeToServerEvent) else {
+        return;
+    };
+    let event = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_SHUTDOWN,
+        dataver: 1,
+    };
+    // SAFETY: called during OnLoad with the module's context; the callback has the
+    // server's signature and lives as long as the module.
+    if unsafe { subscribe(ctx.ctx, event, Some(on_shutdown)) } != raw::REDISMODULE_OK as c_int {
+        ctx.log_notice("ratelimit: cannot subscribe to the shutdown event: a server that unloads modules at shutdown will log that it refused");
+    }
+}
+
+/// The server is shutting down.
+unsafe extern "C" fn on_shutdown(
+    _ctx: *mut raw::RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut std::ffi::c_void,
+) {
+    SHUTTING_DOWN.store(true, Ordering::SeqCst);
+}
+
 /// The server's entry point for `MODULE UNLOAD`: always refused. A client can queue a
 /// module command in `MULTI` and another can unload the module before `EXEC`; the
 /// server then runs a command whose code is gone and crashes. No state of this module
 /// needs unloading to upgrade: restart the server (or fail over to a replica started
 /// with the new module file).
+///
+/// A server that unloads its modules as it shuts down (Valkey 9) calls this too, after
+/// the shutdown event: that unload is accepted, quietly, since no command runs again.
 #[no_mangle]
 pub extern "C" fn RedisModule_OnUnload(ctx: *mut raw::RedisModuleCtx) -> c_int {
+    if SHUTTING_DOWN.load(Ordering::SeqCst) {
+        return raw::Status::Ok as c_int;
+    }
     Context::new(ctx).log_warning(
         "ratelimit: MODULE UNLOAD is refused (a command queued in MULTI would crash the server at EXEC); to remove or upgrade the module, restart the server",
     );

@@ -35,12 +35,12 @@ pub static SET: StaticString = StaticString::new(c"SET");
 pub static PEXPIRE: StaticString = StaticString::new(c"PEXPIRE");
 pub static ANY_VALUE: StaticString = StaticString::new(c"1");
 
-const ALL: [&StaticString; 4] = [&PXAT, &SET, &PEXPIRE, &ANY_VALUE];
+static ALL: [&StaticString; 4] = [&PXAT, &SET, &PEXPIRE, &ANY_VALUE];
 
 /// Make every static string (during OnLoad).
 pub fn make_all() -> Result<(), String> {
     let create = api!(RedisModule_CreateString).map_err(|e| e.to_string())?;
-    for s in ALL {
+    for s in &ALL {
         // SAFETY: a null context makes a string owned by the module, which keeps it for
         // the life of the server; the text is a static C string.
         let p = unsafe {

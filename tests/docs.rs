@@ -1,9 +1,12 @@
 //! The user documentation is checked, so that a changed reply, error text or make
 //! target breaks the build rather than the reader:
 //!
-//! - every ```console block of README.md and docs/ is a session that is replayed
-//!   against a fresh server with the module, with the real `redis-cli`, and must print
-//!   exactly what the block shows (trailing `# ...` notes on output lines excepted);
+//! - every ```console block of README.md and docs/ is a session that is replayed with
+//!   the real `redis-cli` and must print exactly what the block shows (trailing `# ...`
+//!   notes on output lines excepted): each page's sessions top to bottom on one server
+//!   with the module, then all of them again on the same server, without flushing, so
+//!   that a reader who runs a page twice, or on a server that already holds its keys,
+//!   sees what it shows;
 //! - every example in examples/ runs its self-check against a fresh server;
 //! - every ```python block of README.md and docs/ is an excerpt of a file in examples/
 //!   (the docs show the tested files, never copies);
@@ -14,7 +17,8 @@
 
 mod common;
 
-use common::{sweep_tool_path, Server};
+use common::server::{free_port, module_path, server_binary};
+use common::{sweep_tool_path, Client, Server, Value};
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -70,6 +74,8 @@ fn user_docs() -> Vec<String> {
 struct Block {
     file: String,
     lang: String,
+    /// The words after the language on the opening fence (`console fresh-server`).
+    attributes: Vec<String>,
     fence_line: usize,
     indent: usize,
     lines: Vec<(usize, String)>,
@@ -84,9 +90,11 @@ fn fenced_blocks(file: &str, text: &str) -> Vec<Block> {
         match open.take() {
             None if fence => {
                 let info = line.trim_start().trim_start_matches('`').trim();
+                let mut words = info.split_whitespace().map(str::to_string);
                 open = Some(Block {
                     file: file.to_string(),
-                    lang: info.split_whitespace().next().unwrap_or("").to_string(),
+                    lang: words.next().unwrap_or_default(),
+                    attributes: words.collect(),
                     fence_line: n,
                     indent: line.len() - line.trim_start().len(),
                     lines: Vec::new(),
@@ -325,12 +333,65 @@ fn show(lines: &[String]) -> String {
     lines.iter().map(|l| format!("      {l}\n")).collect()
 }
 
+/// Which replay of a page: the first runs on a server that has never seen the page's
+/// keys, the second on the same server right after it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Round {
+    First,
+    Again,
+}
+
+/// The attribute that marks a session whose output depends on more of the server's
+/// history than its keys (`INFO ratelimit` counts every call since the module loaded):
+/// it is replayed once, on a server of its own that has served nothing else, and the
+/// page says so.
+const FRESH_SERVER: &str = "fresh-server";
+
+/// How many keys a `redis-cli DEL k ...` (or `UNLINK`) step names; `None` for any other
+/// step. A session that starts by deleting its keys replays the same whatever ran
+/// before, except for that first reply: the number of keys that were there.
+fn deleted_keys(command: &str) -> Option<usize> {
+    let mut words = command.split_whitespace();
+    if words.next() != Some("redis-cli") {
+        return None;
+    }
+    let verb = words.next()?;
+    if !verb.eq_ignore_ascii_case("DEL") && !verb.eq_ignore_ascii_case("UNLINK") {
+        return None;
+    }
+    let keys = words.count();
+    (keys > 0).then_some(keys)
+}
+
+/// Whether `got` is what `step` may print. Exactly the page's lines, except that when
+/// the page is replayed again, a `DEL` of `n` keys may count any number from 0 to `n`
+/// (the page shows the count of a first run, and says so).
+fn step_matches(step: &Step, expected: &[String], got: &[String], round: Round) -> bool {
+    if expected == got {
+        return true;
+    }
+    let Some(keys) = deleted_keys(&step.command) else {
+        return false;
+    };
+    let is_count = |lines: &[String]| -> Option<usize> {
+        match lines {
+            [line] => line
+                .strip_prefix("(integer) ")
+                .and_then(|n| n.parse::<usize>().ok()),
+            _ => None,
+        }
+    };
+    round == Round::Again
+        && is_count(expected).is_some()
+        && is_count(got).is_some_and(|n| n <= keys)
+}
+
 /// Compare one session's output with the page; a description of every difference.
-fn compare(block: &Block, steps: &[Step], outputs: &[Vec<String>]) -> Vec<String> {
+fn compare(block: &Block, steps: &[Step], outputs: &[Vec<String>], round: Round) -> Vec<String> {
     let mut failures = Vec::new();
     for (step, got) in steps.iter().zip(outputs) {
         let expected: Vec<String> = step.expected.iter().map(|(_, l)| l.clone()).collect();
-        if &expected == got {
+        if step_matches(step, &expected, got, round) {
             continue;
         }
         let first = expected
@@ -339,8 +400,16 @@ fn compare(block: &Block, steps: &[Step], outputs: &[Vec<String>]) -> Vec<String
             .position(|(e, g)| e != g)
             .unwrap_or(expected.len().min(got.len()));
         let at = step.expected.get(first).map_or(step.line, |(n, _)| *n);
+        let when = match round {
+            Round::First => "",
+            Round::Again => {
+                " when the page is replayed a second time on the same server (a session \
+                 must delete the keys it writes first, or use keys no other session of the \
+                 page uses)"
+            }
+        };
         failures.push(format!(
-            "{}:{at}: `{}` (line {}) prints something else (first difference at output line {})\n    expected:\n{}    got:\n{}",
+            "{}:{at}: `{}` (line {}) prints something else{when} (first difference at output line {})\n    expected:\n{}    got:\n{}",
             block.file,
             step.command,
             step.line,
@@ -352,28 +421,62 @@ fn compare(block: &Block, steps: &[Step], outputs: &[Vec<String>]) -> Vec<String
     failures
 }
 
+/// A page's console sessions, parsed; parse errors go to `failures`.
+fn page_sessions(file: &str, failures: &mut Vec<String>) -> Vec<(Block, Vec<Step>)> {
+    let mut sessions = Vec::new();
+    for block in fenced_blocks(file, &read(file)) {
+        if block.lang != "console" {
+            continue;
+        }
+        if let Some(unknown) = block.attributes.iter().find(|a| *a != FRESH_SERVER) {
+            failures.push(format!(
+                "{file}:{}: unknown console block attribute `{unknown}` (only `{FRESH_SERVER}`)",
+                block.fence_line
+            ));
+            continue;
+        }
+        match parse_session(&block) {
+            Ok(steps) => sessions.push((block, steps)),
+            Err(e) => failures.push(e),
+        }
+    }
+    sessions
+}
+
+/// Replay `sessions` in order on `server`, comparing each with its page.
+fn replay_all(
+    server: &Server,
+    sessions: &[&(Block, Vec<Step>)],
+    round: Round,
+    failures: &mut Vec<String>,
+) {
+    for (block, steps) in sessions {
+        match replay(server, steps) {
+            Ok(outputs) => failures.extend(compare(block, steps, &outputs, round)),
+            Err(e) => failures.push(format!("{}:{}: {e}", block.file, block.fence_line)),
+        }
+    }
+}
+
 #[test]
 fn console_sessions_print_what_the_docs_show() {
     let mut failures = Vec::new();
-    let mut sessions = 0;
+    let mut count = 0;
     for file in user_docs() {
-        for block in fenced_blocks(&file, &read(&file)) {
-            if block.lang != "console" {
-                continue;
-            }
-            let steps = match parse_session(&block) {
-                Ok(steps) => steps,
-                Err(e) => {
-                    failures.push(e);
-                    continue;
-                }
-            };
-            sessions += 1;
+        let sessions = page_sessions(&file, &mut failures);
+        count += sessions.len();
+        let (fresh, shared): (Vec<_>, Vec<_>) = sessions
+            .iter()
+            .partition(|(block, _)| block.attributes.iter().any(|a| a == FRESH_SERVER));
+        if !shared.is_empty() {
+            // The whole page, then the whole page again: no flush, no restart.
             let server = Server::start();
-            match replay(&server, &steps) {
-                Ok(outputs) => failures.extend(compare(&block, &steps, &outputs)),
-                Err(e) => failures.push(format!("{}:{}: {e}", block.file, block.fence_line)),
-            }
+            replay_all(&server, &shared, Round::First, &mut failures);
+            replay_all(&server, &shared, Round::Again, &mut failures);
+        }
+        for session in fresh {
+            let server = Server::start();
+            replay_all(&server, &[session], Round::First, &mut failures);
         }
     }
     assert!(
@@ -383,8 +486,8 @@ fn console_sessions_print_what_the_docs_show() {
         failures.join("\n")
     );
     assert!(
-        sessions >= 10,
-        "only {sessions} console sessions found in README.md and docs/"
+        count >= 10,
+        "only {count} console sessions found in README.md and docs/"
     );
 }
 
@@ -410,6 +513,7 @@ fn session_parsing_and_notes() {
     let block = Block {
         file: "t.md".into(),
         lang: "console".into(),
+        attributes: Vec::new(),
         fence_line: 1,
         indent: 0,
         lines: vec![(2, "1) (integer) 0".into())],
@@ -417,6 +521,214 @@ fn session_parsing_and_notes() {
     match parse_session(&block) {
         Err(e) => assert!(e.contains("t.md:2"), "{e}"),
         Ok(_) => panic!("output before any command was accepted"),
+    }
+}
+
+/// A session parsed from the lines of a console block.
+fn session_of(text: &str) -> (Block, Vec<Step>) {
+    let blocks = fenced_blocks("t.md", &format!("```console\n{text}```\n"));
+    let block = blocks.into_iter().next().expect("one block");
+    let steps = parse_session(&block).expect("a valid session");
+    (block, steps)
+}
+
+#[test]
+fn delete_counts_may_differ_only_when_replayed_again() {
+    assert_eq!(deleted_keys("redis-cli DEL a b"), Some(2));
+    assert_eq!(deleted_keys("redis-cli unlink '{u}:a'"), Some(1));
+    assert_eq!(deleted_keys("redis-cli DEL"), None);
+    assert_eq!(deleted_keys("redis-cli GET a"), None);
+    let (_, steps) = session_of("$ redis-cli DEL a b\n(integer) 0\n$ redis-cli GET a\n(nil)\n");
+    let lines = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let zero = lines(&["(integer) 0"]);
+    for (n, round, ok) in [
+        ("0", Round::First, true),
+        ("1", Round::First, false),
+        ("2", Round::Again, true),
+        ("3", Round::Again, false),
+    ] {
+        let got = lines(&[&format!("(integer) {n}")]);
+        assert_eq!(
+            step_matches(&steps[0], &zero, &got, round),
+            ok,
+            "{n} {round:?}"
+        );
+    }
+    let nil = lines(&["(nil)"]);
+    assert!(!step_matches(
+        &steps[1],
+        &nil,
+        &lines(&["\"x\""]),
+        Round::Again
+    ));
+}
+
+/// The check itself: a session that writes a key without deleting it first passes on
+/// a fresh server and fails when the page is replayed again; deleting it first makes
+/// it pass both times.
+#[test]
+fn replaying_a_page_twice_catches_sessions_that_reuse_their_keys() {
+    let server = Server::start();
+    let careless = session_of("$ redis-cli INCR docs:probe\n(integer) 1\n");
+    let careful = session_of(
+        "$ redis-cli DEL docs:probe2\n(integer) 0\n$ redis-cli INCR docs:probe2\n(integer) 1\n",
+    );
+    for (session, fails_again) in [(&careless, true), (&careful, false)] {
+        let mut failures = Vec::new();
+        replay_all(&server, &[session], Round::First, &mut failures);
+        assert!(failures.is_empty(), "{failures:?}");
+        replay_all(&server, &[session], Round::Again, &mut failures);
+        assert_eq!(!failures.is_empty(), fails_again, "{failures:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// redis.conf.example
+
+/// A server process of this test, killed when dropped.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `redis-server redis.conf.example --port N`, as the file says to start it, from a
+/// directory laid out as the repository is after `make build`: the module under test
+/// where the file's `loadmodule` line says (a path relative to the repository root).
+/// The server starts and has the module, with the settings' defaults.
+#[test]
+fn redis_conf_example_starts_a_server_with_the_module() {
+    let conf = read("redis.conf.example");
+    let module_lines: Vec<&str> = conf
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("loadmodule "))
+        .collect();
+    let [module] = module_lines[..] else {
+        panic!("redis.conf.example: expected one loadmodule line, found {module_lines:?}");
+    };
+    let module = Path::new(module.trim());
+    assert!(
+        module.is_relative() && module.ends_with("target/release/libredis_ratelimit.so"),
+        "redis.conf.example: `loadmodule {}` must be the path `make build` gives, relative to \
+         the repository root, so that the file starts as written",
+        module.display()
+    );
+    let root_like = std::env::temp_dir().join(format!("rl-conf-example-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root_like);
+    let placed = root_like.join(module);
+    std::fs::create_dir_all(placed.parent().expect("a directory")).expect("create the layout");
+    std::os::unix::fs::symlink(module_path(), &placed).expect("place the module");
+    let port = free_port();
+    let log = std::fs::File::create(root_like.join("server.out")).expect("log file");
+    let server = Child(
+        Command::new(server_binary())
+            .arg(root().join("redis.conf.example"))
+            .args(["--port", &port.to_string()])
+            .current_dir(&root_like)
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .expect("run the server"),
+    );
+    let output = || std::fs::read_to_string(root_like.join("server.out")).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut c = loop {
+        if let Ok(mut c) = Client::connect(port) {
+            if c.try_cmd(&["PING"])
+                .is_ok_and(|v| v == Value::Status("PONG".into()))
+            {
+                break c;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "redis-server redis.conf.example did not start:\n{}",
+            output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let modules: Vec<String> = c
+        .cmd(&["MODULE", "LIST"])
+        .array()
+        .iter()
+        .map(|m| m.array()[1].text())
+        .collect();
+    assert!(
+        modules.iter().any(|m| m == "ratelimit"),
+        "{modules:?}\n{}",
+        output()
+    );
+    assert_eq!(c.cmd(&["RL.FIXED", "k", "1", "1m"]).ints()[..3], [0, 1, 0]);
+    for (name, value) in [("at-tolerance", "0"), ("acl-write-check", "yes")] {
+        assert!(
+            conf.contains(&format!("# ratelimit.{name} {value}\n")),
+            "redis.conf.example shows ratelimit.{name}'s default"
+        );
+        let setting = format!("ratelimit.{name}");
+        let got: Vec<String> = c
+            .cmd(&["CONFIG", "GET", &setting])
+            .array()
+            .iter()
+            .map(Value::text)
+            .collect();
+        assert_eq!(got, [setting, value.to_string()]);
+    }
+    let _ = c.try_cmd(&["SHUTDOWN", "NOSAVE"]);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&root_like);
+}
+
+// ---------------------------------------------------------------------------------
+// What Cargo.toml says, the files and the README say too
+
+/// The value of `name = "..."` in Cargo.toml's `[section]`.
+fn cargo_field(section: &str, name: &str) -> Option<String> {
+    let toml = read("Cargo.toml");
+    let mut in_section = false;
+    for line in toml.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_section = line == format!("[{section}]");
+            continue;
+        }
+        if !in_section {
+            continue;
+        }
+        if let Some((key, value)) = line.split_once('=') {
+            if key.trim() == name {
+                return Some(value.trim().trim_matches('"').to_string());
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn the_license_is_the_one_cargo_toml_names() {
+    let license = cargo_field("workspace.package", "license").expect("a license in Cargo.toml");
+    assert_eq!(license, "MIT");
+    let text = std::fs::read_to_string(root().join("LICENSE")).expect("a LICENSE file");
+    assert!(
+        text.starts_with("MIT License\n") && text.contains("Permission is hereby granted"),
+        "LICENSE is not the MIT license that Cargo.toml names"
+    );
+}
+
+#[test]
+fn the_readme_states_the_rust_version_of_cargo_toml() {
+    let rust = cargo_field("workspace.package", "rust-version").expect("rust-version");
+    let readme = read("README.md");
+    for wanted in [
+        format!("Rust {rust} or later installed"),
+        format!("It needs Rust {rust} or later (`rust-version` in `Cargo.toml`"),
+    ] {
+        assert!(
+            readme.contains(&wanted),
+            "README.md must say \"{wanted}\" (Cargo.toml's rust-version is {rust})"
+        );
     }
 }
 

@@ -1,5 +1,6 @@
-//! Random argument vectors against every command: each call gets an error or a
-//! well-formed reply, the server stays up, and a call that errors writes nothing.
+//! Random argument vectors against every command and every twin: each call gets an
+//! error or a well-formed reply, the server stays up, and a call that errors writes
+//! nothing.
 
 mod common;
 
@@ -290,6 +291,12 @@ const TARGETS: &[Target] = &[
         well_formed: multi_reply,
     },
     Target {
+        name: "RL.MULTI twin",
+        prefix: |t| vec![s("EVALSHA"), t.multi.clone().into_bytes()],
+        valid: valid_multi,
+        well_formed: multi_reply,
+    },
+    Target {
         name: "RL.LOG",
         prefix: |_| vec![s("RL.LOG")],
         valid: valid_log,
@@ -304,6 +311,12 @@ const TARGETS: &[Target] = &[
     Target {
         name: "RL.SLIDING",
         prefix: |_| vec![s("RL.SLIDING")],
+        valid: valid_sliding,
+        well_formed: multi_reply,
+    },
+    Target {
+        name: "RL.SLIDING twin",
+        prefix: |t| vec![s("EVALSHA"), t.sliding.clone().into_bytes()],
         valid: valid_sliding,
         well_formed: multi_reply,
     },
@@ -467,7 +480,7 @@ fn calls_that_try_to_grow_state_and_work_stay_bounded() {
             let mut pattern = Vec::new();
             for _ in 0..rng.range(1, 400) {
                 let run = rng.range(1, 50) as usize;
-                pattern.extend(std::iter::repeat(b'*').take(run));
+                pattern.extend(std::iter::repeat_n(b'*', run));
                 pattern.push(*rng.pick(b"ap?["));
             }
             let reply = c.cmd(&[

@@ -7,7 +7,9 @@ mod common;
 
 use common::keyspace::expiries;
 use common::workload::{self, snapshot};
-use common::{at_base, state, states, wait_for_replicas, Server, Twins, HOUR, SECOND};
+use common::{
+    at_base, state, states, wait_for_replicas, Client, Rng, Server, Twins, Value, HOUR, SECOND,
+};
 
 #[test]
 fn every_command_replicas_with_and_without_the_module_hold_the_primarys_state() {
@@ -145,6 +147,176 @@ fn multi_replicas_with_and_without_the_module_hold_the_same_state() {
         assert_eq!(states(&mut r, &keys), want, "replica {name}");
         assert_eq!(r.cmd(&["DBSIZE"]), c.cmd(&["DBSIZE"]), "replica {name}");
     }
+}
+
+// ---- RL.SLIDING ----------------------------------------------------------------
+
+/// 300 RL.SLIDING calls, native and twin, on 1 to 3 of the keys `s:0..s:5`: random
+/// windows (every call also names a 1 h window, so that no key expires while the test
+/// runs), `BUCKETS` that change between calls (so stored buckets are moved), costs, peeks
+/// and errors, `AT` ahead of the clock (now and then going back) or the server's clock.
+/// Returns the keys named, sorted.
+fn sliding_calls(c: &mut Client, twin_sha: &str, seed: u64) -> Vec<String> {
+    let mut rng = Rng::new(seed);
+    let mut now = at_base(2 * HOUR, HOUR);
+    let mut keys = Vec::new();
+    for _ in 0..300 {
+        now += *rng.pick(&[0u64, 1, 90, 700, 1_000, 9_000, 61_000]);
+        let at = if rng.chance(10) { now - 5_000 } else { now };
+        let mut idx: Vec<usize> = (0..6).collect();
+        rng.shuffle(&mut idx);
+        idx.truncate(rng.range(1, 4) as usize);
+        let mut args: Vec<String> = if rng.chance(50) {
+            vec!["RL.SLIDING".into()]
+        } else {
+            vec!["EVALSHA".into(), twin_sha.to_string()]
+        };
+        args.push(idx.len().to_string());
+        for &k in &idx {
+            let key = format!("s:{k}");
+            if !keys.contains(&key) {
+                keys.push(key.clone());
+            }
+            args.push(key);
+        }
+        args.extend(["LIMIT".into(), "1h".into(), "1000".into()]);
+        for window in ["1s", "10s", "15s", "1m"] {
+            if rng.chance(40) {
+                let limit = rng.pick(&["1", "3", "10", "50"]);
+                args.extend(["LIMIT".into(), window.into(), limit.to_string()]);
+            }
+        }
+        if rng.chance(50) {
+            let buckets = rng.pick(&["1", "4", "5", "10", "20", "100"]);
+            args.extend(["BUCKETS".into(), buckets.to_string()]);
+        }
+        if rng.chance(50) {
+            args.extend(["COST".into(), rng.range(0, 5).to_string()]);
+        }
+        if rng.chance(70) {
+            args.extend(["AT".into(), at.to_string()]);
+        }
+        // Denials and errors write nothing, and nothing reaches the replicas.
+        c.cmd(&args);
+    }
+    keys.sort();
+    keys
+}
+
+#[test]
+fn sliding_replicas_with_and_without_the_module_hold_the_same_state() {
+    let primary = Server::start();
+    let with = primary.start_replica(true);
+    let without = primary.start_replica(false);
+    let mut c = primary.client();
+    let twins = Twins::load(&mut c);
+    let keys = sliding_calls(&mut c, &twins.sliding, 11);
+    wait_for_replicas(&mut c, 2);
+    let want = states(&mut c, &keys);
+    assert!(
+        want.iter()
+            .filter(|(v, exp)| v.is_some() && *exp > 0)
+            .count()
+            >= 5,
+        "the calls wrote too little: {want:?}"
+    );
+    for (name, replica) in [("with the module", &with), ("without the module", &without)] {
+        let mut r = replica.client();
+        assert_eq!(states(&mut r, &keys), want, "replica {name}");
+        assert_eq!(r.cmd(&["DBSIZE"]), c.cmd(&["DBSIZE"]), "replica {name}");
+    }
+    assert!(
+        !without.log().contains("unknown command"),
+        "{}",
+        without.log()
+    );
+}
+
+// ---- RL.LOG --------------------------------------------------------------------
+
+/// A log key as any client reads it: its type, its members with their scores in
+/// order, and its absolute expiry.
+fn log_state(c: &mut Client, key: &str) -> (String, Vec<Value>, i64) {
+    let kind = c.cmd(&["TYPE", key]).text();
+    let entries = match c.cmd(&["ZRANGE", key, "0", "-1", "WITHSCORES"]) {
+        Value::Array(entries) => entries,
+        other => panic!("ZRANGE {key}: {other:?}"),
+    };
+    (kind, entries, c.cmd(&["PEXPIRETIME", key]).int())
+}
+
+/// 300 RL.LOG calls, native and twin, on `log:0..log:4`: random limits and windows of
+/// an hour or more (so that no entry leaves while the test runs), `META` values of any
+/// bytes, costs, peeks and errors, `AT` ahead of the clock (now and then earlier than
+/// entries already recorded) or the server's clock. Returns the keys.
+fn log_calls(c: &mut Client, twin_sha: &str, seed: u64) -> Vec<String> {
+    let mut rng = Rng::new(seed);
+    let mut now = at_base(2 * HOUR, HOUR);
+    let keys: Vec<String> = (0..5).map(|i| format!("log:{i}")).collect();
+    for _ in 0..300 {
+        now += *rng.pick(&[0u64, 1, 250, 1_000, 30_000, 600_000]);
+        let at = if rng.chance(10) { now - 60_000 } else { now };
+        let key = rng.pick(&keys).clone();
+        let mut args: Vec<Vec<u8>> = if rng.chance(50) {
+            vec![b"RL.LOG".to_vec(), key.into_bytes()]
+        } else {
+            vec![
+                b"EVALSHA".to_vec(),
+                twin_sha.as_bytes().to_vec(),
+                b"1".to_vec(),
+                key.into_bytes(),
+            ]
+        };
+        args.push(rng.pick(&["1", "3", "5", "20"]).as_bytes().to_vec());
+        args.push(rng.pick(&["1h", "90m", "1d"]).as_bytes().to_vec());
+        if rng.chance(80) {
+            let meta: Vec<u8> = match rng.range(0, 3) {
+                0 => format!("user:{}", rng.range(0, 4)).into_bytes(),
+                1 => vec![0, 0xff, b':', b' ', rng.range(0, 256) as u8],
+                _ => Vec::new(),
+            };
+            args.extend([b"META".to_vec(), meta]);
+        }
+        if rng.chance(50) {
+            args.extend([b"COST".to_vec(), rng.range(0, 4).to_string().into_bytes()]);
+        }
+        if rng.chance(70) {
+            args.extend([b"AT".to_vec(), at.to_string().into_bytes()]);
+        }
+        // Denials and errors write nothing, and nothing reaches the replicas.
+        c.cmd(&args);
+    }
+    keys
+}
+
+#[test]
+fn log_replicas_with_and_without_the_module_hold_the_same_entries_and_expiry() {
+    let primary = Server::start();
+    let with = primary.start_replica(true);
+    let without = primary.start_replica(false);
+    let mut c = primary.client();
+    let twins = Twins::load(&mut c);
+    let keys = log_calls(&mut c, &twins.log, 5);
+    wait_for_replicas(&mut c, 2);
+    let want: Vec<_> = keys.iter().map(|k| log_state(&mut c, k)).collect();
+    let entries: usize = want.iter().map(|(_, e, _)| e.len() / 2).sum();
+    assert!(
+        want.iter()
+            .all(|(kind, e, exp)| kind == "zset" && !e.is_empty() && *exp > 0),
+        "every log holds entries and expires: {want:?}"
+    );
+    assert!(entries >= 20, "the calls recorded {entries} entries");
+    for (name, replica) in [("with the module", &with), ("without the module", &without)] {
+        let mut r = replica.client();
+        let got: Vec<_> = keys.iter().map(|k| log_state(&mut r, k)).collect();
+        assert_eq!(got, want, "replica {name}");
+        assert_eq!(r.cmd(&["DBSIZE"]), c.cmd(&["DBSIZE"]), "replica {name}");
+    }
+    assert!(
+        !without.log().contains("unknown command"),
+        "{}",
+        without.log()
+    );
 }
 
 // ---- RL.BULKEXPIRE and RL.SWEEP --------------------------------------------------

@@ -102,7 +102,7 @@ impl SweepArgs {
     pub fn name_matches(&self, key: &[u8]) -> bool {
         self.pattern
             .as_deref()
-            .map_or(true, |p| glob::matches(p, key))
+            .is_none_or(|p| glob::matches(p, key))
     }
 }
 

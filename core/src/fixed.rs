@@ -40,7 +40,7 @@ impl FixedParams {
     /// Check the parameters, with the errors of the arguments they come from.
     pub fn new(limit: i64, window: Micros, cost: i64, align: bool) -> Result<FixedParams> {
         check_count("limit", limit, 1)?;
-        if window.0 == 0 || window.0 % MICROS_PER_MS != 0 || window > MAX_DURATION {
+        if window.0 == 0 || !window.0.is_multiple_of(MICROS_PER_MS) || window > MAX_DURATION {
             let reason = if window > MAX_DURATION {
                 DurationProblem::TooLong
             } else {

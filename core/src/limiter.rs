@@ -229,7 +229,7 @@ impl<T> Chooser<T> {
                 if self
                     .denied
                     .as_ref()
-                    .map_or(true, |(r, _, _)| retry_after > *r)
+                    .is_none_or(|(r, _, _)| retry_after > *r)
                 {
                     self.denied = Some((retry_after, verdict, tag));
                 }
@@ -238,7 +238,7 @@ impl<T> Chooser<T> {
                 if self
                     .least
                     .as_ref()
-                    .map_or(true, |(v, _)| verdict.remaining < v.remaining)
+                    .is_none_or(|(v, _)| verdict.remaining < v.remaining)
                 {
                     self.least = Some((verdict, tag));
                 }

@@ -365,7 +365,7 @@ impl Entry {
         }
         if j < self.first {
             let grow = (self.first - j) as usize;
-            self.counts.insert_many(0, std::iter::repeat(0).take(grow));
+            self.counts.insert_many(0, std::iter::repeat_n(0, grow));
             self.first = j;
         }
         let i = (j - self.first) as usize;
