@@ -248,3 +248,18 @@ def test_log_policy_keeps_the_requests(flavour, plain, tag):
     with flavour.app(flavour.client(), tag, routes={"/": Log(2, "1m")}) as send:
         assert [send("GET", "/").status_code for _ in range(3)] == [200, 200, 429]
         assert plain.zcard(tag + "log:10.0.0.1") == 2
+
+
+def test_fails_open_when_the_server_is_out_of_memory(flavour, plain, tag):
+    """OOM refuses the write: requests go through while memory is full."""
+    policy = plain.config_get("maxmemory-policy")["maxmemory-policy"]
+    with flavour.app(flavour.client(), tag) as send:
+        plain.config_set("maxmemory-policy", "noeviction")
+        plain.config_set("maxmemory", 1)
+        try:
+            served = send("GET", "/")
+        finally:
+            plain.config_set("maxmemory", 0)
+            plain.config_set("maxmemory-policy", policy)
+        assert served.status_code == 200 and "RateLimit-Limit" not in served.headers
+        assert send("GET", "/").headers["RateLimit-Remaining"] == "4"

@@ -23,17 +23,22 @@ DEFAULT_TIMEOUT = 0.25
 PolicyChoice = Union[Policy, Callable[[Any], Optional[Policy]], None]
 Routes = Mapping[str, Optional[Policy]]
 
-_OUTAGE_REPLIES = ("unknown command", "loading", "masterdown", "clusterdown", "tryagain", "readonly")
+_OUT_OF_MEMORY = tuple(e for e in [getattr(redis.exceptions, "OutOfMemoryError", None)] if e is not None)
+_OUTAGE_REPLIES = ("unknown command", "loading", "masterdown", "clusterdown", "tryagain", "readonly", "oom", "busy")
 
 
 def is_outage(exc: BaseException) -> bool:
     """True when the limiter could not answer (connection refused or lost, timeout,
     a server loading or without the module); False for errors in the call itself
-    (bad arguments), which are bugs to surface."""
+    (bad arguments), which are bugs to surface. A server out of memory (OOM) counts as
+    an outage: requests go through while memory is full, and every denial is still a
+    denial."""
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return True
     if isinstance(exc, redis.exceptions.ResponseError):
-        return isinstance(exc, redis.exceptions.ReadOnlyError) or str(exc).lower().startswith(_OUTAGE_REPLIES)
+        if isinstance(exc, (redis.exceptions.ReadOnlyError,) + _OUT_OF_MEMORY):
+            return True
+        return str(exc).lower().startswith(_OUTAGE_REPLIES)
     if isinstance(exc, redis.exceptions.DataError):
         return False
     return isinstance(exc, (redis.exceptions.RedisError, OSError))
