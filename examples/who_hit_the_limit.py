@@ -13,58 +13,61 @@ $REDIS_URL defaults to redis://127.0.0.1:6379; the server needs the module loade
 
 import os
 import sys
+import uuid
 from collections import Counter
 
 import redis
+
+from redis_ratelimit import RateLimiter
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 
 LIMIT, WINDOW = 20, "1m"  # requests per address in any minute
 
 
-def allow(r, address, user):
+def allow(r, address, user, prefix="rl:log:ip:"):
     """Check one request of `user` from `address`; (allowed, retry_after_ms)."""
-    limited, _limit, _remaining, retry_ms, _reset_ms = r.execute_command(
-        "RL.LOG", "rl:log:ip:" + address, LIMIT, WINDOW, "META", user
-    )
-    return limited == 0, retry_ms
+    result = RateLimiter(r).log(prefix + address, LIMIT, WINDOW, meta=user)
+    return result.allowed, result.retry_after_ms
 
 
-def who(r, address):
+def who(r, address, prefix="rl:log:ip:"):
     """The users behind the address's requests of the last window, most active first."""
-    members = r.zrange("rl:log:ip:" + address, 0, -1)
+    members = r.zrange(prefix + address, 0, -1)
     # One member per request: seq:cost:user, the user as given in META.
     users = Counter(m.split(b":", 2)[2].decode(errors="replace") for m in members)
     return users.most_common()
 
 
-def burst(r, address):
+def burst(r, address, prefix="rl:log:ip:"):
     """A burst from one address: a scraper with many accounts, and one real user."""
     refused = 0
     for i in range(30):
         user = "mallory-%d" % (i % 4) if i % 5 else "alice"
-        ok, _retry = allow(r, address, user)
+        ok, _retry = allow(r, address, user, prefix)
         refused += not ok
     return refused
 
 
-def self_check(r):
-    address = "203.0.113.%d" % (os.getpid() % 250)
-    r.delete("rl:log:ip:" + address)
-    refused = burst(r, address)
+def self_check(r, prefix):
+    address = "203.0.113.7"
+    refused = burst(r, address, prefix)
     assert refused == 10, refused
-    report = dict(who(r, address))
+    report = dict(who(r, address, prefix))
     # The log holds the 20 allowed requests: 4 of alice, 16 of the four other accounts.
     assert report == {"alice": 4, "mallory-0": 4, "mallory-1": 4, "mallory-2": 4, "mallory-3": 4}, report
-    ok, retry_ms = allow(r, address, "alice")
+    ok, retry_ms = allow(r, address, "alice", prefix)
     assert not ok and 0 < retry_ms <= 60_000, retry_ms
-    r.delete("rl:log:ip:" + address)
 
 
 if __name__ == "__main__":
     r = redis.Redis.from_url(REDIS_URL)
     if sys.argv[1:] == ["--check"]:
-        self_check(r)
+        prefix = "check:who_hit_the_limit:%s:" % uuid.uuid4().hex
+        try:
+            self_check(r, prefix)
+        finally:  # the self-check leaves nothing behind, even when it fails
+            r.delete(prefix + "203.0.113.7")
         print("self-check passed")
     else:
         refused = burst(r, "198.51.100.7")

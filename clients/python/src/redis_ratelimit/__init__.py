@@ -1,0 +1,47 @@
+"""redis-ratelimit: typed Python calls of the redis-ratelimit module's native commands,
+their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` library.
+
+- :class:`RateLimiter` / :class:`redis_ratelimit.asyncio.AsyncRateLimiter`: every command,
+  results as frozen dataclasses (:class:`RateLimit`, :class:`Throttle`, :class:`Sweep`);
+- policies (:class:`Fixed`, :class:`Gcra`, :class:`Multi`, :class:`Sliding`, :class:`Log`,
+  :class:`All`): limits without their keys, for the middleware and RL.ALL;
+- :func:`ratelimit_headers`: ``RateLimit-*``, the IETF draft's ``RateLimit-Policy`` and
+  ``RateLimit``, ``Retry-After``;
+- :mod:`redis_ratelimit.wsgi` and :mod:`redis_ratelimit.asgi`: middleware that fails open;
+- :mod:`redis_ratelimit.limits_storage`: registered as ``redis+ratelimit://`` when the
+  `limits` library is installed.
+"""
+
+from .client import RateLimiter
+from .headers import IETF_DRAFT, ceil_seconds, ratelimit_headers
+from .policies import All, Fixed, Gcra, Log, Multi, Policy, Sliding
+from .results import Quota, RateLimit, Sweep, Throttle
+from .twins import TwinUnavailable
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "All",
+    "Fixed",
+    "Gcra",
+    "IETF_DRAFT",
+    "Log",
+    "Multi",
+    "Policy",
+    "Quota",
+    "RateLimit",
+    "RateLimiter",
+    "Sliding",
+    "Sweep",
+    "Throttle",
+    "TwinUnavailable",
+    "ceil_seconds",
+    "ratelimit_headers",
+]
+
+try:  # registers redis+ratelimit:// with the `limits` library, when it is installed
+    import limits as _limits  # noqa: F401
+except ImportError:  # pragma: no cover - the storage needs the library
+    pass
+else:
+    from . import limits_storage  # noqa: F401

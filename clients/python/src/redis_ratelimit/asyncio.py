@@ -1,0 +1,40 @@
+"""The typed calls on redis-py's asyncio clients (``redis.asyncio.Redis``,
+``redis.asyncio.cluster.RedisCluster``): the same methods as
+:class:`redis_ratelimit.RateLimiter`, to be awaited::
+
+    rl = AsyncRateLimiter(redis.asyncio.Redis.from_url("redis://127.0.0.1:6379"))
+    result = await rl.gcra("user:42", max_burst=2, count=1, period="2s")
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from .client import _any_node, _Calls, _known
+from .policies import Call
+
+
+class AsyncRateLimiter(_Calls):
+    """Every method of :class:`redis_ratelimit.RateLimiter`, returning an awaitable."""
+
+    def _run(self, call: Call, **kwargs: Any) -> Any:
+        return self._arun(call, **kwargs)
+
+    async def _arun(self, call: Call, **kwargs: Any) -> Any:
+        if not self.twins:
+            reply = await self.client.execute_command(*call.argv, **kwargs)
+        else:
+            evalsha, eval_ = self._twin_argv(call)
+            try:
+                reply = await self.client.execute_command(*evalsha)
+            except redis.exceptions.NoScriptError:
+                reply = await self.client.execute_command(*eval_)
+        return call.parse(reply, self._encode)
+
+    async def has_command(self, name: str) -> bool:
+        """Whether the server knows a command (COMMAND INFO)."""
+        if hasattr(self.client, "nodes_manager") and hasattr(self.client, "initialize"):
+            await self.client.initialize()  # a Cluster client knows its nodes once started
+        return _known(await self.client.execute_command("COMMAND INFO", name, **_any_node(self.client)), name)

@@ -1,0 +1,288 @@
+"""Typed calls of every command, with redis-py: :class:`RateLimiter` (blocking) and, in
+:mod:`redis_ratelimit.asyncio`, :class:`~redis_ratelimit.asyncio.AsyncRateLimiter`.
+
+They take any redis-py client: ``redis.Redis`` or ``redis.cluster.RedisCluster`` (and
+their asyncio versions), with ``decode_responses`` on or off, RESP2 or RESP3. With
+``twins=True`` every call runs the command's Lua twin instead (EVALSHA, loaded on first
+use), for servers where the module cannot be loaded: the same arguments, replies and
+state.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+
+import redis
+
+from . import twins as _twins
+from ._args import Duration, Instant, duration_arg, find_key
+from .policies import All, Call, Fixed, Gcra, Log, Multi, Policy, Sliding
+from .results import RateLimit, Sweep, Throttle
+
+#: The file of each twin in the Lua directory.
+TWIN_OF = {
+    "RL.FIXED": "fixed",
+    "RL.GCRA": "gcra",
+    "RL.MULTI": "multi",
+    "RL.SLIDING": "sliding",
+    "RL.LOG": "log",
+    "RL.ALL": "all",
+    "CL.THROTTLE": "throttle",
+    "RL.BULKEXPIRE": "bulkexpire",
+}
+
+
+def _encoder(client: Any) -> Callable[[Any], bytes]:
+    get = getattr(client, "get_encoder", None)
+    if get is not None:
+        try:
+            enc = get()
+            return lambda v: v if isinstance(v, bytes) else enc.encode(v)
+        except Exception:  # noqa: BLE001 - any client without a usable encoder
+            pass
+    return lambda v: v if isinstance(v, bytes) else str(v).encode("utf-8")
+
+
+def _throttle_parse(reply: Any, encode: Any) -> Throttle:
+    return Throttle(int(reply[0]) == 0, int(reply[1]), int(reply[2]), int(reply[3]), int(reply[4]))
+
+
+def _sweep_parse(reply: Any, encode: Any) -> Sweep:
+    cursor = reply[0]
+    if isinstance(cursor, bytes):
+        cursor = cursor.decode("ascii")
+    return Sweep(int(cursor), int(reply[1]), int(reply[2]))
+
+
+def _seconds_arg(value: Union[int, timedelta]) -> int:
+    if isinstance(value, timedelta):
+        s, rest = divmod(value, timedelta(seconds=1))
+        if rest:
+            raise ValueError(f"CL.THROTTLE takes whole seconds, not {value!r}")
+        return s
+    return value
+
+
+class _Calls:
+    """The calls, shared by the blocking and the asyncio limiter: each method builds a
+    :class:`~redis_ratelimit.policies.Call` and hands it to ``_run`` (which returns the
+    result, or an awaitable of it)."""
+
+    def __init__(self, client: Any, *, twins: bool = False, lua_dir: Union[str, Path, None] = None):
+        self.client = client
+        self.twins = twins
+        self.lua_dir = lua_dir
+        self._encode = _encoder(client)
+
+    def _run(self, call: Call, **kwargs: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _twin_argv(self, call: Call) -> Tuple[Tuple[Any, ...], Tuple[Any, ...]]:
+        """EVALSHA's and EVAL's argument vectors for the call's twin."""
+        if call.twin is None:
+            raise _twins.TwinUnavailable(f"{call.argv[0]} has no Lua twin")
+        twin = _twins.load(call.twin, self.lua_dir)
+        tail = (len(call.keys),) + tuple(call.keys) + tuple(call.args)
+        return ("EVALSHA", twin.sha) + tail, ("EVAL", twin.source) + tail
+
+    # -- the limiters ---------------------------------------------------------------
+
+    def fixed(
+        self,
+        key: Any,
+        limit: int,
+        window: Duration,
+        *,
+        cost: int = 1,
+        align: bool = False,
+        at: Optional[Instant] = None,
+        name: str = "fixed",
+    ) -> RateLimit:
+        """RL.FIXED key limit window [COST n] [ALIGN] [AT ms]."""
+        return self._run(Fixed(limit, window, align, name).call([key], cost, at))
+
+    def gcra(
+        self,
+        key: Any,
+        max_burst: int,
+        count: int,
+        period: Duration,
+        *,
+        cost: int = 1,
+        at: Optional[Instant] = None,
+        delay: Optional[Duration] = None,
+        name: str = "gcra",
+    ) -> RateLimit:
+        """RL.GCRA key max_burst count period [COST n] [AT ms] [DELAY max_delay].
+        With ``delay``, the result's ``delay_ms`` (and ``delay``) says when to act."""
+        return self._run(Gcra(max_burst, count, period, delay, name).call([key], cost, at))
+
+    def multi(
+        self,
+        keys: Sequence[Any],
+        limits: Sequence[Tuple[Duration, int]],
+        *,
+        cost: int = 1,
+        align: bool = False,
+        at: Optional[Instant] = None,
+        names: Optional[Sequence[str]] = None,
+    ) -> RateLimit:
+        """RL.MULTI numkeys key... LIMIT window limit... [COST n] [ALIGN] [AT ms]; the
+        result names the binding ``key`` and ``window_ms``."""
+        return self._run(Multi(list(limits), names, align).call(list(keys), cost, at))
+
+    def sliding(
+        self,
+        keys: Sequence[Any],
+        limits: Sequence[Tuple[Duration, int]],
+        *,
+        buckets: Optional[int] = None,
+        cost: int = 1,
+        at: Optional[Instant] = None,
+        names: Optional[Sequence[str]] = None,
+    ) -> RateLimit:
+        """RL.SLIDING numkeys key... LIMIT window limit... [BUCKETS n] [COST n] [AT ms]."""
+        return self._run(Sliding(list(limits), names, buckets).call(list(keys), cost, at))
+
+    def log(
+        self,
+        key: Any,
+        limit: int,
+        window: Duration,
+        *,
+        meta: Optional[Any] = None,
+        cost: int = 1,
+        at: Optional[Instant] = None,
+        name: str = "log",
+    ) -> RateLimit:
+        """RL.LOG key limit window [META value] [COST n] [AT ms]."""
+        return self._run(Log(limit, window, None, name).call([key], cost, at, meta=meta))
+
+    def all(
+        self,
+        rules: Sequence[Tuple[Any, Policy]],
+        *,
+        cost: int = 1,
+        at: Optional[Instant] = None,
+    ) -> RateLimit:
+        """RL.ALL: ``rules`` is a list of ``(key, policy)`` pairs (Fixed, Gcra, Multi,
+        Sliding, Log), one per key; the result names the binding ``rule`` (1-based) and
+        its ``key``."""
+        pairs = list(rules)
+        policy = All([p for _, p in pairs])
+        return self._run(policy.call([k for k, _ in pairs], cost, at))
+
+    def check(
+        self,
+        policy: Policy,
+        keys: Union[Any, Sequence[Any]],
+        *,
+        cost: int = 1,
+        at: Optional[Instant] = None,
+    ) -> RateLimit:
+        """Apply a policy to its key (or list of keys, for Multi, Sliding and All)."""
+        if isinstance(keys, (list, tuple)):
+            key_list = list(keys)
+        else:
+            key_list = [keys]
+        return self._run(policy.call(key_list, cost, at))
+
+    def throttle(
+        self,
+        key: Any,
+        max_burst: int,
+        count: int,
+        period: Union[int, timedelta],
+        quantity: int = 1,
+    ) -> Throttle:
+        """CL.THROTTLE key max_burst count period [quantity], as redis-cell: ``period``
+        in whole seconds, the reply's times in whole seconds rounded up."""
+        args = (max_burst, count, _seconds_arg(period), quantity)
+        call = Call(("CL.THROTTLE", key) + args, (key,), args, TWIN_OF["CL.THROTTLE"], _throttle_parse)
+        return self._run(call)
+
+    # -- keys without a TTL ---------------------------------------------------------
+
+    def bulkexpire(self, seconds: Duration, keys: Sequence[Any]) -> List[Any]:
+        """RL.BULKEXPIRE seconds key...: the keys that got a TTL, as the caller gave
+        them."""
+        keys = tuple(keys)
+        seconds_arg = duration_arg(seconds)
+
+        def parse(reply: Any, encode: Any) -> List[Any]:
+            return [find_key(k, keys, encode) for k in reply]
+
+        call = Call(("RL.BULKEXPIRE", seconds_arg) + keys, keys, (seconds_arg,), "bulkexpire", parse)
+        return self._run(call)
+
+    def sweep(
+        self,
+        cursor: int,
+        seconds: Duration,
+        *,
+        match: Optional[str] = None,
+        count: Optional[int] = None,
+        type: Optional[str] = None,
+        dryrun: bool = False,
+        node: Any = None,
+    ) -> Sweep:
+        """RL.SWEEP cursor seconds [MATCH p] [COUNT n] [TYPE t] [DRYRUN], on one node: in
+        a Cluster, pass the ``node`` (redis-py's ``ClusterNode``) to sweep."""
+        argv: List[Any] = ["RL.SWEEP", cursor, duration_arg(seconds)]
+        if match is not None:
+            argv += ["MATCH", match]
+        if count is not None:
+            argv += ["COUNT", count]
+        if type is not None:
+            argv += ["TYPE", type]
+        if dryrun:
+            argv.append("DRYRUN")
+        call = Call(tuple(argv), (), (), None, _sweep_parse)
+        return self._run(call, **({"target_nodes": node} if node is not None else {}))
+
+
+class RateLimiter(_Calls):
+    """Typed calls of the commands on a blocking redis-py client::
+
+        rl = RateLimiter(redis.Redis.from_url("redis://127.0.0.1:6379"))
+        result = rl.gcra("user:42", max_burst=2, count=1, period="2s")
+        if not result.allowed:
+            wait = result.retry_after          # a timedelta
+
+    ``twins=True`` runs the Lua twins instead of the module's commands.
+    """
+
+    def _run(self, call: Call, **kwargs: Any) -> Any:
+        if not self.twins:
+            reply = self.client.execute_command(*call.argv, **kwargs)
+        else:
+            evalsha, eval_ = self._twin_argv(call)
+            try:
+                reply = self.client.execute_command(*evalsha)
+            except redis.exceptions.NoScriptError:
+                reply = self.client.execute_command(*eval_)
+        return call.parse(reply, self._encode)
+
+    def has_command(self, name: str) -> bool:
+        """Whether the server knows a command (COMMAND INFO): RL.ALL and CL.THROTTLE
+        arrived in later versions of the module."""
+        info = self.client.execute_command("COMMAND INFO", name, **_any_node(self.client))
+        return _known(info, name)
+
+
+def _any_node(client: Any) -> dict:
+    """Where a keyless command goes: any node of a Cluster."""
+    if hasattr(client, "nodes_manager") and hasattr(client, "get_random_node"):
+        return {"target_nodes": client.get_random_node()}
+    return {}
+
+
+def _known(info: Any, name: str) -> bool:
+    """COMMAND INFO's reply, parsed or raw, for one command: is it known?"""
+    if isinstance(info, dict):
+        return any(v for v in info.values())
+    if isinstance(info, (list, tuple)):
+        return any(x for x in info)
+    return bool(info)

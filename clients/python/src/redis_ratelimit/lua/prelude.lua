@@ -1,0 +1,961 @@
+-- redis-ratelimit: the prelude shared by the Lua twins of the RL.* commands.
+-- A twin is this file followed by its command's file, loaded as one script:
+--   redis-cli SCRIPT LOAD "$(cat lua/prelude.lua lua/fixed.lua)"
+-- It parses arguments, words errors and reads the clock exactly as the module does,
+-- and holds every limiter (LIMITERS below) and the one way a call runs (run_call),
+-- as the module's core does: each command's file is a few lines that call them.
+-- Lua numbers are doubles: every integer here stays below 2^53, where they are exact,
+-- as the module's counts do (at most 2^53 - 1), so both give the same replies and errors.
+
+-- The module's bounds (core/src/limits.rs), mirrored under the same names; a test
+-- checks that they agree.
+local MAX_SAFE_INTEGER = 9007199254740991 -- 2^53 - 1
+local MAX_AT_MS = 4102444800000 -- 2100-01-01
+local MAX_DURATION_MS = 315360000000 -- 3650 days
+local MAX_KEYS = 64 -- keys per call (RL.MULTI)
+local MAX_ALL_KEYS = 16 -- keys (one rule each) per call (RL.ALL)
+local MAX_WINDOWS = 16 -- LIMITs per call (RL.MULTI)
+local MAX_WINDOWS_PER_KEY = 32 -- windows one key keeps (RL.MULTI, RL.SLIDING)
+local MAX_BUCKETS = 100 -- buckets per window (RL.SLIDING)
+local DEFAULT_BUCKETS = 10 -- buckets per window without BUCKETS (RL.SLIDING)
+local MAX_LOG_LIMIT = 10000 -- the largest limit (RL.LOG)
+local MAX_META_LEN = 256 -- bytes of a META value (RL.LOG)
+local MAX_END_MS = 9007199254740991 -- the latest window end in stored state (RL.MULTI)
+local MAX_BURST_WINDOW_US = 1576800000000000 -- 18250 days, 50 years (RL.GCRA)
+local MAX_TAT_US = 5679244800000000 -- the latest AT plus the longest burst window (RL.GCRA)
+local MAX_TAT_DIGITS = 16 -- digits of MAX_TAT_US
+local ECHO_MAX = 64 -- bytes of a bad argument quoted in an error
+
+-- Raise an error reply (caught by `run` below).
+local function fail(msg)
+  error({ err = msg }, 0)
+end
+
+-- Quote user input in an error: printable ASCII kept, the rest as \xNN, cut at ECHO_MAX bytes.
+local function echo(v)
+  local out = {}
+  for i = 1, math.min(#v, ECHO_MAX) do
+    local b = string.byte(v, i)
+    if b >= 0x20 and b < 0x7f and b ~= 0x5c and b ~= 0x27 then
+      out[#out + 1] = string.char(b)
+    else
+      out[#out + 1] = string.format('\\x%02x', b)
+    end
+  end
+  if #v > ECHO_MAX then out[#out + 1] = '...' end
+  return table.concat(out)
+end
+
+-- Format an integer-valued number without exponent (for replies and redis.call).
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- Parse a count (a signed decimal integer from min to 2^53 - 1), as the module does;
+-- an error when it is not one. Error texts are built only when they are needed: this
+-- runs on every call.
+local function bad_int(what, v, min)
+  fail('ERR invalid ' .. what .. " '" .. echo(v) .. "': must be an integer from "
+    .. int(min) .. ' to ' .. int(MAX_SAFE_INTEGER))
+end
+local function parse_int(what, v, min)
+  local neg, digits = string.match(v, '^(%-?)(%d+)$')
+  if not digits then bad_int(what, v, min) end
+  local sig = string.gsub(digits, '^0+', '')
+  -- 17 significant digits or more are above 2^53 - 1 (16 digits) whatever they are.
+  if #sig > 16 then bad_int(what, v, min) end
+  local n = tonumber(sig ~= '' and sig or '0')
+  if n > MAX_SAFE_INTEGER then bad_int(what, v, min) end
+  if neg == '-' and n ~= 0 then n = -n end
+  if n < min then bad_int(what, v, min) end
+  return n
+end
+
+-- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
+local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
+local function bad_duration(what, v, reason)
+  local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
+  if reason == 'unit' then
+    why = 'unknown unit (use ms, s, m, h or d)'
+  elseif reason == 'long' then
+    why = 'must be at most 10 years (3650d)'
+  end
+  fail('ERR invalid ' .. what .. " '" .. echo(v) .. "': " .. why)
+end
+local function parse_duration(what, v)
+  local digits, unit = string.match(v, '^(%d*)(.*)$')
+  if digits == '' then bad_duration(what, v) end
+  local per = UNIT_MS[unit]
+  if not per then
+    if string.match(unit, '^%a+$') then bad_duration(what, v, 'unit') end
+    bad_duration(what, v)
+  end
+  local sig = string.gsub(digits, '^0+', '')
+  if #sig > 12 then bad_duration(what, v, 'long') end
+  local n = tonumber(sig ~= '' and sig or '0')
+  if n == 0 then bad_duration(what, v) end
+  if n * per > MAX_DURATION_MS then bad_duration(what, v, 'long') end
+  return n * per
+end
+
+local function parse_at(v)
+  local ok, ms = pcall(parse_int, 'AT', v, 0)
+  if not ok or ms > MAX_AT_MS then
+    fail("ERR invalid AT '" .. echo(v) .. "': must be a Unix time in milliseconds from 0 to "
+      .. int(MAX_AT_MS))
+  end
+  return ms
+end
+
+-- The options that follow a command's (or a rule's) positional arguments, as the
+-- module's one option parser reads them: `accepts` is a set of keywords among COST, AT,
+-- ALIGN, DELAY, BUCKETS, META and LIMIT (LIMIT window limit, repeatable); each other
+-- one at most once, each value checked where it stands. Reads ARGV[first..#ARGV]; at a
+-- word that is not accepted, stops there when `stop`, else calls `unknown(word)` when
+-- given (which raises), else refuses it. Returns the options and the index after them.
+local function parse_options(first, accepts, stop, unknown)
+  local o = { cost = 1, limits = {}, named = {} }
+  local seen = {}
+  local last = #ARGV
+  local i = first
+  while i <= last do
+    local w = string.upper(ARGV[i])
+    if not accepts[w] then
+      if stop then break end
+      if unknown then unknown(ARGV[i]) end
+      fail("ERR unknown option '" .. echo(ARGV[i]) .. "'")
+    end
+    if w ~= 'LIMIT' then
+      if seen[w] then fail('ERR option ' .. w .. ' given more than once') end
+      seen[w] = true
+    end
+    if w == 'ALIGN' then
+      o.align = true
+      i = i + 1
+    elseif w == 'LIMIT' then
+      if #o.limits >= MAX_WINDOWS then
+        fail('ERR too many LIMITs: at most ' .. int(MAX_WINDOWS) .. ' windows')
+      end
+      if i + 2 > last then fail('ERR LIMIT needs a window and a limit') end
+      local wms = parse_duration('window', ARGV[i + 1])
+      local l = parse_int('limit', ARGV[i + 2], 1)
+      if o.named[wms] then
+        fail("ERR window '" .. echo(ARGV[i + 1]) .. "' given more than once (" .. int(wms) .. ' ms)')
+      end
+      o.named[wms] = true
+      o.limits[#o.limits + 1] = { wms, l }
+      i = i + 3
+    else
+      if i + 1 > last then fail('ERR option ' .. w .. ' needs a value') end
+      local v = ARGV[i + 1]
+      if w == 'COST' then
+        o.cost = parse_int('cost', v, 0)
+      elseif w == 'AT' then
+        o.at = parse_at(v)
+      elseif w == 'DELAY' then
+        o.delay = parse_duration('max_delay', v) * 1000
+      elseif w == 'BUCKETS' then
+        local n = string.match(v, '^%d+$') and tonumber(v)
+        if not n or n < 1 or n > MAX_BUCKETS then
+          fail("ERR invalid BUCKETS '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_BUCKETS))
+        end
+        o.buckets = n
+      elseif w == 'META' then
+        if #v > MAX_META_LEN then
+          fail('ERR META of ' .. int(#v) .. ' bytes: at most ' .. int(MAX_META_LEN) .. ' bytes')
+        end
+        o.meta = v
+      end
+      i = i + 2
+    end
+  end
+  return o, i
+end
+
+-- A set of keywords.
+local function set(...)
+  local s = {}
+  for _, k in ipairs({ ... }) do s[k] = true end
+  return s
+end
+
+-- A cost above the smallest LIMIT can never be allowed.
+local function check_limits_cost(limits, cost)
+  local smallest = limits[1][2]
+  for _, lw in ipairs(limits) do
+    if lw[2] < smallest then smallest = lw[2] end
+  end
+  if cost > smallest then
+    fail('ERR cost ' .. int(cost) .. ' exceeds the limit ' .. int(smallest)
+      .. ': the request can never be allowed')
+  end
+end
+
+local function cost_over(cost, what, capacity)
+  fail('ERR cost ' .. int(cost) .. ' exceeds the ' .. what .. ' ' .. int(capacity)
+    .. ': the request can never be allowed')
+end
+
+-- The request's time in µs: AT, or the server clock (TIME, as the module reads it).
+local function now_us(at_ms)
+  if at_ms then return at_ms * 1000 end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Milliseconds rounded down / up from µs (exact below 2^53).
+local function floor_ms(us)
+  return (us - us % 1000) / 1000
+end
+local function ceil_ms(us)
+  return floor_ms(us + 999)
+end
+
+-- A number read from stored state: 1 to 19 digits, at most `max` (a double holds it exactly); nil if not.
+local function stored_number(s, max)
+  if not s or #s == 0 or #s > 19 or not string.match(s, '^%d+$') then return nil end
+  local sig = string.gsub(s, '^0+', '')
+  if #sig > 16 then return nil end
+  local n = tonumber(sig ~= '' and sig or '0')
+  if n > max then return nil end
+  return n
+end
+
+-- A string key's value and absolute expiry in ms (nil: no TTL); nil when missing.
+local function read_string(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' and v.err then
+    fail('WRONGTYPE Operation against a key holding the wrong kind of value')
+  end
+  if not v then return nil end
+  local exp = redis.call('PEXPIRETIME', key)
+  if exp < 0 then exp = nil end
+  return v, exp
+end
+
+-- Run the command body; an error raised with `fail` (or by redis.call) becomes the
+-- error reply. Redis 7.0's pcall hands error tables back as their message string;
+-- other servers keep the table: both are accepted.
+local function run(body)
+  local ok, res = pcall(body)
+  if ok then return res end
+  if type(res) == 'table' and res.err then res = res.err end
+  if type(res) == 'string' and string.match(res, '^%u+ ') then
+    return redis.error_reply(res)
+  end
+  error(res, 0)
+end
+
+-- An error's message, whichever way pcall handed it back (see `run`).
+local function message(res)
+  if type(res) == 'table' and res.err then return res.err end
+  return res
+end
+
+-- The invalid-state error of limiter L, naming the key when `named`.
+local function state_error(L, key, named)
+  local which = named and ("the key '" .. echo(key) .. "'") or 'the key'
+  fail('ERR ' .. which .. ' does not hold ' .. L.command .. ' state (expected ' .. L.expected .. ')')
+end
+
+local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+
+-- Every limiter, as the module's core has them: a function per limiter that makes its
+-- parts (so a twin builds only the ones it uses):
+--   kind, command, expected        its rule keyword, its command, its state in errors
+--   storage                        'string' or 'zset'
+--   nargs, options, command_options  positional arguments after the key, its own
+--                                  options, and those of its command only (DELAY)
+--   parse_args(i), build(p, o)     the positional arguments at ARGV[i...], the rule
+--   check_cost(r, cost)            a cost above the capacity: an error
+--   judge(r, opened, key, named, now, cost)
+--                                  -> { fields = five reply fields, window = ms,
+--                                       retry = µs when denied, booking, pending }
+--   write(r, key, pending, allowed, now, cost)
+--                                  -> the commands to run (a list), raising before
+--                                     any write when the key would be full
+local LIMITERS = {}
+
+LIMITERS.FIXED = function()
+  local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', nargs = 2,
+    expected = 'a non-negative integer counter', options = set('ALIGN'), command_options = {} }
+  function L.parse_args(i)
+    return { limit = parse_int('limit', ARGV[i], 1), window_ms = parse_duration('window', ARGV[i + 1]) }
+  end
+  function L.build(r, o)
+    r.align = o.align
+    return r
+  end
+  function L.check_cost(r, cost)
+    if cost > r.limit then cost_over(cost, 'limit', r.limit) end
+  end
+  -- The counter of one window at `now` (RL.FIXED's rules); also each pair of RL.MULTI.
+  -- `count`, `exp`: the stored count (nil: none) and its window's end in ms (nil: no TTL).
+  function L.window(limit, window_ms, align, count, exp, now, cost)
+    local now_ms = floor_ms(now)
+    local fresh_end = now_ms + window_ms
+    if align then fresh_end = now_ms - now_ms % window_ms + window_ms end
+    local ends, missing_ttl = fresh_end, false
+    if count and not exp then
+      missing_ttl = true
+    elseif count and exp * 1000 > now then
+      ends = exp
+    else
+      count = 0
+    end
+    local until_end = ends * 1000 - now
+    if until_end < 0 then until_end = 0 end
+    local after = count + cost
+    if after <= limit then
+      local reset = 0
+      if after > 0 then reset = ceil_ms(until_end) end
+      return { 0, limit, limit - after, -1, reset }, nil, after, ends, missing_ttl
+    end
+    local remaining = limit - count
+    if remaining < 0 then remaining = 0 end
+    return { 1, limit, remaining, math.max(1, ceil_ms(until_end)), ceil_ms(until_end) }, until_end,
+      after, ends, missing_ttl
+  end
+  function L.judge(r, opened, key, named, now, cost)
+    local count
+    if opened.raw then
+      local raw = opened.raw
+      if not string.match(raw, '^%d+$') or #raw > 19 or tonumber(raw) > MAX_SAFE_INTEGER then
+        state_error(L, key, named)
+      end
+      count = tonumber(raw)
+    end
+    local fields, retry, after, ends, missing_ttl =
+      L.window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
+    local pending = {}
+    if not retry and cost > 0 then
+      pending.allow = { { 'SET', key, int(after), 'PXAT', int(ends) } }
+    end
+    if missing_ttl and cost > 0 then pending.deny = { { 'PEXPIREAT', key, int(ends) } } end
+    return { fields = fields, window = r.window_ms, retry = retry, pending = pending }
+  end
+  function L.write(r, key, pending, allowed)
+    if allowed then return pending.allow end
+    return pending.deny
+  end
+  return L
+end
+
+LIMITERS.GCRA = function()
+  local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3,
+    expected = 'a theoretical arrival time in microseconds since the Unix epoch',
+    options = {}, command_options = set('DELAY') }
+  function L.parse_args(i)
+    return { max_burst = parse_int('max_burst', ARGV[i], 0), count = parse_int('count', ARGV[i + 1], 1),
+      period = parse_duration('period', ARGV[i + 2]) * 1000 }
+  end
+  -- Checked in the order of the errors: rate, burst window, cost, delay.
+  function L.build(r, o)
+    -- The emission interval T: period / count rounded up to a whole µs.
+    if r.count > r.period then
+      fail('ERR invalid rate: period / count must be at least 1 microsecond')
+    end
+    local rest = r.period % r.count
+    r.interval = (r.period - rest) / r.count
+    if rest > 0 then r.interval = r.interval + 1 end
+    r.capacity = r.max_burst + 1
+    r.window = r.interval * r.capacity
+    if r.window > MAX_BURST_WINDOW_US then
+      fail('ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)')
+    end
+    L.check_cost(r, o.cost)
+    if o.delay and r.window + o.delay > MAX_BURST_WINDOW_US then
+      fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
+    end
+    r.max_delay = o.delay
+    return r
+  end
+  function L.check_cost(r, cost)
+    if cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
+  end
+  function L.judge(r, opened, key, named, now, cost)
+    -- Only the value counts: the expiry always follows the TAT.
+    local tat = now
+    if opened.raw then
+      local raw = opened.raw
+      if not string.match(raw, '^%d+$') or #raw > MAX_TAT_DIGITS or tonumber(raw) > MAX_TAT_US then
+        state_error(L, key, named)
+      end
+      -- A TAT in the past counts as now.
+      tat = math.max(tonumber(raw), now)
+    end
+    local new_tat = tat + r.interval * cost
+    local ahead = new_tat - now
+    -- With DELAY, a request that fits within max_delay is booked.
+    local bound = r.window + (r.max_delay or 0)
+    local window_ms = ceil_ms(r.window)
+    if ahead <= bound then
+      local room = math.max(r.window - ahead, 0)
+      local j = { fields = { 0, r.capacity, (room - room % r.interval) / r.interval, -1, ceil_ms(ahead) },
+        window = window_ms, pending = {} }
+      if cost > 0 then j.pending.allow = { { 'SET', key, int(new_tat), 'PXAT', int(ceil_ms(new_tat)) } } end
+      if r.max_delay then j.booking = ceil_ms(math.max(ahead - r.window, 0)) end
+      return j
+    end
+    local behind = tat - now
+    local room = math.max(r.window - behind, 0)
+    local j = { fields = { 1, r.capacity, (room - room % r.interval) / r.interval,
+      math.max(1, ceil_ms(ahead - bound)), ceil_ms(behind) }, window = window_ms,
+      retry = ahead - bound, pending = {} }
+    if r.max_delay then j.booking = -1 end
+    return j
+  end
+  function L.write(r, key, pending, allowed)
+    if allowed then return pending.allow end
+    return nil
+  end
+  return L
+end
+
+-- What RL.MULTI and RL.SLIDING share: their rule is their LIMITs (and options), their
+-- state one string per key of entries by window, their binding pair the denying window
+-- that frees up last, else the one with the least remaining (ties: the first LIMIT).
+local function limits_rule(L)
+  function L.parse_args()
+    return {}
+  end
+  function L.check_cost(r, cost)
+    check_limits_cost(r.limits, cost)
+  end
+  -- Offer a window's verdict to the binding choice of one key.
+  function L.offer(best, fields, retry, w)
+    if retry then
+      if not best.retry or retry > best.retry then
+        best.retry, best.fields, best.window = retry, fields, w
+      end
+    elseif not best.retry and (not best.fields or fields[3] < best.fields[3]) then
+      best.fields, best.window = fields, w
+    end
+  end
+  -- The key's new value from its merged entries, or the key-full error.
+  function L.too_many(key, merged)
+    if #merged > MAX_WINDOWS_PER_KEY then
+      fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
+        .. ' windows: ' .. L.command .. ' keeps at most ' .. int(MAX_WINDOWS_PER_KEY)
+        .. ' windows per key (use fewer distinct windows, or other keys)')
+    end
+  end
+end
+
+LIMITERS.MULTI = function()
+  local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', nargs = 0,
+    expected = 'window_ms:count:end_ms entries separated by commas',
+    options = set('LIMIT', 'ALIGN'), command_options = {} }
+  limits_rule(L)
+  local F = LIMITERS.FIXED()
+  function L.build(r, o)
+    if #o.limits == 0 then fail('ERR at least one LIMIT window limit is needed') end
+    return { limits = o.limits, named = o.named, align = o.align }
+  end
+  -- A key's entries by window in ms ({count, end}), or an error naming the key.
+  local function parse_state(key, named, raw)
+    local bad = function() state_error(L, key, named) end
+    local entries, pos, len = {}, 1, #raw
+    if len == 0 then bad() end
+    while true do
+      local _, last, w, c, e = string.find(raw, '^(%d+):(%d+):(%d+)', pos)
+      if not last then bad() end
+      w = stored_number(w, MAX_DURATION_MS)
+      c = stored_number(c, MAX_SAFE_INTEGER)
+      e = stored_number(e, MAX_END_MS)
+      if not (w and c and e) or w == 0 or entries[w] then bad() end
+      entries[w] = { c, e }
+      pos = last + 1
+      if pos > len then return entries end
+      if string.sub(raw, pos, pos) ~= ',' then bad() end
+      pos = pos + 1
+    end
+  end
+  function L.judge(r, opened, key, named, now, cost)
+    local state = opened.raw and parse_state(key, named, opened.raw) or {}
+    local best, updates = {}, {}
+    for _, lw in ipairs(r.limits) do
+      local w, limit = lw[1], lw[2]
+      local entry = state[w]
+      local fields, retry, after, ends =
+        F.window(limit, w, r.align, entry and entry[1], entry and entry[2] or 0, now, cost)
+      if not retry then updates[w] = { after, ends } end
+      L.offer(best, fields, retry, w)
+    end
+    -- The key's expiry: nil when it lost its TTL, 0 when there is no key.
+    local exp = 0
+    if opened.raw then exp = opened.exp end
+    return { fields = best.fields, window = best.window, retry = best.retry,
+      pending = { state = state, exp = exp, updates = updates } }
+  end
+  function L.write(r, key, p, allowed, now, cost)
+    if cost == 0 then return nil end
+    if not allowed then
+      -- Nothing is consumed; a key that lost its TTL gets it back at its latest live end.
+      if p.exp then return nil end
+      local latest
+      for _, entry in pairs(p.state) do
+        if entry[2] * 1000 > now and (not latest or entry[2] > latest) then latest = entry[2] end
+      end
+      if latest then return { { 'PEXPIREAT', key, int(latest) } } end
+      return nil
+    end
+    local merged = {}
+    for w, entry in pairs(p.state) do
+      if not r.named[w] and entry[2] * 1000 > now then merged[#merged + 1] = { w, entry[1], entry[2] } end
+    end
+    for w, entry in pairs(p.updates) do
+      merged[#merged + 1] = { w, entry[1], entry[2] }
+    end
+    L.too_many(key, merged)
+    table.sort(merged, function(a, b) return a[1] < b[1] end)
+    local parts, latest = {}, 0
+    for i, e in ipairs(merged) do
+      parts[i] = int(e[1]) .. ':' .. int(e[2]) .. ':' .. int(e[3])
+      if e[3] > latest then latest = e[3] end
+    end
+    return { { 'SET', key, table.concat(parts, ','), 'PXAT', int(latest) } }
+  end
+  return L
+end
+
+LIMITERS.SLIDING = function()
+  local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', nargs = 0,
+    expected = 'window_ms:buckets:first:counts entries separated by commas',
+    options = set('LIMIT', 'BUCKETS'), command_options = {} }
+  limits_rule(L)
+  function L.build(r, o)
+    if #o.limits == 0 then fail('ERR at least one LIMIT window limit is needed') end
+    local n = o.buckets or DEFAULT_BUCKETS
+    for _, lw in ipairs(o.limits) do
+      if (lw[1] * 1000) % n ~= 0 then
+        fail('ERR a window of ' .. int(lw[1]) .. ' ms does not split into ' .. int(n)
+          .. ' buckets of whole microseconds (choose BUCKETS dividing ' .. int(lw[1]) .. '000)')
+      end
+    end
+    return { limits = o.limits, named = o.named, buckets = n }
+  end
+  -- a // b for integers below 2^53, exactly.
+  local function idiv(a, b)
+    return (a - a % b) / b
+  end
+  -- A key's entries, sorted by window ({ w, n, first, counts }), and by window; or an
+  -- error naming the key.
+  local function parse_state(key, named, raw)
+    local bad = function() state_error(L, key, named) end
+    if #raw == 0 then bad() end
+    local entries, by_w = {}, {}
+    for item in string.gmatch(raw .. ',', '([^,]*),') do
+      local w, n, first, counts = string.match(item, '^(%d+):(%d+):(%d+):([%d%.]+)$')
+      if not w then bad() end
+      w = stored_number(w, MAX_DURATION_MS)
+      n = stored_number(n, MAX_BUCKETS)
+      first = stored_number(first, MAX_SAFE_INTEGER)
+      if not (w and n and first) or w == 0 or n == 0 or (w * 1000) % n ~= 0 then bad() end
+      local list, sum = {}, 0
+      for c in string.gmatch(counts .. '.', '([^%.]*)%.') do
+        local v = stored_number(c, MAX_SAFE_INTEGER)
+        if not v then bad() end
+        sum = sum + v
+        if sum > MAX_SAFE_INTEGER then bad() end
+        list[#list + 1] = v
+      end
+      if #list > n + 1 then bad() end
+      if (first + #list) * (w * 1000 / n) + w * 1000 > MAX_SAFE_INTEGER then bad() end
+      if #entries > 0 and entries[#entries].w >= w then bad() end
+      local e = { w = w, n = n, first = first, counts = list }
+      entries[#entries + 1] = e
+      by_w[w] = e
+    end
+    return entries, by_w
+  end
+  local function width(e)
+    return e.w * 1000 / e.n
+  end
+  -- The number of the newest bucket with a count, or nil.
+  local function newest(e)
+    for i = #e.counts, 1, -1 do
+      if e.counts[i] ~= 0 then return e.first + i - 1 end
+    end
+    return nil
+  end
+  -- When the newest counted bucket leaves the window, or nil.
+  local function ends_at(e)
+    local m = newest(e)
+    if not m then return nil end
+    return (m + 1) * width(e) + e.w * 1000
+  end
+  local function add(e, j, c)
+    if #e.counts == 0 then e.first = j end
+    if j < e.first then
+      local shift, moved = e.first - j, {}
+      for i = 1, shift do moved[i] = 0 end
+      for i, v in ipairs(e.counts) do moved[shift + i] = v end
+      e.counts, e.first = moved, j
+    end
+    local i = j - e.first + 1
+    for x = #e.counts + 1, i do e.counts[x] = 0 end
+    e.counts[i] = e.counts[i] + c
+  end
+  -- Drop the buckets before `lo` and the empty ones at both ends.
+  local function trim(e, lo)
+    local drop = math.min(math.max(lo - e.first, 0), #e.counts)
+    local lead = drop
+    while lead < #e.counts and e.counts[lead + 1] == 0 do lead = lead + 1 end
+    local kept = {}
+    for i = lead + 1, #e.counts do kept[#kept + 1] = e.counts[i] end
+    e.counts, e.first = kept, e.first + lead
+    while #e.counts > 0 and e.counts[#e.counts] == 0 do e.counts[#e.counts] = nil end
+  end
+  -- The same counts in n buckets: each count goes to the new bucket holding the last
+  -- microsecond of its old one.
+  local function rebucketed(e, n)
+    local old, new = width(e), e.w * 1000 / n
+    local out = { w = e.w, n = n, first = 0, counts = {} }
+    for i, c in ipairs(e.counts) do
+      if c ~= 0 then add(out, idiv((e.first + i) * old - 1, new), c) end
+    end
+    return out
+  end
+  local function copy(e)
+    local counts = {}
+    for i, v in ipairs(e.counts) do counts[i] = v end
+    return { w = e.w, n = e.n, first = e.first, counts = counts }
+  end
+  -- One (key, window) pair at `now`: the reply fields, the entry after an allowed
+  -- request, and retry_after in µs (nil when allowed).
+  local function pair(stored, now, w_ms, limit, n, cost)
+    local window = w_ms * 1000
+    local bw = window / n
+    local e
+    if stored and stored.n == n then
+      e = copy(stored)
+    elseif stored then
+      e = rebucketed(stored, n)
+    else
+      e = { w = w_ms, n = n, first = 0, counts = {} }
+    end
+    -- A call judged before the newest bucket starts is judged at its start.
+    local m = newest(e)
+    local t = math.max(now, m and m * bw or 0)
+    local current = idiv(t, bw)
+    local lo = idiv(math.max(t - window, 0), bw)
+    trim(e, lo)
+    local counted = 0
+    for _, c in ipairs(e.counts) do counted = counted + c end
+    local function leaves(j) return (j + 1) * bw + window end
+    local function reset()
+      local mm = newest(e)
+      if not mm then return 0 end
+      return math.max(leaves(mm) - now, 0)
+    end
+    if counted + cost <= limit then
+      if cost > 0 then add(e, current, cost) end
+      return { 0, limit, limit - counted - cost, -1, ceil_ms(reset()) }, e, nil
+    end
+    local left, retry = counted, leaves(e.first + #e.counts - 1)
+    for i, c in ipairs(e.counts) do
+      left = left - c
+      if left + cost <= limit then
+        retry = leaves(e.first + i - 1)
+        break
+      end
+    end
+    local wait = retry - now
+    return { 1, limit, math.max(limit - counted, 0), math.max(1, ceil_ms(wait)), ceil_ms(reset()) }, e, wait
+  end
+  local function encode(entries)
+    local parts = {}
+    for i, e in ipairs(entries) do
+      local counts = {}
+      for j, c in ipairs(e.counts) do counts[j] = int(c) end
+      parts[i] = int(e.w) .. ':' .. int(e.n) .. ':' .. int(e.first) .. ':' .. table.concat(counts, '.')
+    end
+    return table.concat(parts, ',')
+  end
+  function L.judge(r, opened, key, named, now, cost)
+    local entries, by_w = {}, {}
+    if opened.raw then entries, by_w = parse_state(key, named, opened.raw) end
+    local best, updates = {}, {}
+    for _, lw in ipairs(r.limits) do
+      local w, limit = lw[1], lw[2]
+      local fields, e, wait = pair(by_w[w], now, w, limit, r.buckets, cost)
+      L.offer(best, fields, wait, w)
+      updates[#updates + 1] = e
+    end
+    -- The key's expiry: nil when it lost its TTL, 0 when there is no key.
+    local exp = 0
+    if opened.raw then exp = opened.exp end
+    return { fields = best.fields, window = best.window, retry = best.retry,
+      pending = { entries = entries, exp = exp, updates = updates } }
+  end
+  function L.write(r, key, p, allowed, now, cost)
+    if cost == 0 then return nil end
+    if not allowed then
+      -- Nothing is consumed; a key that lost its TTL gets it back when its last counted
+      -- bucket leaves.
+      if p.exp then return nil end
+      local latest
+      for _, e in ipairs(p.entries) do
+        local ends = ends_at(e)
+        if ends and ends > now and (not latest or ends > latest) then latest = ends end
+      end
+      if latest then return { { 'PEXPIREAT', key, int(ceil_ms(latest)) } } end
+      return nil
+    end
+    local merged = {}
+    for _, e in ipairs(p.updates) do
+      if #e.counts > 0 then merged[#merged + 1] = e end
+    end
+    for _, e in ipairs(p.entries) do
+      local ends = ends_at(e)
+      if not r.named[e.w] and ends and ends > now then merged[#merged + 1] = e end
+    end
+    L.too_many(key, merged)
+    table.sort(merged, function(a, b) return a.w < b.w end)
+    local latest = 0
+    for _, e in ipairs(merged) do
+      local ends = ends_at(e)
+      if ends and ends > latest then latest = ends end
+    end
+    return { { 'SET', key, encode(merged), 'PXAT', int(ceil_ms(latest)) } }
+  end
+  return L
+end
+
+LIMITERS.LOG = function()
+  local L = { kind = 'LOG', command = 'RL.LOG', storage = 'zset', nargs = 2,
+    expected = 'a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch',
+    options = set('META'), command_options = {} }
+  -- How many counted members a denial reads one by one before it searches by score.
+  local SCAN_STEPS = 8
+  function L.parse_args(i)
+    local v = ARGV[i]
+    local limit = string.match(v, '^%-?%d+$') and tonumber(v)
+    if not limit or limit < 1 or limit > MAX_LOG_LIMIT then
+      fail("ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_LOG_LIMIT))
+    end
+    return { limit = limit, window_ms = parse_duration('window', ARGV[i + 1]) }
+  end
+  function L.build(r, o)
+    r.window = r.window_ms * 1000
+    r.meta = o.meta or ''
+    return r
+  end
+  function L.check_cost(r, cost)
+    if cost > r.limit then cost_over(cost, 'limit', r.limit) end
+  end
+  function L.judge(r, opened, key, named, now, cost)
+    local bad = function() state_error(L, key, named) end
+    -- The entry a ZRANGE ... WITHSCORES reply starts with, or nil: seq (16 digits), its
+    -- cost and its time; anything else is not a log.
+    local function entry(pair)
+      if #pair == 0 then return nil end
+      local seq, c, meta = string.match(pair[1], '^(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d):([1-9]%d*):(.*)$')
+      seq = stored_number(seq, MAX_SAFE_INTEGER)
+      c = c and #c <= 5 and tonumber(c)
+      local t = stored_number(pair[2], MAX_SAFE_INTEGER)
+      if not (seq and c and t) or c > MAX_LOG_LIMIT or seq < c or #meta > MAX_META_LEN then bad() end
+      return { t = t, seq = seq, cost = c }
+    end
+    local newest, first
+    local t = now
+    if opened.exists then
+      if redis.call('ZCARD', key) > MAX_LOG_LIMIT then bad() end
+      newest = entry(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES'))
+      -- Time does not go back inside a log: a call older than its newest entry is
+      -- judged, and recorded, at that entry's time.
+      if newest then t = math.max(now, newest.t) end
+    end
+    local cutoff = math.max(t - r.window, 0)
+    local after = '(' .. int(cutoff)
+    if opened.exists then
+      first = entry(redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
+    end
+    local counted, base = 0, 0
+    if first then
+      base = first.seq - first.cost
+      if newest.seq < base then bad() end
+      counted = newest.seq - base
+    end
+    local function reset(n)
+      if not n then return 0 end
+      return ceil_ms(math.max(n + r.window - now, 0))
+    end
+    local newest_counted = (counted > 0) and newest.t or nil
+    local over = counted + cost - r.limit
+    if over <= 0 then
+      local j = { window = r.window_ms, pending = {} }
+      if cost > 0 then
+        local seq = (newest and newest.seq or 0) + cost
+        if seq > MAX_SAFE_INTEGER then
+          fail('ERR the log has numbered ' .. int(MAX_SAFE_INTEGER)
+            .. ' units since it began: delete the key (or let it expire) to start a new log')
+        end
+        j.pending.allow = {
+          { 'ZADD', key, int(t), string.format('%016d', seq) .. ':' .. int(cost) .. ':' .. r.meta },
+          { 'ZREMRANGEBYSCORE', key, '-inf', int(cutoff) },
+          { 'PEXPIREAT', key, int(ceil_ms(t + r.window)) },
+        }
+        newest_counted = t
+      end
+      j.fields = { 0, r.limit, r.limit - counted - cost, -1, reset(newest_counted) }
+      return j
+    end
+    -- Denied: when the counted members that must leave for `cost` to fit have left,
+    -- that is the first member whose running total reaches base + over: the first few
+    -- one by one, then a search by score (running totals grow with scores).
+    local target = base + over
+    local must
+    local scanned = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, SCAN_STEPS)
+    local last_seen
+    for i = 1, #scanned, 2 do
+      local e = entry({ scanned[i], scanned[i + 1] })
+      last_seen = e.t
+      if e.seq >= target then
+        must = e.t
+        break
+      end
+    end
+    if not must then
+      local lo, hi = cutoff, newest.t
+      if last_seen then lo = math.max(last_seen - 1, cutoff) end
+      while lo + 1 < hi do
+        local mid = lo + ((hi - lo) - (hi - lo) % 2) / 2
+        local e = entry(redis.call('ZREVRANGEBYSCORE', key, int(mid), '-inf', 'WITHSCORES', 'LIMIT', 0, 1))
+        if e and e.seq >= target then hi = mid else lo = mid end
+      end
+      must = hi
+    end
+    local retry = math.max(must + r.window - now, 1)
+    return { fields = { 1, r.limit, math.max(r.limit - counted, 0), math.max(1, ceil_ms(retry)),
+      reset(newest_counted) }, window = r.window_ms, retry = retry, pending = {} }
+  end
+  function L.write(r, key, pending, allowed)
+    if allowed then return pending.allow end
+    return nil
+  end
+  return L
+end
+
+-- Open a key as limiter L keeps it: its raw value and expiry (strings), or whether it
+-- exists (sorted sets); WRONGTYPE for another type.
+local function open_key(L, key)
+  if L.storage == 'string' then
+    local raw, exp = read_string(key)
+    return { raw = raw, exp = exp }
+  end
+  local kind = redis.call('TYPE', key)
+  kind = type(kind) == 'table' and kind.ok or kind
+  if kind == 'none' then return { exists = false } end
+  if kind ~= 'zset' then fail(WRONGTYPE) end
+  return { exists = true }
+end
+
+-- Run a parsed call, as the module does: `call` = { shape = 'single' | 'each' | 'all',
+-- keys = the key names, rules = list of { k = key index, L = limiter, r = rule },
+-- cost, at }. Open every key, judge every rule, decide all or nothing, write every
+-- key (nothing at all when RL.ALL is denied), reply with the binding rule's numbers.
+local function run_call(call)
+  local now = now_us(call.at)
+  local named = call.shape ~= 'single'
+  -- An error of rule i, as the call reports it (RL.ALL names the rule).
+  local function in_rule(i, res)
+    local msg = message(res)
+    if call.shape ~= 'all' or type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ')
+      or string.match(msg, '^OOM ') then
+      error(res, 0)
+    end
+    local rule = call.rules[i]
+    fail('ERR rule ' .. int(i) .. ' (' .. rule.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+  end
+  local opened = {}
+  for i, rule in ipairs(call.rules) do
+    local ok, res = pcall(open_key, rule.L, call.keys[rule.k])
+    if not ok then in_rule(i, res) end
+    opened[rule.k] = res
+  end
+  local judged = {}
+  for i, rule in ipairs(call.rules) do
+    local ok, res = pcall(rule.L.judge, rule.r, opened[rule.k], call.keys[rule.k], named, now, call.cost)
+    if not ok then in_rule(i, res) end
+    judged[i] = res
+  end
+  -- The binding rule: the denying one with the largest retry (ties: the first), else
+  -- the one with the least remaining (ties: the first).
+  local bind, denied
+  for i, j in ipairs(judged) do
+    if j.retry then
+      if not denied or j.retry > judged[bind].retry then bind, denied = i, true end
+    elseif not denied and (not bind or j.fields[3] < judged[bind].fields[3]) then
+      bind = i
+    end
+  end
+  -- Every key's writes first (a key that would be full refuses the whole request
+  -- before anything is written), then the writes.
+  local writes = {}
+  if not denied or call.shape ~= 'all' then
+    for i, rule in ipairs(call.rules) do
+      local ok, res = pcall(rule.L.write, rule.r, call.keys[rule.k], judged[i].pending, not denied, now,
+        call.cost)
+      if not ok then in_rule(i, res) end
+      if res then
+        for _, c in ipairs(res) do writes[#writes + 1] = c end
+      end
+    end
+  end
+  for _, c in ipairs(writes) do redis.call(unpack(c)) end
+  local j = judged[bind]
+  local reply = j.fields
+  if call.shape == 'single' then
+    if j.booking then reply[6] = j.booking end
+  elseif call.shape == 'each' then
+    reply[6] = call.keys[call.rules[bind].k]
+    reply[7] = j.window
+  else
+    reply[6] = bind
+    reply[7] = call.keys[call.rules[bind].k]
+  end
+  return reply
+end
+
+-- A single-key command: `EVALSHA sha 1 key <its arguments>`.
+local function single_command(L)
+  if #KEYS ~= 1 or #ARGV < L.nargs then
+    fail("ERR wrong number of arguments for '" .. L.command .. "' command")
+  end
+  local p = L.parse_args(1)
+  local accepts = set('COST', 'AT')
+  for k in pairs(L.options) do accepts[k] = true end
+  for k in pairs(L.command_options) do accepts[k] = true end
+  local o = parse_options(1 + L.nargs, accepts, false)
+  local r = L.build(p, o)
+  L.check_cost(r, o.cost)
+  return run_call({ shape = 'single', keys = KEYS, rules = { { k = 1, L = L, r = r } }, cost = o.cost,
+    at = o.at })
+end
+
+-- The call shape of RL.MULTI and RL.SLIDING: numkeys (EVALSHA's) from 1 to MAX_KEYS
+-- distinct KEYS, then LIMIT window limit triples among the options, the same rule on
+-- every key.
+local function each_key_command(L)
+  if 2 + #KEYS + #ARGV < 6 then
+    fail("ERR wrong number of arguments for '" .. L.command .. "' command")
+  end
+  if #KEYS < 1 or #KEYS > MAX_KEYS then
+    fail("ERR invalid numkeys '" .. int(#KEYS) .. "': must be an integer from 1 to " .. int(MAX_KEYS))
+  end
+  local seen_key = {}
+  for _, key in ipairs(KEYS) do
+    if seen_key[key] then fail("ERR key '" .. echo(key) .. "' given more than once") end
+    seen_key[key] = true
+  end
+  local accepts = set('COST', 'AT')
+  for k in pairs(L.options) do accepts[k] = true end
+  local o = parse_options(1, accepts, false)
+  local r = L.build({}, o)
+  L.check_cost(r, o.cost)
+  local rules = {}
+  for k = 1, #KEYS do rules[k] = { k = k, L = L, r = r } end
+  return run_call({ shape = 'each', keys = KEYS, rules = rules, cost = o.cost, at = o.at })
+end

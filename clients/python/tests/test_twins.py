@@ -1,0 +1,80 @@
+"""The explicit fallback: ``twins=True`` runs the Lua twins on a server started without
+the module, and gives the results the module gives."""
+
+from __future__ import annotations
+
+import filecmp
+from pathlib import Path
+
+import pytest
+import redis
+
+from conftest import REPO, make_limiter
+from redis_ratelimit import Fixed, Gcra, RateLimiter, TwinUnavailable, twins
+
+T = 1_900_000_000_000
+
+
+def workload(rl, tag):
+    """The same calls, with AT pinned, for both servers."""
+    out = []
+    for i in range(4):
+        out.append(rl.gcra(tag + "g", 2, 1, "10s", at=T + i * 1000))
+        out.append(rl.fixed(tag + "f", 3, "10s", cost=1 + i % 2, at=T + i * 1000))
+        out.append(rl.multi([tag + "m1", tag + "m2"], [("1s", 2), ("1m", 3)], at=T + i * 400))
+        out.append(rl.sliding([tag + "s"], [("1s", 3)], buckets=5, at=T + i * 300))
+        out.append(rl.log(tag + "l", 3, "1m", meta="user:%d" % i, at=T + i * 10000))
+        out.append(rl.gcra(tag + "d", 0, 10, "1s", delay="300ms", at=T))
+    out.append(rl.bulkexpire(60, [tag + "f", tag + "missing"]))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("decode", [False, True], ids=["bytes", "str"])
+def test_twins_on_a_server_without_the_module_give_the_modules_results(server, bare_server, mode, decode, tag):
+    native, close_native = make_limiter("standalone", mode, decode, 2, server.port)
+    scripted, close_scripted = make_limiter("standalone", mode, decode, 3, bare_server.port, twins=True)
+    try:
+        # The module is not there: the command itself fails.
+        plain = redis.Redis(port=bare_server.port)
+        with pytest.raises(redis.exceptions.ResponseError, match="unknown command"):
+            plain.execute_command("RL.GCRA", "k", 1, 1, "1s")
+        assert not scripted.has_command("RL.GCRA")
+        expected = workload(native, tag)
+        assert workload(scripted, tag) == expected
+        assert any(not r.allowed for r in expected[:-1])  # the workload reaches the limits
+        # The same state: the values the module wrote are the values the twins wrote.
+        native_raw = redis.Redis(port=server.port)
+        for key in ("g", "f", "m1", "s", "d"):
+            assert plain.get(tag + key) == native_raw.get(tag + key), key
+        assert plain.zrange(tag + "l", 0, -1, withscores=True) == native_raw.zrange(tag + "l", 0, -1, withscores=True)
+    finally:
+        close_native()
+        close_scripted()
+
+
+def test_twins_reload_a_flushed_script_cache(bare_server, tag):
+    rl = RateLimiter(redis.Redis(port=bare_server.port), twins=True)
+    assert rl.check(Gcra(1, 1, "1s"), tag + "a", at=T).allowed
+    rl.client.script_flush()
+    assert rl.check(Fixed(1, "1s"), tag + "b", at=T).allowed  # NOSCRIPT, then EVAL
+
+
+def test_a_command_without_a_twin_says_so(bare_server, tmp_path):
+    rl = RateLimiter(redis.Redis(port=bare_server.port), twins=True)
+    with pytest.raises(TwinUnavailable):
+        rl.sweep(0, 60)
+    empty = RateLimiter(redis.Redis(port=bare_server.port), twins=True, lua_dir=tmp_path)
+    with pytest.raises(TwinUnavailable, match="gcra.lua"):
+        empty.gcra("k", 1, 1, "1s")
+
+
+def test_the_package_carries_the_repositorys_twins():
+    """clients/python/src/redis_ratelimit/lua is a copy of lua/ (the package must be
+    installable on its own): after changing a twin, copy it there
+    (cp lua/*.lua clients/python/src/redis_ratelimit/lua/)."""
+    repo = sorted(p.name for p in (REPO / "lua").glob("*.lua"))
+    packaged = sorted(p.name for p in twins.PACKAGED_LUA_DIR.glob("*.lua"))
+    assert packaged == repo
+    _, mismatch, errors = filecmp.cmpfiles(REPO / "lua", twins.PACKAGED_LUA_DIR, repo, shallow=False)
+    assert not mismatch and not errors, f"differ from lua/: {mismatch + errors}"
