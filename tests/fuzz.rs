@@ -197,6 +197,66 @@ fn valid_sliding(rng: &mut Rng) -> Vec<Vec<u8>> {
     v
 }
 
+/// RL.ALL: one to four rules of random kinds on keys of one slot, in random order.
+fn valid_all(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let kinds = ["FIXED", "GCRA", "MULTI", "SLIDING", "LOG"];
+    let n = rng.range(1, 5) as usize;
+    let mut v = vec![n.to_string().into_bytes()];
+    // Keys of their own per kind, so that a rule meets its own state or none.
+    let mut chosen: Vec<usize> = (0..kinds.len()).collect();
+    rng.shuffle(&mut chosen);
+    chosen.truncate(n);
+    v.extend(
+        chosen
+            .iter()
+            .map(|&k| format!("{{a}}{}", kinds[k]).into_bytes()),
+    );
+    let mut order: Vec<usize> = (0..n).collect();
+    rng.shuffle(&mut order);
+    for pos in order {
+        let kind = kinds[chosen[pos]];
+        v.extend([s(kind), (pos + 1).to_string().into_bytes()]);
+        match kind {
+            "FIXED" => {
+                v.extend([rng.range(1, 20).to_string().into_bytes(), s("1m")]);
+                if rng.chance(30) {
+                    v.push(s("ALIGN"));
+                }
+            }
+            "GCRA" => v.extend([
+                rng.range(0, 5).to_string().into_bytes(),
+                rng.range(1, 10).to_string().into_bytes(),
+                s("1s"),
+            ]),
+            "MULTI" | "SLIDING" => {
+                for w in ["1s", "1m"].iter().take(rng.range(1, 3) as usize) {
+                    v.extend([s("LIMIT"), s(w), rng.range(1, 20).to_string().into_bytes()]);
+                }
+            }
+            _ => {
+                v.extend([rng.range(1, 20).to_string().into_bytes(), s("10s")]);
+                if rng.chance(50) {
+                    v.extend([s("META"), s("u")]);
+                }
+            }
+        }
+    }
+    limiter_options(rng, &mut v, false);
+    v
+}
+
+/// RL.ALL's reply: the five integers, then the binding rule's place and its key.
+fn all_reply(v: &Value) -> bool {
+    match v {
+        Value::Array(items) if items.len() == 7 => {
+            five_ints(&Value::Array(items[..5].to_vec()))
+                && matches!(items[5], Value::Int(p) if p >= 1)
+                && matches!(items[6], Value::Bulk(_))
+        }
+        _ => false,
+    }
+}
+
 /// The five integers, then the binding key and its window in ms.
 fn multi_reply(v: &Value) -> bool {
     match v {
@@ -319,6 +379,18 @@ const TARGETS: &[Target] = &[
         prefix: |t| vec![s("EVALSHA"), t.sliding.clone().into_bytes()],
         valid: valid_sliding,
         well_formed: multi_reply,
+    },
+    Target {
+        name: "RL.ALL",
+        prefix: |_| vec![s("RL.ALL")],
+        valid: valid_all,
+        well_formed: all_reply,
+    },
+    Target {
+        name: "RL.ALL twin",
+        prefix: |t| vec![s("EVALSHA"), t.all.clone().into_bytes()],
+        valid: valid_all,
+        well_formed: all_reply,
     },
     Target {
         name: "RL.BULKEXPIRE",

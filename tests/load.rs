@@ -156,6 +156,44 @@ fn sliding_allows_exactly_the_tightest_limit_under_load() {
 }
 
 #[test]
+fn all_allows_exactly_the_tightest_rule_under_load() {
+    let s = Server::start();
+    // Each call: a GCRA per hot key (1 000 at once, then 1 000 an hour), a sliding
+    // window per hot key, and a fixed window of 700 an hour on one shared key, the
+    // tightest: exactly 700 pass across all 16 clients, and nothing else is consumed
+    // by the denied calls.
+    let totals = hammer(&s, |key| {
+        let hot = format!("{{t}}{key}");
+        [
+            "RL.ALL",
+            "3",
+            &format!("{hot}:g"),
+            &format!("{hot}:s"),
+            "{t}shared",
+            "GCRA",
+            "1",
+            "999",
+            "1000",
+            "1h",
+            "SLIDING",
+            "2",
+            "LIMIT",
+            "1h",
+            "5000",
+            "FIXED",
+            "3",
+            "700",
+            "1h",
+        ]
+        .map(String::from)
+        .to_vec()
+    });
+    assert_eq!(totals.iter().sum::<i64>(), 700, "{totals:?}");
+    let mut c = s.client();
+    assert_eq!(c.cmd(&["GET", "{t}shared"]).text(), "700");
+}
+
+#[test]
 fn log_allows_exactly_the_limit_under_load() {
     let s = Server::start();
     // 16 clients × 2 000 requests on 4 hot logs of 500 per hour: exactly 500 each, and

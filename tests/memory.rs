@@ -75,6 +75,34 @@ fn log_keys_expire_and_memory_returns_to_baseline() {
 }
 
 #[test]
+fn all_keys_expire_and_memory_returns_to_baseline() {
+    returns_to_baseline(|i| {
+        crate::args![
+            "RL.ALL",
+            3,
+            format!("{{{i}}}g"),
+            format!("{{{i}}}f"),
+            format!("{{{i}}}l"),
+            "GCRA",
+            1,
+            0,
+            1,
+            "2s",
+            "FIXED",
+            2,
+            5,
+            "2s",
+            "LOG",
+            3,
+            5,
+            "2s",
+            "META",
+            "u"
+        ]
+    });
+}
+
+#[test]
 fn sliding_keys_expire_and_memory_returns_to_baseline() {
     returns_to_baseline(|i| {
         crate::args![

@@ -116,6 +116,21 @@ fn info_section_counts_calls_allowed_denied_and_errors() {
         [Some(3), Some(1), Some(1), Some(1)],
         "{fields:?}"
     );
+    // RL.ALL counts as one call, whatever its rules.
+    c.cmd(&[
+        "RL.ALL", "2", "{a}1", "{a}2", "FIXED", "1", "1", "1m", "LOG", "2", "5", "1m",
+    ]);
+    c.cmd(&[
+        "RL.ALL", "2", "{a}1", "{a}2", "FIXED", "1", "1", "1m", "LOG", "2", "5", "1m",
+    ]);
+    c.cmd(&["RL.ALL", "1", "{a}1", "FIXED", "1", "1", "1m", "COST", "2"]);
+    let fields = info_fields(&mut c);
+    let get = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+    assert_eq!(
+        ["calls", "allowed", "denied", "errors"].map(|f| get(&format!("ratelimit_all_{f}"))),
+        [Some(3), Some(1), Some(1), Some(1)],
+        "{fields:?}"
+    );
     // The bulk TTL commands count the keys they gave a TTL (a dry run gives none).
     c.cmd(&["SET", "p1", "x"]);
     c.cmd(&["SET", "p2", "x"]);
@@ -230,6 +245,9 @@ fn denials_and_peeks_leave_watched_keys_alone() {
     c.cmd(&["RL.MULTI", "1", "m", "LIMIT", "1h", "1"]);
     c.cmd(&["RL.SLIDING", "1", "s", "LIMIT", "1h", "1"]);
     c.cmd(&["RL.LOG", "l", "1", "1h"]);
+    c.cmd(&[
+        "RL.ALL", "2", "{a}f", "{a}l", "FIXED", "1", "1", "1h", "LOG", "2", "5", "1h",
+    ]);
     c.cmd(&["SET", "ttl", "x", "EX", "100"]);
     // (call, key watched, whether it writes)
     let cases: Vec<(Vec<&str>, &str, bool)> = vec![
@@ -261,6 +279,37 @@ fn denials_and_peeks_leave_watched_keys_alone() {
         (vec!["RL.LOG", "l", "1", "1h"], "l", false),
         (vec!["RL.LOG", "l", "9", "1h", "COST", "0"], "l", false),
         (vec!["RL.BULKEXPIRE", "1h", "ttl"], "ttl", false),
+        // RL.ALL denied by its first rule: the second key is not touched either.
+        (
+            vec![
+                "RL.ALL", "2", "{a}f", "{a}l", "FIXED", "1", "1", "1h", "LOG", "2", "5", "1h",
+            ],
+            "{a}l",
+            false,
+        ),
+        (
+            vec![
+                "RL.ALL", "2", "{a}f", "{a}l", "FIXED", "1", "9", "1h", "LOG", "2", "9", "1h",
+                "COST", "0",
+            ],
+            "{a}f",
+            false,
+        ),
+        (
+            vec![
+                "EVALSHA", &twins.all, "2", "{a}f", "{a}l", "FIXED", "1", "1", "1h", "LOG", "2",
+                "5", "1h",
+            ],
+            "{a}l",
+            false,
+        ),
+        (
+            vec![
+                "RL.ALL", "2", "{a}f2", "{a}l2", "FIXED", "1", "9", "1h", "LOG", "2", "9", "1h",
+            ],
+            "{a}l2",
+            true,
+        ),
         (vec!["RL.FIXED", "f2", "5", "1h"], "f2", true),
         (vec!["RL.GCRA", "g2", "5", "1", "1h"], "g2", true),
         (vec!["RL.MULTI", "1", "m2", "LIMIT", "1h", "9"], "m2", true),

@@ -41,6 +41,20 @@ fn every_command(p: &str) -> Vec<Vec<String>> {
             "5",
         ]),
         v(&["RL.LOG", &format!("{p}:log"), "5", "1m", "META", "u"]),
+        v(&[
+            "RL.ALL",
+            "2",
+            &format!("{p}:all:f"),
+            &format!("{p}:all:l"),
+            "FIXED",
+            "1",
+            "5",
+            "1m",
+            "LOG",
+            "2",
+            "5",
+            "1m",
+        ]),
         v(&["RL.BULKEXPIRE", "1h", &format!("{p}:bulk")]),
         v(&["RL.SWEEP", "0", "1h"]),
     ]
@@ -102,7 +116,9 @@ fn a_user_denied_writes_cannot_write_through_any_command() {
                 "k:gcra",
                 "k:multi",
                 "k:sliding",
-                "k:log"
+                "k:log",
+                "k:all:f",
+                "k:all:l"
             ])
             .int(),
         0,
@@ -126,6 +142,9 @@ fn multi_key_calls(first: &str, second: &str) -> Vec<Vec<String>> {
         v(&["RL.MULTI", "2", first, second, "LIMIT", "1m", "5"]),
         v(&["RL.SLIDING", "2", first, second, "LIMIT", "1m", "5"]),
         v(&["RL.BULKEXPIRE", "1h", first, second]),
+        v(&[
+            "RL.ALL", "2", first, second, "FIXED", "1", "5", "1m", "GCRA", "2", "1", "5", "1m",
+        ]),
     ]
 }
 
@@ -149,6 +168,7 @@ fn the_write_check_covers_every_key_of_a_call_in_any_order() {
         "+rl.multi",
         "+rl.sliding",
         "+rl.bulkexpire",
+        "+rl.all",
         "(+set +pexpire ~a:*)",
     ]);
     let mut sel = login(&s, "sel");
@@ -205,6 +225,7 @@ fn key_patterns_cover_every_key_of_a_call_in_any_order() {
         "+rl.multi",
         "+rl.sliding",
         "+rl.bulkexpire",
+        "+rl.all",
         "+set",
         "+pexpire",
     ]);
@@ -416,6 +437,25 @@ fn over_maxmemory_denials_and_peeks_answer_and_only_writes_are_refused() {
         assert_eq!(r.array()[0].int(), 0, "peek: {r:?}");
         assert_eq!(multi(&mut c, twin, &["{m}a", "{m}b"], "1").err(), Some(OOM));
         assert_eq!(c.cmd(&["EXISTS", "{m}a", "{m}b"]).int(), 0);
+    }
+    // RL.ALL with a string rule and a log rule: peeks answer, writes get the OOM error
+    // and neither key is written.
+    for twin in [None, Some(twins.all.clone())] {
+        let mut v: Vec<String> = match &twin {
+            None => vec!["RL.ALL".into()],
+            Some(sha) => vec!["EVALSHA".into(), sha.clone()],
+        };
+        v.extend(
+            [
+                "2", "{o}f", "{o}l", "FIXED", "1", "5", "1h", "LOG", "2", "5", "1h", "AT", &at,
+            ]
+            .map(String::from),
+        );
+        let mut peek = v.clone();
+        peek.extend(["COST".into(), "0".into()]);
+        assert_eq!(c.cmd(&peek).array()[0].int(), 0, "peek {twin:?}");
+        assert_eq!(c.cmd(&v).err(), Some(OOM), "{twin:?}");
+        assert_eq!(c.cmd(&["EXISTS", "{o}f", "{o}l"]).int(), 0);
     }
     // Bulk TTLs are how a full server gets memory back: they still run.
     c.cmd(&["CONFIG", "SET", "maxmemory", "0"]);

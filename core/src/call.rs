@@ -423,3 +423,252 @@ pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
 fn is_rule_keyword(word: &[u8]) -> bool {
     kind_of(word).is_some()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limiter::{decide, Settled};
+    use crate::units::UnixMillis;
+    use crate::verdict::Decision;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    fn parse(args: &[&'static str]) -> Result<Call<'static>> {
+        let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        all(&raw)
+    }
+
+    #[test]
+    fn rules_name_their_keys_by_position_in_any_order() {
+        let call = parse(&[
+            "3",
+            "user:7",
+            "acct:3",
+            "ip:1",
+            "sliding",
+            "3",
+            "LIMIT",
+            "1m",
+            "100",
+            "GCRA",
+            "1",
+            "9",
+            "10",
+            "1s",
+            "Fixed",
+            "2",
+            "10000",
+            "1d",
+            "ALIGN",
+            "COST",
+            "2",
+            "AT",
+            "1900000000000",
+        ])
+        .unwrap();
+        assert_eq!(call.shape, Shape::All);
+        assert_eq!(call.numkeys, 3);
+        let kinds: Vec<(usize, &str)> = call.rules.iter().map(|(k, r)| (*k, r.kind())).collect();
+        assert_eq!(kinds, [(2, "SLIDING"), (0, "GCRA"), (1, "FIXED")]);
+        assert_eq!(
+            (call.cost, call.at),
+            (2, Some(Micros(1_900_000_000_000_000)))
+        );
+        assert_eq!(call.first_key(), 2);
+        // A META value may be any word, a keyword included.
+        let call = parse(&[
+            "2", "a", "b", "LOG", "1", "5", "1m", "META", "GCRA", "GCRA", "2", "0", "1", "1s",
+        ])
+        .unwrap();
+        assert_eq!(call.rules.len(), 2);
+    }
+
+    #[test]
+    fn errors_name_their_rule() {
+        let cases: &[(&[&'static str], &str)] = &[
+            (&["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command"),
+            (&["17", "a", "FIXED", "1"], "ERR invalid numkeys '17': must be an integer from 1 to 16"),
+            (&["1", "a", "NOPE", "1", "5", "1m"], "ERR unknown rule 'NOPE': a rule is FIXED, GCRA, MULTI, SLIDING or LOG followed by its key's position (COST and AT come after the rules)"),
+            (&["1", "a", "LOG", "0", "5", "1m"], "ERR rule 1 (LOG): invalid key position '0': must be an integer from 1 to 1 (the keys' places after numkeys)"),
+            (&["2", "a", "b", "LOG", "1", "5", "1m", "LOG", "1", "5", "1m"], "ERR rule 2 (LOG): key 1 is already named by rule 1: one rule per key"),
+            (&["2", "a", "b", "LOG", "2", "5", "1m"], "ERR key 1 'a' is named by no rule: every key needs exactly one rule"),
+            (&["1", "a", "GCRA", "1", "0", "1", "1s", "DELAY", "1s"], "ERR rule 1 (GCRA): DELAY is not accepted inside RL.ALL (book with RL.GCRA ... DELAY on its own)"),
+            (&["1", "a", "FIXED", "1", "5", "1m", "BUCKETS", "2"], "ERR rule 1 (FIXED): option BUCKETS does not belong to this rule"),
+            (&["1", "a", "FIXED", "1", "5", "1m", "COST", "9"], "ERR rule 1 (FIXED): cost 9 exceeds the limit 5: the request can never be allowed"),
+            (&["1", "a", "AT", "5", "FIXED", "1", "5", "1m"], "ERR COST and AT come after every rule"),
+        ];
+        for (args, want) in cases {
+            assert_eq!(
+                parse(args).err().map(|e| e.to_string()).as_deref(),
+                Some(*want),
+                "{args:?}"
+            );
+        }
+    }
+
+    /// Keys as the server holds them, for the rules to read and the effects to write.
+    #[derive(Clone, Debug, Default)]
+    struct Keys {
+        strings: Vec<Option<(Vec<u8>, Option<UnixMillis>)>>,
+        logs: Vec<BTreeSet<(u64, Vec<u8>)>>,
+    }
+
+    struct LogView<'a>(&'a BTreeSet<(u64, Vec<u8>)>);
+
+    impl LogView<'_> {
+        fn entries(&self) -> impl DoubleEndedIterator<Item = Result<log::Entry>> + '_ {
+            self.0
+                .iter()
+                .map(|(t, m)| log::parse_entry(m, *t as f64).ok_or_else(|| log::STATE.invalid()))
+        }
+    }
+
+    impl log::Index for LogView<'_> {
+        fn members(&self) -> usize {
+            self.0.len()
+        }
+        fn last(&self) -> Result<Option<log::Entry>> {
+            self.entries().next_back().transpose()
+        }
+        fn first_after(&self, after: Micros) -> Result<Option<log::Entry>> {
+            self.entries()
+                .find(|e| e.as_ref().map_or(true, |e| e.time > after))
+                .transpose()
+        }
+        fn last_through(&self, through: Micros) -> Result<Option<log::Entry>> {
+            self.entries()
+                .rev()
+                .find(|e| e.as_ref().map_or(true, |e| e.time <= through))
+                .transpose()
+        }
+        fn scan_after(&self, after: Micros, f: &mut dyn FnMut(log::Entry) -> bool) -> Result<()> {
+            for e in self.entries() {
+                let e = e?;
+                if e.time > after && !f(e) {
+                    break;
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// Judge every rule of `call` at `now`: the judgements, or the first error.
+    fn judge_all<'a>(call: &Call<'a>, keys: &Keys, now: Micros) -> Vec<Judgement<Pending<'a>>> {
+        call.rules
+            .iter()
+            .map(|(k, rule)| {
+                let read = match rule.storage() {
+                    Storage::String => match &keys.strings[*k] {
+                        Some((value, expires_at)) => KeyRead::String {
+                            value,
+                            expires_at: *expires_at,
+                        },
+                        None => KeyRead::Missing,
+                    },
+                    Storage::SortedSet if keys.logs[*k].is_empty() => KeyRead::Missing,
+                    Storage::SortedSet => KeyRead::SortedSet(&LogView(&keys.logs[*k])),
+                };
+                rule.judge(read, now, call.cost).expect("valid state")
+            })
+            .collect()
+    }
+
+    /// The keys after `effects` (one per rule, in rule order).
+    fn apply(call: &Call, keys: &mut Keys, effects: Vec<Effect<State>>) {
+        for ((k, _), effect) in call.rules.iter().zip(effects) {
+            match effect {
+                Effect::None => {}
+                Effect::ExpireAt(at) => {
+                    if let Some((_, e)) = keys.strings[*k].as_mut() {
+                        *e = Some(at);
+                    }
+                }
+                Effect::Set { state, expires_at } => match state.value() {
+                    Value::String(v) => {
+                        let mut out = Vec::new();
+                        v.encode(&mut out);
+                        keys.strings[*k] = Some((out, Some(expires_at)));
+                    }
+                    Value::LogEntry(a) => {
+                        let mut m = Vec::new();
+                        a.member(&mut m);
+                        keys.logs[*k].insert((a.time.0, m));
+                        keys.logs[*k].retain(|(t, _)| *t > a.trim_through.0);
+                    }
+                },
+            }
+        }
+    }
+
+    /// The arguments of one random rule of each kind, on key position `pos`.
+    fn rule_args(kind: usize, pos: usize, n: u64) -> Vec<String> {
+        let p = (pos + 1).to_string();
+        let l = (1 + n % 4).to_string();
+        let v: Vec<&str> = match kind {
+            0 => vec!["FIXED", &p, &l, "1s"],
+            1 => vec!["GCRA", &p, &l, "2", "1s"],
+            2 => vec!["MULTI", &p, "LIMIT", "1s", &l, "LIMIT", "10s", "6"],
+            3 => vec!["SLIDING", &p, "LIMIT", "1s", &l, "BUCKETS", "4"],
+            _ => vec!["LOG", &p, &l, "1s", "META", "m"],
+        };
+        v.into_iter().map(String::from).collect()
+    }
+
+    proptest! {
+        /// A call of several kinds of rules: allowed iff every rule allows; the binding
+        /// rule is the denying one with the largest retry_after (the first of equals),
+        /// or the one with the least remaining (the first of equals); a denial writes
+        /// nothing; and after the binding retry_after every rule allows the same call.
+        #[test]
+        fn the_call_is_all_or_nothing_and_retry_after_is_enough(
+            kinds in proptest::collection::btree_set(0usize..5, 1..=5),
+            limits in proptest::collection::vec(0u64..8, 5),
+            steps in proptest::collection::vec((0u64..1_500, 0i64..2), 1..60),
+        ) {
+            let kinds: Vec<usize> = kinds.into_iter().collect();
+            let n = kinds.len();
+            let mut keys = Keys { strings: vec![None; n], logs: vec![BTreeSet::new(); n] };
+            let mut now = 1_700_000_000_000_000u64;
+            for (dt, cost) in steps {
+                now += dt * 1_000;
+                let mut args: Vec<String> = vec![n.to_string()];
+                args.extend((0..n).map(|k| format!("k{k}")));
+                for (pos, &kind) in kinds.iter().enumerate() {
+                    args.extend(rule_args(kind, pos, limits[kind]));
+                }
+                args.extend(["COST".to_string(), cost.to_string()]);
+                let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+                let call = all(&raw).expect("valid call");
+                let judged = judge_all(&call, &keys, Micros(now));
+                let decided = decide(&judged).expect("rules");
+                let every = judged.iter().all(|j| j.verdict.is_allowed());
+                prop_assert_eq!(decided.settled == Settled::Allowed, every);
+                let binding = &judged[decided.binding];
+                if every {
+                    let least = judged.iter().map(|j| j.verdict.remaining).min().unwrap();
+                    prop_assert_eq!(binding.verdict.remaining, least);
+                    prop_assert!(judged[..decided.binding].iter().all(|j| j.verdict.remaining > least));
+                    let rules = call.rules.clone();
+                    let effects = rules
+                        .iter()
+                        .zip(judged)
+                        .map(|((_, r), j)| r.write(j.pending, Settled::Allowed, Micros(now), call.cost).expect("room"))
+                        .collect();
+                    apply(&call, &mut keys, effects);
+                } else {
+                    let retry = |j: &Judgement<_>| match j.verdict.decision {
+                        Decision::Denied { retry_after } => Some(retry_after),
+                        Decision::Allowed => None,
+                    };
+                    let most = judged.iter().filter_map(retry).max().unwrap();
+                    prop_assert_eq!(retry(binding), Some(most));
+                    prop_assert!(judged[..decided.binding].iter().all(|j| retry(j) < Some(most)));
+                    // Nothing is written; at now + retry_after every rule allows.
+                    let later = Micros(now + most.0);
+                    let again = judge_all(&call, &keys, later);
+                    prop_assert!(again.iter().all(|j| j.verdict.is_allowed()), "not all allowed after {most:?}");
+                }
+            }
+        }
+    }
+}

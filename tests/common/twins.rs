@@ -10,6 +10,7 @@ pub struct Twins {
     pub multi: String,
     pub sliding: String,
     pub log: String,
+    pub all: String,
     pub bulkexpire: String,
 }
 
@@ -35,6 +36,7 @@ impl Twins {
             multi: load("multi.lua"),
             sliding: load("sliding.lua"),
             log: load("log.lua"),
+            all: load("all.lua"),
             bulkexpire: load("bulkexpire.lua"),
         }
     }

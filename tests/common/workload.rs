@@ -112,7 +112,10 @@ pub fn run(
                         rng.range(1, 6).to_string(),
                     ]);
                 }
-                if rng.chance(50) {
+                if rng.chance(25) {
+                    // Several kinds at once on the keys the single commands use.
+                    all_call(&mut rng, twin, twins, id, &opts)
+                } else if rng.chance(50) {
                     // The same shape with sliding windows (on keys of their own).
                     let keys: Vec<String> = keys.iter().map(|k| format!("{k}:s")).collect();
                     if rng.chance(50) {
@@ -163,6 +166,53 @@ pub fn run(
     replies
 }
 
+/// An RL.ALL call (or its twin) with two to four rules on the keys of identifier
+/// `id` that RL.FIXED, RL.GCRA, RL.SLIDING and RL.LOG also write.
+fn all_call(rng: &mut Rng, twin: bool, twins: &Twins, id: u64, opts: &[String]) -> Vec<String> {
+    let rules: [(&str, String, Vec<String>); 4] = [
+        (
+            "FIXED",
+            format!("fixed:{id}"),
+            vec![rng.range(1, 5).to_string(), "1m".into()],
+        ),
+        (
+            "GCRA",
+            format!("gcra:{id}"),
+            vec![
+                rng.range(0, 4).to_string(),
+                rng.range(1, 10).to_string(),
+                "1h".into(),
+            ],
+        ),
+        (
+            "SLIDING",
+            format!("{{u{id}}}ip:s"),
+            vec!["LIMIT".into(), "1m".into(), rng.range(1, 6).to_string()],
+        ),
+        (
+            "LOG",
+            format!("log:{id}"),
+            vec![
+                rng.range(1, 6).to_string(),
+                "1h".into(),
+                "META".into(),
+                "all".into(),
+            ],
+        ),
+    ];
+    let mut chosen: Vec<usize> = (0..4).collect();
+    rng.shuffle(&mut chosen);
+    chosen.truncate(rng.range(2, 5) as usize);
+    let keys: Vec<String> = chosen.iter().map(|&i| rules[i].1.clone()).collect();
+    let mut args = Vec::new();
+    for (pos, &i) in chosen.iter().enumerate() {
+        args.push(rules[i].0.to_string());
+        args.push((pos + 1).to_string());
+        args.extend(rules[i].2.iter().cloned());
+    }
+    limiter(twin, "RL.ALL", &twins.all, &keys, &args, opts)
+}
+
 /// The native call or its twin's EVALSHA, with the same arguments.
 fn limiter(
     twin: bool,
@@ -174,7 +224,7 @@ fn limiter(
 ) -> Vec<String> {
     let mut v: Vec<String> = if twin {
         vec!["EVALSHA".into(), sha.to_string(), keys.len().to_string()]
-    } else if command == "RL.MULTI" || command == "RL.SLIDING" {
+    } else if command == "RL.MULTI" || command == "RL.SLIDING" || command == "RL.ALL" {
         vec![command.into(), keys.len().to_string()]
     } else {
         vec![command.into()]

@@ -96,7 +96,11 @@ def test_log_keeps_who(limiter, raw, tag):
     assert limiter.log(key, 3, "1m", meta="user:bob", at=T + 10000) == RateLimit(True, 3, 1, -1, 60000)
     assert limiter.log(key, 3, "1m", meta=b"user:bob", at=T + 20000) == RateLimit(True, 3, 0, -1, 60000)
     assert limiter.log(key, 3, "1m", meta="user:eve", at=T + 30000) == RateLimit(False, 3, 0, 30000, 50000)
-    assert raw.zrange(key, 0, -1) == [b"1:user:alice", b"2:user:bob", b"3:user:bob"]
+    assert raw.zrange(key, 0, -1) == [
+        b"0000000000000001:1:user:alice",
+        b"0000000000000002:1:user:bob",
+        b"0000000000000003:1:user:bob",
+    ]
 
 
 def test_check_applies_a_policy(limiter, tag):

@@ -1,0 +1,587 @@
+//! RL.ALL against real servers: several limiters of different kinds on several keys,
+//! all or nothing. Each rule is judged as its own command would judge its key (checked
+//! against the single commands run on copies of the keys), a denial writes nothing
+//! anywhere, the binding rule follows the tie rules; the twin gives the same replies and
+//! states, mixed with the single commands and their twins on the same keys; errors with
+//! their exact texts; WRONGTYPE; key declaration, CROSSSLOT and Cluster routing.
+
+mod common;
+
+use common::{at_base, Client, Cluster, Rng, Server, Twins, Value, HOUR};
+
+/// The five integers a limiter reply starts with.
+fn five(v: &Value) -> Vec<i64> {
+    v.array()[..5].iter().map(Value::int).collect()
+}
+
+fn strings(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+/// `RL.ALL` (native) or its twin's `EVALSHA` with the same arguments.
+fn all_line(twin: Option<&str>, keys: &[String], rest: &[String]) -> Vec<String> {
+    let mut v = match twin {
+        None => vec!["RL.ALL".to_string(), keys.len().to_string()],
+        Some(sha) => vec![
+            "EVALSHA".to_string(),
+            sha.to_string(),
+            keys.len().to_string(),
+        ],
+    };
+    v.extend(keys.iter().cloned());
+    v.extend(rest.iter().cloned());
+    v
+}
+
+/// A key's state as a plain client reads it: type, value (GET, or the sorted set's
+/// members and scores) and absolute expiry.
+fn key_state(c: &mut Client, key: &str) -> (String, Value, i64) {
+    let t = c.cmd(&["TYPE", key]).text();
+    let v = match t.as_str() {
+        "zset" => c.cmd(&["ZRANGE", key, "0", "-1", "WITHSCORES"]),
+        "string" => c.cmd(&["GET", key]),
+        _ => Value::Nil,
+    };
+    (t, v, c.cmd(&["PEXPIRETIME", key]).int())
+}
+
+/// Copy `from` to `to` (value and absolute expiry), or delete `to` when `from` is missing.
+fn copy_key(c: &mut Client, from: &str, to: &str) {
+    c.cmd(&["DEL", to]);
+    if let Value::Bulk(dump) = c.cmd(&["DUMP", from]) {
+        let exp = c.cmd(&["PEXPIRETIME", from]).int();
+        let mut restore = vec![
+            b"RESTORE".to_vec(),
+            to.as_bytes().to_vec(),
+            exp.max(0).to_string().into_bytes(),
+            dump,
+        ];
+        if exp > 0 {
+            restore.push(b"ABSTTL".to_vec());
+        }
+        assert_eq!(c.cmd(&restore), Value::Status("OK".into()));
+    }
+}
+
+/// One rule of a call: its kind, the key it names, and its own command's line (without
+/// `COST` and `AT`) on a given key.
+#[derive(Clone, Debug)]
+struct Rule {
+    kind: &'static str,
+    /// The rule's arguments after its key position.
+    args: Vec<String>,
+}
+
+impl Rule {
+    /// Its own command on `key` with `cost` at `at`.
+    fn own_command(&self, key: &str, cost: &str, at: &str) -> Vec<String> {
+        let mut v = match self.kind {
+            "MULTI" | "SLIDING" => {
+                vec![
+                    format!("RL.{}", self.kind),
+                    "1".to_string(),
+                    key.to_string(),
+                ]
+            }
+            _ => vec![format!("RL.{}", self.kind), key.to_string()],
+        };
+        v.extend(self.args.iter().cloned());
+        v.extend(strings(&["COST", cost, "AT", at]));
+        v
+    }
+}
+
+/// A random rule of each kind, small enough to reach its limit in a few calls.
+fn random_rule(rng: &mut Rng, kind: &'static str) -> Rule {
+    let args = match kind {
+        "FIXED" => {
+            let mut a = strings(&[
+                &rng.range(1, 6).to_string(),
+                *rng.pick(&["1s", "10s", "1m"]),
+            ]);
+            if rng.chance(30) {
+                a.push("ALIGN".into());
+            }
+            a
+        }
+        "GCRA" => strings(&[
+            &rng.range(0, 4).to_string(),
+            &rng.range(1, 5).to_string(),
+            *rng.pick(&["1s", "10s"]),
+        ]),
+        "MULTI" | "SLIDING" => {
+            let mut a = strings(&["LIMIT", "1s", &rng.range(1, 5).to_string()]);
+            if rng.chance(50) {
+                a.extend(strings(&["LIMIT", "1m", &rng.range(2, 12).to_string()]));
+            }
+            if kind == "MULTI" && rng.chance(30) {
+                a.push("ALIGN".into());
+            }
+            if kind == "SLIDING" && rng.chance(40) {
+                a.extend(strings(&["BUCKETS", *rng.pick(&["2", "5", "10"])]));
+            }
+            a
+        }
+        _ => {
+            let mut a = strings(&[&rng.range(1, 6).to_string(), *rng.pick(&["1s", "10s"])]);
+            if rng.chance(60) {
+                a.extend(strings(&["META", &format!("user:{}", rng.range(0, 4))]));
+            }
+            a
+        }
+    };
+    Rule { kind, args }
+}
+
+/// The rest of an RL.ALL call after its keys: each rule with its key's position.
+fn all_rest(rules: &[(usize, Rule)], cost: &str, at: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    for (pos, rule) in rules {
+        v.push(rule.kind.to_string());
+        v.push((pos + 1).to_string());
+        v.extend(rule.args.iter().cloned());
+    }
+    v.extend(strings(&["COST", cost, "AT", at]));
+    v
+}
+
+const KINDS: [&str; 5] = ["FIXED", "GCRA", "MULTI", "SLIDING", "LOG"];
+
+/// The policy of the docs: 10/s smooth per user (GCRA), 10 000/day per account
+/// (fixed), 100/min sliding per address; a denial by one consumes nothing in the others.
+#[test]
+fn a_denial_by_one_rule_consumes_nothing_in_the_others() {
+    let s = Server::start();
+    let mut c = s.client();
+    let t = Twins::load(&mut c);
+    let at = at_base(2 * HOUR, HOUR);
+    for twin in [None, Some(t.all.as_str())] {
+        let side = if twin.is_some() { "t" } else { "n" };
+        let keys: Vec<String> = ["user:7", "acct:3", "ip:1"]
+            .iter()
+            .map(|k| format!("{{{side}}}{k}"))
+            .collect();
+        let rules = |cost: &str, ms: u64| {
+            strings(&[
+                "GCRA",
+                "1",
+                "9",
+                "10",
+                "1s",
+                "FIXED",
+                "2",
+                "3",
+                "1d",
+                "SLIDING",
+                "3",
+                "LIMIT",
+                "1m",
+                "100",
+                "COST",
+                cost,
+                "AT",
+                &(at + ms).to_string(),
+            ])
+        };
+        // The account has 3 a day left: two calls of cost 1 are allowed by all three.
+        for ms in [0, 1] {
+            let r = c.cmd(&all_line(twin, &keys, &rules("1", ms)));
+            assert_eq!(r.array()[0], Value::Int(0), "{r:?}");
+        }
+        let before: Vec<_> = keys.iter().map(|k| key_state(&mut c, k)).collect();
+        // Cost 2: the user's GCRA and the address's window have room, the account
+        // has 1 left: denied by the FIXED rule (rule 2), and nothing is consumed.
+        let r = c.cmd(&all_line(twin, &keys, &rules("2", 2)));
+        let items = r.array();
+        assert_eq!(
+            items[..5],
+            [1, 3, 1, 86_399_998, 86_399_998].map(Value::Int),
+            "{r:?}"
+        );
+        assert_eq!(items[5], Value::Int(2));
+        assert_eq!(items[6].text(), keys[1]);
+        let after: Vec<_> = keys.iter().map(|k| key_state(&mut c, k)).collect();
+        assert_eq!(after, before, "a denial writes nothing anywhere");
+        // Cost 1 still fits everywhere; then the account is full.
+        let r = c.cmd(&all_line(twin, &keys, &rules("1", 3)));
+        assert_eq!(
+            r.array()[..3],
+            [0, 3, 0].map(Value::Int),
+            "binding: least remaining"
+        );
+        assert_eq!(r.array()[5], Value::Int(2));
+    }
+}
+
+/// RL.FIXED alone gives a counter that lost its TTL its window back even when it
+/// denies; inside a denied RL.ALL call nothing is written, not even that.
+#[test]
+fn a_denial_writes_nothing_not_even_a_lost_ttl() {
+    let s = Server::start();
+    let mut c = s.client();
+    let t = Twins::load(&mut c);
+    let at = at_base(2 * HOUR, HOUR).to_string();
+    for twin in [None, Some(t.all.as_str())] {
+        c.cmd(&["SET", "{d}bare", "1"]);
+        c.cmd(&["DEL", "{d}full"]);
+        let keys = strings(&["{d}bare", "{d}full"]);
+        let rest = strings(&["FIXED", "1", "5", "1m", "FIXED", "2", "1", "1m", "AT", &at]);
+        let r = c.cmd(&all_line(twin, &keys, &rest));
+        assert_eq!(r.array()[0], Value::Int(0), "{r:?}");
+        c.cmd(&["PERSIST", "{d}bare"]);
+        // The second key is full now: denied, and the first keeps no TTL.
+        let r = c.cmd(&all_line(twin, &keys, &rest));
+        assert_eq!(five(&r)[..2], [1, 1], "{r:?}");
+        assert_eq!(c.cmd(&["PTTL", "{d}bare"]).int(), -1, "{twin:?}");
+        // Its own command repairs it.
+        c.cmd(&["RL.FIXED", "{d}bare", "2", "1m", "AT", &at]);
+        assert!(c.cmd(&["PTTL", "{d}bare"]).int() > 0);
+    }
+}
+
+/// Each kind as the only rule of RL.ALL is its own command: the same five fields,
+/// field 6 is 1 and field 7 its key, and the key holds the same state.
+#[test]
+fn a_single_rule_is_its_own_command() {
+    let s = Server::start();
+    let mut c = s.client();
+    let t = Twins::load(&mut c);
+    for seed in Rng::seeds(&[11, 12]) {
+        let mut rng = Rng::new(seed);
+        let mut now = at_base(2 * HOUR, HOUR);
+        for step in 0..300 {
+            now += *rng.pick(&[0u64, 1, 7, 120, 999, 1_000, 5_000]);
+            let kind = *rng.pick(&KINDS);
+            let rule = random_rule(&mut rng, kind);
+            let cost = rng.range(0, 3).to_string();
+            let at = now.to_string();
+            let own_key = format!("own:{seed}:{kind}");
+            let own = c.cmd(&rule.own_command(&own_key, &cost, &at));
+            for (side, twin) in [("n", None), ("t", Some(t.all.as_str()))] {
+                let key = format!("all:{side}:{seed}:{kind}");
+                let r = c.cmd(&all_line(
+                    twin,
+                    std::slice::from_ref(&key),
+                    &all_rest(&[(0, rule.clone())], &cost, &at),
+                ));
+                let ctx = format!("seed {seed} step {step} {side} {rule:?} cost {cost}");
+                if own.is_err() {
+                    let want =
+                        own.err()
+                            .unwrap()
+                            .replacen("ERR ", &format!("ERR rule 1 ({kind}): "), 1);
+                    assert_eq!(r.err(), Some(want.as_str()), "{ctx}");
+                    continue;
+                }
+                assert_eq!(r.array()[..5], own.array()[..5], "{ctx}");
+                assert_eq!(
+                    r.array()[5..],
+                    [Value::Int(1), Value::Bulk(key.clone().into_bytes())],
+                    "{ctx}"
+                );
+                assert_eq!(
+                    key_state(&mut c, &key),
+                    key_state(&mut c, &own_key),
+                    "{ctx}"
+                );
+            }
+        }
+    }
+}
+
+/// Random calls of several rules on shared keys, natively and through the twin on a
+/// mirror of the keys, mixed with the single commands and their twins on the same keys.
+/// Before each RL.ALL call, each rule's own command runs on a copy of its key: the call
+/// is allowed iff every one of them is; then each key holds what its copy holds, and
+/// when denied nothing changed; the five fields are the binding rule's, chosen by the
+/// tie rules.
+#[test]
+fn random_walks_judge_each_rule_as_its_own_command() {
+    let s = Server::start();
+    let mut c = s.client();
+    let t = Twins::load(&mut c);
+    let singles = [
+        ("FIXED", t.fixed.clone()),
+        ("GCRA", t.gcra.clone()),
+        ("MULTI", t.multi.clone()),
+        ("SLIDING", t.sliding.clone()),
+        ("LOG", t.log.clone()),
+    ];
+    let mut outcomes = [0usize; 3];
+    for seed in Rng::seeds(&[21, 22, 23]) {
+        let mut rng = Rng::new(seed);
+        let mut now = at_base(2 * HOUR, HOUR);
+        // One key per kind, with a rule fixed for the walk (so states stay compatible).
+        let rules: Vec<Rule> = KINDS.iter().map(|&k| random_rule(&mut rng, k)).collect();
+        let key = |side: &str, i: usize| format!("{{w{seed}}}{side}:{}", KINDS[i]);
+        for step in 0..300 {
+            now += *rng.pick(&[0u64, 0, 1, 50, 400, 1_000, 3_000]);
+            let at = now.to_string();
+            // Costs every rule's capacity takes (the smallest limit is 1).
+            let cost = rng.pick(&["0", "1", "1", "1"]).to_string();
+            let ctx = format!("seed {seed} step {step}");
+            if rng.chance(25) {
+                // A single command (or its twin) on one key of both sides.
+                let i = rng.range(0, 5) as usize;
+                for side in ["n", "t"] {
+                    let mut line = rules[i].own_command(&key(side, i), &cost, &at);
+                    if rng.chance(50) {
+                        let (_, sha) = &singles[i];
+                        let n = if matches!(KINDS[i], "MULTI" | "SLIDING") {
+                            3
+                        } else {
+                            2
+                        };
+                        let mut v = strings(&["EVALSHA", sha, "1"]);
+                        v.extend(line.drain(n - 1..));
+                        line = v;
+                    }
+                    let r = c.cmd(&line);
+                    assert!(!r.is_err(), "{ctx}: {line:?} {r:?}");
+                }
+                continue;
+            }
+            // A call of 1 to 5 rules, in random order, on keys in random order.
+            let mut chosen: Vec<usize> = (0..5).collect();
+            rng.shuffle(&mut chosen);
+            chosen.truncate(rng.range(1, 6) as usize);
+            let mut order: Vec<usize> = (0..chosen.len()).collect();
+            rng.shuffle(&mut order);
+            // Keys in `order`; rules in `chosen` order, naming their key's position.
+            let key_of_rule: Vec<usize> = chosen
+                .iter()
+                .enumerate()
+                .map(|(r, _)| order.iter().position(|&o| o == r).unwrap())
+                .collect();
+            let call_rules: Vec<(usize, Rule)> = chosen
+                .iter()
+                .zip(&key_of_rule)
+                .map(|(&i, &pos)| (pos, rules[i].clone()))
+                .collect();
+            let rest = all_rest(&call_rules, &cost, &at);
+            // Each rule alone, on a copy of its key.
+            let mut alone = Vec::new();
+            for &i in &chosen {
+                let copy = format!("{{w{seed}}}copy:{}", KINDS[i]);
+                copy_key(&mut c, &key("n", i), &copy);
+                let r = c.cmd(&rules[i].own_command(&copy, &cost, &at));
+                assert!(!r.is_err(), "{ctx}: {r:?}");
+                alone.push((five(&r), key_state(&mut c, &copy)));
+            }
+            let before: Vec<_> = chosen
+                .iter()
+                .map(|&i| key_state(&mut c, &key("n", i)))
+                .collect();
+            let mut replies = Vec::new();
+            for (side, twin) in [("n", None), ("t", Some(t.all.as_str()))] {
+                let mut keys = vec![String::new(); chosen.len()];
+                for (r, &i) in chosen.iter().enumerate() {
+                    keys[key_of_rule[r]] = key(side, i);
+                }
+                let reply = c.cmd(&all_line(twin, &keys, &rest));
+                assert!(!reply.is_err(), "{ctx} {side}: {reply:?}");
+                replies.push((reply, keys));
+            }
+            let (reply, keys) = &replies[0];
+            let items = reply.array();
+            let allowed = alone.iter().all(|(f, _)| f[0] == 0);
+            assert_eq!(
+                items[0] == Value::Int(0),
+                allowed,
+                "{ctx}: {reply:?} vs {alone:?}"
+            );
+            let binding = items[5].int() as usize - 1;
+            assert_eq!(items[6].text(), keys[key_of_rule[binding]], "{ctx}");
+            assert_eq!(
+                items[..5].iter().map(Value::int).collect::<Vec<_>>(),
+                alone[binding].0,
+                "{ctx}"
+            );
+            // The tie rules, where milliseconds tell them apart.
+            if allowed {
+                let least = alone.iter().map(|(f, _)| f[2]).min().unwrap();
+                let first = alone.iter().position(|(f, _)| f[2] == least).unwrap();
+                assert_eq!(binding, first, "{ctx}: least remaining, the first");
+            } else {
+                assert_eq!(alone[binding].0[0], 1, "{ctx}: a denying rule binds");
+                let most = alone
+                    .iter()
+                    .filter(|(f, _)| f[0] == 1)
+                    .map(|(f, _)| f[3])
+                    .max()
+                    .unwrap();
+                assert_eq!(alone[binding].0[3], most, "{ctx}: the largest retry");
+            }
+            for (r, &i) in chosen.iter().enumerate() {
+                let got = key_state(&mut c, &key("n", i));
+                if allowed {
+                    assert_eq!(
+                        got.1, alone[r].1 .1,
+                        "{ctx}: {} as its own command",
+                        KINDS[i]
+                    );
+                    assert_eq!(got.2, alone[r].1 .2, "{ctx}: expiry of {}", KINDS[i]);
+                } else {
+                    assert_eq!(got, before[r], "{ctx}: denied, {} unchanged", KINDS[i]);
+                }
+            }
+            // The twin: the same reply (its own key names) and the same states.
+            let (twin_reply, twin_keys) = &replies[1];
+            assert_eq!(twin_reply.array()[..6], items[..6], "{ctx}: twin");
+            assert_eq!(
+                twin_reply.array()[6].text(),
+                twin_keys[key_of_rule[binding]]
+            );
+            for &i in &chosen {
+                let (n, t) = (
+                    key_state(&mut c, &key("n", i)),
+                    key_state(&mut c, &key("t", i)),
+                );
+                assert_eq!(n, t, "{ctx}: twin state of {}", KINDS[i]);
+            }
+            outcomes[usize::from(!allowed)] += 1;
+            if chosen.len() > 1 {
+                outcomes[2] += 1;
+            }
+        }
+    }
+    assert!(
+        outcomes.iter().all(|&n| n > 50),
+        "allowed / denied / several rules: {outcomes:?}"
+    );
+}
+
+#[test]
+fn bad_inputs_are_errors_that_write_nothing() {
+    let s = Server::start();
+    let mut c = s.client();
+    let t = Twins::load(&mut c);
+    let at = at_base(2 * HOUR, HOUR).to_string();
+    c.cmd(&["SET", "a", "1", "PX", "1000000"]);
+    let before = key_state(&mut c, "a");
+    let max = "9007199254740991";
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (vec!["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command".into()),
+        (vec!["0", "a", "FIXED", "1", "5", "1m"], "ERR invalid numkeys '0': must be an integer from 1 to 16".into()),
+        (vec!["2", "a", "a", "FIXED", "1", "5", "1m"], "ERR key 'a' given more than once".into()),
+        (vec!["1", "a", "FIXD", "1", "5", "1m"], "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING or LOG followed by its key's position (COST and AT come after the rules)".into()),
+        (vec!["1", "a", "FIXED", "2", "5", "1m"], "ERR rule 1 (FIXED): invalid key position '2': must be an integer from 1 to 1 (the keys' places after numkeys)".into()),
+        (vec!["1", "a", "FIXED", "x", "5", "1m"], "ERR rule 1 (FIXED): invalid key position 'x': must be an integer from 1 to 1 (the keys' places after numkeys)".into()),
+        (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "GCRA", "1", "1", "1", "1s"], "ERR rule 2 (GCRA): key 1 is already named by rule 1: one rule per key".into()),
+        (vec!["2", "a", "b", "FIXED", "1", "5", "1m"], "ERR key 2 'b' is named by no rule: every key needs exactly one rule".into()),
+        (vec!["1", "a", "FIXED", "1", "0", "1m"], format!("ERR rule 1 (FIXED): invalid limit '0': must be an integer from 1 to {max}")),
+        (vec!["1", "a", "FIXED", "1", "5", "0s"], "ERR rule 1 (FIXED): invalid window '0s': must be a positive duration (an integer with an optional unit ms, s, m, h or d)".into()),
+        (vec!["1", "a", "FIXED", "1", "5"], "ERR rule 1 (FIXED): wrong number of arguments for 'RL.FIXED' command".into()),
+        (vec!["1", "a", "GCRA", "1", "1", "1001", "1ms"], "ERR rule 1 (GCRA): invalid rate: period / count must be at least 1 microsecond".into()),
+        (vec!["1", "a", "GCRA", "1", "1", "1", "1s", "DELAY", "1s"], "ERR rule 1 (GCRA): DELAY is not accepted inside RL.ALL (book with RL.GCRA ... DELAY on its own)".into()),
+        (vec!["1", "a", "GCRA", "1", "1", "1", "1s", "ALIGN"], "ERR rule 1 (GCRA): option ALIGN does not belong to this rule".into()),
+        (vec!["1", "a", "MULTI", "1", "ALIGN"], "ERR rule 1 (MULTI): at least one LIMIT window limit is needed".into()),
+        (vec!["1", "a", "SLIDING", "1", "LIMIT", "1ms", "5", "BUCKETS", "3"], "ERR rule 1 (SLIDING): a window of 1 ms does not split into 3 buckets of whole microseconds (choose BUCKETS dividing 1000)".into()),
+        (vec!["1", "a", "LOG", "1", "10001", "1m"], "ERR rule 1 (LOG): invalid limit '10001': must be an integer from 1 to 10000".into()),
+        (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "6"], "ERR rule 1 (FIXED): cost 6 exceeds the limit 5: the request can never be allowed".into()),
+        (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "GCRA", "2", "1", "1", "1s", "COST", "3"], "ERR rule 2 (GCRA): cost 3 exceeds the burst capacity 2: the request can never be allowed".into()),
+        (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "COST", "1", "GCRA", "2", "1", "1", "1s"], "ERR COST and AT come after every rule".into()),
+        (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "FOO"], "ERR unknown option 'FOO'".into()),
+        (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "-1"], format!("ERR invalid cost '-1': must be an integer from 0 to {max}")),
+        (vec!["1", "a", "FIXED", "1", "5", "1m", "AT", "x"], "ERR invalid AT 'x': must be a Unix time in milliseconds from 0 to 4102444800000".into()),
+        // The key holds a counter: not RL.MULTI's state.
+        (vec!["1", "a", "MULTI", "1", "LIMIT", "1m", "5", "AT", &at], "ERR rule 1 (MULTI): the key 'a' does not hold RL.MULTI state (expected window_ms:count:end_ms entries separated by commas)".into()),
+        (vec!["1", "a", "LOG", "1", "5", "1m", "AT", &at], "WRONGTYPE Operation against a key holding the wrong kind of value".into()),
+    ];
+    let mut seventeen = vec!["17"];
+    let names: Vec<String> = (0..17).map(|i| format!("k{i}")).collect();
+    seventeen.extend(names.iter().map(String::as_str));
+    seventeen.extend(["FIXED", "1", "5", "1m"]);
+    let mut cases = cases;
+    cases.push((
+        seventeen,
+        "ERR invalid numkeys '17': must be an integer from 1 to 16".into(),
+    ));
+    for (args, want) in &cases {
+        let mut native = vec!["RL.ALL"];
+        native.extend(args.iter().copied());
+        let r = c.cmd(&native);
+        if args.len() >= 4 {
+            assert_eq!(r.err(), Some(want.as_str()), "native {args:?}");
+        } else {
+            // Too few for the server's own arity check: its own wording.
+            assert!(r.is_err(), "native {args:?}");
+        }
+        // The twin: EVALSHA takes numkeys itself (0 keys is its own error).
+        if args[0] != "0" {
+            let n: usize = args[0].parse().unwrap();
+            let mut twin = vec!["EVALSHA", t.all.as_str()];
+            twin.extend(args.iter().take(n + 1).copied());
+            twin.extend(args.iter().skip(n + 1).copied());
+            let r = c.cmd(&twin);
+            assert_eq!(r.err(), Some(want.as_str()), "twin {args:?}");
+        }
+        assert_eq!(key_state(&mut c, "a"), before, "{args:?} changed a");
+        assert_eq!(c.cmd(&["DBSIZE"]).int(), 1, "{args:?} wrote");
+    }
+}
+
+/// Two rules, the second key full of windows: the call is refused with RL.MULTI's
+/// error, naming the rule, and nothing is written (not even the first key).
+#[test]
+fn a_full_key_refuses_the_whole_call() {
+    let s = Server::start();
+    let mut c = s.client();
+    let t = Twins::load(&mut c);
+    let at = at_base(2 * HOUR, HOUR);
+    let far = at + 10 * HOUR;
+    let windows: Vec<String> = (1..=32).map(|i| format!("{}:1:{far}", i * 1000)).collect();
+    c.cmd(&["SET", "{f}m", &windows.join(","), "PXAT", &far.to_string()]);
+    for twin in [None, Some(t.all.as_str())] {
+        let keys = strings(&["{f}a", "{f}m"]);
+        let rest = strings(&[
+            "FIXED",
+            "1",
+            "5",
+            "1m",
+            "MULTI",
+            "2",
+            "LIMIT",
+            "100s",
+            "5",
+            "AT",
+            &at.to_string(),
+        ]);
+        let r = c.cmd(&all_line(twin, &keys, &rest));
+        assert_eq!(
+            r.err(),
+            Some("ERR rule 2 (MULTI): the key '{f}m' would hold more than 32 windows: RL.MULTI keeps at most 32 windows per key (use fewer distinct windows, or other keys)"),
+            "{twin:?}"
+        );
+        assert_eq!(c.cmd(&["EXISTS", "{f}a"]).int(), 0);
+    }
+}
+
+#[test]
+fn keys_are_declared_and_calls_are_routed_in_a_cluster() {
+    let s = Server::start();
+    let mut c = s.client();
+    assert_eq!(
+        c.cmd(&[
+            "COMMAND", "GETKEYS", "RL.ALL", "2", "a", "b", "FIXED", "1", "5", "1m", "LOG", "2",
+            "5", "1m"
+        ]),
+        Value::Array(vec![Value::Bulk(b"a".to_vec()), Value::Bulk(b"b".to_vec())])
+    );
+    drop(c);
+    let cluster = Cluster::start(3);
+    let mut cc = cluster.client();
+    let at = at_base(2 * HOUR, HOUR).to_string();
+    for i in 0..12 {
+        let (a, b) = (format!("{{u{i}}}:user"), format!("{{u{i}}}:ip"));
+        let r = cc.cmd(&[
+            "RL.ALL", "2", &a, &b, "GCRA", "1", "4", "10", "1s", "LOG", "2", "3", "1m", "AT", &at,
+        ]);
+        assert_eq!(five(&r), [0, 3, 2, -1, 60_000], "{a}");
+    }
+    assert!(cc.moved > 0, "some calls were redirected");
+    let r = cc.cmd(&[
+        "RL.ALL", "2", "a", "b", "FIXED", "1", "5", "1m", "FIXED", "2", "5", "1m",
+    ]);
+    assert!(r.err().is_some_and(|e| e.starts_with("CROSSSLOT")), "{r:?}");
+}
