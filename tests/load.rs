@@ -1,12 +1,11 @@
 //! Load: many concurrent clients on a few hot keys. Fixed windows allow exactly their
 //! limit between all clients (RL.MULTI: on every key and window), GCRA never more than
-//! its bound, with no errors and no stall. Loopback only, bounded in
-//! requests and time.
+//! its bound, with no errors. Loopback only, bounded in requests; a stalled server
+//! fails a test through the clients' read timeout, never through a measured duration.
 
 mod common;
 
 use common::{Client, Server};
-use std::time::{Duration, Instant};
 
 const CLIENTS: usize = 16;
 const REQUESTS: usize = 2_000;
@@ -15,7 +14,6 @@ const HOT_KEYS: usize = 4;
 /// Run `CLIENTS` × `REQUESTS` calls spread over the hot keys; return the number of
 /// allowed calls per key. `call(key)` builds one call.
 fn hammer(s: &Server, call: fn(&str) -> Vec<String>) -> Vec<i64> {
-    let started = Instant::now();
     let threads: Vec<_> = (0..CLIENTS)
         .map(|t| {
             let port = s.port;
@@ -41,11 +39,6 @@ fn hammer(s: &Server, call: fn(&str) -> Vec<String>) -> Vec<i64> {
             totals[k] += n;
         }
     }
-    // Not a speed assertion: a stall (a blocked server) would take minutes.
-    assert!(
-        started.elapsed() < Duration::from_secs(120),
-        "the server stalled"
-    );
     totals
 }
 
@@ -216,7 +209,6 @@ fn a_key_named_with_many_windows_under_load_stays_bounded() {
     // its bound of 32 windows, further windows are refused, nothing else fails.
     let s = Server::start();
     let at = (common::unix_ms() + 3_600_000).to_string();
-    let started = Instant::now();
     let threads: Vec<_> = (0..CLIENTS)
         .map(|t| {
             let port = s.port;
@@ -248,10 +240,6 @@ fn a_key_named_with_many_windows_under_load_stays_bounded() {
         ok += o;
         full += f;
     }
-    assert!(
-        started.elapsed() < Duration::from_secs(120),
-        "the server stalled"
-    );
     assert!(ok > 0 && full > 0, "{ok} allowed, {full} refused");
     let mut c = s.client();
     let windows = c.cmd(&["GET", "wide"]).text().split(',').count();
