@@ -483,7 +483,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "COST", "1", "GCRA", "2", "1", "1", "1s"], "ERR COST and AT come after every rule".into()),
         (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "FOO"], "ERR unknown option 'FOO'".into()),
         (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "-1"], format!("ERR invalid cost '-1': must be an integer from 0 to {max}")),
-        (vec!["1", "a", "FIXED", "1", "5", "1m", "AT", "x"], "ERR invalid AT 'x': must be a Unix time in milliseconds from 0 to 4102444800000".into()),
+        (vec!["1", "a", "FIXED", "1", "5", "1m", "AT", "x"], "ERR invalid AT 'x': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into()),
         // The key holds a counter: not RL.MULTI's state.
         (vec!["1", "a", "MULTI", "1", "LIMIT", "1m", "5", "AT", &at], "ERR rule 1 (MULTI): the key 'a' does not hold RL.MULTI state (expected window_ms:count:end_ms entries separated by commas)".into()),
         (vec!["1", "a", "LOG", "1", "5", "1m", "AT", &at], "WRONGTYPE Operation against a key holding the wrong kind of value".into()),

@@ -339,3 +339,32 @@ fn whatever_a_call_writes_the_command_and_its_twin_both_read() {
         }
     }
 }
+
+/// The reproduction: `RL.FIXED user:3 10 1m AT 1732480000` (a time in seconds), twelve
+/// times, was allowed twelve times against a limit of 10 and stored nothing: every
+/// call was judged in 1970, where its window had long ended. Now AT below 10^12 ms is
+/// refused with an error saying that AT takes milliseconds, by every command and twin.
+#[test]
+fn at_in_seconds_is_refused_by_every_command_and_twin() {
+    let s = Server::start();
+    let mut c = s.client();
+    let t = Twins::load(&mut c);
+    let want = "ERR invalid AT '1732480000': AT takes a Unix time in milliseconds, from 1000000000000 (2001-09-09) to 4102444800000; this looks like seconds";
+    let calls: Vec<(&str, Keys, Vec<String>)> = vec![
+        (&t.fixed, Keys::First, strings(&["RL.FIXED", "user:3", "10", "1m"])),
+        (&t.gcra, Keys::First, strings(&["RL.GCRA", "user:3", "9", "10", "1m"])),
+        (&t.multi, Keys::NumKeys, strings(&["RL.MULTI", "1", "user:3", "LIMIT", "1m", "10"])),
+        (&t.sliding, Keys::NumKeys, strings(&["RL.SLIDING", "1", "user:3", "LIMIT", "1m", "10"])),
+        (&t.log, Keys::First, strings(&["RL.LOG", "user:3", "10", "1m"])),
+        (&t.all, Keys::NumKeys, strings(&["RL.ALL", "1", "user:3", "FIXED", "1", "10", "1m"])),
+    ];
+    for (sha, keys, mut call) in calls {
+        call.extend(strings(&["AT", "1732480000"]));
+        for _ in 0..12 {
+            let (native, twin) = both(&mut c, sha, keys, &call, &["user:3".to_string()]);
+            assert_eq!(native.err(), Some(want), "{call:?}");
+            assert_eq!(twin.err(), Some(want), "twin of {call:?}");
+        }
+        assert_eq!(c.cmd(&["EXISTS", "user:3"]).int(), 0);
+    }
+}

@@ -241,11 +241,11 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (&["k", "5", "1s", "AT"], "ERR option AT needs a value"),
         (
             &["k", "5", "1s", "AT", "-5"],
-            "ERR invalid AT '-5': must be a Unix time in milliseconds from 0 to 4102444800000",
+            "ERR invalid AT '-5': must be a Unix time in milliseconds from 1000000000000 to 4102444800000",
         ),
         (
             &["k", "5", "1s", "AT", "4102444800001"],
-            "ERR invalid AT '4102444800001': must be a Unix time in milliseconds from 0 to 4102444800000",
+            "ERR invalid AT '4102444800001': must be a Unix time in milliseconds from 1000000000000 to 4102444800000",
         ),
         (&["k", "5", "1s", "LIMIT"], "ERR unknown option 'LIMIT'"),
         (&["k", "5", "1s", "COST", "1", "extra"], "ERR unknown option 'extra'"),

@@ -407,13 +407,13 @@ fn bad_inputs_are_errors_that_write_nothing() {
             "ERR option COST given more than once".into(),
         ),
         (
-            &["15", "30", "60", "AT", "1", "AT", "1"],
+            &["15", "30", "60", "AT", "1900000000000", "AT", "1900000000000"],
             "ERR option AT given more than once".into(),
         ),
         (&["15", "30", "60", "AT"], "ERR option AT needs a value".into()),
         (
             &["15", "30", "60", "AT", "4102444800001"],
-            "ERR invalid AT '4102444800001': must be a Unix time in milliseconds from 0 to 4102444800000".into(),
+            "ERR invalid AT '4102444800001': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into(),
         ),
         (&["15", "30", "60", "ALIGN"], "ERR unknown option 'ALIGN'".into()),
         (&["15", "30", "60", "DELAY"], "ERR option DELAY needs a value".into()),

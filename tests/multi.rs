@@ -614,7 +614,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         ),
         (
             vec!["1", "k", "LIMIT", "1s", "10", "AT", "-5"],
-            "ERR invalid AT '-5': must be a Unix time in milliseconds from 0 to 4102444800000".into(),
+            "ERR invalid AT '-5': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into(),
             true,
         ),
         (vec!["1", "k", "LIMIT", "1s", "10", "AT"], "ERR option AT needs a value".into(), true),

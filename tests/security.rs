@@ -618,7 +618,7 @@ fn at_far_from_the_server_clock_is_refused_once_a_tolerance_is_set() {
             4_102_444_800_000,
             now + 120_000,
             now - 120_000,
-            1_700_000_000,
+            1_700_000_000_000,
         ] {
             let at = at.to_string();
             let mut v = vec![cmd, "t"];

@@ -277,7 +277,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (vec!["1", "k", "LIMIT", "1s", "10", "DELAY", "1s"], "ERR unknown option 'DELAY'".into(), true),
         (
             vec!["1", "k", "LIMIT", "1s", "10", "AT", "-5"],
-            "ERR invalid AT '-5': must be a Unix time in milliseconds from 0 to 4102444800000".into(),
+            "ERR invalid AT '-5': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into(),
             true,
         ),
     ];

@@ -5,7 +5,7 @@
 
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
-use crate::limits::{MAX_AT_MS, MAX_BUCKETS, MAX_META_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS};
+use crate::limits::{MAX_AT_MS, MIN_AT_MS, MAX_BUCKETS, MAX_META_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS};
 use crate::units::Micros;
 use smallvec::SmallVec;
 
@@ -59,9 +59,13 @@ pub fn check_count(what: &'static str, n: i64, min: i64) -> Result<i64> {
 /// [`MAX_SAFE_INTEGER`] as a count.
 pub const MAX_SAFE_COUNT: i64 = MAX_SAFE_INTEGER as i64;
 
-/// Parse the value of `AT`: Unix milliseconds from 0 to [`MAX_AT_MS`].
+/// Parse the value of `AT`: Unix milliseconds from [`MIN_AT_MS`] to [`MAX_AT_MS`]; a
+/// smaller time is refused as one in seconds.
 pub fn parse_at(raw: &[u8]) -> Result<Micros> {
     match parse_int("AT", raw, 0) {
+        Ok(ms) if (ms as u64) < MIN_AT_MS => Err(Error::AtInSeconds {
+            value: raw.to_vec(),
+        }),
         Ok(ms) if (ms as u64) <= MAX_AT_MS => Ok(Micros::from_millis(ms as u64)),
         _ => Err(Error::InvalidTime {
             value: raw.to_vec(),
@@ -342,7 +346,20 @@ mod tests {
 
     #[test]
     fn at_bounds() {
-        assert_eq!(parse_at(b"0"), Ok(Micros(0)));
+        assert_eq!(
+            parse_at(b"1000000000000"),
+            Ok(Micros(1_000_000_000_000_000))
+        );
+        // A time in seconds (and anything below 2001-09-09 in ms) says so.
+        for secs in ["0", "1732480000", "999999999999", "0001732480000"] {
+            assert_eq!(
+                parse_at(secs.as_bytes()),
+                Err(Error::AtInSeconds {
+                    value: secs.as_bytes().to_vec()
+                }),
+                "{secs}"
+            );
+        }
         assert_eq!(
             parse_at(b"4102444800000"),
             Ok(Micros(4_102_444_800_000_000))
@@ -362,10 +379,10 @@ mod tests {
     fn options_defaults_and_case() {
         assert_eq!(opts(&[], &COST_AT), Ok(Options::default()));
         assert_eq!(
-            opts(&["cost", "3", "Align", "aT", "1000"], COST_AT_ALIGN),
+            opts(&["cost", "3", "Align", "aT", "1000000000001"], COST_AT_ALIGN),
             Ok(Options {
                 cost: 3,
-                at: Some(Micros(1_000_000)),
+                at: Some(Micros(1_000_000_000_001_000)),
                 align: true,
                 ..Options::default()
             })
@@ -429,7 +446,7 @@ mod tests {
                 RepeatedOption { name: "ALIGN" },
             ),
             (
-                &["AT", "1", "AT", "1"],
+                &["AT", "1000000000000", "AT", "1000000000000"],
                 &COST_AT,
                 RepeatedOption { name: "AT" },
             ),

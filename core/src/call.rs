@@ -495,7 +495,7 @@ mod tests {
             (&["1", "a", "GCRA", "1", "0", "1", "1s", "DELAY", "1s"], "ERR rule 1 (GCRA): DELAY is not accepted inside RL.ALL (book with RL.GCRA ... DELAY on its own)"),
             (&["1", "a", "FIXED", "1", "5", "1m", "BUCKETS", "2"], "ERR rule 1 (FIXED): option BUCKETS does not belong to this rule"),
             (&["1", "a", "FIXED", "1", "5", "1m", "COST", "9"], "ERR rule 1 (FIXED): cost 9 exceeds the limit 5: the request can never be allowed"),
-            (&["1", "a", "AT", "5", "FIXED", "1", "5", "1m"], "ERR COST and AT come after every rule"),
+            (&["1", "a", "AT", "1000000000005", "FIXED", "1", "5", "1m"], "ERR COST and AT come after every rule"),
         ];
         for (args, want) in cases {
             assert_eq!(

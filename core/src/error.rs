@@ -4,7 +4,7 @@
 
 use crate::limits::{
     ECHO_MAX, MAX_ALL_KEYS, MAX_AT_MS, MAX_BUCKETS, MAX_KEYS, MAX_LOG_LIMIT, MAX_META_LEN,
-    MAX_PATTERN_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS, MAX_WINDOWS_PER_KEY,
+    MAX_PATTERN_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS, MAX_WINDOWS_PER_KEY, MIN_AT_MS,
 };
 use std::fmt;
 
@@ -35,6 +35,10 @@ pub enum Error {
     },
     /// The `AT` option's value is not a Unix time in milliseconds.
     InvalidTime {
+        value: Vec<u8>,
+    },
+    /// An `AT` below 10^12 ms: almost surely a time in seconds.
+    AtInSeconds {
         value: Vec<u8>,
     },
     UnknownOption {
@@ -250,9 +254,13 @@ impl fmt::Display for Error {
             ),
             Error::InvalidTime { value } => write!(
                 f,
-                "ERR invalid AT '{}': must be a Unix time in milliseconds from 0 to {}",
+                "ERR invalid AT '{}': must be a Unix time in milliseconds from {MIN_AT_MS} to {MAX_AT_MS}",
                 echo(value),
-                MAX_AT_MS
+            ),
+            Error::AtInSeconds { value } => write!(
+                f,
+                "ERR invalid AT '{}': AT takes a Unix time in milliseconds, from {MIN_AT_MS} (2001-09-09) to {MAX_AT_MS}; this looks like seconds",
+                echo(value),
             ),
             Error::UnknownOption { value } => write!(f, "ERR unknown option '{}'", echo(value)),
             Error::RepeatedOption { name } => write!(f, "ERR option {name} given more than once"),
@@ -472,6 +480,9 @@ mod tests {
             },
             Error::InvalidTime {
                 value: b"-1".to_vec(),
+            },
+            Error::AtInSeconds {
+                value: b"1732480000".to_vec(),
             },
             Error::IntegerOutOfRange {
                 what: "count",

@@ -602,8 +602,11 @@ mod tests {
             parse_args(&raw)
         };
         assert_eq!(
-            parse(&["10", "1m", "COST", "2", "ALIGN", "AT", "5"]),
-            Ok((p(10, 60_000, 2, true), Some(Micros::from_millis(5))))
+            parse(&["10", "1m", "COST", "2", "ALIGN", "AT", "1000000000005"]),
+            Ok((
+                p(10, 60_000, 2, true),
+                Some(Micros::from_millis(1_000_000_000_005))
+            ))
         );
         assert_eq!(parse(&["10", "90"]), Ok((p(10, 90_000, 1, false), None)));
         assert_eq!(

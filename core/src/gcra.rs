@@ -554,8 +554,11 @@ mod tests {
             Ok((params(15, 30, 60_000, 1), None))
         );
         assert_eq!(
-            parse(&["0", "1", "1d", "cost", "0", "at", "5"]),
-            Ok((params(0, 1, DAY_MS, 0), Some(Micros::from_millis(5))))
+            parse(&["0", "1", "1d", "cost", "0", "at", "1000000000005"]),
+            Ok((
+                params(0, 1, DAY_MS, 0),
+                Some(Micros::from_millis(1_000_000_000_005))
+            ))
         );
         assert_eq!(
             parse(&["1", "1"]),

@@ -11,6 +11,9 @@ use crate::units::{Micros, MICROS_PER_MS};
 /// twins compute stays at or below it.
 pub const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
 
+/// The earliest accepted `AT`: 10^12 ms, 2001-09-09T01:46:40Z. A smaller value is
+/// almost surely a time in seconds, which would judge every call in 1970.
+pub const MIN_AT_MS: u64 = 1_000_000_000_000;
 /// The latest accepted `AT`: 2100-01-01T00:00:00Z, in Unix milliseconds.
 pub const MAX_AT_MS: u64 = 4_102_444_800_000;
 
@@ -95,6 +98,7 @@ mod tests {
     fn lua_prelude_mirrors_every_limit_the_twins_use() {
         let want: &[(&str, u64)] = &[
             ("MAX_SAFE_INTEGER", MAX_SAFE_INTEGER),
+            ("MIN_AT_MS", MIN_AT_MS),
             ("MAX_AT_MS", MAX_AT_MS),
             ("MAX_DURATION_MS", MAX_DURATION_MS),
             ("MAX_KEYS", MAX_KEYS as u64),

@@ -432,14 +432,14 @@ mod tests {
         assert_eq!(
             parse(&[
                 "2", "ip:1", "user:1", "LIMIT", "1", "10", "limit", "1m", "120", "COST", "2",
-                "LIMIT", "1h", "240", "align", "AT", "5"
+                "LIMIT", "1h", "240", "align", "AT", "1000000000005"
             ]),
             Request::new(
                 2,
                 &[lim(1_000, 10), lim(60_000, 120), lim(3_600_000, 240)],
                 2,
                 true,
-                Some(Micros::from_millis(5))
+                Some(Micros::from_millis(1_000_000_000_005))
             )
         );
         assert_eq!(
@@ -508,7 +508,7 @@ mod tests {
                 DuplicateKey { key: b"a".to_vec() },
             ),
             (&["4", "a", "b", "c", "d"], MissingLimit),
-            (&["1", "a", "COST", "1", "AT", "5"], MissingLimit),
+            (&["1", "a", "COST", "1", "AT", "1000000000005"], MissingLimit),
             (
                 &["1", "a", "LIMIT", "1s", "1", "LIMIT", "2s"],
                 IncompleteLimit,

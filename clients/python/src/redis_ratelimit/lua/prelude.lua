@@ -10,6 +10,7 @@
 -- The module's bounds (core/src/limits.rs), mirrored under the same names; a test
 -- checks that they agree.
 local MAX_SAFE_INTEGER = 9007199254740991 -- 2^53 - 1
+local MIN_AT_MS = 1000000000000 -- 2001-09-09: a smaller AT is a time in seconds
 local MAX_AT_MS = 4102444800000 -- 2100-01-01
 local MAX_DURATION_MS = 315360000000 -- 3650 days
 local MAX_KEYS = 64 -- keys per call (RL.MULTI)
@@ -100,9 +101,13 @@ end
 
 local function parse_at(v)
   local ok, ms = pcall(parse_int, 'AT', v, 0)
+  if ok and ms < MIN_AT_MS then
+    fail("ERR invalid AT '" .. echo(v) .. "': AT takes a Unix time in milliseconds, from "
+      .. int(MIN_AT_MS) .. ' (2001-09-09) to ' .. int(MAX_AT_MS) .. '; this looks like seconds')
+  end
   if not ok or ms > MAX_AT_MS then
-    fail("ERR invalid AT '" .. echo(v) .. "': must be a Unix time in milliseconds from 0 to "
-      .. int(MAX_AT_MS))
+    fail("ERR invalid AT '" .. echo(v) .. "': must be a Unix time in milliseconds from "
+      .. int(MIN_AT_MS) .. ' to ' .. int(MAX_AT_MS))
   end
   return ms
 end
