@@ -7,7 +7,7 @@
 
 local function bulkexpire()
   if #KEYS < 1 or #ARGV ~= 1 then
-    fail("ERR wrong number of arguments for 'RL.BULKEXPIRE' command")
+    arity_error('RL.BULKEXPIRE', 'RL.BULKEXPIRE seconds key [key ...]')
   end
   local ttl_ms = parse_duration('seconds', ARGV[1])
   local at = int(floor_ms(now_us(nil)) + ttl_ms)

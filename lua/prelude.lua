@@ -112,6 +112,30 @@ local function parse_at(v)
   return ms
 end
 
+-- The options in the order error replies list them (the module's Opt order).
+local OPTIONS_ORDER = { 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT' }
+
+-- Whether v is written as a duration with a unit (1m, 500ms): in the place of a count,
+-- the sign of two arguments given in the wrong order.
+local function looks_like_a_duration(v)
+  return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
+end
+
+-- `check()` (which raises on a bad value), with the order of the command's arguments
+-- added to its error when `v` is written as a duration.
+local function in_order(v, order, check)
+  local ok, res = pcall(check)
+  if ok then return res end
+  local msg = type(res) == 'table' and res.err or res
+  if type(msg) == 'string' and looks_like_a_duration(v) then fail(msg .. ' (' .. order .. ')') end
+  error(res, 0)
+end
+
+-- A count (parse_int) in a place where it is easily swapped with a duration.
+local function count_in_order(what, v, min, order)
+  return in_order(v, order, function() return parse_int(what, v, min) end)
+end
+
 -- The options that follow a command's (or a rule's) positional arguments, as the
 -- module's one option parser reads them: `accepts` is a set of keywords among COST, AT,
 -- ALIGN, DELAY, BUCKETS, META and LIMIT (LIMIT window limit, repeatable); each other
@@ -128,7 +152,11 @@ local function parse_options(first, accepts, stop, unknown)
     if not accepts[w] then
       if stop then break end
       if unknown then unknown(ARGV[i]) end
-      fail("ERR unknown option '" .. echo(ARGV[i]) .. "'")
+      local listed = {}
+      for _, k in ipairs(OPTIONS_ORDER) do
+        if accepts[k] then listed[#listed + 1] = k end
+      end
+      fail("ERR unknown option '" .. echo(ARGV[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
     end
     if w ~= 'LIMIT' then
       if seen[w] then fail('ERR option ' .. w .. ' given more than once') end
@@ -143,7 +171,7 @@ local function parse_options(first, accepts, stop, unknown)
       end
       if i + 2 > last then fail('ERR LIMIT needs a window and a limit') end
       local wms = parse_duration('window', ARGV[i + 1])
-      local l = parse_int('limit', ARGV[i + 2], 1)
+      local l = count_in_order('limit', ARGV[i + 2], 1, 'LIMIT window limit: the window comes first')
       if o.named[wms] then
         fail("ERR window '" .. echo(ARGV[i + 1]) .. "' given more than once (" .. int(wms) .. ' ms)')
       end
@@ -251,6 +279,11 @@ local function run(body)
   error(res, 0)
 end
 
+-- The error of a call with too few (or too many) arguments, with the command's syntax.
+local function arity_error(command, syntax)
+  fail("ERR wrong number of arguments for '" .. command .. "' command (syntax: " .. syntax .. ')')
+end
+
 -- An error's message, whichever way pcall handed it back (see `run`).
 local function message(res)
   if type(res) == 'table' and res.err then return res.err end
@@ -283,9 +316,13 @@ local LIMITERS = {}
 
 LIMITERS.FIXED = function()
   local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', nargs = 2,
-    expected = 'a non-negative integer counter', options = set('ALIGN'), command_options = {} }
+    expected = 'a non-negative integer counter', options = set('ALIGN'), command_options = {},
+    syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]',
+    rule_syntax = 'FIXED i limit window [ALIGN]' }
   function L.parse_args(i)
-    return { limit = parse_int('limit', ARGV[i], 1), window_ms = parse_duration('window', ARGV[i + 1]) }
+    local order = 'RL.FIXED key limit window: the limit comes first'
+    return { limit = count_in_order('limit', ARGV[i], 1, order),
+      window_ms = parse_duration('window', ARGV[i + 1]) }
   end
   function L.build(r, o)
     r.align = o.align
@@ -349,9 +386,13 @@ end
 LIMITERS.GCRA = function()
   local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3,
     expected = 'a theoretical arrival time in microseconds since the Unix epoch',
-    options = {}, command_options = set('DELAY') }
+    options = {}, command_options = set('DELAY'),
+    syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]',
+    rule_syntax = 'GCRA i max_burst count period' }
   function L.parse_args(i)
-    return { max_burst = parse_int('max_burst', ARGV[i], 0), count = parse_int('count', ARGV[i + 1], 1),
+    local order = 'RL.GCRA key max_burst count period: the period comes last'
+    return { max_burst = count_in_order('max_burst', ARGV[i], 0, order),
+      count = count_in_order('count', ARGV[i + 1], 1, order),
       period = parse_duration('period', ARGV[i + 2]) * 1000 }
   end
   -- Checked in the order of the errors: rate, burst window, cost, delay.
@@ -450,7 +491,9 @@ end
 LIMITERS.MULTI = function()
   local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', nargs = 0,
     expected = 'window_ms:count:end_ms entries separated by commas',
-    options = set('LIMIT', 'ALIGN'), command_options = {} }
+    options = set('LIMIT', 'ALIGN'), command_options = {},
+    syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms]',
+    rule_syntax = 'MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]' }
   limits_rule(L)
   local F = LIMITERS.FIXED()
   function L.build(r, o)
@@ -527,7 +570,9 @@ end
 LIMITERS.SLIDING = function()
   local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', nargs = 0,
     expected = 'window_ms:buckets:first:counts entries separated by commas',
-    options = set('LIMIT', 'BUCKETS'), command_options = {} }
+    options = set('LIMIT', 'BUCKETS'), command_options = {},
+    syntax = 'RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms]',
+    rule_syntax = 'SLIDING i LIMIT window limit [LIMIT window limit ...] [BUCKETS n]' }
   limits_rule(L)
   function L.build(r, o)
     if #o.limits == 0 then fail('ERR at least one LIMIT window limit is needed') end
@@ -731,14 +776,18 @@ end
 LIMITERS.LOG = function()
   local L = { kind = 'LOG', command = 'RL.LOG', storage = 'zset', nargs = 2,
     expected = 'a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch',
-    options = set('META'), command_options = {} }
+    options = set('META'), command_options = {},
+    syntax = 'RL.LOG key limit window [META value] [COST n] [AT unix_ms]',
+    rule_syntax = 'LOG i limit window [META value]' }
   -- How many counted members a denial reads one by one before it searches by score.
   local SCAN_STEPS = 8
   function L.parse_args(i)
     local v = ARGV[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > MAX_LOG_LIMIT then
-      fail("ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_LOG_LIMIT))
+      local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_LOG_LIMIT)
+      if looks_like_a_duration(v) then msg = msg .. ' (RL.LOG key limit window: the limit comes first)' end
+      fail(msg)
     end
     return { limit = limit, window_ms = parse_duration('window', ARGV[i + 1]) }
   end
@@ -926,9 +975,7 @@ end
 
 -- A single-key command: `EVALSHA sha 1 key <its arguments>`.
 local function single_command(L)
-  if #KEYS ~= 1 or #ARGV < L.nargs then
-    fail("ERR wrong number of arguments for '" .. L.command .. "' command")
-  end
+  if #KEYS ~= 1 or #ARGV < L.nargs then arity_error(L.command, L.syntax) end
   local p = L.parse_args(1)
   local accepts = set('COST', 'AT')
   for k in pairs(L.options) do accepts[k] = true end
@@ -944,9 +991,7 @@ end
 -- distinct KEYS, then LIMIT window limit triples among the options, the same rule on
 -- every key.
 local function each_key_command(L)
-  if 2 + #KEYS + #ARGV < 6 then
-    fail("ERR wrong number of arguments for '" .. L.command .. "' command")
-  end
+  if 2 + #KEYS + #ARGV < 6 then arity_error(L.command, L.syntax) end
   if #KEYS < 1 or #KEYS > MAX_KEYS then
     fail("ERR invalid numkeys '" .. int(#KEYS) .. "': must be an integer from 1 to " .. int(MAX_KEYS))
   end

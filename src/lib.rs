@@ -55,8 +55,6 @@ struct CommandDef {
     flags: &'static CStr,
     /// Where its keys are (also the legacy first/last/step).
     keys: KeySpec,
-    /// Arity as the server counts it (negative: at least).
-    arity: i32,
     /// The access the command has to its keys (key spec flags).
     key_flags: u64,
     /// ACL categories where the server supports them (`@ratelimit` is added to all).
@@ -73,7 +71,7 @@ struct CommandDef {
 macro_rules! command {
     (
         $name:literal, $stats:expr, $body:expr,
-        flags: $flags:literal, keys: $keys:expr, arity: $arity:expr,
+        flags: $flags:literal, keys: $keys:expr,
         key_flags: $key_flags:expr, acl: $acl:literal, probe: $probe:expr
     ) => {{
         unsafe extern "C" fn handle(
@@ -102,12 +100,16 @@ macro_rules! command {
             handler: handle,
             flags: $flags,
             keys: $keys,
-            arity: $arity,
             key_flags: $key_flags,
             acl: $acl,
         }
     }};
 }
+
+/// Every command's arity as the server sees it: at least its name. Each command counts
+/// its arguments itself, so that a call with too few gets the command's syntax in its
+/// error (the server's own arity error says only "wrong number of arguments").
+const ARITY: i32 = -1;
 
 /// The body of a limiter command: its parser, on the one path of every limiter.
 fn limit(
@@ -125,53 +127,52 @@ fn limit(
 const COMMANDS: &[CommandDef] = &[
     command!(
         "RL.FIXED", stats::Command::Fixed, limit(call::fixed),
-        flags: c"write fast", keys: KeySpec::First, arity: -4,
+        flags: c"write fast", keys: KeySpec::First,
         key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET
     ),
     command!(
         "RL.GCRA", stats::Command::Gcra, limit(call::gcra),
-        flags: c"write fast", keys: KeySpec::First, arity: -5,
+        flags: c"write fast", keys: KeySpec::First,
         key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET
     ),
     // Keys come from the numkeys key spec (the server then marks the command
     // movablekeys); the legacy first/last/step cannot express them. Redis 7.0 routes
     // Cluster calls with the legacy range only, or by asking the command
-    // (`getkeys-api`): RL.MULTI answers those requests too. Arity: RL.MULTI numkeys key
-    // LIMIT window limit, at least.
+    // (`getkeys-api`): RL.MULTI answers those requests too.
     command!(
         "RL.MULTI", stats::Command::Multi, limit(call::multi),
-        flags: c"write", keys: KeySpec::NumKeys, arity: -6,
+        flags: c"write", keys: KeySpec::NumKeys,
         key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
-    // The call shape of RL.MULTI (numkeys key spec, getkeys-api); arity alike.
+    // The call shape of RL.MULTI (numkeys key spec, getkeys-api).
     command!(
         "RL.SLIDING", stats::Command::Sliding, limit(call::sliding),
-        flags: c"write", keys: KeySpec::NumKeys, arity: -6,
+        flags: c"write", keys: KeySpec::NumKeys,
         key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
     // Its work grows with the entries in the window (at most its limit): not `fast`.
     command!(
         "RL.LOG", stats::Command::Log, limit(call::log),
-        flags: c"write", keys: KeySpec::First, arity: -4,
+        flags: c"write", keys: KeySpec::First,
+        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
+    ),
+    // One rule of any limiter per key, all or nothing: the keys follow numkeys (as
+    // RL.MULTI's).
+    command!(
+        "RL.ALL", stats::Command::All, limit(call::all),
+        flags: c"write", keys: KeySpec::NumKeys,
         key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
     // As EXPIRE: the keys' TTLs change, their values are neither read nor returned.
-    // One rule of any limiter per key, all or nothing: the keys follow numkeys (as
-    // RL.MULTI's). Arity: RL.ALL numkeys key RULE position, at least.
-    command!(
-        "RL.ALL", stats::Command::All, limit(call::all),
-        flags: c"write", keys: KeySpec::NumKeys, arity: -5,
-        key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
-    ),
     command!(
         "RL.BULKEXPIRE", stats::Command::BulkExpire, commands::bulkexpire::command,
-        flags: c"write", keys: KeySpec::AllFrom(2), arity: -3,
+        flags: c"write", keys: KeySpec::AllFrom(2),
         key_flags: WRITE_UPDATE, acl: "write keyspace", probe: static_strings::PEXPIRE
     ),
     // Node-wide like SCAN: no keys declared; it checks each key's ACL itself.
     command!(
         "RL.SWEEP", stats::Command::Sweep, commands::sweep::command,
-        flags: c"write", keys: KeySpec::None, arity: -3,
+        flags: c"write", keys: KeySpec::None,
         key_flags: 0, acl: "write keyspace slow", probe: static_strings::PEXPIRE
     ),
 ];
@@ -286,7 +287,7 @@ fn load(ctx: &Context) -> Result<(), String> {
                 def.name
             )
         })?;
-        set_command_info(ctx.ctx, def.name, def.arity, def.keys, def.key_flags, doc)?;
+        set_command_info(ctx.ctx, def.name, ARITY, def.keys, def.key_flags, doc)?;
         categories = acl::set_categories(ctx, def.name, def.acl, own_category)?;
     }
     // The settings first: what the log says below depends on them.

@@ -351,12 +351,36 @@ fn at_in_seconds_is_refused_by_every_command_and_twin() {
     let t = Twins::load(&mut c);
     let want = "ERR invalid AT '1732480000': AT takes a Unix time in milliseconds, from 1000000000000 (2001-09-09) to 4102444800000; this looks like seconds";
     let calls: Vec<(&str, Keys, Vec<String>)> = vec![
-        (&t.fixed, Keys::First, strings(&["RL.FIXED", "user:3", "10", "1m"])),
-        (&t.gcra, Keys::First, strings(&["RL.GCRA", "user:3", "9", "10", "1m"])),
-        (&t.multi, Keys::NumKeys, strings(&["RL.MULTI", "1", "user:3", "LIMIT", "1m", "10"])),
-        (&t.sliding, Keys::NumKeys, strings(&["RL.SLIDING", "1", "user:3", "LIMIT", "1m", "10"])),
-        (&t.log, Keys::First, strings(&["RL.LOG", "user:3", "10", "1m"])),
-        (&t.all, Keys::NumKeys, strings(&["RL.ALL", "1", "user:3", "FIXED", "1", "10", "1m"])),
+        (
+            &t.fixed,
+            Keys::First,
+            strings(&["RL.FIXED", "user:3", "10", "1m"]),
+        ),
+        (
+            &t.gcra,
+            Keys::First,
+            strings(&["RL.GCRA", "user:3", "9", "10", "1m"]),
+        ),
+        (
+            &t.multi,
+            Keys::NumKeys,
+            strings(&["RL.MULTI", "1", "user:3", "LIMIT", "1m", "10"]),
+        ),
+        (
+            &t.sliding,
+            Keys::NumKeys,
+            strings(&["RL.SLIDING", "1", "user:3", "LIMIT", "1m", "10"]),
+        ),
+        (
+            &t.log,
+            Keys::First,
+            strings(&["RL.LOG", "user:3", "10", "1m"]),
+        ),
+        (
+            &t.all,
+            Keys::NumKeys,
+            strings(&["RL.ALL", "1", "user:3", "FIXED", "1", "10", "1m"]),
+        ),
     ];
     for (sha, keys, mut call) in calls {
         call.extend(strings(&["AT", "1732480000"]));

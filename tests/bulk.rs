@@ -108,11 +108,11 @@ fn bulkexpire_bad_inputs_are_errors_that_write_nothing() {
         ),
         (
             vec!["60"],
-            "ERR wrong number of arguments for 'RL.BULKEXPIRE' command".into(),
+            "ERR wrong number of arguments for 'RL.BULKEXPIRE' command (syntax: RL.BULKEXPIRE seconds key [key ...])".into(),
         ),
         (
             vec![],
-            "ERR wrong number of arguments for 'RL.BULKEXPIRE' command".into(),
+            "ERR wrong number of arguments for 'RL.BULKEXPIRE' command (syntax: RL.BULKEXPIRE seconds key [key ...])".into(),
         ),
     ];
     let twins = Twins::load(&mut c);
@@ -634,7 +634,7 @@ fn sweep_bad_inputs_are_errors_that_write_nothing() {
         (vec!["0", "60", "NOW"], "ERR unknown option 'NOW'".into()),
         (
             vec!["0"],
-            "ERR wrong number of arguments for 'RL.SWEEP' command".into(),
+            "ERR wrong number of arguments for 'RL.SWEEP' command (syntax: RL.SWEEP cursor seconds [MATCH pattern] [COUNT n] [TYPE type] [DRYRUN])".into(),
         ),
     ];
     for (args, want) in &cases {

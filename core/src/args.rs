@@ -5,7 +5,9 @@
 
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
-use crate::limits::{MAX_AT_MS, MIN_AT_MS, MAX_BUCKETS, MAX_META_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS};
+use crate::limits::{
+    MAX_AT_MS, MAX_BUCKETS, MAX_META_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS, MIN_AT_MS,
+};
 use crate::units::Micros;
 use smallvec::SmallVec;
 
@@ -116,6 +118,32 @@ impl Opt {
         }
     }
 
+    /// Its bit in a set of options.
+    pub const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+
+    /// A set of options as bits.
+    pub const fn set(opts: &[Opt]) -> u8 {
+        let mut set = 0;
+        let mut i = 0;
+        while i < opts.len() {
+            set |= opts[i].bit();
+            i += 1;
+        }
+        set
+    }
+
+    /// The options of a set, in their canonical order: `COST, AT, ALIGN`.
+    pub fn list(set: u8) -> String {
+        Opt::ALL
+            .into_iter()
+            .filter(|o| set & o.bit() != 0)
+            .map(Opt::keyword)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// The option `word` names, if any (case-insensitive).
     pub fn named(word: &[u8]) -> Option<Opt> {
         Opt::ALL
@@ -197,6 +225,7 @@ impl<'a> Options<'a> {
                     AtOther::Refuse => {
                         return Err(Error::UnknownOption {
                             value: word.to_vec(),
+                            accepted: Opt::set(accepts),
                         })
                     }
                     AtOther::Stop => break,
@@ -270,7 +299,8 @@ fn parse_limit(earlier: &[Limit], window: Option<&&[u8]>, limit: Option<&&[u8]>)
         return Err(Error::IncompleteLimit);
     };
     let window = parse_duration("window", raw_window)?;
-    let limit = parse_int("limit", raw_limit, 1)?;
+    let limit = parse_int("limit", raw_limit, 1)
+        .map_err(|e| in_order(e, raw_limit, "LIMIT window limit: the window comes first"))?;
     if earlier.iter().any(|l| l.window == window) {
         return Err(Error::DuplicateWindow {
             value: raw_window.to_vec(),
@@ -278,6 +308,19 @@ fn parse_limit(earlier: &[Limit], window: Option<&&[u8]>, limit: Option<&&[u8]>)
         });
     }
     Ok(Limit { window, limit })
+}
+
+/// A count's error, with the order of the command's arguments when the count is
+/// written as a duration (two arguments given in the wrong order).
+pub fn in_order(e: Error, raw: &[u8], order: &'static str) -> Error {
+    if crate::usage::looks_like_a_duration(raw) {
+        Error::Order {
+            inner: Box::new(e),
+            order,
+        }
+    } else {
+        e
+    }
 }
 
 /// Mark the option `name` seen; an error if it already was.
@@ -379,7 +422,10 @@ mod tests {
     fn options_defaults_and_case() {
         assert_eq!(opts(&[], &COST_AT), Ok(Options::default()));
         assert_eq!(
-            opts(&["cost", "3", "Align", "aT", "1000000000001"], COST_AT_ALIGN),
+            opts(
+                &["cost", "3", "Align", "aT", "1000000000001"],
+                COST_AT_ALIGN
+            ),
             Ok(Options {
                 cost: 3,
                 at: Some(Micros(1_000_000_000_001_000)),
@@ -407,6 +453,7 @@ mod tests {
                 &COST_AT,
                 UnknownOption {
                     value: b"ALIGN".to_vec(),
+                    accepted: Opt::set(&COST_AT),
                 },
             ),
             (
@@ -414,6 +461,7 @@ mod tests {
                 COST_AT_ALIGN,
                 UnknownOption {
                     value: b"FOO".to_vec(),
+                    accepted: Opt::set(COST_AT_ALIGN),
                 },
             ),
             (&["COST"], &COST_AT, MissingOptionValue { name: "COST" }),
@@ -423,6 +471,7 @@ mod tests {
                 &COST_AT,
                 UnknownOption {
                     value: b"DELAY".to_vec(),
+                    accepted: Opt::set(&COST_AT),
                 },
             ),
             (
@@ -474,6 +523,7 @@ mod tests {
                 &COST_AT,
                 UnknownOption {
                     value: b"2".to_vec(),
+                    accepted: Opt::set(&COST_AT),
                 },
             ),
         ];

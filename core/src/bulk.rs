@@ -160,6 +160,7 @@ pub fn parse_sweep(args: &[&[u8]]) -> Result<SweepArgs> {
         } else {
             return Err(Error::UnknownOption {
                 value: word.to_vec(),
+                accepted: 0,
             });
         }
     }
@@ -381,12 +382,14 @@ mod tests {
                 &["0", "1", "AT", "5"],
                 UnknownOption {
                     value: b"AT".to_vec(),
+                    accepted: 0,
                 },
             ),
             (
                 &["0", "1", "COUNT", "5", "7"],
                 UnknownOption {
                     value: b"7".to_vec(),
+                    accepted: 0,
                 },
             ),
         ];

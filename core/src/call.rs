@@ -128,6 +128,9 @@ macro_rules! limiters {
             }
         }
 
+        /// How many kinds of limiters there are (RL.ALL's rule keywords).
+        pub const KINDS_COUNT: usize = [$(stringify!($variant)),*].len();
+
         /// RL.ALL's rule keyword `word` is, in its canonical spelling, if any. (The
         /// lifetime names the rule types that borrow their arguments.)
         #[allow(clippy::extra_unused_lifetimes)]
@@ -165,9 +168,7 @@ where
     R: Syntax<'a> + Limiter + Into<Rule<'a>>,
 {
     if args.len() < R::ARGS {
-        return Err(Error::WrongArity {
-            command: R::STATE.command,
-        });
+        return Err(Error::RuleArity { kind: R::KIND });
     }
     let (positional, rest) = args.split_at(R::ARGS);
     let positional = R::parse_args(positional)?;
@@ -336,7 +337,7 @@ pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
         let index = rules.len() + 1;
         if Opt::named(word).is_some_and(|o| COST_AT.contains(&o)) {
             opts = Options::parse(&rest[i..], &COST_AT).map_err(|e| match e {
-                Error::UnknownOption { value } if is_rule_keyword(&value) => {
+                Error::UnknownOption { value, .. } if is_rule_keyword(&value) => {
                     Error::RuleAfterOptions
                 }
                 other => other,
@@ -486,7 +487,10 @@ mod tests {
     #[test]
     fn errors_name_their_rule() {
         let cases: &[(&[&'static str], &str)] = &[
-            (&["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command"),
+            (&["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms])"),
+            (&["1", "a", "FIXED", "1", "5"], "ERR rule 1 (FIXED): wrong number of arguments for a FIXED rule (syntax: FIXED i limit window [ALIGN])"),
+            (&["1", "a", "FIXED", "1", "1m", "5"], "ERR rule 1 (FIXED): invalid limit '1m': must be an integer from 1 to 9007199254740991 (RL.FIXED key limit window: the limit comes first)"),
+            (&["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "BUCKETS"], "ERR unknown option 'BUCKETS' (options here: COST, AT)"),
             (&["17", "a", "FIXED", "1"], "ERR invalid numkeys '17': must be an integer from 1 to 16"),
             (&["1", "a", "NOPE", "1", "5", "1m"], "ERR unknown rule 'NOPE': a rule is FIXED, GCRA, MULTI, SLIDING or LOG followed by its key's position (COST and AT come after the rules)"),
             (&["1", "a", "LOG", "0", "5", "1m"], "ERR rule 1 (LOG): invalid key position '0': must be an integer from 1 to 1 (the keys' places after numkeys)"),

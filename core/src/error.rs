@@ -41,8 +41,21 @@ pub enum Error {
     AtInSeconds {
         value: Vec<u8>,
     },
+    /// A word where an option should be; `accepted`: the options of this call (a set
+    /// of [`crate::args::Opt`] bits, in their canonical order; 0: none listed).
     UnknownOption {
         value: Vec<u8>,
+        accepted: u8,
+    },
+    /// A count given where a duration goes, or the other way round: the argument's
+    /// error, then the order the command takes them in.
+    Order {
+        inner: Box<Error>,
+        order: &'static str,
+    },
+    /// RL.ALL: a rule with too few arguments.
+    RuleArity {
+        kind: &'static str,
     },
     RepeatedOption {
         name: &'static str,
@@ -262,7 +275,23 @@ impl fmt::Display for Error {
                 "ERR invalid AT '{}': AT takes a Unix time in milliseconds, from {MIN_AT_MS} (2001-09-09) to {MAX_AT_MS}; this looks like seconds",
                 echo(value),
             ),
-            Error::UnknownOption { value } => write!(f, "ERR unknown option '{}'", echo(value)),
+            Error::UnknownOption { value, accepted: 0 } => {
+                write!(f, "ERR unknown option '{}'", echo(value))
+            }
+            Error::UnknownOption { value, accepted } => write!(
+                f,
+                "ERR unknown option '{}' (options here: {})",
+                echo(value),
+                crate::args::Opt::list(*accepted)
+            ),
+            Error::Order { inner, order } => write!(f, "{inner} ({order})"),
+            Error::RuleArity { kind } => match crate::usage::rule(kind) {
+                Some(syntax) => write!(
+                    f,
+                    "ERR wrong number of arguments for a {kind} rule (syntax: {syntax})"
+                ),
+                None => write!(f, "ERR wrong number of arguments for a {kind} rule"),
+            },
             Error::RepeatedOption { name } => write!(f, "ERR option {name} given more than once"),
             Error::MissingOptionValue { name } => write!(f, "ERR option {name} needs a value"),
             Error::CostOverCapacity {
@@ -324,9 +353,13 @@ impl fmt::Display for Error {
                 f,
                 "WRONGTYPE Operation against a key holding the wrong kind of value"
             ),
-            Error::WrongArity { command } => {
-                write!(f, "ERR wrong number of arguments for '{command}' command")
-            }
+            Error::WrongArity { command } => match crate::usage::command(command) {
+                Some(syntax) => write!(
+                    f,
+                    "ERR wrong number of arguments for '{command}' command (syntax: {syntax})"
+                ),
+                None => write!(f, "ERR wrong number of arguments for '{command}' command"),
+            },
             Error::UnknownAclUser => write!(f, "ERR the current ACL user no longer exists"),
             Error::Internal(what) => write!(f, "ERR internal error: {what}"),
             Error::InvalidNumKeys { value } => write!(
@@ -495,7 +528,17 @@ mod tests {
             },
             Error::UnknownOption {
                 value: b"\r\n".to_vec(),
+                accepted: 3,
             },
+            Error::Order {
+                inner: Box::new(Error::InvalidInteger {
+                    what: "limit",
+                    value: b"1m".to_vec(),
+                    min: 1,
+                }),
+                order: "LIMIT window limit: the window comes first",
+            },
+            Error::RuleArity { kind: "FIXED" },
             Error::RepeatedOption { name: "COST" },
             Error::MissingOptionValue { name: "AT" },
             Error::CostOverCapacity {

@@ -8,7 +8,7 @@
 //! State: the count, a non-negative decimal integer as `INCR` writes it; the key's
 //! absolute expiry is the end of the window.
 
-use crate::args::{check_count, parse_int, Opt, Options};
+use crate::args::{check_count, in_order, parse_int, Opt, Options};
 use crate::duration::parse_duration;
 use crate::error::{DurationProblem, Error, Result};
 use crate::limiter::{parse_single, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax};
@@ -135,8 +135,9 @@ impl<'a> Syntax<'a> for Rule {
                 command: STATE.command,
             });
         };
+        let order = "RL.FIXED key limit window: the limit comes first";
         Ok((
-            parse_int("limit", limit, 1)?,
+            parse_int("limit", limit, 1).map_err(|e| in_order(e, limit, order))?,
             parse_duration("window", window)?,
         ))
     }

@@ -27,7 +27,7 @@
 //! Every time involved stays below 2^53 µs (see [`MAX_TAT`]), so the Lua twin, whose
 //! numbers are doubles, computes exactly the same integers.
 
-use crate::args::{check_count, parse_int, Opt, Options};
+use crate::args::{check_count, in_order, parse_int, Opt, Options};
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
 use crate::limiter::{parse_single, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax};
@@ -164,9 +164,10 @@ impl<'a> Syntax<'a> for Rule {
                 command: STATE.command,
             });
         };
+        let order = "RL.GCRA key max_burst count period: the period comes last";
         Ok((
-            parse_int("max_burst", max_burst, 0)?,
-            parse_int("count", count, 1)?,
+            parse_int("max_burst", max_burst, 0).map_err(|e| in_order(e, max_burst, order))?,
+            parse_int("count", count, 1).map_err(|e| in_order(e, count, order))?,
             parse_duration("period", period)?,
         ))
     }
@@ -587,7 +588,8 @@ mod tests {
         assert_eq!(
             parse(&["1", "1", "1s", "ALIGN"]),
             Err(Error::UnknownOption {
-                value: b"ALIGN".to_vec()
+                value: b"ALIGN".to_vec(),
+                accepted: Opt::set(&[Opt::Cost, Opt::At, Opt::Delay]),
             })
         );
         // Rate: period / count below 1 µs.

@@ -18,6 +18,7 @@ pub mod multikey;
 pub mod sliding;
 pub mod state;
 pub mod units;
+pub mod usage;
 pub mod verdict;
 
 pub use error::{Error, Result};

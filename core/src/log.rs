@@ -24,7 +24,7 @@
 //! members, then searches by score, each step O(log n). Denials, peeks and errors
 //! write nothing.
 
-use crate::args::{parse_int, Opt, Options};
+use crate::args::{in_order, parse_int, Opt, Options};
 use crate::duration::parse_duration;
 use crate::error::{Error, Result};
 use crate::limiter::{
@@ -182,9 +182,11 @@ impl<'a> Syntax<'a> for Rule<'a> {
         let limit = match parse_int("limit", raw_limit, 1) {
             Ok(l) if l <= MAX_LOG_LIMIT => l,
             _ => {
-                return Err(Error::InvalidLogLimit {
+                let e = Error::InvalidLogLimit {
                     value: raw_limit.to_vec(),
-                })
+                };
+                let order = "RL.LOG key limit window: the limit comes first";
+                return Err(in_order(e, raw_limit, order));
             }
         };
         Ok((limit, parse_duration("window", raw_window)?))

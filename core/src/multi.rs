@@ -431,8 +431,23 @@ mod tests {
     fn arguments() {
         assert_eq!(
             parse(&[
-                "2", "ip:1", "user:1", "LIMIT", "1", "10", "limit", "1m", "120", "COST", "2",
-                "LIMIT", "1h", "240", "align", "AT", "1000000000005"
+                "2",
+                "ip:1",
+                "user:1",
+                "LIMIT",
+                "1",
+                "10",
+                "limit",
+                "1m",
+                "120",
+                "COST",
+                "2",
+                "LIMIT",
+                "1h",
+                "240",
+                "align",
+                "AT",
+                "1000000000005"
             ]),
             Request::new(
                 2,
@@ -508,7 +523,10 @@ mod tests {
                 DuplicateKey { key: b"a".to_vec() },
             ),
             (&["4", "a", "b", "c", "d"], MissingLimit),
-            (&["1", "a", "COST", "1", "AT", "1000000000005"], MissingLimit),
+            (
+                &["1", "a", "COST", "1", "AT", "1000000000005"],
+                MissingLimit,
+            ),
             (
                 &["1", "a", "LIMIT", "1s", "1", "LIMIT", "2s"],
                 IncompleteLimit,
@@ -568,6 +586,7 @@ mod tests {
                 &["1", "a", "LIMIT", "1s", "5", "LIMITS"],
                 UnknownOption {
                     value: b"LIMITS".to_vec(),
+                    accepted: Opt::set(&[Opt::Cost, Opt::At, Opt::Limit, Opt::Align]),
                 },
             ),
             (

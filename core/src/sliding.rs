@@ -825,7 +825,8 @@ mod tests {
         assert_eq!(
             p(&["1", "k", "LIMIT", "1s", "5", "ALIGN"]),
             Err(Error::UnknownOption {
-                value: b"ALIGN".to_vec()
+                value: b"ALIGN".to_vec(),
+                accepted: Opt::set(&[Opt::Cost, Opt::At, Opt::Limit, Opt::Buckets]),
             })
         );
         let ok = p(&[

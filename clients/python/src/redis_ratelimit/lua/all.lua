@@ -9,7 +9,7 @@
 
 local function all()
   if 1 + #KEYS + #ARGV < 4 then
-    fail("ERR wrong number of arguments for 'RL.ALL' command")
+    arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms]')
   end
   if #KEYS < 1 or #KEYS > MAX_ALL_KEYS then
     fail("ERR invalid numkeys '" .. int(#KEYS) .. "': must be an integer from 1 to " .. int(MAX_ALL_KEYS))
@@ -60,7 +60,7 @@ local function all()
     end
     local ok2, res = pcall(function()
       if #ARGV - (i + 1) < L.nargs then
-        fail("ERR wrong number of arguments for '" .. L.command .. "' command")
+        fail('ERR wrong number of arguments for a ' .. L.kind .. ' rule (syntax: ' .. L.rule_syntax .. ')')
       end
       local p = L.parse_args(i + 2)
       local ro, next_i = parse_options(i + 2 + L.nargs, L.options, true)
