@@ -1,7 +1,8 @@
 -- RL.GCRA twin: EVALSHA sha 1 key max_burst count period [COST n] [AT unix_ms]
 --               [DELAY max_delay]
 -- State: KEYS[1] is a plain integer string, the theoretical arrival time (TAT) in µs
--- since the Unix epoch, expiring at the TAT rounded up to the millisecond.
+-- since the Unix epoch, expiring at the TAT rounded up to the millisecond (redis-cell's
+-- TAT in ns is read too).
 -- Needs lua/prelude.lua in front of it.
 
 local function gcra()
@@ -48,12 +49,14 @@ local function gcra()
   end
   local tat = now
   if raw then
-    if not string.match(raw, '^%d+$') or #raw > MAX_TAT_DIGITS or tonumber(raw) > MAX_TAT_US then
+    -- µs, or redis-cell's ns rounded up to the µs.
+    local stored = read_tat(raw)
+    if not stored then
       fail('ERR the key does not hold RL.GCRA state'
         .. ' (expected a theoretical arrival time in microseconds since the Unix epoch)')
     end
     -- A TAT in the past counts as now.
-    tat = math.max(tonumber(raw), now)
+    tat = math.max(stored, now)
   end
 
   local new_tat = tat + interval * o.cost

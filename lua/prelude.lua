@@ -238,3 +238,23 @@ local function run(body)
   end
   error(res, 0)
 end
+
+-- A stored RL.GCRA TAT in µs, as the module reads it (gcra::parse_tat), or nil: the
+-- module's own (1 to MAX_TAT_DIGITS digits of µs) or redis-cell's (19 digits of ns,
+-- from 10^18), rounded up to the µs; at most MAX_TAT_US either way. A 19-digit number
+-- is above 2^53, so it is read as text: its first 16 digits, plus 1 unless the last 3
+-- are 000.
+local function read_tat(s)
+  if not string.match(s, '^%d+$') then return nil end
+  local n
+  if #s <= MAX_TAT_DIGITS then
+    n = tonumber(s)
+  elseif #s == 19 and string.sub(s, 1, 1) ~= '0' then
+    n = tonumber(string.sub(s, 1, 16))
+    if string.sub(s, 17) ~= '000' then n = n + 1 end
+  else
+    return nil
+  end
+  if n > MAX_TAT_US then return nil end
+  return n
+end

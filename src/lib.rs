@@ -163,6 +163,14 @@ const COMMANDS: &[CommandDef] = &[
     ),
 ];
 
+/// redis-cell's command, registered at load unless `ratelimit.cl-throttle` is `no` or
+/// the name is taken; key spec, flags and ACL categories as RL.GCRA's.
+const CL_THROTTLE: CommandDef = command!(
+    "CL.THROTTLE", stats::Command::Throttle, commands::throttle::command,
+    flags: c"write fast", keys: KeySpec::First, arity: -5,
+    key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET, first_key: Some(1), getkeys: false
+);
+
 /// The server's entry point when it loads the module (`loadmodule`, `MODULE LOAD`).
 ///
 /// # Safety
@@ -234,30 +242,27 @@ fn load(ctx: &Context) -> Result<(), String> {
         "this server lacks RedisModule_SetModuleOptions (Redis 7.0+ or Valkey 8+ is needed)"
             .to_string()
     })?;
+    // The settings first: `ratelimit.cl-throttle` decides whether CL.THROTTLE is made.
+    config::register(ctx)?;
     static_strings::make_all()?;
     let create = api::api!(RedisModule_CreateCommand).map_err(|e| e.to_string())?;
     let own_category = acl::add_own_category(ctx);
     let mut categories = acl::Categories::SelfCheck;
     for def in COMMANDS {
-        let (first, last, step) = def.keys.legacy_range();
-        // SAFETY: called during OnLoad with the module's context; name and flags are
-        // static NUL-terminated strings; the handler has the server's signature.
-        let rc = unsafe {
-            create(
-                ctx.ctx,
-                def.name.as_ptr(),
-                Some(def.handler),
-                def.flags.as_ptr(),
-                first,
-                last,
-                step,
-            )
-        };
-        if rc != raw::REDISMODULE_OK as c_int {
+        if !create_command(ctx, create, def) {
             return Err(format!("could not create command {:?}", def.name));
         }
-        set_command_info(ctx.ctx, def.name, def.arity, def.keys, def.key_flags)?;
-        categories = acl::set_categories(ctx, def.name, def.acl, own_category)?;
+        categories = describe_command(ctx, def, own_category)?;
+    }
+    if !config::cl_throttle() {
+        ctx.log_notice("ratelimit: CL.THROTTLE not registered (ratelimit.cl-throttle is no)");
+    } else if create_command(ctx, create, &CL_THROTTLE) {
+        describe_command(ctx, &CL_THROTTLE, own_category)?;
+    } else {
+        ctx.log_notice(&format!(
+            "ratelimit: CL.THROTTLE not registered: {}; the RL.* commands are loaded, and RL.GCRA reads the same keys (see docs/redis-cell.md)",
+            cl_throttle_taken_by()
+        ));
     }
     match categories {
         acl::Categories::WithOwn => {}
@@ -268,9 +273,61 @@ fn load(ctx: &Context) -> Result<(), String> {
             "ratelimit: this server cannot put module commands in ACL categories (Redis 7.2+ and Valkey 8+ can): rules such as +@write or -@write do not name the RL.* commands; grant them by name (+rl.fixed ...). The module refuses its commands to users who may not run SET (limiters) or PEXPIRE (bulk TTL commands).",
         ),
     }
-    config::register(ctx)?;
     raw::register_info_function(ctx.ctx, Some(info));
     Ok(())
+}
+
+/// `RedisModule_CreateCommand` for `def`; false when the server refuses it (for a name
+/// that exists already).
+fn create_command(
+    ctx: &Context,
+    create: unsafe extern "C" fn(
+        *mut raw::RedisModuleCtx,
+        *const std::os::raw::c_char,
+        raw::RedisModuleCmdFunc,
+        *const std::os::raw::c_char,
+        c_int,
+        c_int,
+        c_int,
+    ) -> c_int,
+    def: &CommandDef,
+) -> bool {
+    let (first, last, step) = def.keys.legacy_range();
+    // SAFETY: called during OnLoad with the module's context; name and flags are
+    // static NUL-terminated strings; the handler has the server's signature.
+    let rc = unsafe {
+        create(
+            ctx.ctx,
+            def.name.as_ptr(),
+            Some(def.handler),
+            def.flags.as_ptr(),
+            first,
+            last,
+            step,
+        )
+    };
+    rc == raw::REDISMODULE_OK as c_int
+}
+
+/// Arity, key specs and ACL categories of a command just created.
+fn describe_command(
+    ctx: &Context,
+    def: &CommandDef,
+    own_category: bool,
+) -> Result<acl::Categories, String> {
+    set_command_info(ctx.ctx, def.name, def.arity, def.keys, def.key_flags)?;
+    acl::set_categories(ctx, def.name, def.acl, own_category)
+}
+
+/// Why `CL.THROTTLE` could not be created: the server refuses a name it knows.
+fn cl_throttle_taken_by() -> &'static str {
+    // SAFETY: the pointer is written only while a module loads, on this thread.
+    let busy = unsafe { raw::RedisModule_IsModuleNameBusy };
+    // SAFETY: a static NUL-terminated name.
+    match busy.map(|busy| unsafe { busy(c"redis-cell".as_ptr()) }) {
+        Some(n) if n != 0 => "the redis-cell module, loaded before this one, has it",
+        _ => "the name is taken (by another module, or by the server itself)",
+    }
 }
 
 /// The `ratelimit` section of `INFO`.

@@ -15,10 +15,12 @@ pub enum Command {
     Log,
     BulkExpire,
     Sweep,
+    /// CL.THROTTLE (counted when it is registered).
+    Throttle,
 }
 
 impl Command {
-    const ALL: [Command; 7] = [
+    const ALL: [Command; 8] = [
         Command::Fixed,
         Command::Gcra,
         Command::Multi,
@@ -26,12 +28,18 @@ impl Command {
         Command::Log,
         Command::BulkExpire,
         Command::Sweep,
+        Command::Throttle,
     ];
 
     fn limits(self) -> bool {
         matches!(
             self,
-            Command::Fixed | Command::Gcra | Command::Multi | Command::Sliding | Command::Log
+            Command::Fixed
+                | Command::Gcra
+                | Command::Multi
+                | Command::Sliding
+                | Command::Log
+                | Command::Throttle
         )
     }
 
@@ -44,6 +52,7 @@ impl Command {
             Command::Log => "log",
             Command::BulkExpire => "bulkexpire",
             Command::Sweep => "sweep",
+            Command::Throttle => "cl_throttle",
         }
     }
 }

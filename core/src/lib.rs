@@ -15,6 +15,7 @@ pub mod multi;
 pub mod multikey;
 pub mod sliding;
 pub mod state;
+pub mod throttle;
 pub mod units;
 pub mod verdict;
 

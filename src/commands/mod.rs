@@ -10,3 +10,4 @@ pub mod multi;
 mod multikey;
 pub mod sliding;
 pub mod sweep;
+pub mod throttle;
