@@ -11,15 +11,20 @@ pub struct Twins {
     pub sliding: String,
     pub log: String,
     pub bulkexpire: String,
+    /// CL.THROTTLE's: lua/throttle.lua in front of RL.GCRA's body.
+    pub throttle: String,
 }
 
-/// The full text of a twin script.
-pub fn script(name: &str) -> String {
+/// The full text of a twin script: the prelude, then the files named (space-separated).
+pub fn script(names: &str) -> String {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("lua");
-    let prelude = std::fs::read_to_string(dir.join("prelude.lua")).expect("lua/prelude.lua");
-    let body =
-        std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("lua/{name}: {e}"));
-    format!("{prelude}\n{body}")
+    let mut text = std::fs::read_to_string(dir.join("prelude.lua")).expect("lua/prelude.lua");
+    for name in names.split_whitespace() {
+        let body =
+            std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("lua/{name}: {e}"));
+        text = format!("{text}\n{body}");
+    }
+    text
 }
 
 impl Twins {
@@ -36,6 +41,7 @@ impl Twins {
             sliding: load("sliding.lua"),
             log: load("log.lua"),
             bulkexpire: load("bulkexpire.lua"),
+            throttle: load("throttle.lua gcra.lua"),
         }
     }
 }
