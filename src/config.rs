@@ -13,6 +13,11 @@
 //!   users who may not run the plain write they stand for (see `acl.rs`). It costs a
 //!   few hundred nanoseconds a call; a server without ACL users may turn it off.
 //!   Elsewhere it has no effect: the server enforces the categories itself.
+//! - `ratelimit.cl-throttle` (yes/no, default yes; set at load time only: in redis.conf,
+//!   or `MODULE LOADEX ... CONFIG ratelimit.cl-throttle no`): whether the module
+//!   registers `CL.THROTTLE`, redis-cell's command. It is skipped anyway, with a notice
+//!   in the server log, when the name is taken (redis-cell loaded first, or a server
+//!   with a command of that name).
 
 use crate::api::api;
 use ratelimit_core::limits::MAX_DURATION_MS;
@@ -71,6 +76,27 @@ extern "C" fn set_acl_write_check(
     raw::REDISMODULE_OK as c_int
 }
 
+static CL_THROTTLE: AtomicBool = AtomicBool::new(true);
+
+/// Whether `CL.THROTTLE` is to be registered (`ratelimit.cl-throttle`).
+pub fn cl_throttle() -> bool {
+    CL_THROTTLE.load(Ordering::Relaxed)
+}
+
+extern "C" fn get_cl_throttle(_name: *const c_char, _data: *mut c_void) -> c_int {
+    c_int::from(CL_THROTTLE.load(Ordering::Relaxed))
+}
+
+extern "C" fn set_cl_throttle(
+    _name: *const c_char,
+    value: c_int,
+    _data: *mut c_void,
+    _err: *mut *mut raw::RedisModuleString,
+) -> c_int {
+    CL_THROTTLE.store(value != 0, Ordering::Relaxed);
+    raw::REDISMODULE_OK as c_int
+}
+
 /// Register the settings and load their values from the server's configuration.
 pub fn register(ctx: &Context) -> Result<(), String> {
     let (Ok(register), Ok(register_bool), Ok(load)) = (
@@ -116,6 +142,23 @@ pub fn register(ctx: &Context) -> Result<(), String> {
     };
     if rc != raw::REDISMODULE_OK as c_int {
         return Err("could not register ratelimit.acl-write-check".into());
+    }
+    let name: &CStr = c"cl-throttle";
+    // SAFETY: as above. Immutable: commands are registered only while the module loads.
+    let rc = unsafe {
+        register_bool(
+            ctx.ctx,
+            name.as_ptr(),
+            1,
+            raw::REDISMODULE_CONFIG_IMMUTABLE,
+            Some(get_cl_throttle),
+            Some(set_cl_throttle),
+            None,
+            std::ptr::null_mut(),
+        )
+    };
+    if rc != raw::REDISMODULE_OK as c_int {
+        return Err("could not register ratelimit.cl-throttle".into());
     }
     // SAFETY: called during OnLoad, after every setting is registered.
     if unsafe { load(ctx.ctx) } != raw::REDISMODULE_OK as c_int {

@@ -177,6 +177,14 @@ const COMMANDS: &[CommandDef] = &[
     ),
 ];
 
+/// redis-cell's command, registered at load unless `ratelimit.cl-throttle` is `no` or
+/// the name is taken; key spec, flags and ACL categories as RL.GCRA's.
+const CL_THROTTLE: CommandDef = command!(
+    "CL.THROTTLE", stats::Command::Throttle, limit(call::throttle),
+    flags: c"write fast", keys: KeySpec::First,
+    key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET
+);
+
 /// The server's entry point when it loads the module (`loadmodule`, `MODULE LOAD`).
 ///
 /// # Safety
@@ -248,6 +256,8 @@ fn load(ctx: &Context) -> Result<(), String> {
         "this server lacks RedisModule_SetModuleOptions (Redis 7.0+ or Valkey 8+ is needed)"
             .to_string()
     })?;
+    // The settings first: `ratelimit.cl-throttle` decides whether CL.THROTTLE is made.
+    config::register(ctx)?;
     static_strings::make_all()?;
     let create = api::api!(RedisModule_CreateCommand).map_err(|e| e.to_string())?;
     let own_category = acl::add_own_category(ctx);
@@ -256,46 +266,90 @@ fn load(ctx: &Context) -> Result<(), String> {
         .then(std::io::Error::last_os_error);
     let mut categories = acl::Categories::SelfCheck;
     for def in COMMANDS {
-        let (first, last, step) = def.keys.legacy_range();
-        // Commands whose keys follow numkeys answer the server's key-position requests.
-        let flags = match def.keys {
-            KeySpec::NumKeys => {
-                CString::new(format!("{} getkeys-api", def.flags.to_string_lossy()))
-                    .map_err(|_| "command flags".to_string())?
-            }
-            _ => def.flags.to_owned(),
-        };
-        // SAFETY: called during OnLoad with the module's context; name and flags are
-        // static NUL-terminated strings; the handler has the server's signature.
-        let rc = unsafe {
-            create(
-                ctx.ctx,
-                def.name.as_ptr(),
-                Some(def.handler),
-                flags.as_ptr(),
-                first,
-                last,
-                step,
-            )
-        };
-        if rc != raw::REDISMODULE_OK as c_int {
+        if !create_command(ctx, create, def)? {
             return Err(format!("could not create command {:?}", def.name));
         }
-        let doc = command_docs::find(def.name).ok_or_else(|| {
-            format!(
-                "command {:?} has no entry in command_docs.rs (COMMAND DOCS)",
-                def.name
-            )
-        })?;
-        set_command_info(ctx.ctx, def.name, ARITY, def.keys, def.key_flags, doc)?;
-        categories = acl::set_categories(ctx, def.name, def.acl, own_category)?;
+        categories = describe_command(ctx, def, own_category)?;
     }
-    // The settings first: what the log says below depends on them.
-    config::register(ctx)?;
+    if !config::cl_throttle() {
+        ctx.log_notice("ratelimit: CL.THROTTLE not registered (ratelimit.cl-throttle is no)");
+    } else if create_command(ctx, create, &CL_THROTTLE)? {
+        describe_command(ctx, &CL_THROTTLE, own_category)?;
+    } else {
+        ctx.log_notice(&format!(
+            "ratelimit: CL.THROTTLE not registered: {}; the RL.* commands are loaded, and RL.GCRA reads the same keys (see docs/redis-cell.md)",
+            cl_throttle_taken_by()
+        ));
+    }
     log_acl_categories(ctx, categories, refused);
     subscribe_to_shutdown(ctx);
     raw::register_info_function(ctx.ctx, Some(info));
     Ok(())
+}
+
+/// `RedisModule_CreateCommand` for `def`; false when the server refuses it (for a name
+/// that exists already). Commands whose keys follow numkeys also answer the server's
+/// key-position requests (`getkeys-api`).
+fn create_command(
+    ctx: &Context,
+    create: unsafe extern "C" fn(
+        *mut raw::RedisModuleCtx,
+        *const std::os::raw::c_char,
+        raw::RedisModuleCmdFunc,
+        *const std::os::raw::c_char,
+        c_int,
+        c_int,
+        c_int,
+    ) -> c_int,
+    def: &CommandDef,
+) -> Result<bool, String> {
+    let (first, last, step) = def.keys.legacy_range();
+    let flags = match def.keys {
+        KeySpec::NumKeys => CString::new(format!("{} getkeys-api", def.flags.to_string_lossy()))
+            .map_err(|_| "command flags".to_string())?,
+        _ => def.flags.to_owned(),
+    };
+    // SAFETY: called during OnLoad with the module's context; name and flags are
+    // NUL-terminated strings alive for the call; the handler has the server's signature.
+    let rc = unsafe {
+        create(
+            ctx.ctx,
+            def.name.as_ptr(),
+            Some(def.handler),
+            flags.as_ptr(),
+            first,
+            last,
+            step,
+        )
+    };
+    Ok(rc == raw::REDISMODULE_OK as c_int)
+}
+
+/// Arity, key specs, COMMAND DOCS and ACL categories of a command just created.
+fn describe_command(
+    ctx: &Context,
+    def: &CommandDef,
+    own_category: bool,
+) -> Result<acl::Categories, String> {
+    let doc = command_docs::find(def.name).ok_or_else(|| {
+        format!(
+            "command {:?} has no entry in command_docs.rs (COMMAND DOCS)",
+            def.name
+        )
+    })?;
+    set_command_info(ctx.ctx, def.name, ARITY, def.keys, def.key_flags, doc)?;
+    acl::set_categories(ctx, def.name, def.acl, own_category)
+}
+
+/// Why `CL.THROTTLE` could not be created: the server refuses a name it knows.
+fn cl_throttle_taken_by() -> &'static str {
+    // SAFETY: the pointer is written only while a module loads, on this thread.
+    let busy = unsafe { raw::RedisModule_IsModuleNameBusy };
+    // SAFETY: a static NUL-terminated name.
+    match busy.map(|busy| unsafe { busy(c"redis-cell".as_ptr()) }) {
+        Some(n) if n != 0 => "the redis-cell module, loaded before this one, has it",
+        _ => "the name is taken (by another module, or by the server itself)",
+    }
 }
 
 /// The `ratelimit` section of `INFO`.

@@ -16,10 +16,12 @@ pub enum Command {
     All,
     BulkExpire,
     Sweep,
+    /// CL.THROTTLE (counted when it is registered).
+    Throttle,
 }
 
 impl Command {
-    const ALL: [Command; 8] = [
+    const ALL: [Command; 9] = [
         Command::Fixed,
         Command::Gcra,
         Command::Multi,
@@ -28,6 +30,7 @@ impl Command {
         Command::All,
         Command::BulkExpire,
         Command::Sweep,
+        Command::Throttle,
     ];
 
     fn limits(self) -> bool {
@@ -39,6 +42,7 @@ impl Command {
                 | Command::Sliding
                 | Command::Log
                 | Command::All
+                | Command::Throttle
         )
     }
 
@@ -52,6 +56,7 @@ impl Command {
             Command::All => "all",
             Command::BulkExpire => "bulkexpire",
             Command::Sweep => "sweep",
+            Command::Throttle => "cl_throttle",
         }
     }
 }

@@ -140,6 +140,20 @@ fn valid_gcra(rng: &mut Rng) -> Vec<Vec<u8>> {
     v
 }
 
+/// CL.THROTTLE: redis-cell's arguments, on RL.GCRA's keys.
+fn valid_throttle(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let mut v = vec![
+        s(rng.pick::<&str>(&["k", "key"])),
+        rng.range(0, 20).to_string().into_bytes(),
+        rng.range(1, 1000).to_string().into_bytes(),
+        rng.range(1, 100_000).to_string().into_bytes(),
+    ];
+    if rng.chance(50) {
+        v.push(rng.range(0, 30).to_string().into_bytes());
+    }
+    v
+}
+
 /// RL.GCRA's reply: the five fields, and with DELAY a sixth, the delay in ms (-1 when
 /// denied, 0 or more when allowed).
 fn gcra_reply(v: &Value) -> bool {
@@ -391,6 +405,18 @@ const TARGETS: &[Target] = &[
         prefix: |t| vec![s("EVALSHA"), t.all.clone().into_bytes()],
         valid: valid_all,
         well_formed: all_reply,
+    },
+    Target {
+        name: "CL.THROTTLE",
+        prefix: |_| vec![s("CL.THROTTLE")],
+        valid: valid_throttle,
+        well_formed: five_ints,
+    },
+    Target {
+        name: "CL.THROTTLE twin",
+        prefix: |t| vec![s("EVALSHA"), t.throttle.clone().into_bytes(), s("1")],
+        valid: valid_throttle,
+        well_formed: five_ints,
     },
     Target {
         name: "RL.BULKEXPIRE",

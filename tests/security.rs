@@ -55,6 +55,7 @@ fn every_command(p: &str) -> Vec<Vec<String>> {
             "5",
             "1m",
         ]),
+        v(&["CL.THROTTLE", &format!("{p}:cell"), "4", "10", "60"]),
         v(&["RL.BULKEXPIRE", "1h", &format!("{p}:bulk")]),
         v(&["RL.SWEEP", "0", "1h"]),
     ]
@@ -118,7 +119,8 @@ fn a_user_denied_writes_cannot_write_through_any_command() {
                 "k:sliding",
                 "k:log",
                 "k:all:f",
-                "k:all:l"
+                "k:all:l",
+                "k:cell"
             ])
             .int(),
         0,
@@ -294,6 +296,8 @@ fn write_and_ratelimit_categories_grant_the_commands_where_the_server_has_them()
         assert_eq!(
             own,
             [
+                "cl.throttle",
+                "rl.all",
                 "rl.bulkexpire",
                 "rl.fixed",
                 "rl.gcra",
@@ -309,6 +313,8 @@ fn write_and_ratelimit_categories_grant_the_commands_where_the_server_has_them()
             "rl.multi",
             "rl.sliding",
             "rl.log",
+            "rl.all",
+            "cl.throttle",
             "rl.bulkexpire",
             "rl.sweep",
         ] {

@@ -187,6 +187,9 @@ pub enum Shape {
     /// RL.ALL: one rule a key; the binding rule's place and key follow the five
     /// fields; errors name their rule; a denial writes nothing at all.
     All,
+    /// CL.THROTTLE: one key, one GCRA rule; the five fields in whole seconds, and
+    /// limited with retry -1 when the quantity is above the capacity (judged as a peek).
+    Throttle { over_capacity: bool },
 }
 
 /// A parsed call.
@@ -206,7 +209,7 @@ impl<'a> Call<'a> {
     /// Where the keys are among the arguments (the command name is 0).
     pub fn first_key(&self) -> usize {
         match self.shape {
-            Shape::Single => 1,
+            Shape::Single | Shape::Throttle { .. } => 1,
             Shape::EachKey | Shape::All => 2,
         }
     }
@@ -219,7 +222,7 @@ impl<'a> Call<'a> {
             return e;
         }
         let e = match self.shape {
-            Shape::Single => e,
+            Shape::Single | Shape::Throttle { .. } => e,
             Shape::EachKey | Shape::All => e.for_key(name),
         };
         match (self.shape, self.rules.get(i)) {
@@ -285,6 +288,27 @@ pub fn gcra<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
 /// `RL.LOG key limit window [META value] [COST n] [AT unix_ms]`.
 pub fn log<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
     Call::single::<log::Rule<'a>>(args)
+}
+
+/// `CL.THROTTLE key max_burst count period [quantity]`: RL.GCRA's rule on the key, the
+/// quantity as the cost (0 when above the capacity), the server's clock.
+pub fn throttle<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
+    let Some((_key, rest)) = args.split_first() else {
+        return Err(Error::WrongArity {
+            command: crate::throttle::COMMAND,
+        });
+    };
+    let t = crate::throttle::parse_args(rest)?;
+    Ok(Call {
+        command: crate::throttle::COMMAND,
+        shape: Shape::Throttle {
+            over_capacity: t.over_capacity,
+        },
+        numkeys: 1,
+        rules: SmallVec::from_iter([(0, gcra::Rule::from(t.params).into())]),
+        cost: t.params.cost(),
+        at: None,
+    })
 }
 
 /// `RL.MULTI numkeys key [key ...] LIMIT window limit [...] [COST n] [ALIGN] [AT ms]`.

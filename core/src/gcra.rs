@@ -152,6 +152,13 @@ impl Rule {
     }
 }
 
+/// The rule of checked parameters (their cost is each call's).
+impl From<GcraParams> for Rule {
+    fn from(params: GcraParams) -> Rule {
+        Rule(GcraParams { cost: 0, ..params })
+    }
+}
+
 impl<'a> Syntax<'a> for Rule {
     const ARGS: usize = 3;
     const OPTIONS: &'static [Opt] = &[];
@@ -227,18 +234,43 @@ impl Limiter for Rule {
     }
 }
 
-/// Read a stored TAT: 1 to [`MAX_TAT_DIGITS`] decimal digits, at most [`MAX_TAT`].
+/// Read a stored TAT: the module's own (1 to [`MAX_TAT_DIGITS`] decimal digits, µs,
+/// at most [`MAX_TAT`]) or redis-cell's (see [`parse_tat`]).
 pub fn parse_state(raw: &[u8]) -> Result<Micros> {
     parse_tat(raw).ok_or_else(|| STATE.invalid())
 }
 
 /// A TAT as [`parse_state`] reads it, or `None`.
+///
+/// Two formats, which cannot be confused:
+/// - the module's: microseconds since the Unix epoch, at most [`MAX_TAT_DIGITS`] (16)
+///   digits and at most [`MAX_TAT`];
+/// - redis-cell's (`CL.THROTTLE` of that module): nanoseconds since the Unix epoch,
+///   [`NS_TAT_DIGITS`] (19) digits, at least 10^18 (any time after September 2001). It
+///   is rounded **up** to the microsecond, so it never allows more than redis-cell
+///   would have, and must then be at most [`MAX_TAT`] too.
+///
+/// Anything else (17 or 18 digits, 19 digits below 10^18, 20 or more) is not a TAT.
 pub fn parse_tat(raw: &[u8]) -> Option<Micros> {
-    if raw.is_empty() || raw.len() > MAX_TAT_DIGITS || !raw.iter().all(u8::is_ascii_digit) {
+    if raw.is_empty() || !raw.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let n = raw.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
+    let n = match raw.len() {
+        len if len <= MAX_TAT_DIGITS => decimal(raw),
+        NS_TAT_DIGITS if raw.first() != Some(&b'0') => decimal(raw).div_ceil(1_000),
+        _ => return None,
+    };
     (n <= MAX_TAT.0).then_some(Micros(n))
+}
+
+/// The digits of a stored TAT in redis-cell's format (nanoseconds since 2001-09-09).
+pub const NS_TAT_DIGITS: usize = 19;
+
+/// The value of at most 19 ASCII digits (below 10^19, within a `u64`).
+fn decimal(digits: &[u8]) -> u64 {
+    digits
+        .iter()
+        .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'))
 }
 
 /// Field 6 of the reply to a call with `DELAY`.
@@ -671,6 +703,48 @@ mod tests {
     }
 
     #[test]
+    fn redis_cell_nanosecond_tats_are_read_rounded_up_to_the_microsecond() {
+        // What redis-cell stores: nanoseconds since the epoch, 19 digits.
+        assert_eq!(
+            parse_tat(b"1700000000123456000"),
+            Some(Micros(1_700_000_000_123_456))
+        );
+        // Never earlier than redis-cell's own TAT: any part of a µs counts as a whole.
+        assert_eq!(
+            parse_tat(b"1700000000123456001"),
+            Some(Micros(1_700_000_000_123_457))
+        );
+        assert_eq!(
+            parse_tat(b"1700000000123456999"),
+            Some(Micros(1_700_000_000_123_457))
+        );
+        // The first and last nanosecond TATs: 10^18 ns (2001-09-09) and MAX_TAT.
+        assert_eq!(
+            parse_tat(b"1000000000000000000"),
+            Some(Micros(1_000_000_000_000_000))
+        );
+        assert_eq!(parse_tat(b"5679244800000000000"), Some(MAX_TAT));
+        for bad in [
+            // Past MAX_TAT once rounded up.
+            &b"5679244800000000001"[..],
+            b"9999999999999999999",
+            // 17 and 18 digits: neither format.
+            b"17000000000000000",
+            b"170000000000000000",
+            // 19 digits below 10^18, and 20 digits.
+            b"0999999999999999999",
+            b"0000000000000000042",
+            b"17000000000000000000",
+            b"18446744073709551615",
+            b"99999999999999999999",
+            b"170000000000000000a",
+            b"-700000000000000000",
+        ] {
+            assert_eq!(parse_tat(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
     fn max_tat_has_max_tat_digits() {
         assert_eq!(MAX_TAT.0.to_string().len(), MAX_TAT_DIGITS);
     }
@@ -952,6 +1026,23 @@ mod tests {
             if let Effect::Set { state: tat, .. } = out.effect {
                 // What is written can be read back.
                 prop_assert_eq!(parse_tat(tat.0.to_string().as_bytes()), Some(tat));
+            }
+        }
+
+        /// redis-cell's nanosecond TAT is read as the µs at or after it: `tat * 1000`
+        /// is `tat`, and each of the 999 nanoseconds after it is `tat + 1`; no input
+        /// of 17, 18 or 20 digits is read at all.
+        #[test]
+        fn nanosecond_tats_round_up(
+            us in 1_000_000_000_000_000u64..MAX_TAT.0,
+            sub in 1u64..1_000,
+            other in 10_000_000_000_000_000u64..u64::MAX,
+        ) {
+            prop_assert_eq!(parse_tat((us * 1_000).to_string().as_bytes()), Some(Micros(us)));
+            prop_assert_eq!(parse_tat((us * 1_000 + sub).to_string().as_bytes()), Some(Micros(us + 1)));
+            let digits = other.to_string();
+            if digits.len() != NS_TAT_DIGITS {
+                prop_assert_eq!(parse_tat(digits.as_bytes()), None);
             }
         }
 

@@ -17,6 +17,7 @@ pub mod multi;
 pub mod multikey;
 pub mod sliding;
 pub mod state;
+pub mod throttle;
 pub mod units;
 pub mod usage;
 pub mod verdict;

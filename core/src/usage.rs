@@ -25,6 +25,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     ("RL.BULKEXPIRE", "RL.BULKEXPIRE seconds key [key ...]"),
     (
+        "CL.THROTTLE",
+        "CL.THROTTLE key max_burst count period [quantity]",
+    ),
+    (
         "RL.SWEEP",
         "RL.SWEEP cursor seconds [MATCH pattern] [COUNT n] [TYPE type] [DRYRUN]",
     ),

@@ -1,5 +1,5 @@
 //! The one path of every limiter command (RL.FIXED, RL.GCRA, RL.MULTI, RL.SLIDING,
-//! RL.LOG, RL.ALL): parse the call (pure, in core), open and read every key, judge
+//! RL.LOG, RL.ALL, CL.THROTTLE): parse the call (pure, in core), open and read every key, judge
 //! each with its rule, decide all or nothing, check memory, write every key, reply
 //! with the binding rule's numbers.
 
@@ -11,7 +11,7 @@ use crate::reply;
 use crate::stats::Outcome;
 use ratelimit_core::call::{Call, Shape};
 use ratelimit_core::limiter::{self, Settled};
-use ratelimit_core::{Effect, Error};
+use ratelimit_core::{throttle, Effect, Error};
 use redis_module::Context;
 use smallvec::SmallVec;
 
@@ -91,5 +91,14 @@ pub fn run(ctx: &Context, args: &Args, parse: Parse) -> Result<Outcome, Error> {
         },
         Shape::EachKey => reply::binding_verdict(ctx, &verdict, *binding_name, window_ms),
         Shape::All => reply::rule_verdict(ctx, &verdict, decided.binding + 1, *binding_name),
+        Shape::Throttle { over_capacity } => {
+            let fields = throttle::reply(&verdict, over_capacity);
+            reply::integers(ctx, &fields);
+            if fields[0] == 0 {
+                Outcome::Allowed
+            } else {
+                Outcome::Denied
+            }
+        }
     })
 }

@@ -12,6 +12,7 @@ pub struct Twins {
     pub log: String,
     pub all: String,
     pub bulkexpire: String,
+    pub throttle: String,
 }
 
 /// The full text of a twin script.
@@ -38,6 +39,7 @@ impl Twins {
             log: load("log.lua"),
             all: load("all.lua"),
             bulkexpire: load("bulkexpire.lua"),
+            throttle: load("throttle.lua"),
         }
     }
 }

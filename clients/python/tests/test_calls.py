@@ -165,12 +165,7 @@ def test_errors_are_raised_with_the_servers_message(limiter, tag):
         limiter.gcra(tag + "k", 1, 1, timedelta(microseconds=10))
 
 
-# -- RL.ALL and CL.THROTTLE: run when the server has them -------------------------------
-
-
-def _require(limiter, command):
-    if not limiter.has_command(command):
-        pytest.skip(f"the server has no {command} (conditional until the module ships it)")
+# -- RL.ALL and CL.THROTTLE ---------------------------------------------------------------
 
 
 def test_has_command(limiter):
@@ -179,7 +174,6 @@ def test_has_command(limiter):
 
 
 def test_all(limiter, raw, tag):
-    _require(limiter, "RL.ALL")
     user, account, address = tag + "user:42", tag + "acct:7", tag + "ip:1.2.3.4"
     rules = [
         (user, Gcra(1, 1, "10s", name="burst")),
@@ -203,7 +197,6 @@ def test_all(limiter, raw, tag):
 
 
 def test_throttle(limiter, tag):
-    _require(limiter, "CL.THROTTLE")
     key = tag + "cell"
     seen = [limiter.throttle(key, 2, 1, 10) for _ in range(4)]
     assert [s.allowed for s in seen] == [True, True, True, False]

@@ -298,6 +298,26 @@ end
 
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 
+-- A stored RL.GCRA TAT in µs, as the module reads it (gcra::parse_tat), or nil: the
+-- module's own (1 to MAX_TAT_DIGITS digits of µs) or redis-cell's (19 digits of ns,
+-- from 10^18), rounded up to the µs; at most MAX_TAT_US either way. A 19-digit number
+-- is above 2^53, so it is read as text: its first 16 digits, plus 1 unless the last 3
+-- are 000.
+local function read_tat(s)
+  if not string.match(s, '^%d+$') then return nil end
+  local n
+  if #s <= MAX_TAT_DIGITS then
+    n = tonumber(s)
+  elseif #s == 19 and string.sub(s, 1, 1) ~= '0' then
+    n = tonumber(string.sub(s, 1, 16))
+    if string.sub(s, 17) ~= '000' then n = n + 1 end
+  else
+    return nil
+  end
+  if n > MAX_TAT_US then return nil end
+  return n
+end
+
 -- Every limiter, as the module's core has them: a function per limiter that makes its
 -- parts (so a twin builds only the ones it uses):
 --   kind, command, expected        its rule keyword, its command, its state in errors
@@ -423,12 +443,10 @@ LIMITERS.GCRA = function()
     -- Only the value counts: the expiry always follows the TAT.
     local tat = now
     if opened.raw then
-      local raw = opened.raw
-      if not string.match(raw, '^%d+$') or #raw > MAX_TAT_DIGITS or tonumber(raw) > MAX_TAT_US then
-        state_error(L, key, named)
-      end
+      local stored = read_tat(opened.raw)
+      if not stored then state_error(L, key, named) end
       -- A TAT in the past counts as now.
-      tat = math.max(tonumber(raw), now)
+      tat = math.max(stored, now)
     end
     local new_tat = tat + r.interval * cost
     local ahead = new_tat - now
