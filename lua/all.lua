@@ -11,14 +11,7 @@ local function all()
   if 1 + #KEYS + #ARGV < 4 then
     arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms]')
   end
-  if #KEYS < 1 or #KEYS > MAX_ALL_KEYS then
-    fail("ERR invalid numkeys '" .. int(#KEYS) .. "': must be an integer from 1 to " .. int(MAX_ALL_KEYS))
-  end
-  local seen_key = {}
-  for _, key in ipairs(KEYS) do
-    if seen_key[key] then fail("ERR key '" .. echo(key) .. "' given more than once") end
-    seen_key[key] = true
-  end
+  check_keys(MAX_ALL_KEYS)
   local rules, taken = {}, {}
   local o = { cost = 1 }
   local function in_rule(index, kind, res)

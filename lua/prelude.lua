@@ -496,13 +496,45 @@ local function limits_rule(L)
       best.fields, best.window = fields, w
     end
   end
-  -- The key's new value from its merged entries, or the key-full error.
-  function L.too_many(key, merged)
+  -- The write of a key once the call is settled, from its judgement (`p.entries`: the
+  -- windows it held, `p.exp` its expiry, `p.updates` the named windows after an allowed
+  -- request), as the module's multikey::write_windows: a peek writes nothing; a denial
+  -- gives a key that lost its TTL the end of its last live window; an allowed request
+  -- stores the named windows that still count with the others kept while they have not
+  -- ended, raising before any write when the key would hold too many. The limiter's
+  -- L.ends(e) (µs, or nil: counts nothing) and L.encode(entries).
+  function L.write(r, key, p, allowed, now, cost)
+    if cost == 0 then return nil end
+    if not allowed then
+      if p.exp then return nil end
+      local latest
+      for _, e in ipairs(p.entries) do
+        local ends = L.ends(e)
+        if ends and ends > now and (not latest or ends > latest) then latest = ends end
+      end
+      if latest then return { { 'PEXPIREAT', key, int(ceil_ms(latest)) } } end
+      return nil
+    end
+    local merged = {}
+    for _, e in ipairs(p.updates) do
+      if L.ends(e) then merged[#merged + 1] = e end
+    end
+    for _, e in ipairs(p.entries) do
+      local ends = L.ends(e)
+      if not r.named[e.w] and ends and ends > now then merged[#merged + 1] = e end
+    end
     if #merged > MAX_WINDOWS_PER_KEY then
       fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
         .. ' windows: ' .. L.command .. ' keeps at most ' .. int(MAX_WINDOWS_PER_KEY)
         .. ' windows per key (use fewer distinct windows, or other keys)')
     end
+    table.sort(merged, function(a, b) return a.w < b.w end)
+    local latest = 0
+    for _, e in ipairs(merged) do
+      local ends = L.ends(e)
+      if ends and ends > latest then latest = ends end
+    end
+    return { { 'SET', key, L.encode(merged), 'PXAT', int(ceil_ms(latest)) } }
   end
 end
 
@@ -518,10 +550,11 @@ LIMITERS.MULTI = function()
     if #o.limits == 0 then fail('ERR at least one LIMIT window limit is needed') end
     return { limits = o.limits, named = o.named, align = o.align }
   end
-  -- A key's entries by window in ms ({count, end}), or an error naming the key.
+  -- A key's entries ({ w = window_ms, c = count, e = end_ms }) in order and by window,
+  -- or an error naming the key.
   local function parse_state(key, named, raw)
     local bad = function() state_error(L, key, named) end
-    local entries, pos, len = {}, 1, #raw
+    local entries, by_w, pos, len = {}, {}, 1, #raw
     if len == 0 then bad() end
     while true do
       local _, last, w, c, e = string.find(raw, '^(%d+):(%d+):(%d+)', pos)
@@ -529,58 +562,41 @@ LIMITERS.MULTI = function()
       w = stored_number(w, MAX_DURATION_MS)
       c = stored_number(c, MAX_SAFE_INTEGER)
       e = stored_number(e, MAX_END_MS)
-      if not (w and c and e) or w == 0 or entries[w] then bad() end
-      entries[w] = { c, e }
+      if not (w and c and e) or w == 0 or by_w[w] then bad() end
+      by_w[w] = { w = w, c = c, e = e }
+      entries[#entries + 1] = by_w[w]
       pos = last + 1
-      if pos > len then return entries end
+      if pos > len then return entries, by_w end
       if string.sub(raw, pos, pos) ~= ',' then bad() end
       pos = pos + 1
     end
   end
+  -- A counter counts until its window ends (µs).
+  function L.ends(e)
+    return e.e * 1000
+  end
+  function L.encode(entries)
+    local parts = {}
+    for i, e in ipairs(entries) do parts[i] = int(e.w) .. ':' .. int(e.c) .. ':' .. int(e.e) end
+    return table.concat(parts, ',')
+  end
   function L.judge(r, opened, key, named, now, cost)
-    local state = opened.raw and parse_state(key, named, opened.raw) or {}
+    local entries, by_w = {}, {}
+    if opened.raw then entries, by_w = parse_state(key, named, opened.raw) end
     local best, updates = {}, {}
     for _, lw in ipairs(r.limits) do
       local w, limit = lw[1], lw[2]
-      local entry = state[w]
+      local entry = by_w[w]
       local fields, retry, after, ends =
-        F.window(limit, w, r.align, entry and entry[1], entry and entry[2] or 0, now, cost)
-      if not retry then updates[w] = { after, ends } end
+        F.window(limit, w, r.align, entry and entry.c, entry and entry.e or 0, now, cost)
+      if not retry then updates[#updates + 1] = { w = w, c = after, e = ends } end
       L.offer(best, fields, retry, w)
     end
     -- The key's expiry: nil when it lost its TTL, 0 when there is no key.
     local exp = 0
     if opened.raw then exp = opened.exp end
     return { fields = best.fields, window = best.window, retry = best.retry,
-      pending = { state = state, exp = exp, updates = updates } }
-  end
-  function L.write(r, key, p, allowed, now, cost)
-    if cost == 0 then return nil end
-    if not allowed then
-      -- Nothing is consumed; a key that lost its TTL gets it back at its latest live end.
-      if p.exp then return nil end
-      local latest
-      for _, entry in pairs(p.state) do
-        if entry[2] * 1000 > now and (not latest or entry[2] > latest) then latest = entry[2] end
-      end
-      if latest then return { { 'PEXPIREAT', key, int(latest) } } end
-      return nil
-    end
-    local merged = {}
-    for w, entry in pairs(p.state) do
-      if not r.named[w] and entry[2] * 1000 > now then merged[#merged + 1] = { w, entry[1], entry[2] } end
-    end
-    for w, entry in pairs(p.updates) do
-      merged[#merged + 1] = { w, entry[1], entry[2] }
-    end
-    L.too_many(key, merged)
-    table.sort(merged, function(a, b) return a[1] < b[1] end)
-    local parts, latest = {}, 0
-    for i, e in ipairs(merged) do
-      parts[i] = int(e[1]) .. ':' .. int(e[2]) .. ':' .. int(e[3])
-      if e[3] > latest then latest = e[3] end
-    end
-    return { { 'SET', key, table.concat(parts, ','), 'PXAT', int(latest) } }
+      pending = { entries = entries, exp = exp, updates = updates } }
   end
   return L
 end
@@ -732,7 +748,7 @@ LIMITERS.SLIDING = function()
     local wait = retry - now
     return { 1, limit, math.max(limit - counted, 0), math.max(1, ceil_ms(wait)), ceil_ms(reset()) }, e, wait
   end
-  local function encode(entries)
+  function L.encode(entries)
     local parts = {}
     for i, e in ipairs(entries) do
       local counts = {}
@@ -741,6 +757,7 @@ LIMITERS.SLIDING = function()
     end
     return table.concat(parts, ',')
   end
+  L.ends = ends_at
   function L.judge(r, opened, key, named, now, cost)
     local entries, by_w = {}, {}
     if opened.raw then entries, by_w = parse_state(key, named, opened.raw) end
@@ -756,37 +773,6 @@ LIMITERS.SLIDING = function()
     if opened.raw then exp = opened.exp end
     return { fields = best.fields, window = best.window, retry = best.retry,
       pending = { entries = entries, exp = exp, updates = updates } }
-  end
-  function L.write(r, key, p, allowed, now, cost)
-    if cost == 0 then return nil end
-    if not allowed then
-      -- Nothing is consumed; a key that lost its TTL gets it back when its last counted
-      -- bucket leaves.
-      if p.exp then return nil end
-      local latest
-      for _, e in ipairs(p.entries) do
-        local ends = ends_at(e)
-        if ends and ends > now and (not latest or ends > latest) then latest = ends end
-      end
-      if latest then return { { 'PEXPIREAT', key, int(ceil_ms(latest)) } } end
-      return nil
-    end
-    local merged = {}
-    for _, e in ipairs(p.updates) do
-      if #e.counts > 0 then merged[#merged + 1] = e end
-    end
-    for _, e in ipairs(p.entries) do
-      local ends = ends_at(e)
-      if not r.named[e.w] and ends and ends > now then merged[#merged + 1] = e end
-    end
-    L.too_many(key, merged)
-    table.sort(merged, function(a, b) return a.w < b.w end)
-    local latest = 0
-    for _, e in ipairs(merged) do
-      local ends = ends_at(e)
-      if ends and ends > latest then latest = ends end
-    end
-    return { { 'SET', key, encode(merged), 'PXAT', int(ceil_ms(latest)) } }
   end
   return L
 end
@@ -1005,19 +991,24 @@ local function single_command(L)
     at = o.at })
 end
 
--- The call shape of RL.MULTI and RL.SLIDING: numkeys (EVALSHA's) from 1 to MAX_KEYS
--- distinct KEYS, then LIMIT window limit triples among the options, the same rule on
--- every key.
-local function each_key_command(L)
-  if 2 + #KEYS + #ARGV < 6 then arity_error(L.command, L.syntax) end
-  if #KEYS < 1 or #KEYS > MAX_KEYS then
-    fail("ERR invalid numkeys '" .. int(#KEYS) .. "': must be an integer from 1 to " .. int(MAX_KEYS))
+-- The keys of a call with numkeys (EVALSHA's): from 1 to `max`, each at most once.
+local function check_keys(max)
+  if #KEYS < 1 or #KEYS > max then
+    fail("ERR invalid numkeys '" .. int(#KEYS) .. "': must be an integer from 1 to " .. int(max))
   end
   local seen_key = {}
   for _, key in ipairs(KEYS) do
     if seen_key[key] then fail("ERR key '" .. echo(key) .. "' given more than once") end
     seen_key[key] = true
   end
+end
+
+-- The call shape of RL.MULTI and RL.SLIDING: numkeys (EVALSHA's) from 1 to MAX_KEYS
+-- distinct KEYS, then LIMIT window limit triples among the options, the same rule on
+-- every key.
+local function each_key_command(L)
+  if 2 + #KEYS + #ARGV < 6 then arity_error(L.command, L.syntax) end
+  check_keys(MAX_KEYS)
   local accepts = set('COST', 'AT')
   for k in pairs(L.options) do accepts[k] = true end
   local o = parse_options(1, accepts, false)

@@ -650,12 +650,7 @@ fn redis_conf_example_starts_a_server_with_the_module() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    let modules: Vec<String> = c
-        .cmd(&["MODULE", "LIST"])
-        .array()
-        .iter()
-        .map(|m| m.array()[1].text())
-        .collect();
+    let modules = common::module_names(&mut c);
     assert!(
         modules.iter().any(|m| m == "ratelimit"),
         "{modules:?}\n{}",

@@ -5,50 +5,18 @@
 
 mod common;
 
-use common::{at_base, state, unix_us, Client, Rng, Server, Twins, Value, HOUR, MINUTE};
+use common::{at_base, state, unix_us, Client, Rng, Server, Side, Twins, Value, HOUR, MINUTE};
 use ratelimit_core::gcra;
 use ratelimit_core::UnixMillis;
 use ratelimit_core::{Effect, Stored};
 
 /// The native command or its Lua twin.
-#[derive(Clone, Debug)]
-struct Limiter {
-    /// `None`: the native command; `Some(sha)`: the twin.
-    twin: Option<String>,
-}
-
-impl Limiter {
-    fn name(&self) -> &'static str {
-        if self.twin.is_some() {
-            "twin"
-        } else {
-            "native"
-        }
-    }
-
-    fn argv(&self, key: &str, args: &[&str]) -> Vec<String> {
-        let mut v: Vec<String> = match &self.twin {
-            None => vec!["RL.GCRA".into(), key.into()],
-            Some(sha) => vec!["EVALSHA".into(), sha.clone(), "1".into(), key.into()],
-        };
-        v.extend(args.iter().map(|a| a.to_string()));
-        v
-    }
-
-    fn call(&self, c: &mut Client, key: &str, args: &[&str]) -> Value {
-        c.cmd(&self.argv(key, args))
-    }
-}
+type Limiter = Side;
 
 /// Both sides, with the twin loaded into the server behind `c`.
 fn limiters(c: &mut Client) -> [Limiter; 2] {
     let twins = Twins::load(c);
-    [
-        Limiter { twin: None },
-        Limiter {
-            twin: Some(twins.gcra),
-        },
-    ]
+    [Side::native("RL.GCRA"), Side::twin("RL.GCRA", twins.gcra)]
 }
 
 /// The state a TAT of `tat_us` is stored as.

@@ -3,7 +3,7 @@
 mod common;
 
 use common::server::module_path;
-use common::{Server, Value};
+use common::{info_fields, Server, Value};
 
 #[test]
 fn loads_from_the_config_file() {
@@ -83,16 +83,6 @@ fn acl_key_patterns_apply() {
     let denied = u.cmd(&["RL.FIXED", "other:1", "5", "1m"]);
     assert!(denied.err().unwrap().starts_with("NOPERM"), "{denied:?}");
     assert_eq!(c.cmd(&["EXISTS", "other:1"]).int(), 0);
-}
-
-/// `INFO ratelimit` fields as (name, value).
-fn info_fields(c: &mut common::Client) -> Vec<(String, i64)> {
-    c.cmd(&["INFO", "ratelimit"])
-        .text()
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
-        .collect()
 }
 
 #[test]

@@ -13,8 +13,8 @@
 mod common;
 
 use common::{
-    at_base, state, unix_us, wait_for_replicas, Client, Cluster, Rng, Server, Twins, Value, HOUR,
-    MINUTE,
+    at_base, info_fields, module_names, state, unix_us, wait_for_replicas, Client, Cluster, Rng,
+    Server, Side, Twins, Value, HOUR, MINUTE,
 };
 use ratelimit_core::gcra;
 use ratelimit_core::throttle::{self, Throttle};
@@ -23,43 +23,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The native command or its Lua twin.
-#[derive(Clone, Debug)]
-struct Cl {
-    /// `None`: the native command; `Some(sha)`: the twin.
-    twin: Option<String>,
-}
-
-impl Cl {
-    fn name(&self) -> &'static str {
-        if self.twin.is_some() {
-            "twin"
-        } else {
-            "native"
-        }
-    }
-
-    fn argv(&self, key: &str, args: &[&str]) -> Vec<String> {
-        let mut v: Vec<String> = match &self.twin {
-            None => vec!["CL.THROTTLE".into(), key.into()],
-            Some(sha) => vec!["EVALSHA".into(), sha.clone(), "1".into(), key.into()],
-        };
-        v.extend(args.iter().map(|a| a.to_string()));
-        v
-    }
-
-    fn call(&self, c: &mut Client, key: &str, args: &[&str]) -> Value {
-        c.cmd(&self.argv(key, args))
-    }
-}
+type Cl = Side;
 
 /// Both sides, with the twins loaded into the server behind `c`.
 fn both(c: &mut Client) -> [Cl; 2] {
     let twins = Twins::load(c);
     [
-        Cl { twin: None },
-        Cl {
-            twin: Some(twins.throttle),
-        },
+        Side::native("CL.THROTTLE"),
+        Side::twin("CL.THROTTLE", twins.throttle),
     ]
 }
 
@@ -872,12 +843,7 @@ fn a_module_with_cl_throttle_loaded_first_keeps_it_and_ours_loads_without_it() {
             .config("loadmodule", &ours.display().to_string())
             .start();
         let mut c = s.client();
-        let modules: Vec<String> = c
-            .cmd(&["MODULE", "LIST"])
-            .array()
-            .iter()
-            .map(|m| m.array()[1].text())
-            .collect();
+        let modules = module_names(&mut c);
         assert!(modules.iter().any(|m| m == name), "{modules:?}");
         assert!(modules.iter().any(|m| m == "ratelimit"), "{modules:?}");
         assert!(s.log().contains(logged), "{name}:\n{}", s.log());
@@ -897,16 +863,6 @@ fn a_module_with_cl_throttle_loaded_first_keeps_it_and_ours_loads_without_it() {
         assert!(info.contains("ratelimit_cl_throttle_calls:0"), "{info}");
     }
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// `INFO ratelimit` fields as (name, value).
-fn info_fields(c: &mut Client) -> Vec<(String, i64)> {
-    c.cmd(&["INFO", "ratelimit"])
-        .text()
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
-        .collect()
 }
 
 #[test]

@@ -18,8 +18,8 @@ use crate::fixed::{self, FixedParams};
 use crate::limiter::{
     Chooser, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
 };
-use crate::limits::{MAX_DURATION, MAX_END_MS, MAX_WINDOWS_PER_KEY};
-use crate::multikey::{self, KeyFull, MultiOutcome};
+use crate::limits::{MAX_DURATION, MAX_END_MS};
+use crate::multikey::{self, KeyFull, MultiOutcome, WindowsWrite};
 use crate::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
 use crate::units::{Micros, UnixMillis};
 use crate::verdict::Verdict;
@@ -221,50 +221,35 @@ impl Limiter for Rule {
 
     fn write(
         &self,
-        Pending {
-            stored,
-            mut updated,
-        }: Pending,
+        Pending { stored, updated }: Pending,
         settled: Settled,
         now: Micros,
         cost: i64,
     ) -> std::result::Result<Effect<State>, Full> {
-        if cost == 0 {
-            return Ok(Effect::None);
-        }
-        if settled == Settled::Denied {
-            // Nothing is consumed. A key that lost its TTL (PERSIST from outside) gets
-            // it back at the end of its latest live window, as RL.FIXED repairs its
-            // counters.
-            return Ok(match stored {
-                Some(s) if s.expires_at.is_none() => s
-                    .state
-                    .latest_live_end(now)
-                    .map_or(Effect::None, Effect::ExpireAt),
-                _ => Effect::None,
-            });
-        }
-        if let Some(s) = stored {
-            // Windows this call does not name are kept while they have not ended.
-            updated.extend(
-                s.state
-                    .entries()
-                    .iter()
-                    .filter(|e| e.ends_at.as_micros() > now && !self.names(e.window_ms))
-                    .copied(),
-            );
-        }
-        if updated.len() > MAX_WINDOWS_PER_KEY {
-            return Err(Full);
-        }
-        // Every named window was just written, so there is a latest end; the windows
-        // come from distinct LIMITs and distinct stored entries.
+        let stored = stored.as_ref().map(|s| (s.state.entries(), s.expires_at));
+        let names = |w| self.names(w);
         Ok(
-            match (updated.iter().map(|e| e.ends_at).max(), State::new(updated)) {
-                (Some(expires_at), Some(state)) => Effect::Set { state, expires_at },
-                _ => Effect::None,
+            match multikey::write_windows(stored, updated, names, settled, now, cost)? {
+                WindowsWrite::None => Effect::None,
+                WindowsWrite::ExpireAt(at) => Effect::ExpireAt(at),
+                // The windows are distinct: from distinct LIMITs and stored entries.
+                WindowsWrite::Set(entries, expires_at) => match State::new(entries) {
+                    Some(state) => Effect::Set { state, expires_at },
+                    None => Effect::None,
+                },
             },
         )
+    }
+}
+
+impl multikey::Window for Entry {
+    fn window_ms(&self) -> u64 {
+        self.window_ms
+    }
+
+    /// A counter counts until its window ends.
+    fn ends_at(&self) -> Option<Micros> {
+        Some(self.ends_at.as_micros())
     }
 }
 
@@ -353,15 +338,6 @@ impl State {
         Encode::encode(self, &mut out);
         out
     }
-
-    /// The latest end of the windows that have not ended at `now`.
-    pub fn latest_live_end(&self, now: Micros) -> Option<UnixMillis> {
-        self.entries
-            .iter()
-            .map(|e| e.ends_at)
-            .filter(|end| end.as_micros() > now)
-            .max()
-    }
 }
 
 /// `window_ms:count:end_ms` entries separated by commas, in window order.
@@ -409,6 +385,7 @@ pub fn decide(
 mod tests {
     use super::*;
     use crate::args::MAX_SAFE_COUNT;
+    use crate::limits::MAX_WINDOWS_PER_KEY;
     use crate::multikey::key_positions;
 
     const MAX: i64 = MAX_SAFE_COUNT;

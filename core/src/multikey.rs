@@ -7,10 +7,10 @@
 use crate::args::{parse_int, Opt, Options, COST_AT};
 pub use crate::args::{Limit, Limits};
 use crate::error::{Error, Result};
-use crate::limiter::{self, Full, Judgement, Limiter};
-use crate::limits::{MAX_KEYS, MAX_WINDOWS};
+use crate::limiter::{self, Full, Judgement, Limiter, Settled};
+use crate::limits::{MAX_KEYS, MAX_WINDOWS, MAX_WINDOWS_PER_KEY};
 use crate::state::{Effect, Stored};
-use crate::units::Micros;
+use crate::units::{Micros, UnixMillis};
 use crate::verdict::Verdict;
 use smallvec::SmallVec;
 
@@ -152,6 +152,75 @@ impl KeyFull {
             command,
         }
     }
+}
+
+/// One window of a key that keeps several (RL.MULTI's counter, RL.SLIDING's buckets).
+pub trait Window {
+    fn window_ms(&self) -> u64;
+    /// When the window stops counting anything (`None`: it counts nothing).
+    fn ends_at(&self) -> Option<Micros>;
+}
+
+/// What a key of several windows gets once the call is settled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WindowsWrite<E> {
+    None,
+    /// A key that lost its TTL gets the end of its last live window back.
+    ExpireAt(UnixMillis),
+    /// The windows to store (sorted by window), and when the last one ends.
+    Set(SmallVec<[E; 4]>, UnixMillis),
+}
+
+/// The write of a key of several windows, the same for RL.MULTI and RL.SLIDING: a peek
+/// writes nothing; a denial consumes nothing but gives a key that lost its TTL the end
+/// of its last live window; an allowed request stores the named windows as `updated`
+/// has them (those that still count) with the windows the call does not name
+/// (`names`) kept while they have not ended, at most [`MAX_WINDOWS_PER_KEY`].
+pub fn write_windows<E: Window + Clone>(
+    stored: Option<(&[E], Option<UnixMillis>)>,
+    updated: impl IntoIterator<Item = E>,
+    names: impl Fn(u64) -> bool,
+    settled: Settled,
+    now: Micros,
+    cost: i64,
+) -> std::result::Result<WindowsWrite<E>, Full> {
+    let live = |e: &E| e.ends_at().filter(|&end| end > now);
+    if cost == 0 {
+        return Ok(WindowsWrite::None);
+    }
+    if settled == Settled::Denied {
+        return Ok(match stored {
+            Some((entries, None)) => entries
+                .iter()
+                .filter_map(live)
+                .max()
+                .map_or(WindowsWrite::None, |end| {
+                    WindowsWrite::ExpireAt(UnixMillis::covering(end))
+                }),
+            _ => WindowsWrite::None,
+        });
+    }
+    let mut windows: SmallVec<[E; 4]> = updated
+        .into_iter()
+        .filter(|e| e.ends_at().is_some())
+        .collect();
+    if let Some((entries, _)) = stored {
+        // Windows this call does not name are kept while they have not ended.
+        windows.extend(
+            entries
+                .iter()
+                .filter(|e| !names(e.window_ms()) && live(e).is_some())
+                .cloned(),
+        );
+    }
+    if windows.len() > MAX_WINDOWS_PER_KEY {
+        return Err(Full);
+    }
+    windows.sort_unstable_by_key(Window::window_ms);
+    Ok(match windows.iter().filter_map(Window::ends_at).max() {
+        Some(end) => WindowsWrite::Set(windows, UnixMillis::covering(end)),
+        None => WindowsWrite::None,
+    })
 }
 
 /// Decide one request against every key of a call with the same `rule` (`judge` is the

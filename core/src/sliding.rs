@@ -25,12 +25,10 @@ use crate::error::{Error, Result};
 use crate::limiter::{
     Chooser, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
 };
-use crate::limits::{
-    DEFAULT_BUCKETS, MAX_BUCKETS, MAX_DURATION, MAX_SAFE_INTEGER, MAX_WINDOWS_PER_KEY,
-};
-use crate::multikey::{self, KeyFull, MultiOutcome};
+use crate::limits::{DEFAULT_BUCKETS, MAX_BUCKETS, MAX_DURATION, MAX_SAFE_INTEGER};
+use crate::multikey::{self, KeyFull, MultiOutcome, WindowsWrite};
 use crate::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
-use crate::units::{Micros, UnixMillis};
+use crate::units::Micros;
 use crate::verdict::{Decision, Verdict};
 use smallvec::SmallVec;
 
@@ -249,49 +247,36 @@ impl Limiter for Rule {
 
     fn write(
         &self,
-        Pending {
-            stored,
-            updated: mut entries,
-        }: Pending,
+        Pending { stored, updated }: Pending,
         settled: Settled,
         now: Micros,
         cost: i64,
     ) -> std::result::Result<Effect<State>, Full> {
-        if cost == 0 {
-            return Ok(Effect::None);
-        }
-        if settled == Settled::Denied {
-            // Nothing is consumed. A key that lost its TTL gets it back.
-            return Ok(match stored {
-                Some(s) if s.expires_at.is_none() => {
-                    s.state.live_end(now).map_or(Effect::None, Effect::ExpireAt)
-                }
-                _ => Effect::None,
-            });
-        }
-        if let Some(s) = stored {
-            // Windows this call does not name are kept while a bucket still counts.
-            entries.extend(
-                s.state.entries.into_iter().filter(|e| {
-                    !self.names(e.window_ms) && e.ends_at().is_some_and(|end| end > now)
-                }),
-            );
-        }
-        entries.retain(|e| !e.counts.is_empty());
-        if entries.len() > MAX_WINDOWS_PER_KEY {
-            return Err(Full);
-        }
-        entries.sort_unstable_by_key(|e| e.window_ms);
-        let state = State { entries };
+        let stored = stored.as_ref().map(|s| (s.state.entries(), s.expires_at));
+        let names = |w| self.names(w);
         Ok(
-            match state.entries.iter().filter_map(Entry::ends_at).max() {
-                Some(end) => Effect::Set {
-                    expires_at: UnixMillis::covering(end),
-                    state,
+            match multikey::write_windows(stored, updated, names, settled, now, cost)? {
+                WindowsWrite::None => Effect::None,
+                WindowsWrite::ExpireAt(at) => Effect::ExpireAt(at),
+                WindowsWrite::Set(entries, expires_at) => Effect::Set {
+                    state: State {
+                        entries: entries.into_iter().collect(),
+                    },
+                    expires_at,
                 },
-                None => Effect::None,
             },
         )
+    }
+}
+
+impl multikey::Window for Entry {
+    fn window_ms(&self) -> u64 {
+        self.window_ms
+    }
+
+    /// Buckets count until the newest one leaves the window.
+    fn ends_at(&self) -> Option<Micros> {
+        Entry::ends_at(self)
     }
 }
 
@@ -408,17 +393,6 @@ impl State {
 
     fn get(&self, window_ms: u64) -> Option<&Entry> {
         self.entries.iter().find(|e| e.window_ms == window_ms)
-    }
-
-    /// When the last counted bucket of any window leaves it, if any is still counted
-    /// at `now`.
-    fn live_end(&self, now: Micros) -> Option<UnixMillis> {
-        self.entries
-            .iter()
-            .filter_map(Entry::ends_at)
-            .filter(|&end| end > now)
-            .max()
-            .map(UnixMillis::covering)
     }
 
     /// Read a stored value (the format of [`Encode`] below).

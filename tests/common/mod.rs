@@ -10,6 +10,7 @@ pub mod keyspace;
 pub mod resp;
 pub mod rng;
 pub mod server;
+pub mod side;
 pub mod time;
 pub mod twins;
 pub mod workload;
@@ -18,6 +19,7 @@ pub use cluster::{Cluster, ClusterClient};
 pub use resp::{Client, Value};
 pub use rng::Rng;
 pub use server::{sweep_tool_path, Server};
+pub use side::Side;
 pub use time::{at_base, unix_ms, unix_us, HOUR, MINUTE, SECOND};
 pub use twins::Twins;
 
@@ -39,4 +41,23 @@ pub fn states<K: AsRef<str>>(c: &mut Client, keys: &[K]) -> Vec<(Option<String>,
 pub fn wait_for_replicas(c: &mut Client, n: usize) {
     let acked = c.cmd(&["WAIT", &n.to_string(), "10000"]).int();
     assert_eq!(acked, n as i64, "replicas did not acknowledge");
+}
+
+/// `INFO ratelimit` fields as (name, value).
+pub fn info_fields(c: &mut Client) -> Vec<(String, i64)> {
+    c.cmd(&["INFO", "ratelimit"])
+        .text()
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
+        .collect()
+}
+
+/// The names of the modules a server has loaded (`MODULE LIST`).
+pub fn module_names(c: &mut Client) -> Vec<String> {
+    c.cmd(&["MODULE", "LIST"])
+        .array()
+        .iter()
+        .map(|m| m.array()[1].text())
+        .collect()
 }

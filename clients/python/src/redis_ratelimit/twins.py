@@ -2,8 +2,8 @@
 where the module cannot be loaded (managed services that refuse ``MODULE LOAD``).
 
 A twin is ``lua/prelude.lua`` followed by the command's file, as one script; the package
-carries a copy of ``lua/`` (``redis_ratelimit/lua``). ``lua_dir`` (or
-``$RATELIMIT_LUA_DIR``) points at another copy, such as a checkout's ``lua/``.
+carries the repository's ``lua/`` (``redis_ratelimit/lua``, a link in the checkout that
+the wheel resolves). ``lua_dir`` (or ``$RATELIMIT_LUA_DIR``) points at another copy.
 """
 
 from __future__ import annotations
