@@ -99,10 +99,12 @@ pub fn member_added(ctx: &Context, key: KeyName, score: Micros, member: &[u8]) {
 }
 
 /// The effects of `ZREMRANGEBYSCORE key -inf through` that removed members: the
-/// `zrembyscore` event and the same command replicated (the key was signalled by the
-/// write it goes with).
-pub fn members_removed_through(ctx: &Context, key: KeyName, through: Micros) {
-    notify(ctx, raw::REDISMODULE_NOTIFY_ZSET, c"zrembyscore", key);
+/// `zremrangebyscore` event (`notify`: when the server did not run the command itself) and
+/// the same command replicated (the key was signalled by the write it goes with).
+pub fn members_removed_through(ctx: &Context, key: KeyName, through: Micros, notify_it: bool) {
+    if notify_it {
+        notify(ctx, raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore", key);
+    }
     let Ok(replicate) = api!(RedisModule_Replicate) else {
         return;
     };

@@ -11,7 +11,7 @@ use crate::effects;
 use crate::open_key::OpenKey;
 use ratelimit_core::log::{self, Append, Entry};
 use ratelimit_core::{Error, Micros, UnixMillis};
-use redis_module::{raw, Context};
+use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};
 use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::os::raw::c_int;
@@ -161,9 +161,14 @@ impl<'a> LogKey<'a> {
             effects::member_added(self.ctx, self.name, entry.time, &member);
             Ok(())
         })?;
-        let removed = self.remove_through(entry.trim_through)?;
-        if removed > 0 {
-            effects::members_removed_through(self.ctx, self.name, entry.trim_through);
+        match self.remove_through(entry.trim_through)? {
+            Removed::None => {}
+            Removed::OneByOne => {
+                effects::members_removed_through(self.ctx, self.name, entry.trim_through, true)
+            }
+            Removed::ByCommand => {
+                effects::members_removed_through(self.ctx, self.name, entry.trim_through, false)
+            }
         }
         let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
         // SAFETY: the key is open for writing and holds the set just written.
@@ -174,24 +179,35 @@ impl<'a> LogKey<'a> {
         Ok(())
     }
 
-    /// Remove the members with a score at or below `through`; how many.
-    fn remove_through(&self, through: Micros) -> Result<usize, Error> {
+    /// Remove the members with a score at or below `through`: up to
+    /// [`REMOVE_ONE_BY_ONE`] of them through the key API, more with the server's own
+    /// `ZREMRANGEBYSCORE` in one step (a log whose entries of a burst leave together).
+    fn remove_through(&self, through: Micros) -> Result<Removed, Error> {
         let (create, rem, free) = (
             api!(RedisModule_CreateString)?,
             api!(RedisModule_ZsetRem)?,
             api!(RedisModule_FreeString)?,
         );
-        let mut leaving: SmallVec<[Vec<u8>; 4]> = SmallVec::new();
+        // The leaving members' bytes, one after the other, and where each ends.
+        let mut bytes_of: Vec<u8> = Vec::new();
+        let mut ends: SmallVec<[usize; 8]> = SmallVec::new();
         self.walk(
             (raw::REDISMODULE_NEGATIVE_INFINITE, false),
             through.0 as f64,
             false,
             &mut |ele, _| {
-                leaving.push(bytes(ele).to_vec());
-                Ok(true)
+                bytes_of.extend_from_slice(bytes(ele));
+                ends.push(bytes_of.len());
+                Ok(ends.len() <= REMOVE_ONE_BY_ONE)
             },
         )?;
-        for member in &leaving {
+        if ends.len() > REMOVE_ONE_BY_ONE {
+            return self.remove_by_command(through);
+        }
+        let mut start = 0;
+        for &end in &ends {
+            let member = bytes_of.get(start..end).unwrap_or(&[]);
+            start = end;
             // SAFETY: ctx is live; the bytes are copied into a new string.
             let ele = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
             if ele.is_null() {
@@ -207,8 +223,42 @@ impl<'a> LogKey<'a> {
                 return Err(Error::Internal("sorted set remove"));
             }
         }
-        Ok(leaving.len())
+        Ok(if ends.is_empty() {
+            Removed::None
+        } else {
+            Removed::OneByOne
+        })
     }
+
+    /// `ZREMRANGEBYSCORE key -inf through`, run by the server (which sends its keyspace
+    /// event); not replicated by itself: the caller replicates it as it does the others.
+    fn remove_by_command(&self, through: Micros) -> Result<Removed, Error> {
+        let opts = CallOptionsBuilder::new().errors_as_replies().build();
+        let mut digits = Vec::new();
+        ratelimit_core::state::push_decimal(&mut digits, through.0);
+        let args: [&[u8]; 3] = [self.name.bytes(), b"-inf", &digits];
+        match self
+            .ctx
+            .call_ext::<_, CallResult>("ZREMRANGEBYSCORE", &opts, &args[..])
+        {
+            Ok(CallReply::I64(_)) => Ok(Removed::ByCommand),
+            _ => Err(Error::Internal("ZREMRANGEBYSCORE")),
+        }
+    }
+}
+
+/// How many members a write removes through the key API before it leaves the rest to
+/// one `ZREMRANGEBYSCORE` (each removal through the API costs about as much as the
+/// command itself).
+const REMOVE_ONE_BY_ONE: usize = 32;
+
+/// What a write removed.
+enum Removed {
+    None,
+    /// Through the key API: the module sends the keyspace event.
+    OneByOne,
+    /// By the server's command, which sent its keyspace event.
+    ByCommand,
 }
 
 /// The bytes of a live module string.

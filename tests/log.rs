@@ -535,3 +535,55 @@ fn a_call_of_any_cost_reaches_replicas_as_one_zadd() {
         );
     }
 }
+
+/// A write that removes entries: a few are removed through the module's sorted-set API,
+/// many (a burst leaving at once) by the server's ZREMRANGEBYSCORE; either way the
+/// replicas get one ZREMRANGEBYSCORE with the same bound and hold the primary's set,
+/// and subscribers get one `zremrangebyscore` event, as from the twin.
+#[test]
+fn removed_entries_reach_replicas_as_one_zremrangebyscore_few_or_many() {
+    let primary = Server::start();
+    let replica = primary.start_replica(false);
+    let mut c = primary.client();
+    let sides = sides(&mut c);
+    c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KA"]);
+    let t = at_base(2 * HOUR, HOUR);
+    let mut sub = primary.client();
+    sub.cmd(&["PSUBSCRIBE", "__keyspace@0__:burst:*"]);
+    let mut removals = 0;
+    for (i, side) in sides.iter().enumerate() {
+        for burst in [3u64, 40] {
+            let key = format!("burst:{i}:{burst}");
+            for _ in 0..burst {
+                let r = call(&mut c, side, &key, &["100", "1s", "AT", &t.to_string()]);
+                assert_eq!(r.ints()[0], 0);
+            }
+            // One more a second later: the whole burst has left the window.
+            let later = (t + 1_000).to_string();
+            assert_eq!(
+                call(&mut c, side, &key, &["100", "1s", "AT", &later]).ints()[0],
+                0
+            );
+            assert_eq!(c.cmd(&["ZCARD", &key]).int(), 1, "{key}");
+            removals += 1;
+        }
+    }
+    common::wait_for_replicas(&mut c, 1);
+    let mut rc = replica.client();
+    assert_eq!(replica_calls(&mut rc, "zremrangebyscore"), removals);
+    for key in ["burst:0:3", "burst:0:40", "burst:1:3", "burst:1:40"] {
+        assert_eq!(entries(&mut rc, key), entries(&mut c, key), "{key}");
+    }
+    // Each key: its ZADDs and expiries, and exactly one zremrangebyscore event.
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    let total: u64 = 2 * (3 + 40 + 2) * 2; // zadd + expire per write
+    for _ in 0..(total as usize + removals as usize) {
+        let m = sub.read().expect("an event");
+        let parts = m.array();
+        if parts[3].text() == "zremrangebyscore" {
+            *seen.entry(parts[2].text()).or_default() += 1;
+        }
+    }
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert!(seen.values().all(|&n| n == 1), "{seen:?}");
+}
