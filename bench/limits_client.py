@@ -4,9 +4,11 @@ their Lua twins, on the same limits and keys, from Python clients.
 
 Run by `python3 -m bench` (bench/peers.py) with the virtualenv's python:
 
-    limits_client.py --port P --out result.json [--hits N] [--threads T]
+    limits_client.py --port P --out result.json [--hits N] [--threads T] [--repeat R]
 
-For each algorithm it measures, for the library, the native command and its twin:
+For each algorithm it measures, for the library, the native command and its twin, R
+times (every client in turn, the order reversed every other time), the median and
+every run:
 
 - the server's time per hit: every command a hit sends (counted on the client), times
   that command's `usec_per_call` in `INFO commandstats` (a script's time includes the
@@ -15,6 +17,7 @@ For each algorithm it measures, for the library, the native command and its twin
 - the latency of a hit (p50, p99, p99.9) with T threads hitting at once, each with its
   own connection. This is bound by the Python client (one process, one interpreter
   lock) on a small machine: it shows what a Python application sees, not the server.
+  The percentiles are those of all runs' hits together.
 
 Keys are drawn at random from 10 000 identifiers with a limit of 10 per minute, so
 every hit is allowed and writes (about two hits per identifier).

@@ -45,6 +45,32 @@ return to - from
 """
 
 
+# The same for a script, which a script cannot call with EVALSHA: its text becomes a
+# function of KEYS and ARGV, called once per key (ARGV[3]: numkeys, then the template).
+WRAPPED_LOOP = """
+local function body(KEYS, ARGV)
+%s
+end
+local from, to, numkeys = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local tpl, has = {}, {}
+for i = 4, #ARGV do
+  tpl[#tpl + 1] = ARGV[i]
+  has[#tpl] = string.find(ARGV[i], '__rand_int__', 1, true) ~= nil
+end
+for i = from, to - 1 do
+  local id = string.format('%%012d', i)
+  local keys, argv = {}, {}
+  for j = 1, #tpl do
+    local a = tpl[j]
+    if has[j] then a = string.gsub(a, '__rand_int__', id) end
+    if j <= numkeys then keys[#keys + 1] = a else argv[#argv + 1] = a end
+  end
+  body(keys, argv)
+end
+return to - from
+"""
+
+
 def is_limiter_reply(reply) -> bool:
     return isinstance(reply, list) and len(reply) >= 5 and all(isinstance(x, int) for x in reply[:5])
 
@@ -60,7 +86,7 @@ def fill(c: Client, argv: List[str], keyspace: int, batch: int = 2000) -> Option
     return None
 
 
-def fill_on_server(c: Client, loop_sha: str, argv: List[str], keyspace: int, batch: int = 20_000) -> Optional[str]:
+def fill_on_server(c: Client, loop_sha: str, argv: List[str], keyspace: int, batch: int = 10_000) -> Optional[str]:
     """Run a command once on every key of the key space, in batches of one script call."""
     for start in range(0, keyspace, batch):
         r = c.pipeline([["EVALSHA", loop_sha, "0", str(start), str(min(keyspace, start + batch)), *argv]])[0]
@@ -244,7 +270,12 @@ def prepare(t: Target, variants: List[Variant], mode: str) -> Optional[str]:
     native = next((v for v in variants if v.kind == "native"), None)
     if native:
         return fill_on_server(t.c, t.loop_sha, native.lines[mode], keyspace)
-    return fill(t.c, variants[0].lines[mode], keyspace)
+    script = variants[0]
+    if script.text:
+        # EVALSHA sha numkeys key... arg...: the same call, run by the wrapped script.
+        sha = load_script(t.c, WRAPPED_LOOP % script.text)
+        return fill_on_server(t.c, sha, script.lines[mode][2:], keyspace)
+    return fill(t.c, script.lines[mode], keyspace)
 
 
 def probe(t: Target, v: Variant, mode: str, key_number: int, m: Measured) -> bool:
