@@ -51,7 +51,7 @@ PRESETS = {
     "default": dict(requests=30_000, repeat=5, denied_pipelines="16", scale="10000,1000000",
                     scale_requests=100_000, bulk_keys=250_000, peer_hits=1_000),
     "full": dict(requests=100_000, repeat=7, denied_pipelines="1,16", scale="10000,1000000,10000000",
-                 scale_requests=200_000, bulk_keys=1_000_000, peer_hits=10_000),
+                 scale_requests=200_000, bulk_keys=1_000_000, peer_hits=3_000),
 }
 
 
@@ -91,7 +91,7 @@ def parse_args(argv=None):
     ap.add_argument("--scale-requests", type=int, help="requests per scale run (100000; --full: 200000)")
     ap.add_argument("--peers-python", default=os.environ.get("BENCH_PYTHON"),
                     help="a python with the `limits` library (bench/requirements.txt) for the peer rows")
-    ap.add_argument("--peer-hits", type=int, help="hits per peer measurement and run (1000; --full: 10000)")
+    ap.add_argument("--peer-hits", type=int, help="hits per peer measurement and run (1000; --full: 3000)")
     ap.add_argument("--no-floor", action="store_true", help="do not build and load the floor module")
     o = ap.parse_args(argv)
     o.profile = "full" if o.full else "default"
