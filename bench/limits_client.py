@@ -200,7 +200,15 @@ def main() -> int:
     url = f"redis://127.0.0.1:{o.port}"
     admin = redis.Redis(port=o.port)
     prelude = (ROOT / "lua" / "prelude.lua").read_text()
-    notes: List[str] = []
+    notes: List[str] = []  # left out because the module has no such command
+    failures: List[str] = []  # any other error: the benchmark fails
+
+    def left_out(what: str, e: Exception) -> None:
+        if "unknown command" in str(e).lower():
+            notes.append(f"{what} skipped: the loaded module has no such command")
+        else:
+            failures.append(f"{what}: {e}")
+
     item = RateLimitItemPerMinute(LIMIT)
     # (algorithm, variant, label, make_hit, keys), in the order of the table.
     entries = []
@@ -215,7 +223,7 @@ def main() -> int:
         try:
             admin.execute_command(*[a.replace("{key}", f"peer:probe:{native[0]}") for a in native])
         except redis.ResponseError as e:
-            notes.append(f"{algo}: {native[0]} skipped: {e}")
+            left_out(f"{algo}: {native[0]}", e)
             continue
         numkeys = native[1] == "1" and native[2] == "{key}"
 
@@ -257,7 +265,7 @@ def main() -> int:
 
         entries.append((algo, "twin", "lua/sliding.lua", sliding_twin, keys))
     except redis.ResponseError as e:
-        notes.append(f"{algo}: RL.SLIDING skipped: {e}")
+        left_out(f"{algo}: RL.SLIDING", e)
     # Every client in turn in each repetition, in the opposite order every other one.
     runs: List[List[dict]] = [[] for _ in entries]
     for rep in range(o.repeat):
@@ -268,7 +276,8 @@ def main() -> int:
     results = [{"algorithm": algo, "variant": variant, "label": label, "name": algo,
                 **summarize(runs[i], o.hits, o.threads)}
                for i, (algo, variant, label, _, _) in enumerate(entries)]
-    o.out.write_text(json.dumps({"results": results, "notes": notes, "limit": f"{LIMIT} per {WINDOW}",
+    failures += [f"{r['label']} ({r['algorithm']}): {e}" for r in results for e in r["errors"]]
+    o.out.write_text(json.dumps({"results": results, "notes": notes, "failures": failures, "limit": f"{LIMIT} per {WINDOW}",
                                  "ids": IDS}, indent=1))
     return 0
 

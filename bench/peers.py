@@ -33,4 +33,5 @@ def run_peers(server: Server, opts, raw_dir: Path):
         us = r["server_usec_per_hit_runs"] or [0]
         log(f"  peer {r['label']:<36} {r['hits_per_s']:>8,.0f} hits/s  "
             f"{(r['server_usec_per_hit'] or 0):6.2f} µs/hit ({min(us):.2f}-{max(us):.2f})  p99.9 {r['p999_ms'] or 0:.2f} ms")
-    return data, [f"peer rows: {n}" for n in data.get("notes", [])], []
+    return (data, [f"peer rows: {n}" for n in data.get("notes", [])],
+            [f"peer rows: {f}" for f in data.get("failures", [])])

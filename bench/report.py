@@ -110,6 +110,8 @@ def with_range(s: Spread, f) -> str:
     if s is None:
         return "–"
     med, lo, hi = s
+    if f(lo) == f(hi):
+        return f(med)
     return f"{f(med)} ({f(lo).rstrip('×')}–{f(hi)})"
 
 
