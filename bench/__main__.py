@@ -35,6 +35,7 @@ from bench.bulk import run_bulk
 from bench.common import ROOT, Phases, log
 from bench.compare import run_compare
 from bench.criterion import run_criterion
+from bench.estimate import print_plan
 from bench.log_cost import run_log_cost
 from bench.measure import Target, memory_per_key, run_all
 from bench.peers import run_peers
@@ -60,6 +61,8 @@ def parse_args(argv=None):
     ap.add_argument("--full", action="store_true",
                     help="the long run (make bench-full): more requests and runs, P1 in both modes, "
                          "10 000 000 keys in the scale table, 1 000 000 in the sweep, the criterion benchmarks")
+    ap.add_argument("--plan", action="store_true",
+                    help="print the requests and runs of each row, and the seconds of the last results; run nothing")
     ap.add_argument("--module", type=Path, default=ROOT / "target" / "release" / "libredis_ratelimit.so")
     ap.add_argument("--compare-module", type=Path, metavar="PATH",
                     help="compare two builds instead: the native rows on a server with --module (A) and on one "
@@ -127,6 +130,8 @@ def shell_phase(phases: Phases, name: str, cmd: str, capture: bool = False) -> s
 
 def main() -> int:
     opts = parse_args()
+    if opts.plan:
+        return print_plan(opts)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     phases = Phases()
     load_before = loadavg()
