@@ -4,6 +4,7 @@ placeholder, the two modes, and the log line.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -23,11 +24,17 @@ class Phases:
 
     def __init__(self):
         self.done: list = []  # (name, seconds)
+        self.loads: list = []  # the 1-minute load average at the end of each phase
         self.started = time.monotonic()
 
     def add(self, name: str, seconds: float) -> None:
         self.done.append((name, seconds))
-        log(f"bench: {name}: {seconds:.0f} s")
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = -1.0
+        self.loads.append(load)
+        log(f"bench: {name}: {seconds:.0f} s (load average {load:.2f})")
 
     def run(self, name: str):
         phases = self

@@ -454,7 +454,10 @@ class Report:
         if not ph:
             return ""
         parts = ", ".join(f"{name.split(' (')[0]} {secs:.0f} s" for name, secs in ph.done)
-        return f"Time: {ph.total():.0f} s in all ({parts})."
+        loads = [x for x in ph.loads if x >= 0]
+        load = (f"; the 1-minute load average at the end of each phase went from {min(loads):.1f} to "
+                f"{max(loads):.1f}" if loads else "")
+        return f"Time: {ph.total():.0f} s in all ({parts}){load}."
 
     def settings(self) -> str:
         o = self.o
