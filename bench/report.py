@@ -604,7 +604,7 @@ class Report:
         elif not self.o.full:
             out += ["", "## Pure algorithms", "",
                     "The criterion micro-benchmarks of `ratelimit-core` run in `make bench-full` and "
-                    "`make bench-core` (their optimised build alone takes minutes on two cores)."]
+                    "`make bench-core` (their optimised build and run take about two minutes on two cores)."]
         tt = self.time_table()
         if tt:
             out += ["", "## Time", "", self.phase_line(), "",
