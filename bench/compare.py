@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import math
 import os
+import statistics
 from pathlib import Path
 from typing import List
 
@@ -21,9 +23,11 @@ from bench.plan import build_plan
 from bench.report import fmt_int, machine_info, md_table, pm, ratio_range, us_range
 from bench.server import Server
 
-# A row is called slower (or faster) when every repetition has B above (below) A and the
-# median is further from 1 than this and than the median of any control row (the floor
-# and plain commands, the same code on both sides).
+# A row is called slower (or faster) when the median of its run-by-run ratios B ÷ A is
+# further from 1 than MARGIN and than three standard errors of that median, the
+# deviation taken (robustly: 1.4826 × the median absolute deviation of the logarithms)
+# from the control rows' ratios (the floor and plain commands, the same code on both
+# sides) or from the row's own, whichever is larger.
 MARGIN = 0.03
 
 
@@ -32,13 +36,30 @@ def file_id(path: Path) -> str:
     return f"{path} (sha256 {h})"
 
 
-def verdict(s, noise: float) -> str:
-    if s is None:
+def robust_sd(logs: List[float]) -> float:
+    if len(logs) < 3:
+        return 0.0
+    med = statistics.median(logs)
+    return 1.4826 * statistics.median(abs(x - med) for x in logs)
+
+
+def log_ratios(b, a) -> List[float]:
+    """log(B ÷ A) for each repetition measured on both."""
+    if not a or not b:
+        return []
+    av = {r.rep: r.usec for r in a.runs}
+    return [math.log(r.usec / av[r.rep]) for r in b.runs if av.get(r.rep) and r.usec > 0]
+
+
+def verdict(logs: List[float], noise_sd: float) -> str:
+    if not logs:
         return "–"
-    med, lo, hi = s
-    if lo > 1 and med - 1 > max(MARGIN, noise):
+    med = statistics.median(logs)
+    sd = max(noise_sd, robust_sd(logs))
+    limit = max(math.log(1 + MARGIN), 3 * sd / math.sqrt(len(logs)))
+    if med > limit:
         return "B slower"
-    if hi < 1 and 1 - med > max(MARGIN, noise):
+    if med < -limit:
         return "B faster"
     return "same within the noise"
 
@@ -87,9 +108,9 @@ def run_compare(opts, rows, extra, phases: Phases, raw_dir: Path, load_before: s
             if v.row.floor or v.row.reference:
                 controls.add(v.row.name)
     top = max(pipelines)
-    noise = max((abs(r[0] - 1) for name in controls for mode in MODES
-                 for r in [paired(m.cells.get((name, "B", mode, top)), m.cells.get((name, "A", mode, top)), "usec")]
-                 if r), default=0.0)
+    control_logs = [x for name in controls for mode in MODES
+                    for x in log_ratios(m.cells.get((name, "B", mode, top)), m.cells.get((name, "A", mode, top)))]
+    noise = robust_sd(control_logs)
     for name in seen:
         for mode in MODES:
             for p in pipelines:
@@ -100,12 +121,12 @@ def run_compare(opts, rows, extra, phases: Phases, raw_dir: Path, load_before: s
                 rt = paired(cb_, ca_, "rps")
                 table.append([name, mode, f"P{p}", us_range(ca_.spread("usec")), us_range(cb_.spread("usec")),
                               ratio_range(r), pm(ca_.spread("rps"), fmt_int), pm(cb_.spread("rps"), fmt_int),
-                              ratio_range(rt), verdict(r, noise) if p == top else "–"])
+                              ratio_range(rt), verdict(log_ratios(cb_, ca_), noise) if p == top else "–"])
                 sa, sb = ca_.spread("usec"), cb_.spread("usec")
                 csv_rows.append([name, mode, p, ca_.requests, len(ca_.runs), *(f"{x:.3f}" for x in sa),
                                  *(f"{x:.3f}" for x in sb), *(f"{x:.4f}" for x in r),
                                  f"{ca_.median('rps'):.0f}", f"{cb_.median('rps'):.0f}",
-                                 f"{rt[0]:.4f}" if rt else "", verdict(r, noise) if p == top else ""])
+                                 f"{rt[0]:.4f}" if rt else "", verdict(log_ratios(cb_, ca_), noise) if p == top else ""])
     headers = ["Command", "Mode", "Pipeline", "A µs/call", "B µs/call", "B ÷ A µs/call", "A req/s", "B req/s",
                "B ÷ A req/s", f"Verdict (P{max(pipelines)})"]
     lines = md_table(headers, table, [False, False, False, True, True, True, True, True, True, False])
@@ -124,9 +145,10 @@ def run_compare(opts, rows, extra, phases: Phases, raw_dir: Path, load_before: s
         "repetitions; in each, the two runs of a row back to back, A first in one repetition and B first in the "
         "next. Server µs per call (`INFO commandstats`): median (min–max) of the runs; *B ÷ A*: run by run, "
         f"median (min–max). The floor and plain-command rows are the same code on both sides: their B ÷ A is "
-        f"the noise of this machine (here up to {noise:.0%} off 1 in the median). *Verdict* (pipeline {top}): B "
-        f"slower (or faster) when every repetition says so and the median is further from 1 than {MARGIN:.0%} "
-        "and than any of those rows' medians.",
+        f"the noise of this machine (here a deviation of about {math.exp(noise) - 1:.0%} per run). *Verdict* "
+        f"(pipeline {top}): B slower (or faster) when the median of a row's run-by-run ratios is further from 1 "
+        f"than {MARGIN:.0%} and than three standard errors, the deviation taken from those rows or from the row's "
+        "own runs, whichever is larger (robustly: from the median absolute deviation).",
         "",
         phases_line(phases),
         "",

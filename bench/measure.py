@@ -165,7 +165,7 @@ def redis_benchmark(tool: str, port: int, argv: List[str], clients: int, pipelin
         p = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
                            preexec_fn=pinned(cpus, die_with_parent))
     except subprocess.TimeoutExpired:
-        return None, f"redis-benchmark did not finish in {timeout:.0f} s (--run-timeout)"
+        return None, f"redis-benchmark did not finish in {timeout:g} s (--run-timeout)"
     secs = time.monotonic() - started
     raw_log.write(f"$ {shlex.join(cmd[:13])} {shlex.join(argv)[:200]}\n{p.stdout}{p.stderr}\n")
     if p.returncode != 0:
