@@ -334,6 +334,11 @@ def run_all(targets: List[Target], opts, raw_log) -> Measured:
     row the variants (or the two builds of a comparison) run back to back, in the
     opposite order every other repetition, so a drift touches both sides of a ratio."""
     m = Measured()
+    # A run that is not kept first, on every server: the first run after a start is
+    # slower (connections, memory, caches) and would weigh on the first row alone.
+    for t in targets:
+        redis_benchmark(opts.redis_benchmark, t.server.port, ["PING"], opts.clients, 1, 20_000, 1,
+                        opts.run_timeout, raw_log, opts.client_cpus)
     rows: List[str] = []
     for t in targets:
         for v in t.plan:
