@@ -15,7 +15,7 @@ RELEASE_SWEEP := $(TARGET_DIR)/release/ratelimit-sweep
 DEBUG_MODULE := $(TARGET_DIR)/debug/libredis_ratelimit.so
 DEBUG_SWEEP := $(TARGET_DIR)/debug/ratelimit-sweep
 
-.PHONY: help deps build run test lint unit integration integration-valkey python-client check-target-dir valkey bench bench-core bench-sweep test-binaries
+.PHONY: help deps build run test lint unit integration integration-valkey python-client check-target-dir valkey bench bench-full bench-core bench-sweep test-binaries
 
 help: ## Show this list
 	@echo "redis-ratelimit: make <target> [PORT=n]"
@@ -87,10 +87,19 @@ test: lint unit integration integration-valkey python-client check-target-dir ##
 bench-sweep: build ## Bulk TTLs: ratelimit-sweep against the SCAN + EVAL loop, 1 000 000 keys
 	RATELIMIT_MODULE=$(RELEASE_MODULE) RATELIMIT_SWEEP=$(RELEASE_SWEEP) bench/sweep.sh
 
-bench: build ## Native commands against their twins, the floor module and the limits library (bench/results.*)
+# The bench targets build first inside the run (the build is its first timed phase), then
+# make the virtualenv of the `limits` library rows; BENCH_ARGS adds options
+# (python3 -m bench --help).
+BENCH = python3 -m bench --build "$(MAKE) --no-print-directory build" --venv bench/requirements.txt \
+	--module $(RELEASE_MODULE)
+
+bench: ## Native commands against their twins, the floor module and the limits library, about 5 min (bench/results.*)
 	@scripts/deps.sh bench
-	py=$$(scripts/venv.sh bench/requirements.txt) && \
-	python3 -m bench --module $(RELEASE_MODULE) --core --peers-python "$$py" $(BENCH_ARGS)
+	$(BENCH) $(BENCH_ARGS)
+
+bench-full: ## The long benchmark: more runs, 10 000 000 keys, the criterion benchmarks (bench/full/results.*)
+	@scripts/deps.sh bench
+	$(BENCH) --full $(BENCH_ARGS)
 
 bench-core: ## Micro-benchmarks of the pure algorithms (ns per decision)
 	@scripts/deps.sh build

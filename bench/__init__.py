@@ -6,10 +6,13 @@
 | `resp.py` | a small RESP client |
 | `server.py` | the throwaway server, CPU pinning |
 | `plan.py` | rows to command lines (each twin's EVALSHA call) |
-| `measure.py` | redis-benchmark runs and the server's cost per call |
+| `measure.py` | redis-benchmark runs, the server's cost per call, the spread of the runs |
 | `bulk.py` | the bulk TTL sweep against the published loop |
 | `scale.py` | cost and memory with many live keys |
 | `peers.py` | runs `limits_client.py` (the `limits` library, in the virtualenv) |
+| `log_cost.py` | RL.LOG's cost against the entries in its window |
+| `estimate.py` | `--plan`: each row's requests and runs, and the last results' seconds |
+| `compare.py` | two builds of the module against each other (`--compare-module`) |
 | `floor.py` | builds the floor module `floor/floor.c` |
 | `criterion.py` | the pure crate's micro-benchmarks |
 | `report.py`, `chart.py` | the tables, the CSV and the SVG chart |

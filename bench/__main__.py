@@ -2,14 +2,19 @@
 
 Starts a throwaway redis-server (or $REDIS_SERVER) with the module on a free 127.0.0.1
 port, in a temporary directory, loads the twins, and for every row of bench/rows.py
-drives load with redis-benchmark. For each command it records requests/s, p50 and p99
-latency (client side, pipelines 1 and 16) and the server's own cost per call
-(`INFO commandstats`), in an allowed mode and a denied mode, as the median of a few
-runs; then the memory of one limiter key (`MEMORY USAGE`). It writes a table to the
-terminal and to bench/results.md, bench/results.csv and a chart, bench/results.svg.
+drives load with redis-benchmark. For each command it records requests/s, latency
+percentiles (client side) and the server's own cost per call (`INFO commandstats`), in
+an allowed mode and a denied mode, as the median of a few runs with their spread; then
+the memory of one limiter key, the `limits` library, RL.LOG against its entries, the
+scale table and the bulk TTL sweep. It writes the tables to the terminal and to
+bench/results.md, bench/results.csv and a chart, bench/results.svg.
 
-Only the Python standard library is used. Every run is bounded in requests and time;
-the server is killed at the end, also on errors and Ctrl-C.
+Every run sends a fixed number of requests, so a row costs what its runs cost; a run
+that fails or hangs past --run-timeout fails the benchmark. The time of each phase is
+printed and written in the results.
+
+Only the Python standard library is used. The server is killed at the end, also on
+errors and Ctrl-C.
 """
 
 from __future__ import annotations
@@ -17,19 +22,22 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import pickle
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from bench import floor
 from bench.bulk import run_bulk
-from bench.common import ROOT, log
+from bench.common import ROOT, Phases, log
+from bench.compare import run_compare
 from bench.criterion import run_criterion
+from bench.estimate import print_plan
 from bench.log_cost import run_log_cost
-from bench.measure import Budget, memory_per_key, run_all
+from bench.measure import Target, memory_per_key, run_all
 from bench.peers import run_peers
 from bench.plan import build_plan
 from bench.report import Report, Results, machine_info
@@ -38,37 +46,66 @@ from bench.rows import BULK, ROWS
 from bench.scale import run_scale
 from bench.server import Server, cpu_plan
 
+# What `make bench` (about five minutes on a quiet two-core machine, the build included)
+# and `make bench-full` (--full) run. Options given on the command line win.
+PRESETS = {
+    "default": dict(requests=30_000, repeat=5, denied_pipelines="16", scale="10000,1000000",
+                    scale_requests=100_000, bulk_keys=250_000, peer_hits=1_000),
+    "full": dict(requests=100_000, repeat=7, denied_pipelines="1,16", scale="10000,1000000,10000000",
+                 scale_requests=200_000, bulk_keys=1_000_000, peer_hits=3_000),
+}
 
-def parse_args():
+
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--full", action="store_true",
+                    help="the long run (make bench-full): more requests and runs, P1 in both modes, "
+                         "10 000 000 keys in the scale table, 1 000 000 in the sweep, the criterion benchmarks")
+    ap.add_argument("--plan", action="store_true",
+                    help="print the requests and runs of each row, and the seconds of the last results; run nothing")
     ap.add_argument("--module", type=Path, default=ROOT / "target" / "release" / "libredis_ratelimit.so")
+    ap.add_argument("--compare-module", type=Path, metavar="PATH",
+                    help="compare two builds instead: the native rows on a server with --module (A) and on one "
+                         "with PATH (B), runs interleaved, B ÷ A with its spread (bench/out/compare.*)")
+    ap.add_argument("--build", metavar="CMD", help="a shell command run first as the timed 'build' phase")
+    ap.add_argument("--venv", metavar="REQUIREMENTS",
+                    help="make the virtualenv for the peer rows (scripts/venv.sh REQUIREMENTS), timed")
     ap.add_argument("--redis-server", default=os.environ.get("REDIS_SERVER", "redis-server"))
     ap.add_argument("--redis-benchmark", default=os.environ.get("REDIS_BENCHMARK", "redis-benchmark"))
     ap.add_argument("--cargo", default=os.environ.get("CARGO", "cargo"))
     ap.add_argument("--clients", type=int, default=50)
-    ap.add_argument("--pipelines", default="1,16", help="comma-separated (default 1,16)")
-    ap.add_argument("--requests", type=int, default=100_000, help="requests per run (default 100000)")
-    ap.add_argument("--keyspace", type=int, default=100_000, help="keys of the allowed mode (default 100000)")
-    ap.add_argument("--denied-keyspace", type=int, default=1_000, help="keys of the denied mode (default 1000)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per figure, the median is kept (default 3)")
+    ap.add_argument("--pipelines", default="1,16", help="pipelines of the allowed mode, comma-separated (1,16)")
+    ap.add_argument("--denied-pipelines", help="pipelines of the denied mode (16; --full: 1,16)")
+    ap.add_argument("--requests", type=int,
+                    help="requests per run, times the row's share (30000; --full: 100000)")
+    ap.add_argument("--keyspace", type=int, default=100_000, help="keys of the allowed mode (100000)")
+    ap.add_argument("--denied-keyspace", type=int, default=1_000, help="keys of the denied mode (1000)")
+    ap.add_argument("--repeat", type=int, help="runs per figure: the median is kept, min-max shown (5; --full: 7)")
     ap.add_argument("--only", action="append", default=[], help="run only these rows (repeatable)")
     ap.add_argument("--core", action="store_true", help="run the criterion benchmarks of the pure crate first")
-    ap.add_argument("--bulk-keys", type=int, default=0, help="cap the keys of the bulk sweeps (default: the table's)")
-    ap.add_argument("--budget", type=float, default=480, help="seconds for all server runs; later runs are skipped")
-    ap.add_argument("--run-timeout", type=float, default=90, help="seconds for one redis-benchmark run")
-    ap.add_argument("--bulk-timeout", type=float, default=120, help="seconds for one bulk sweep")
+    ap.add_argument("--bulk-keys", type=int, help="keys of the bulk sweeps (250000; --full: 1000000)")
+    ap.add_argument("--run-timeout", type=float, default=60,
+                    help="seconds one redis-benchmark run may take before the benchmark fails (60)")
+    ap.add_argument("--bulk-timeout", type=float, default=120, help="seconds one bulk sweep may take (120)")
     ap.add_argument("--no-pin", action="store_true", help="do not keep server and client on separate CPUs")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench", help="where results.{md,csv,svg} go")
-    ap.add_argument("--scale", default="10000,1000000,10000000",
-                    help="live keys for the scale table, comma-separated ('' skips it)")
-    ap.add_argument("--scale-requests", type=int, default=200_000, help="requests per scale run (default 200000)")
-    ap.add_argument("--scale-budget", type=float, default=420, help="seconds for the scale table (default 420)")
+    ap.add_argument("--out", type=Path, help="where results.{md,csv,svg} go (bench/; --full: bench/full/)")
+    ap.add_argument("--scale", help="live keys for the scale table, comma-separated, '' skips it "
+                                    "(10000,1000000; --full: up to 10000000)")
+    ap.add_argument("--scale-requests", type=int, help="requests per scale run (100000; --full: 200000)")
     ap.add_argument("--peers-python", default=os.environ.get("BENCH_PYTHON"),
                     help="a python with the `limits` library (bench/requirements.txt) for the peer rows")
-    ap.add_argument("--peer-hits", type=int, default=20_000, help="hits per peer measurement (default 20000)")
+    ap.add_argument("--peer-hits", type=int, help="hits per peer measurement and run (1000; --full: 3000)")
     ap.add_argument("--no-floor", action="store_true", help="do not build and load the floor module")
-    o = ap.parse_args()
+    o = ap.parse_args(argv)
+    o.profile = "full" if o.full else "default"
+    for k, v in PRESETS[o.profile].items():
+        if getattr(o, k) is None:
+            setattr(o, k, v)
+    if o.out is None:
+        o.out = ROOT / "bench" / ("full" if o.full else "")
+    o.core = o.core or o.full
     o.pipelines = [int(x) for x in o.pipelines.split(",") if x.strip()]
+    o.denied_pipelines = [int(x) for x in o.denied_pipelines.split(",") if x.strip()]
     o.scale = [int(x) for x in o.scale.split(",") if x.strip()]
     return o
 
@@ -80,34 +117,56 @@ def loadavg() -> str:
         return "?"
 
 
+def shell_phase(phases: Phases, name: str, cmd: str, capture: bool = False) -> str:
+    """Run a shell command as a timed phase; its output goes to the terminal (or is
+    returned). A failure stops the benchmark."""
+    with phases.run(name):
+        p = subprocess.run(cmd, shell=True, cwd=ROOT, stdin=subprocess.DEVNULL, text=True,
+                           stdout=subprocess.PIPE if capture else None)
+    if p.returncode != 0:
+        raise RuntimeError(f"{name} failed: {cmd} exited {p.returncode}")
+    return (p.stdout or "").strip()
+
+
 def main() -> int:
     opts = parse_args()
+    if opts.plan:
+        return print_plan(opts)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    phases = Phases()
+    load_before = loadavg()
+    log(f"bench: {'make bench-full' if opts.full else 'make bench'}; load average {load_before}")
+    if opts.build:
+        shell_phase(phases, "build", opts.build)
     for tool in (opts.redis_server, opts.redis_benchmark):
         if not shutil.which(tool):
             log(f"bench: {tool} not found (Debian/Ubuntu: apt-get install redis-server redis-tools)")
             return 1
-    if not opts.module.is_file():
-        log(f"bench: no module at {opts.module} (make build)")
-        return 1
+    for m in (opts.module, opts.compare_module):
+        if m is not None and not m.is_file():
+            log(f"bench: no module at {m} (make build)")
+            return 1
     rows = [r for r in ROWS if not opts.only or r.name in opts.only]
-    raw_dir = opts.out / "out"
+    raw_dir = ROOT / "bench" / "out"
     raw_dir.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    load_before = loadavg()
+
+    if opts.venv and not opts.compare_module:
+        opts.peers_python = shell_phase(phases, "virtualenv", f"scripts/venv.sh {shlex.quote(opts.venv)}",
+                                        capture=True).splitlines()[-1]
 
     core, core_err = [], ""
-    if opts.core:
-        log("bench: criterion benchmarks of ratelimit-core (log in bench/out/criterion.log)")
-        core, core_err = run_criterion(opts.cargo, raw_dir / "criterion.log")
-        for name, ns in core:
+    if opts.core and not opts.compare_module:
+        with phases.run("criterion benchmarks of ratelimit-core (log in bench/out/criterion.log)"):
+            core, core_err = run_criterion(opts.cargo, raw_dir / "criterion.log")
+        for name, ns, _, _ in core:
             log(f"  {name:<40} {ns:9.1f} ns")
         if core_err:
             log(core_err)
 
     extra, floor_notes = [], []
     if not opts.no_floor:
-        so, why = floor.build(opts.cargo, raw_dir)
+        with phases.run("floor module"):
+            so, why = floor.build(opts.cargo, raw_dir)
         if so:
             extra.append(so)
         else:
@@ -115,49 +174,72 @@ def main() -> int:
             log(f"bench: {why}")
 
     opts.server_cpus, opts.client_cpus = cpu_plan(not opts.no_pin)
-    server_cpus = opts.server_cpus
-    server = Server(opts.redis_server, opts.module.resolve(), server_cpus, extra)
+    if opts.compare_module:
+        return run_compare(opts, rows, extra, phases, raw_dir, load_before) or (1 if floor_notes else 0)
+
+    server = Server(opts.redis_server, opts.module.resolve(), opts.server_cpus, extra)
     try:
         server.start()
         c = server.client()
         info = machine_info(c, opts)
         log(f"bench: {info['server']} on 127.0.0.1:{server.port} with {opts.module}")
-        log(f"bench: {info['cpu']}, {info['cores']} cores; {info['module']}; load average {load_before}")
+        log(f"bench: {info['cpu']}, {info['cores']} cores; {info['module']}")
         variants, notes = build_plan(c, rows, opts.keyspace, opts.denied_keyspace)
         for n in notes:
             log(f"bench: note: {n}")
-        budget = Budget(opts.budget)
-        with open(raw_dir / "redis-benchmark.log", "w") as raw_log:
-            cells, problems = run_all(c, server, variants, opts, budget, raw_log)
-        memory = memory_per_key(c, variants)
+        with phases.run("commands against their twins"), open(raw_dir / "redis-benchmark.log", "w") as raw_log:
+            measured = run_all([Target("", server, c, variants)], opts, raw_log)
+            memory = memory_per_key(c, variants)
+        bulk, bulk_notes, bulk_problems = [], [], []
+        peers, peer_notes, peer_problems = None, [], []
+        scale, scale_problems, log_cost, log_problems = [], [], [], []
         bulks = [b for b in BULK if not opts.only or b.name in opts.only]
-        bulk, bulk_notes, bulk_problems = run_bulk(c, bulks, opts, budget)
-        peers, peer_notes, peer_problems = (None, [], []) if opts.only else run_peers(server, opts, raw_dir)
-        scale, scale_problems = ([], []) if opts.only else (None, None)
-        log_cost = []
-        if scale is None:
+        if not opts.only:
+            with phases.run("the limits library"):
+                peers, peer_notes, peer_problems = run_peers(server, opts, raw_dir)
             with open(raw_dir / "redis-benchmark-scale.log", "w") as raw_log:
-                scale, scale_problems = run_scale(c, server, opts, Budget(opts.scale_budget), raw_log)
-                log_cost, log_problems = run_log_cost(c, server, opts, Budget(opts.scale_budget), raw_log)
-                scale_problems += log_problems
+                with phases.run("RL.LOG against its entries"):
+                    log_cost, log_problems = run_log_cost(c, server, opts, raw_log)
+                if opts.scale:
+                    with phases.run("scale"):
+                        scale, scale_problems = run_scale(c, server, opts, raw_log)
+        if bulks:
+            with phases.run("bulk TTL sweep"):
+                bulk, bulk_notes, bulk_problems = run_bulk(c, bulks, opts)
         c.close()
     finally:
         server.stop()
 
     loads = f"{load_before} before, {loadavg()} after"
-    results = Results(variants, cells, problems, memory, notes=floor_notes + notes + peer_notes, bulk=bulk,
-                      other_problems=bulk_notes + bulk_problems + peer_problems + scale_problems, core=core,
-                      core_err=core_err, loads=loads, peers=peers, scale=scale, log_cost=log_cost)
+    failures = [f"{row} {kind} ({mode}): {msg}" for (row, kind, mode), msg in measured.problems.items()]
+    failures += bulk_problems + peer_problems + scale_problems + log_problems + floor_notes
+    if core_err:
+        failures.append(core_err.splitlines()[0])
+    results = Results(variants, measured, memory, notes=notes + peer_notes + bulk_notes, bulk=bulk,
+                      failures=failures, core=core, loads=loads, peers=peers, scale=scale,
+                      log_cost=log_cost, phases=phases)
     report = Report(opts, info, results)
-    report.terminal()
-    opts.out.mkdir(parents=True, exist_ok=True)
+    with phases.run("report"):
+        opts.out.mkdir(parents=True, exist_ok=True)
+        report.terminal()
+        with open(opts.out / "results.csv", "w", newline="") as f:
+            csv.writer(f).writerows(report.csv_rows())
+        (opts.out / "results.svg").write_text(report.svg())
+    # The Markdown last, so that it has the time of every phase, its own writing aside.
     (opts.out / "results.md").write_text(report.markdown())
-    with open(opts.out / "results.csv", "w", newline="") as f:
-        csv.writer(f).writerows(report.csv_rows())
-    (opts.out / "results.svg").write_text(report.svg())
+    # Everything measured, to write the tables and the chart again without a run:
+    # python3 -c "import pickle, bench.report; r = pickle.load(open('bench/out/report.pickle', 'rb')); ..."
+    with open(raw_dir / "report.pickle", "wb") as f:
+        pickle.dump(report, f)
     log()
-    log(f"bench: wrote {opts.out / 'results.md'}, results.csv and results.svg in {time.monotonic() - started:.0f} s")
-    return 1 if problems or bulk_problems or peer_problems or scale_problems or core_err or floor_notes else 0
+    log(report.phase_line())
+    log(f"bench: wrote {opts.out / 'results.md'}, results.csv and results.svg")
+    if failures:
+        log(f"bench: FAILED, {len(failures)} part(s) without figures:")
+        for f in failures:
+            log(f"  - {f}")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
@@ -169,4 +251,3 @@ if __name__ == "__main__":
     except (RuntimeError, OSError, ReplyError, subprocess.SubprocessError) as e:
         log(f"bench: {e}")
         sys.exit(1)
-

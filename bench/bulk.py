@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import List
 
 from bench.common import ROOT, log
-from bench.measure import Budget, commandstats
+from bench.measure import commandstats
 from bench.plan import command_exists, load_script, parse_line
 from bench.resp import Client
 from bench.rows import Bulk
@@ -25,9 +25,10 @@ class BulkResult:
     calls: int
     usec_per_call: float
     longest_ms: float
+    rep: int = 0
 
 
-def run_bulk(c: Client, bulks: List[Bulk], opts, budget: Budget):
+def run_bulk(c: Client, bulks: List[Bulk], opts):
     """Each sweep against its baseline; returns results, notes (left out) and problems."""
     results: List[BulkResult] = []
     notes: List[str] = []
@@ -42,23 +43,22 @@ def run_bulk(c: Client, bulks: List[Bulk], opts, budget: Budget):
             notes.append(f"{b.name}: skipped, {b.script} does not exist")
             continue
         sha = load_script(c, path.read_text())
-        keys = min(b.keys, opts.bulk_keys) if opts.bulk_keys else b.keys
+        keys = opts.bulk_keys or b.keys
         failed = False
         for rep in range(opts.repeat):
-            for kind in ("native", "script"):
+            # The sweep and the loop in turn, the first of them swapped every other time.
+            for kind in ("native", "script") if rep % 2 == 0 else ("script", "native"):
                 if failed:
                     break
-                if budget.left() < 0:
-                    problems.append(f"{b.name}: {kind} run {rep + 1} skipped, time budget spent")
-                    continue
                 c.call("FLUSHALL")
                 c.call("DEBUG", "POPULATE", keys, b.prefix, 8)
                 c.call("CONFIG", "RESETSTAT")
-                res, err = bulk_once(c, b, kind, native, sha, keys, min(opts.bulk_timeout, max(5.0, budget.left())))
+                res, err = bulk_once(c, b, kind, native, sha, keys, opts.bulk_timeout)
                 if err:
-                    problems.append(f"{b.name}: {kind}: {err}")
+                    problems.append(f"{b.name}: {kind} run {rep + 1}: {err}")
                     failed = True
                     break
+                res.rep = rep
                 results.append(res)
                 log(f"  run {rep + 1}/{opts.repeat}  {b.name:<22} {kind:<6} {res.expired:,} keys in {res.seconds:.2f} s"
                     f"  ({res.expired / res.seconds:,.0f} keys/s, longest call {res.longest_ms:.2f} ms)")
@@ -71,7 +71,7 @@ def bulk_once(c: Client, b: Bulk, kind: str, native: List[str], sha: str, keys: 
     started = time.monotonic()
     while True:
         if time.monotonic() - started > timeout:
-            return None, f"not finished in {timeout:.0f} s"
+            return None, f"not finished in {timeout:.0f} s (--bulk-timeout)"
         if kind == "native":
             t = time.monotonic()
             reply = c.call(*[a.replace("{cursor}", cursor) for a in native])

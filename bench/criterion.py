@@ -13,8 +13,9 @@ from typing import List, Tuple
 from bench.common import ROOT
 
 
-def run_criterion(cargo: str, log_path: Path) -> Tuple[List[Tuple[str, float]], str]:
-    """`cargo bench` of the pure crate; its estimates written by this run, in ns."""
+def run_criterion(cargo: str, log_path: Path) -> Tuple[List[tuple], str]:
+    """`cargo bench` of the pure crate; its estimates written by this run, in ns: (name,
+    median, low and high end of criterion's 95% interval)."""
     started = time.time()
     with open(log_path, "w") as f:
         p = subprocess.run([cargo, "bench", "-p", "ratelimit-core", "--bench", "algorithms"],
@@ -26,7 +27,7 @@ def run_criterion(cargo: str, log_path: Path) -> Tuple[List[Tuple[str, float]], 
     return read_criterion(started), ""
 
 
-def read_criterion(since: float) -> List[Tuple[str, float]]:
+def read_criterion(since: float) -> List[tuple]:
     target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "criterion"
     out = []
     for est in sorted(target.glob("*/new/estimates.json")):
@@ -34,9 +35,12 @@ def read_criterion(since: float) -> List[Tuple[str, float]]:
             continue
         try:
             bench_id = json.loads((est.parent / "benchmark.json").read_text())["full_id"]
-            ns = json.loads(est.read_text())["median"]["point_estimate"]
-        except (OSError, KeyError, ValueError):
+            median = json.loads(est.read_text())["median"]
+            ns = float(median["point_estimate"])
+            lo = float(median["confidence_interval"]["lower_bound"])
+            hi = float(median["confidence_interval"]["upper_bound"])
+        except (OSError, KeyError, ValueError, TypeError):
             continue
-        out.append((bench_id, float(ns)))
+        out.append((bench_id, ns, lo, hi))
     return out
 

@@ -4,9 +4,11 @@ their Lua twins, on the same limits and keys, from Python clients.
 
 Run by `python3 -m bench` (bench/peers.py) with the virtualenv's python:
 
-    limits_client.py --port P --out result.json [--hits N] [--threads T]
+    limits_client.py --port P --out result.json [--hits N] [--threads T] [--repeat R]
 
-For each algorithm it measures, for the library, the native command and its twin:
+For each algorithm it measures, for the library, the native command and its twin, R
+times (every client in turn, the order reversed every other time), the median and
+every run:
 
 - the server's time per hit: every command a hit sends (counted on the client), times
   that command's `usec_per_call` in `INFO commandstats` (a script's time includes the
@@ -15,6 +17,7 @@ For each algorithm it measures, for the library, the native command and its twin
 - the latency of a hit (p50, p99, p99.9) with T threads hitting at once, each with its
   own connection. This is bound by the Python client (one process, one interpreter
   lock) on a small machine: it shows what a Python application sees, not the server.
+  The percentiles are those of all runs' hits together.
 
 Keys are drawn at random from 10 000 identifiers with a limit of 10 per minute, so
 every hit is allowed and writes (about two hits per identifier).
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import threading
 import time
 from collections import Counter
@@ -83,15 +87,17 @@ def percentile(sorted_ms: List[float], q: float) -> float:
     return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
 
 
-def measure(name: str, make_hit: Callable[[], Callable[[str], object]], admin: redis.Redis, keys: List[str],
-            hits: int, threads: int) -> dict:
+def measure_once(make_hit: Callable[[], Callable[[str], object]], admin: redis.Redis, keys: List[str],
+                 hits: int, threads: int, rnd: random.Random) -> dict:
+    """One run: `hits` hits one after the other (hits/s, server time per hit), then the
+    same number from `threads` threads at once (their latencies)."""
     hit = make_hit()
     for k in keys[:50]:  # warm up: scripts loaded, connections open
         hit(k)
     admin.flushall()
     admin.config_resetstat()
     SENT.clear()
-    draws = [random.choice(keys) for _ in range(hits)]
+    draws = [rnd.choice(keys) for _ in range(hits)]
     started = time.perf_counter()
     for k in draws:
         hit(k)
@@ -106,11 +112,11 @@ def measure(name: str, make_hit: Callable[[], Callable[[str], object]], admin: r
 
     def worker(n: int) -> None:
         h = make_hit()
-        rnd = random.Random(n)
+        wr = random.Random(rnd.random() + n)
         mine = []
         try:
             for _ in range(per_thread):
-                k = rnd.choice(keys)
+                k = wr.choice(keys)
                 t = time.perf_counter()
                 h(k)
                 mine.append((time.perf_counter() - t) * 1000)
@@ -126,19 +132,37 @@ def measure(name: str, make_hit: Callable[[], Callable[[str], object]], admin: r
     for t in ts:
         t.join()
     conc_seconds = time.perf_counter() - t0
-    lat.sort()
+    return {"hits_per_s": hits / seconds, "server_usec_per_hit": server_us,
+            "commands_per_hit": {k: v / hits for k, v in sent.items()},
+            "concurrent_hits_per_s": len(lat) / conc_seconds if lat else None, "latencies": lat, "errors": errors}
+
+
+def summarize(runs: List[dict], hits: int, threads: int) -> dict:
+    """The median of the runs, their min and max, and the latency percentiles of all the
+    runs' concurrent hits together."""
+    lat = sorted(x for r in runs for x in r["latencies"])
+
+    def med(key):
+        vals = [r[key] for r in runs if r[key] is not None]
+        return statistics.median(vals) if vals else None
+
+    def runs_of(key):
+        return [r[key] for r in runs if r[key] is not None]
+
     return {
-        "name": name,
         "hits": hits,
-        "hits_per_s": hits / seconds,
-        "server_usec_per_hit": server_us,
-        "commands_per_hit": {k: v / hits for k, v in sent.items()},
+        "runs": len(runs),
+        "hits_per_s": med("hits_per_s"),
+        "hits_per_s_runs": runs_of("hits_per_s"),
+        "server_usec_per_hit": med("server_usec_per_hit"),
+        "server_usec_per_hit_runs": runs_of("server_usec_per_hit"),
+        "commands_per_hit": runs[-1]["commands_per_hit"],
         "threads": threads,
-        "concurrent_hits_per_s": len(lat) / conc_seconds if lat else None,
+        "concurrent_hits_per_s": med("concurrent_hits_per_s"),
         "p50_ms": percentile(lat, 0.50) if lat else None,
         "p99_ms": percentile(lat, 0.99) if lat else None,
         "p999_ms": percentile(lat, 0.999) if lat else None,
-        "errors": errors[:3],
+        "errors": [e for r in runs for e in r["errors"]][:3],
     }
 
 
@@ -168,15 +192,26 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--hits", type=int, default=20_000)
+    ap.add_argument("--hits", type=int, default=20_000, help="hits per run")
     ap.add_argument("--threads", type=int, default=50)
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each client, interleaved")
     o = ap.parse_args()
-    random.seed(7)
+    rnd = random.Random(7)
     url = f"redis://127.0.0.1:{o.port}"
     admin = redis.Redis(port=o.port)
     prelude = (ROOT / "lua" / "prelude.lua").read_text()
-    results, notes = [], []
+    notes: List[str] = []  # left out because the module has no such command
+    failures: List[str] = []  # any other error: the benchmark fails
+
+    def left_out(what: str, e: Exception) -> None:
+        if "unknown command" in str(e).lower():
+            notes.append(f"{what} skipped: the loaded module has no such command")
+        else:
+            failures.append(f"{what}: {e}")
+
     item = RateLimitItemPerMinute(LIMIT)
+    # (algorithm, variant, label, make_hit, keys), in the order of the table.
+    entries = []
     for algo, strategy, native, twin_file in ALGORITHMS:
         keys = [f"peer:{algo.replace(' ', '-')}:{i:06d}" for i in range(IDS)]
 
@@ -184,12 +219,11 @@ def main() -> int:
             limiter = strategy(storage_from_string(url))
             return lambda k: limiter.hit(item, k)
 
-        results.append({"algorithm": algo, "variant": "limits", "label": f"limits {strategy.__name__}",
-                        **measure(algo, library, admin, keys, o.hits, o.threads)})
+        entries.append((algo, "limits", f"limits {strategy.__name__}", library, keys))
         try:
-            admin.execute_command(*[a.replace("{key}", "peer:probe") for a in native])
+            admin.execute_command(*[a.replace("{key}", f"peer:probe:{native[0]}") for a in native])
         except redis.ResponseError as e:
-            notes.append(f"{algo}: {native[0]} skipped: {e}")
+            left_out(f"{algo}: {native[0]}", e)
             continue
         numkeys = native[1] == "1" and native[2] == "{key}"
 
@@ -197,8 +231,7 @@ def main() -> int:
             r = redis.Redis(port=o.port)
             return lambda k: r.execute_command(*[a.replace("{key}", k) for a in native])
 
-        results.append({"algorithm": algo, "variant": "native", "label": native[0],
-                        **measure(algo, native_hit, admin, keys, o.hits, o.threads)})
+        entries.append((algo, "native", native[0], native_hit, keys))
         twin_path = ROOT / "lua" / twin_file
         if not twin_path.is_file():
             notes.append(f"{algo}: twin skipped, lua/{twin_file} does not exist")
@@ -210,35 +243,41 @@ def main() -> int:
             r = redis.Redis(port=o.port)
             return lambda k: r.evalsha(sha, 1, k, *rest)
 
-        results.append({"algorithm": algo, "variant": "twin", "label": f"lua/{twin_file}",
-                        **measure(algo, twin_hit, admin, keys, o.hits, o.threads)})
+        entries.append((algo, "twin", f"lua/{twin_file}", twin_hit, keys))
     # The article's 1 s / 10 s / 15 s sliding windows: its pattern against RL.SLIDING.
     algo = "sliding windows 1 s, 10 s, 15 s"
     keys = [f"peer:article:{i:06d}" for i in range(IDS)]
-    results.append({"algorithm": algo, "variant": "published", "label": "published 15-key pattern",
-                    **measure(algo, lambda: article_sliding(o.port), admin, keys, o.hits, o.threads)})
+    entries.append((algo, "published", "published 15-key pattern", lambda: article_sliding(o.port), keys))
     article = ["RL.SLIDING", "1", "{key}", "LIMIT", "1s", "1000", "LIMIT", "10s", "5000", "LIMIT", "15s", "7000"]
     try:
-        admin.execute_command(*[a.replace("{key}", "peer:probe") for a in article])
+        admin.execute_command(*[a.replace("{key}", "peer:probe:article") for a in article])
 
         def sliding_hit():
             r = redis.Redis(port=o.port)
             return lambda k: r.execute_command(*[a.replace("{key}", k) for a in article])
 
-        results.append({"algorithm": algo, "variant": "native", "label": "RL.SLIDING",
-                        **measure(algo, sliding_hit, admin, keys, o.hits, o.threads)})
-        sha = admin.script_load(prelude + "\n" + (ROOT / "lua" / "sliding.lua").read_text())
+        entries.append((algo, "native", "RL.SLIDING", sliding_hit, keys))
+        sliding_sha = admin.script_load(prelude + "\n" + (ROOT / "lua" / "sliding.lua").read_text())
 
         def sliding_twin():
             r = redis.Redis(port=o.port)
-            return lambda k: r.evalsha(sha, 1, k, *article[3:])
+            return lambda k: r.evalsha(sliding_sha, 1, k, *article[3:])
 
-        results.append({"algorithm": algo, "variant": "twin", "label": "lua/sliding.lua",
-                        **measure(algo, sliding_twin, admin, keys, o.hits, o.threads)})
+        entries.append((algo, "twin", "lua/sliding.lua", sliding_twin, keys))
     except redis.ResponseError as e:
-        notes.append(f"{algo}: RL.SLIDING skipped: {e}")
+        left_out(f"{algo}: RL.SLIDING", e)
+    # Every client in turn in each repetition, in the opposite order every other one.
+    runs: List[List[dict]] = [[] for _ in entries]
+    for rep in range(o.repeat):
+        order = list(range(len(entries))) if rep % 2 == 0 else list(reversed(range(len(entries))))
+        for i in order:
+            runs[i].append(measure_once(entries[i][3], admin, entries[i][4], o.hits, o.threads, rnd))
     admin.flushall()
-    o.out.write_text(json.dumps({"results": results, "notes": notes, "limit": f"{LIMIT} per {WINDOW}",
+    results = [{"algorithm": algo, "variant": variant, "label": label, "name": algo,
+                **summarize(runs[i], o.hits, o.threads)}
+               for i, (algo, variant, label, _, _) in enumerate(entries)]
+    failures += [f"{r['label']} ({r['algorithm']}): {e}" for r in results for e in r["errors"]]
+    o.out.write_text(json.dumps({"results": results, "notes": notes, "failures": failures, "limit": f"{LIMIT} per {WINDOW}",
                                  "ids": IDS}, indent=1))
     return 0
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List
 
 from bench.common import ROOT, log
-from bench.measure import Budget, commandstats, redis_benchmark
+from bench.measure import commandstats, redis_benchmark
 from bench.plan import command_exists, load_script
 from bench.resp import Client
 from bench.server import Server
@@ -34,11 +34,17 @@ return 1
 class LogCost:
     entries: int
     bytes_per_entry: float
-    native_usec: Optional[float]
-    twin_usec: Optional[float]
+    requests: int
+    native_usec: List[float]  # one per repetition
+    twin_usec: List[float]
 
 
-def run_log_cost(c: Client, server: Server, opts, budget: Budget, raw_log):
+def log_requests(opts) -> int:
+    """Requests per run: a third of --requests (every call is a denied one, cheap)."""
+    return max(20 * opts.clients, opts.requests // 3)
+
+
+def run_log_cost(c: Client, server: Server, opts, raw_log):
     results: List[LogCost] = []
     problems: List[str] = []
     if not command_exists(c, "RL.LOG"):
@@ -47,34 +53,37 @@ def run_log_cost(c: Client, server: Server, opts, budget: Budget, raw_log):
     twin_path = ROOT / "lua" / "log.lua"
     twin = load_script(c, (ROOT / "lua" / "prelude.lua").read_text() + "\n" + twin_path.read_text())
     at = 4_000_000_000_000  # far ahead: nothing leaves the window during the run
+    requests = log_requests(opts)
     for n in SIZES:
-        if budget.left() < 0:
-            problems.append(f"RL.LOG cost at {n:,} entries: skipped, time budget spent")
-            continue
         c.call("FLUSHALL")
         for k in range(KEYS):
             c.call("EVALSHA", fill, 1, "rl:logcost:%012d" % k, n, at)
         sizes = [c.call("MEMORY", "USAGE", "rl:logcost:%012d" % k, "SAMPLES", "0") or 0 for k in range(KEYS)]
         per_entry = statistics.mean(sizes) / n
-        usec = {}
-        for kind, argv in (
-            ("native", ["RL.LOG", "rl:logcost:__rand_int__", str(n), "1h", "META", "user:1", "AT", str(at)]),
-            ("twin", ["EVALSHA", twin, "1", "rl:logcost:__rand_int__", str(n), "1h", "META", "user:1", "AT", str(at)]),
-        ):
-            runs = []
-            for _ in range(opts.repeat):
-                c.call("CONFIG", "RESETSTAT")
-                requests = max(200, min(opts.requests, 2_000_000 // n))
-                run, err = redis_benchmark(opts.redis_benchmark, server.port, argv, opts.clients, 16, requests, KEYS,
-                                           max(10.0, opts.run_timeout), raw_log, opts.client_cpus)
-                st = commandstats(c).get("rl.log" if kind == "native" else "evalsha")
-                if run is None or not st or not st.get("calls"):
-                    problems.append(f"RL.LOG {kind} at {n:,} entries: {err or 'no calls counted'}")
+        usec: dict = {"native": [], "twin": []}
+        calls = {
+            "native": ["RL.LOG", "rl:logcost:__rand_int__", str(n), "1h", "META", "user:1", "AT", str(at)],
+            "twin": ["EVALSHA", twin, "1", "rl:logcost:__rand_int__", str(n), "1h", "META", "user:1", "AT", str(at)],
+        }
+        failed = False
+        for rep in range(opts.repeat):
+            for kind in ("native", "twin") if rep % 2 == 0 else ("twin", "native"):
+                if failed:
                     break
-                runs.append(st["usec"] / st["calls"])
-            usec[kind] = statistics.median(runs) if runs else None
-        results.append(LogCost(n, per_entry, usec.get("native"), usec.get("twin")))
-        log(f"  RL.LOG   {n:>7,} entries  {per_entry:6.1f} bytes/entry  native {usec.get('native') or 0:8.2f} µs"
-            f"  twin {usec.get('twin') or 0:9.2f} µs")
+                c.call("CONFIG", "RESETSTAT")
+                run, err = redis_benchmark(opts.redis_benchmark, server.port, calls[kind], opts.clients, 16, requests,
+                                           KEYS, opts.run_timeout, raw_log, opts.client_cpus)
+                st = commandstats(c).get("rl.log" if kind == "native" else "evalsha")
+                if run is None or not st or st.get("calls", 0) < requests:
+                    problems.append(f"RL.LOG {kind} at {n:,} entries, run {rep + 1}: "
+                                    f"{err or 'fewer calls counted than requests sent'}")
+                    failed = True
+                    break
+                usec[kind].append(st["usec"] / st["calls"])
+        if failed:
+            continue
+        results.append(LogCost(n, per_entry, requests, usec["native"], usec["twin"]))
+        log(f"  RL.LOG   {n:>7,} entries  {per_entry:6.1f} bytes/entry  native {statistics.median(usec['native']):8.2f} µs"
+            f"  twin {statistics.median(usec['twin']):9.2f} µs")
     c.call("FLUSHALL")
     return results, problems

@@ -22,6 +22,8 @@ class Variant:
     stat: str  # its name in INFO commandstats (lower case)
     lines: Dict[str, List[str]]  # mode -> argv with __rand_int__ placeholders
     keyspace: Dict[str, int] = field(default_factory=dict)
+    # A script row's script, to write its keys on the server before a run.
+    text: str = ""
 
 
 def parse_line(line: str) -> List[str]:
@@ -82,11 +84,12 @@ def build_plan(c: Client, rows: List[Row], keyspace: int, denied_keyspace: int):
             if not path.is_file():
                 notes.append(f"{row.name}: skipped, {row.script} does not exist")
                 continue
-            sha = load_script(c, path.read_text())
+            text = path.read_text()
+            sha = load_script(c, text)
             lines = {"allowed": ["EVALSHA", sha, *parse_line(row.call)]}
             if row.denied:
                 lines["denied"] = ["EVALSHA", sha, *parse_line(row.denied)]
-            variants.append(Variant(row, "script", "evalsha", lines))
+            variants.append(Variant(row, "script", "evalsha", lines, text=text))
         else:
             notes.append(f"{row.name}: skipped, the row has neither a native command nor a script")
     for v in variants:

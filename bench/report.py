@@ -14,8 +14,8 @@ from typing import Dict, List, Optional, Tuple
 
 from bench.bulk import BulkResult
 from bench.chart import chart
-from bench.common import MODES, ROOT, log
-from bench.measure import Cell
+from bench.common import MODES, ROOT, Phases, log
+from bench.measure import Cell, Measured, paired
 from bench.plan import Variant
 from bench.resp import Client
 from bench.rows import BULK, Row
@@ -79,6 +79,12 @@ def machine_info(c: Client, opts) -> Dict[str, str]:
     }
 
 
+Spread = Optional[Tuple[float, float, float]]  # (median, min, max)
+
+# What a cell says when only the long run measures its figure.
+FULL = "bench-full"
+
+
 def fmt_us(x: Optional[float]) -> str:
     if x is None:
         return "–"
@@ -86,7 +92,9 @@ def fmt_us(x: Optional[float]) -> str:
 
 
 def fmt_ratio(x: Optional[float]) -> str:
-    return "–" if x is None else f"{x:.1f}×"
+    if x is None:
+        return "–"
+    return f"{x:.2f}×" if x < 2 else f"{x:.1f}×"
 
 
 def fmt_int(x: Optional[float]) -> str:
@@ -95,6 +103,44 @@ def fmt_int(x: Optional[float]) -> str:
 
 def fmt_ms(x: Optional[float]) -> str:
     return "–" if x is None else f"{x:.3f}"
+
+
+def with_range(s: Spread, f) -> str:
+    """The median, then the min–max of the runs: `2.44 (2.40–2.51)`."""
+    if s is None:
+        return "–"
+    med, lo, hi = s
+    if f(lo) == f(hi):
+        return f(med)
+    return f"{f(med)} ({f(lo).rstrip('×')}–{f(hi)})"
+
+
+def us_range(s: Spread) -> str:
+    return with_range(s, fmt_us)
+
+
+def ratio_range(s: Spread) -> str:
+    return with_range(s, fmt_ratio)
+
+
+def pm(s: Spread, f) -> str:
+    """The median and half the min–max range of the runs, in percent: `288,184 ±3%`."""
+    if s is None:
+        return "–"
+    med, lo, hi = s
+    if not med:
+        return f(med)
+    return f"{f(med)} ±{(hi - lo) / 2 / med * 100:.0f}%"
+
+
+def spread_of(vals: List[float]) -> Spread:
+    vals = [v for v in vals if v is not None]
+    return (statistics.median(vals), min(vals), max(vals)) if vals else None
+
+
+def index_ratios(a: List[float], b: List[float]) -> Spread:
+    """a[i] ÷ b[i] for the runs of the same repetition."""
+    return spread_of([x / y for x, y in zip(a, b) if x and y])
 
 
 def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
@@ -117,45 +163,93 @@ class Results:
     """Everything a run measured, and what it could not."""
 
     variants: List[Variant]
-    cells: Dict[Tuple[str, str, str, int], Cell]
-    # (row, variant, mode) -> why it has no figures
-    problems: Dict[Tuple[str, str, str], str]
+    measured: Measured
     memory: Dict[Tuple[str, str], Tuple[float, int]]
-    # Rows or parts left out, and why (not failures).
+    # Rows or parts left out on purpose, and why (not failures).
     notes: List[str] = field(default_factory=list)
     bulk: List[BulkResult] = field(default_factory=list)
-    # Failures of the bulk, peer and scale parts.
-    other_problems: List[str] = field(default_factory=list)
-    core: List[Tuple[str, float]] = field(default_factory=list)
-    core_err: str = ""
+    # Every part without figures, and why: the run fails.
+    failures: List[str] = field(default_factory=list)
+    core: List[tuple] = field(default_factory=list)  # (name, ns, low, high)
     loads: str = ""
     peers: Optional[dict] = None
     scale: List[ScaleResult] = field(default_factory=list)
     log_cost: list = field(default_factory=list)
+    phases: Optional[Phases] = None
+
+
+CSV_HEADER = ["command", "variant", "mode", "pipeline", "clients", "requests", "keyspace", "runs",
+              "throughput", "throughput_unit", "p50_ms", "p99_ms", "usec_per_call", "bytes_per_key",
+              "keys_per_call", "longest_call_ms", "throughput_runs", "usec_per_call_runs", "p999_ms",
+              "floor", "ratio_to_floor", "ratio_to_floor_min", "ratio_to_floor_max",
+              "throughput_min", "throughput_max", "p50_ms_min", "p50_ms_max", "p99_ms_min", "p99_ms_max",
+              "p999_ms_min", "p999_ms_max", "usec_per_call_min", "usec_per_call_max",
+              "ratio_to", "ratio", "ratio_min", "ratio_max", "seconds"]
+
+
+def csv_line(**kv) -> List[str]:
+    def f(v):
+        if v is None:
+            return ""
+        if isinstance(v, float):
+            return f"{v:.3f}" if abs(v) < 1000 else f"{v:.0f}"
+        return str(v)
+
+    return [f(kv.get(h)) for h in CSV_HEADER]
 
 
 class Report:
     def __init__(self, opts, info: Dict[str, str], results: Results):
-        self.o, self.info, r = opts, info, results
-        self.variants, self.cells, self.problems, self.memory = r.variants, r.cells, r.problems, r.memory
-        self.notes, self.bulk, self.bulk_notes = r.notes, r.bulk, r.other_problems
-        self.core, self.core_err, self.loads = r.core, r.core_err, r.loads
-        self.peers, self.scale, self.log_cost = r.peers, r.scale, r.log_cost
-        self.headline = max(opts.pipelines)
+        self.o, self.info, self.r = opts, info, results
+        self.variants, self.memory = results.variants, results.memory
+        self.cells = results.measured.cells
+        self.headline = max(opts.pipelines + opts.denied_pipelines)
         # The floor drawn as a line on the chart: the single-key write's.
         self.floor = next((v for v in self.variants if v.row.name == "FLOOR.FIXED"), None)
 
-    def floor_ratio(self, row: Row, mode: str, kind: str = "native") -> Optional[float]:
-        """A native command's server cost over its floor's (allowed mode only: a denial
-        writes nothing, the floor commands always write)."""
+    # --- figures -------------------------------------------------------------------
+
+    def cell(self, row: str, kind: Optional[str], mode: str, pipeline: int) -> Optional[Cell]:
+        return self.cells.get((row, kind, mode, pipeline)) if kind else None
+
+    def get(self, row: str, kind: Optional[str], mode: str, pipeline: int, attr: str) -> Optional[float]:
+        cell = self.cell(row, kind, mode, pipeline)
+        return cell.median(attr) if cell else None
+
+    def sp(self, row: str, kind: Optional[str], mode: str, pipeline: int, attr: str) -> Spread:
+        cell = self.cell(row, kind, mode, pipeline)
+        return cell.spread(attr) if cell else None
+
+    def not_run(self, mode: str, pipeline: int) -> str:
+        """What a cell says when this run does not measure that pipeline in that mode."""
+        measured = self.o.pipelines if mode == "allowed" else self.o.denied_pipelines
+        if pipeline in measured:
+            return "–"
+        return FULL if not self.o.full else "–"
+
+    def other_kind(self, row: Row) -> Optional[str]:
+        kinds = self.kinds(row)
+        return "twin" if "twin" in kinds else "script" if "script" in kinds else None
+
+    def vs(self, row: Row, mode: str, pipeline: int, attr: str = "usec") -> Tuple[Spread, Optional[str]]:
+        """The twin's (or script's) figure over the native command's, per repetition,
+        and what it is over."""
+        other = self.other_kind(row)
+        if other == "twin":
+            return paired(self.cell(row.name, "twin", mode, pipeline), self.cell(row.name, "native", mode, pipeline),
+                          attr), "native"
+        if other == "script" and row.against:
+            return paired(self.cell(row.name, "script", mode, pipeline),
+                          self.cell(row.against, "native", mode, pipeline), attr), row.against
+        return None, None
+
+    def floor_ratio(self, row: Row, mode: str) -> Spread:
+        """A native command's server cost over its floor's, per repetition (allowed mode
+        only: a denial writes nothing, the floor commands always write)."""
         if not row.floor_of or mode != "allowed":
             return None
         p = self.headline
-        return ratio(self.get(row.name, kind, mode, p, "usec"), self.get(row.floor_of, "native", mode, p, "usec"))
-
-    def get(self, row: str, kind: str, mode: str, pipeline: int, attr: str) -> Optional[float]:
-        cell = self.cells.get((row, kind, mode, pipeline))
-        return cell.median(attr) if cell else None
+        return paired(self.cell(row.name, "native", mode, p), self.cell(row.floor_of, "native", mode, p), "usec")
 
     def rows_in_order(self) -> List[Row]:
         seen, out = set(), []
@@ -168,6 +262,8 @@ class Report:
     def kinds(self, row: Row) -> List[str]:
         return [v.kind for v in self.variants if v.row is row]
 
+    # --- tables --------------------------------------------------------------------
+
     def cost_table(self) -> List[str]:
         p = self.headline
         rows = []
@@ -176,29 +272,30 @@ class Report:
             for mode in MODES:
                 if not any((row.name, k, mode, p) in self.cells for k in kinds):
                     continue
-                native = self.get(row.name, "native", mode, p, "usec") if "native" in kinds else None
-                other_kind = "twin" if "twin" in kinds else "script" if "script" in kinds else None
-                other = self.get(row.name, other_kind, mode, p, "usec") if other_kind else None
-                vs_floor = "–"
-                if other_kind == "script":
-                    base = self.get(row.against, "native", mode, p, "usec") if row.against else None
-                    vs = f"{fmt_ratio(ratio(other, base))} {row.against}" if base and other else "–"
-                else:
-                    vs = fmt_ratio(ratio(other, native))
-                    fr = self.floor_ratio(row, mode)
-                    if fr:
-                        vs_floor = f"{fr:.2f}× {row.floor_of}"
+                other_kind = self.other_kind(row)
+                native = self.sp(row.name, "native", mode, p, "usec") if "native" in kinds else None
+                other = self.sp(row.name, other_kind, mode, p, "usec")
+                vs, over = self.vs(row, mode, p)
+                vs_text = ratio_range(vs) if vs else "–"
+                if vs and over != "native":
+                    vs_text += f" {over}"
+                fr = self.floor_ratio(row, mode)
+                vs_floor = f"{ratio_range(fr)} {row.floor_of}" if fr else "–"
                 thr = []
                 for pp in self.o.pipelines:
-                    a = self.get(row.name, "native", mode, pp, "rps")
-                    b = self.get(row.name, other_kind, mode, pp, "rps") if other_kind == "twin" else None
-                    thr.append(fmt_ratio(ratio(a, b)))
+                    if other_kind != "twin":
+                        thr.append("–")
+                    elif (row.name, "native", mode, pp) not in self.cells:
+                        thr.append(self.not_run(mode, pp))
+                    else:
+                        thr.append(ratio_range(paired(self.cell(row.name, "native", mode, pp),
+                                                      self.cell(row.name, "twin", mode, pp), "rps")))
                 mem_n = self.memory.get((row.name, "native"))
                 mem_o = self.memory.get((row.name, other_kind)) if other_kind else None
                 rows.append([
-                    row.name, mode, fmt_us(native),
-                    (fmt_us(other) + (" (script)" if other_kind == "script" else "")) if other is not None else "–",
-                    vs, vs_floor, " / ".join(thr),
+                    row.name, mode, us_range(native),
+                    (us_range(other) + (" (script)" if other_kind == "script" else "")) if other else "–",
+                    vs_text, vs_floor, " / ".join(thr),
                     f"{mem_n[0]:.0f}" if mem_n else "–", f"{mem_o[0]:.0f}" if mem_o else "–",
                 ])
         headers = ["Command", "Mode", "Native µs/call", "Twin µs/call", "Twin ÷ native",
@@ -207,24 +304,28 @@ class Report:
         return md_table(headers, rows, [False, False, True, True, True, True, True, True, True])
 
     def throughput_table(self) -> List[str]:
+        pipelines = sorted(set(self.o.pipelines) | set(self.o.denied_pipelines))
         rows = []
         for row in self.rows_in_order():
             for mode in MODES:
                 for kind in self.kinds(row):
-                    if not any((row.name, kind, mode, p) in self.cells for p in self.o.pipelines):
+                    if not any((row.name, kind, mode, p) in self.cells for p in pipelines):
                         continue
                     line = [row.name, kind, mode]
-                    for p in self.o.pipelines:
-                        line += [fmt_int(self.get(row.name, kind, mode, p, "rps")),
-                                 fmt_ms(self.get(row.name, kind, mode, p, "p50")),
-                                 fmt_ms(self.get(row.name, kind, mode, p, "p99")),
-                                 fmt_ms(self.get(row.name, kind, mode, p, "p999")),
-                                 fmt_us(self.get(row.name, kind, mode, p, "usec"))]
+                    for p in pipelines:
+                        if (row.name, kind, mode, p) not in self.cells:
+                            line += [self.not_run(mode, p)] + ["–"] * 4
+                            continue
+                        line += [pm(self.sp(row.name, kind, mode, p, "rps"), fmt_int),
+                                 pm(self.sp(row.name, kind, mode, p, "p50"), fmt_ms),
+                                 pm(self.sp(row.name, kind, mode, p, "p99"), fmt_ms),
+                                 pm(self.sp(row.name, kind, mode, p, "p999"), fmt_ms),
+                                 pm(self.sp(row.name, kind, mode, p, "usec"), fmt_us)]
                     rows.append(line)
         headers = ["Command", "Variant", "Mode"]
-        for p in self.o.pipelines:
+        for p in pipelines:
             headers += [f"P{p} req/s", f"P{p} p50 ms", f"P{p} p99 ms", f"P{p} p99.9 ms", f"P{p} µs/call"]
-        return md_table(headers, rows, [False] * 3 + [True] * (5 * len(self.o.pipelines)))
+        return md_table(headers, rows, [False] * 3 + [True] * (5 * len(pipelines)))
 
     def floor_table(self) -> List[str]:
         p = self.headline
@@ -233,28 +334,30 @@ class Report:
             fr = self.floor_ratio(row, "allowed")
             if fr is None:
                 continue
-            rows.append([row.name, fmt_us(self.get(row.name, "native", "allowed", p, "usec")), row.floor_of,
-                         fmt_us(self.get(row.floor_of, "native", "allowed", p, "usec")), f"{fr:.2f}×",
+            rows.append([row.name, us_range(self.sp(row.name, "native", "allowed", p, "usec")), row.floor_of,
+                         us_range(self.sp(row.floor_of, "native", "allowed", p, "usec")), ratio_range(fr),
                          f"≤ {row.target:.2f}×" if row.target else "–",
-                         ("within" if fr <= row.target else "above") if row.target else "–"])
+                         ("within" if fr[0] <= row.target else "above") if row.target else "–"])
         headers = ["Command", "µs/call", "Floor", "Floor µs/call", "Command ÷ floor", "Target", "Result"]
         return md_table(headers, rows, [False, True, False, True, True, True, False]) if rows else []
 
     def peer_table(self) -> List[str]:
-        if not self.peers:
+        if not self.r.peers:
             return []
-        res = self.peers["results"]
+        res = self.r.peers["results"]
         native = {r["algorithm"]: r for r in res if r["variant"] == "native"}
         rows = []
         for r in res:
             n = native.get(r["algorithm"])
-            us, nus = r["server_usec_per_hit"], n["server_usec_per_hit"] if n else None
-            rows.append([r["algorithm"], r["label"], fmt_us(us),
-                         fmt_ratio(ratio(us, nus)) if r["variant"] != "native" else "1.0×",
+            us = spread_of(r["server_usec_per_hit_runs"])
+            vs = (index_ratios(r["server_usec_per_hit_runs"], n["server_usec_per_hit_runs"])
+                  if n and r["variant"] != "native" else None)
+            rows.append([r["algorithm"], r["label"], us_range(us),
+                         ratio_range(vs) if r["variant"] != "native" else "1×",
                          " + ".join(f"{v:g} {k}" for k, v in sorted(r["commands_per_hit"].items())),
-                         fmt_int(r["hits_per_s"]), fmt_int(r["concurrent_hits_per_s"]),
+                         pm(spread_of(r["hits_per_s_runs"]), fmt_int), fmt_int(r["concurrent_hits_per_s"]),
                          fmt_ms(r["p50_ms"]), fmt_ms(r["p99_ms"]), fmt_ms(r["p999_ms"])])
-        t = self.peers["results"][0]["threads"] if res else self.o.clients
+        t = res[0]["threads"] if res else self.o.clients
         headers = ["Algorithm", "Client", "Server µs/hit", "÷ native", "Commands per hit", "Hits/s (1 client)",
                    f"Hits/s ({t} threads)", "p50 ms", "p99 ms", "p99.9 ms"]
         return md_table(headers, rows, [False, False, True, True, False, True, True, True, True, True])
@@ -270,52 +373,56 @@ class Report:
                 if (row.name, kind, "allowed", 1) not in self.cells:
                     continue
                 label = {"native": row.name, "twin": f"{row.name} twin", "script": row.name}[kind]
-                rows.append([label, kind, *(fmt_ms(self.get(row.name, kind, "allowed", 1, a))
+                rows.append([label, kind, *(pm(self.sp(row.name, kind, "allowed", 1, a), fmt_ms)
                                              for a in ("p50", "p99", "p999")),
-                             fmt_int(self.get(row.name, kind, "allowed", 1, "rps"))])
+                             pm(self.sp(row.name, kind, "allowed", 1, "rps"), fmt_int)])
         headers = ["Command", "Variant", "p50 ms", "p99 ms", "p99.9 ms", "req/s"]
         return md_table(headers, rows, [False, False, True, True, True, True]) if rows else []
 
     def log_table(self) -> List[str]:
-        if not self.log_cost:
+        if not self.r.log_cost:
             return []
-        rows = [[f"{r.entries:,}", f"{r.bytes_per_entry:.0f}", fmt_us(r.native_usec), fmt_us(r.twin_usec),
-                 fmt_ratio(ratio(r.twin_usec, r.native_usec))] for r in self.log_cost]
+        rows = [[f"{r.entries:,}", f"{r.bytes_per_entry:.0f}", us_range(spread_of(r.native_usec)),
+                 us_range(spread_of(r.twin_usec)), ratio_range(index_ratios(r.twin_usec, r.native_usec))]
+                for r in self.r.log_cost]
         headers = ["Entries in the window", "Bytes/entry", "Native µs/call", "Twin µs/call", "Twin ÷ native"]
         return md_table(headers, rows, [True] * 5)
 
     def scale_table(self) -> List[str]:
-        if not self.scale:
+        if not self.r.scale:
             return []
-        first: Dict[str, float] = {}
+        first: Dict[str, ScaleResult] = {}
         rows = []
-        for r in self.scale:
-            us = statistics.median(r.usec)
-            base = first.setdefault(r.command, us)
-            rows.append([r.command, f"{r.keys:,}", f"{r.bytes_per_key:.0f}", fmt_us(us), f"{us / base:.2f}×",
-                         f"{r.fill_seconds:.1f}"])
+        for r in self.r.scale:
+            base = first.setdefault(r.command, r)
+            rows.append([r.command, f"{r.keys:,}", f"{r.bytes_per_key:.0f}", us_range(spread_of(r.usec)),
+                         ratio_range(index_ratios(r.usec, base.usec)), f"{r.fill_seconds:.1f}"])
         headers = ["Command", "Live keys", "Bytes/key", "µs/call", "÷ smallest", "Written in s"]
         return md_table(headers, rows, [False, True, True, True, True, True])
 
-    def bulk_table(self) -> List[str]:
+    def bulk_by(self) -> Dict[Tuple[str, str], List[BulkResult]]:
         by: Dict[Tuple[str, str], List[BulkResult]] = {}
-        for r in self.bulk:
+        for r in self.r.bulk:
             by.setdefault((r.name, r.kind), []).append(r)
+        return by
+
+    def bulk_table(self) -> List[str]:
+        by = self.bulk_by()
         rows = []
         for b in BULK:
-            n = by.get((b.name, "native"))
-            s = by.get((b.name, "script"))
+            n = by.get((b.name, "native"), [])
+            s = by.get((b.name, "script"), [])
             if not n and not s:
                 continue
-
-            def med(rs, f):
-                return statistics.median(f(r) for r in rs) if rs else None
-
-            kps_n = med(n, lambda r: r.expired / r.seconds)
-            kps_s = med(s, lambda r: r.expired / r.seconds)
-            rows.append([b.name, f"{(n or s)[0].keys:,}", fmt_int(kps_n), fmt_int(kps_s), fmt_ratio(ratio(kps_n, kps_s)),
-                         fmt_us(med(n, lambda r: r.usec_per_call)), fmt_us(med(s, lambda r: r.usec_per_call)),
-                         fmt_ms(med(n, lambda r: r.longest_ms)), fmt_ms(med(s, lambda r: r.longest_ms))])
+            kps_n = {r.rep: r.expired / r.seconds for r in n}
+            kps_s = {r.rep: r.expired / r.seconds for r in s}
+            vs = spread_of([kps_n[i] / kps_s[i] for i in kps_n if i in kps_s])
+            rows.append([b.name, f"{(n or s)[0].keys:,}", pm(spread_of(list(kps_n.values())), fmt_int),
+                         pm(spread_of(list(kps_s.values())), fmt_int), ratio_range(vs),
+                         us_range(spread_of([r.usec_per_call for r in n])),
+                         us_range(spread_of([r.usec_per_call for r in s])),
+                         fmt_ms(max((r.longest_ms for r in n), default=None)),
+                         fmt_ms(max((r.longest_ms for r in s), default=None))])
         if not rows:
             return []
         headers = ["Sweep", "Keys", "Native keys/s", "SCAN+EVAL keys/s", "Native ÷ loop", "Native µs/call",
@@ -323,67 +430,76 @@ class Report:
         return md_table(headers, rows, [False] + [True] * 8)
 
     def core_table(self) -> List[str]:
-        if not self.core:
+        if not self.r.core:
             return []
-        rows = [[name, f"{ns:.1f}"] for name, ns in self.core]
-        return md_table(["Benchmark (criterion, fake clock)", "ns (median)"], rows, [False, True])
+        rows = [[name, f"{ns:.1f}", f"{lo:.1f}–{hi:.1f}"] for name, ns, lo, hi in self.r.core]
+        return md_table(["Benchmark (criterion, fake clock)", "ns (median)", "95% interval"], rows,
+                        [False, True, True])
+
+    def time_table(self) -> List[str]:
+        m = self.r.measured
+        rows = []
+        for row in self.rows_in_order():
+            secs = m.row_seconds.get(row.name)
+            if secs is None:
+                continue
+            runs = sum(len(c.runs) for (name, _, _, _), c in self.cells.items() if name == row.name)
+            req = next((c.requests for (name, _, _, _), c in self.cells.items() if name == row.name), 0)
+            rows.append([row.name, f"{req:,}", str(runs), f"{secs:.1f}"])
+        headers = ["Row", "Requests per run", "Runs", "Seconds (keys written, probes, runs)"]
+        return md_table(headers, rows, [False, True, True, True]) if rows else []
+
+    def phase_line(self) -> str:
+        ph = self.r.phases
+        if not ph:
+            return ""
+        parts = ", ".join(f"{name.split(' (')[0]} {secs:.0f} s" for name, secs in ph.done)
+        loads = [x for x in ph.loads if x >= 0]
+        load = (f"; the 1-minute load average at the end of each phase went from {min(loads):.1f} to "
+                f"{max(loads):.1f}" if loads else "")
+        return f"Time: {ph.total():.0f} s in all ({parts}){load}."
 
     def settings(self) -> str:
         o = self.o
         pin = (f"server on CPU {min(o.server_cpus)} and redis-benchmark on CPU {min(o.client_cpus)}, "
                if o.server_cpus and o.client_cpus else "")
-        return (f"{pin}{o.clients} clients, pipelines {' and '.join(map(str, o.pipelines))}, "
-                f"{o.requests:,} requests per run, keys drawn from {o.keyspace:,} (allowed mode, every key "
-                f"written once before the run) or {o.denied_keyspace:,} (denied mode, every key at its limit "
-                f"before the run); each figure is the median of {o.repeat} runs")
+        pipes = (f"pipelines {' and '.join(map(str, o.pipelines))}" if o.pipelines == o.denied_pipelines else
+                 f"pipelines {' and '.join(map(str, o.pipelines))} (allowed mode) and "
+                 f"{' and '.join(map(str, o.denied_pipelines))} (denied mode)")
+        return (f"{pin}{o.clients} clients, {pipes}, "
+                f"{o.requests:,} requests per run (times the row's share, below), keys drawn from {o.keyspace:,} "
+                f"(allowed mode, every key written once before the run) or {o.denied_keyspace:,} (denied mode, every "
+                f"key at its limit before the run); each figure is the median of {o.repeat} runs, with the "
+                f"min–max of the runs")
 
     def all_notes(self) -> List[str]:
-        out = list(self.notes)
-        for (row, kind, mode), msg in self.problems.items():
-            out.append(f"{row} {kind} ({mode}): no figures, {msg}")
-        out += self.bulk_notes
-        if self.core_err:
-            out.append(self.core_err.splitlines()[0])
-        return out
+        return list(self.r.notes) + [f"no figures: {f}" for f in self.r.failures]
 
     def terminal(self) -> None:
         i = self.info
         log()
-        log(f"Machine: {i['cpu']}, {i['cores']} cores, {i['memory']}, {i['os']}; load average {self.loads}")
+        log(f"Machine: {i['cpu']}, {i['cores']} cores, {i['memory']}, {i['os']}; load average {self.r.loads}")
         log(f"Server:  {i['server']}")
         log(f"Module:  {i['module']}")
         log(f"Load:    {i['redis_benchmark']}; {self.settings()}")
-        log()
-        if self.cells:
-            log(f"Server cost per call (INFO commandstats, pipeline {self.headline}) and memory per key:")
-            for line in self.cost_table():
-                log(line)
-            log()
-            log("Client side (redis-benchmark): requests/s, latency percentiles, and server µs per call:")
-            for line in self.throughput_table():
-                log(line)
-        for title, table in (("Against the floor (allowed mode):", self.floor_table()),
-                             ("Latency at pipeline 1:", self.latency_table()),
-                             ("Against the limits library (Python clients):", self.peer_table()),
-                             ("Scale:", self.scale_table()),
-                             ("RL.LOG against its entries:", self.log_table())):
+        for title, table in (
+                (f"Server cost per call (INFO commandstats, pipeline {self.headline}), median (min–max), "
+                 "and memory per key:", self.cost_table() if self.cells else []),
+                ("Client side (redis-benchmark): requests/s, latency percentiles, server µs per call "
+                 "(median ±half the min–max range):", self.throughput_table() if self.cells else []),
+                ("Against the floor (allowed mode):", self.floor_table()),
+                ("Latency at pipeline 1:", self.latency_table()),
+                ("Against the limits library (Python clients):", self.peer_table()),
+                ("RL.LOG against its entries:", self.log_table()),
+                ("Scale:", self.scale_table()),
+                ("Bulk TTL:", self.bulk_table()),
+                ("Pure algorithms:", self.core_table()),
+                ("Time per row of the first table:", self.time_table())):
             if table:
                 log()
                 log(title)
                 for line in table:
                     log(line)
-        bt = self.bulk_table()
-        if bt:
-            log()
-            log("Bulk TTL:")
-            for line in bt:
-                log(line)
-        ct = self.core_table()
-        if ct:
-            log()
-            log("Pure algorithms:")
-            for line in ct:
-                log(line)
         notes = self.all_notes()
         if notes:
             log()
@@ -393,22 +509,27 @@ class Report:
 
     def markdown(self) -> str:
         i = self.info
+        target = "make bench-full" if self.o.full else "make bench"
         out = [
             "# Benchmark results",
             "",
-            f"Written by `make bench` on {i['date']}. Machine: {i['cpu']}, {i['cores']} cores, {i['memory']}, "
-            f"{i['os']}; load average (1, 5, 15 min) {self.loads}.",
+            f"Written by `{target}` on {i['date']}. Machine: {i['cpu']}, {i['cores']} cores, {i['memory']}, "
+            f"{i['os']}; load average (1, 5, 15 min) {self.r.loads}.",
             f"Server: {i['server']}. Module: {i['module']}. Load: {i['redis_benchmark']}, {self.settings()}.",
+            "",
+            self.phase_line(),
             "",
             "## Server cost per call (the fair comparison)",
             "",
             f"Microseconds the server spends in one call (`INFO commandstats`, `usec_per_call` of the command, "
-            f"or of `evalsha` for a twin), pipeline {self.headline}. *Twin ÷ native*: how many times the native "
-            f"command's cost the twin costs (for a script: how many times the cost of the native command named). "
-            f"*÷ floor*: the native command's cost over that of the floor module's command for the same shape of "
-            f"work (below). "
-            f"*Native ÷ twin req/s*: the throughput gain clients see. *Bytes/key*: `MEMORY USAGE` of a key written "
-            f"twice.",
+            f"or of `evalsha` for a twin), pipeline {self.headline}: the median of the runs, and their min–max in "
+            f"brackets. *Twin ÷ native*: how many times the native command's cost the twin costs (for a script: "
+            f"how many times the cost of the native command named), taken run by run (the two run back to back), "
+            f"median and min–max. *÷ floor*: the native command's cost over that of the floor module's command "
+            f"for the same shape of work (below). *Native ÷ twin req/s*: the throughput gain clients see"
+            + ("" if self.o.full or self.o.denied_pipelines == self.o.pipelines else
+               f"; `{FULL}`: measured by `make bench-full` only") +
+            ". *Bytes/key*: `MEMORY USAGE` of a key written twice.",
             "",
             *self.cost_table(),
             "",
@@ -421,14 +542,15 @@ class Report:
             "(open the key, read and write the value in place, read and set the absolute expiry, signal the "
             "modified key, send the keyspace event, replicate `SET key value PXAT t`, reply), with no argument "
             "checks and no limiter arithmetic. Allowed mode, pipeline "
-            f"{self.headline}. The targets are reported, never asserted.",
+            f"{self.headline}; the ratio is taken run by run. The targets are reported, never asserted.",
             "",
             *(self.floor_table() or ["No floor figures in this run (see the notes)."]),
             "",
             "## Client side",
             "",
-            "What redis-benchmark sees: requests per second and latency percentiles (ms) over 50 connections, "
-            "with each command sent alone (P1) or 16 at a time (P16), and the server's µs per call of the same runs.",
+            f"What redis-benchmark sees: requests per second and latency percentiles (ms) over {self.o.clients} "
+            "connections, with each command sent alone (P1) or 16 at a time (P16), and the server's µs per call of "
+            "the same runs; each the median of the runs, ± half their min–max range in percent of it.",
             "",
             *self.throughput_table(),
         ]
@@ -436,42 +558,60 @@ class Report:
         if lt:
             out += ["", "## Latency as clients see it", "",
                     f"Allowed mode, pipeline 1, {self.o.clients} connections of redis-benchmark: latency percentiles "
-                    "of each command and of its twin. On a small machine these are bound by the client and the "
-                    "kernel's round trips more than by the server (compare the server cost above).", "", *lt]
+                    "of each command and of its twin (median of the runs ± half their range). On a small machine "
+                    "these are bound by the client and the kernel's round trips more than by the server (compare "
+                    "the server cost above).", "", *lt]
         pt = self.peer_table()
         if pt:
+            peers = self.r.peers
             out += ["", "## Against the `limits` library", "",
-                    f"The Python `limits` library ({self.peers.get('limit', '')}, keys drawn from "
-                    f"{self.peers.get('ids', 0):,} identifiers, every hit allowed) driven through its own API, next to "
-                    "the native command and its twin called from the same Python client (redis-py). *Server µs/hit*: "
-                    "every command a hit sends (counted on the client) times its `usec_per_call`. *Hits/s (1 "
-                    "client)*: one hit after the other. *Threads* and the percentiles: that many threads of one "
-                    "Python process hitting at once, each with its own connection: bound by the Python client on "
-                    "this machine, they show what a Python application sees.", "", *pt]
+                    f"The Python `limits` library ({peers.get('limit', '')}, keys drawn from "
+                    f"{peers.get('ids', 0):,} identifiers, every hit allowed) driven through its own API, next to "
+                    "the native command and its twin called from the same Python client (redis-py), "
+                    f"{self.o.peer_hits:,} hits per run, {self.o.repeat} runs of each client in turn. *Server "
+                    "µs/hit*: every command a hit sends (counted on the client) times its `usec_per_call`, median "
+                    "(min–max); *÷ native* run by run. *Hits/s (1 client)*: one hit after the other. *Threads* and "
+                    "the percentiles (of all runs' hits together): that many threads of one Python process hitting "
+                    "at once, each with its own connection: bound by the Python client on this machine, they show "
+                    "what a Python application sees.", "", *pt]
         lg = self.log_table()
         if lg:
             out += ["", "## RL.LOG against its entries", "",
                     "Logs of 10 to 10 000 entries (20 of each size, `META` of about 9 bytes), then calls that find "
                     "them full (the denied path reads the most: the count, the newest entry and the oldest that must "
-                    "leave, each in O(log n)), pipeline 16: the server's µs per call, native and twin, and "
-                    "`MEMORY USAGE` per entry.", "", *lg]
+                    f"leave, each in O(log n)), pipeline 16, {self.r.log_cost[0].requests:,} requests per run: the "
+                    "server's µs per call, native and twin (median, min–max), and `MEMORY USAGE` per entry.", "", *lg]
         sc = self.scale_table()
         if sc:
             out += ["", "## Scale", "",
-                    "Cost per call (pipeline 16, keys drawn from all live keys) and memory per key (`used_memory` "
-                    "growth over the keys) with this many live limiter keys, each written once first.", "", *sc]
+                    "Cost per call (pipeline 16, keys drawn from all live keys, "
+                    f"{self.o.scale_requests:,} requests per run; median, min–max) and memory per key "
+                    "(`used_memory` growth over the keys) with this many live limiter keys, each written once first"
+                    + ("" if self.o.full else "; `make bench-full` adds 10 000 000 keys") + ".", "", *sc]
         bt = self.bulk_table()
         if bt:
             out += ["", "## Giving keys a TTL in bulk", "",
                     "Keys given a TTL per second over a whole key space of keys without one: the native sweep against "
-                    "the published loop (SCAN a chunk, then EVAL a script on its keys). *Longest call*: the longest single "
-                    "call seen by the client, i.e. how long the server was busy at a stretch.", "", *bt]
+                    "the published loop (SCAN a chunk, then EVAL a script on its keys), median ± half the range of "
+                    "the runs. *Longest call*: the longest single call seen by the client in any run, i.e. how long "
+                    "the server was busy at a stretch"
+                    + ("" if self.o.full else "; `make bench-full` sweeps 1 000 000 keys") + ".", "", *bt]
         ct = self.core_table()
         if ct:
             out += ["", "## Pure algorithms", "",
-                    "Criterion micro-benchmarks of `ratelimit-core` (`make bench-core`): nanoseconds per call, no server, "
-                    "a fake clock.", "", *ct]
-        about = [f"- **{r.name}**: {r.about}" for r in self.rows_in_order() if r.about]
+                    "Criterion micro-benchmarks of `ratelimit-core` (`make bench-core`): nanoseconds per call, no "
+                    "server, a fake clock; criterion's median and its 95% interval.", "", *ct]
+        elif not self.o.full:
+            out += ["", "## Pure algorithms", "",
+                    "The criterion micro-benchmarks of `ratelimit-core` run in `make bench-full` and "
+                    "`make bench-core` (their optimised build and run take about two minutes on two cores)."]
+        tt = self.time_table()
+        if tt:
+            out += ["", "## Time", "", self.phase_line(), "",
+                    "Seconds per row of the first table, all its runs (every variant, mode, pipeline and repetition) "
+                    "with the writing of its keys before each: a row costs what its runs cost.", "", *tt]
+        about = [f"- **{r.name}**: {r.about}" + (f" (runs send {r.share:g} × the requests)" if r.share != 1 else "")
+                 for r in self.rows_in_order() if r.about]
         if about:
             out += ["", "## Rows", "", *about]
         notes = self.all_notes()
@@ -480,53 +620,97 @@ class Report:
         return "\n".join(out) + "\n"
 
     def csv_rows(self) -> List[List[str]]:
-        """One line per command, variant, mode and pipeline (medians, then every run), plus
-        the bulk sweeps (keys/s) and the criterion figures (µs per call)."""
-        rows = [["command", "variant", "mode", "pipeline", "clients", "requests", "keyspace", "runs",
-                 "throughput", "throughput_unit", "p50_ms", "p99_ms", "usec_per_call", "bytes_per_key",
-                 "keys_per_call", "longest_call_ms", "throughput_runs", "usec_per_call_runs", "p999_ms",
-                 "floor", "ratio_to_floor"]]
+        """One line per command, variant, mode and pipeline (median, min, max, every run),
+        then the bulk sweeps (keys/s), the `limits` library rows, RL.LOG against its
+        entries, the scale table, the criterion figures (µs per call) and the phases."""
+        rows = [CSV_HEADER]
         for row in self.rows_in_order():
             for mode in MODES:
                 for kind in self.kinds(row):
-                    for p in self.o.pipelines:
+                    for p in sorted(set(self.o.pipelines) | set(self.o.denied_pipelines)):
                         cell = self.cells.get((row.name, kind, mode, p))
                         if not cell:
                             continue
                         mem = self.memory.get((row.name, kind))
-                        fr = self.floor_ratio(row, mode, kind) if kind == "native" and p == self.headline else None
-                        rows.append([row.name, kind, mode, str(p), str(self.o.clients), str(cell.requests),
-                                     str(cell.keyspace), str(len(cell.runs)),
-                                     f"{cell.median('rps'):.0f}", "requests/s", f"{cell.median('p50'):.3f}",
-                                     f"{cell.median('p99'):.3f}", f"{cell.median('usec'):.3f}",
-                                     f"{mem[0]:.0f}" if mem else "", str(mem[1]) if mem else "", "",
-                                     ";".join(f"{r.rps:.0f}" for r in cell.runs),
-                                     ";".join(f"{r.usec:.3f}" for r in cell.runs), f"{cell.median('p999'):.3f}",
-                                     row.floor_of if fr else "", f"{fr:.3f}" if fr else ""])
-        by: Dict[Tuple[str, str], List[BulkResult]] = {}
-        for r in self.bulk:
-            by.setdefault((r.name, r.kind), []).append(r)
-        for (name, kind), rs in by.items():
-            kps = [r.expired / r.seconds for r in rs]
-            rows.append([name, kind, "bulk", "1", "1", str(rs[0].calls), str(rs[0].keys), str(len(rs)),
-                         f"{statistics.median(kps):.0f}", "keys/s", "", "",
-                         f"{statistics.median(r.usec_per_call for r in rs):.3f}", "", "",
-                         f"{statistics.median(r.longest_ms for r in rs):.3f}",
-                         ";".join(f"{k:.0f}" for k in kps), ";".join(f"{r.usec_per_call:.3f}" for r in rs)])
-        for name, ns in self.core:
-            rows.append([name, "core", "criterion", "", "", "", "", "", "", "", "", "", f"{ns / 1000:.6f}",
-                         "", "", "", "", "", "", "", ""])
-        for r in (self.peers or {}).get("results", []):
-            rows.append([r["label"], f"peer:{r['variant']}", r["algorithm"], "1", "1", str(r["hits"]), "", "1",
-                         f"{r['hits_per_s']:.0f}", "hits/s", f"{r['p50_ms'] or 0:.3f}", f"{r['p99_ms'] or 0:.3f}",
-                         f"{r['server_usec_per_hit'] or 0:.3f}", "", "", "", "", "", f"{r['p999_ms'] or 0:.3f}",
-                         "", ""])
-        for r in self.scale:
-            rows.append([r.command, "scale", "allowed", "16", str(self.o.clients), str(self.o.scale_requests),
-                         str(r.keys), str(len(r.usec)), "", "", "", "", f"{statistics.median(r.usec):.3f}",
-                         f"{r.bytes_per_key:.0f}", "", "", "", ";".join(f"{u:.3f}" for u in r.usec), "", "", ""])
+                        fr = self.floor_ratio(row, mode) if kind == "native" and p == self.headline else None
+                        vs, over = self.vs(row, mode, p) if kind != "native" else (None, None)
+                        s = {a: cell.spread(a) for a in ("rps", "p50", "p99", "p999", "usec")}
+                        rows.append(csv_line(
+                            command=row.name, variant=kind, mode=mode, pipeline=p, clients=self.o.clients,
+                            requests=cell.requests, keyspace=cell.keyspace, runs=len(cell.runs),
+                            throughput=s["rps"][0], throughput_unit="requests/s", p50_ms=s["p50"][0],
+                            p99_ms=s["p99"][0], usec_per_call=s["usec"][0], p999_ms=s["p999"][0],
+                            bytes_per_key=f"{mem[0]:.0f}" if mem else None, keys_per_call=mem[1] if mem else None,
+                            throughput_runs=";".join(f"{r.rps:.0f}" for r in cell.runs),
+                            usec_per_call_runs=";".join(f"{r.usec:.3f}" for r in cell.runs),
+                            floor=row.floor_of if fr else None, ratio_to_floor=fr[0] if fr else None,
+                            ratio_to_floor_min=fr[1] if fr else None, ratio_to_floor_max=fr[2] if fr else None,
+                            throughput_min=s["rps"][1], throughput_max=s["rps"][2],
+                            p50_ms_min=s["p50"][1], p50_ms_max=s["p50"][2], p99_ms_min=s["p99"][1],
+                            p99_ms_max=s["p99"][2], p999_ms_min=s["p999"][1], p999_ms_max=s["p999"][2],
+                            usec_per_call_min=s["usec"][1], usec_per_call_max=s["usec"][2],
+                            ratio_to=over if vs else None, ratio=vs[0] if vs else None,
+                            ratio_min=vs[1] if vs else None, ratio_max=vs[2] if vs else None,
+                            seconds=sum(r.secs for r in cell.runs)))
+        for (name, kind), rs in self.bulk_by().items():
+            kps = spread_of([r.expired / r.seconds for r in rs])
+            us = spread_of([r.usec_per_call for r in rs])
+            rows.append(csv_line(command=name, variant=kind, mode="bulk", pipeline=1, clients=1,
+                                 requests=rs[0].calls, keyspace=rs[0].keys, runs=len(rs), throughput=kps[0],
+                                 throughput_unit="keys/s", throughput_min=kps[1], throughput_max=kps[2],
+                                 usec_per_call=us[0], usec_per_call_min=us[1], usec_per_call_max=us[2],
+                                 longest_call_ms=max(r.longest_ms for r in rs),
+                                 throughput_runs=";".join(f"{r.expired / r.seconds:.0f}" for r in rs),
+                                 usec_per_call_runs=";".join(f"{r.usec_per_call:.3f}" for r in rs),
+                                 seconds=sum(r.seconds for r in rs)))
+        peers = (self.r.peers or {}).get("results", [])
+        native = {r["algorithm"]: r for r in peers if r["variant"] == "native"}
+        for r in peers:
+            us = spread_of(r["server_usec_per_hit_runs"])
+            hs = spread_of(r["hits_per_s_runs"])
+            n = native.get(r["algorithm"])
+            vs = (index_ratios(r["server_usec_per_hit_runs"], n["server_usec_per_hit_runs"])
+                  if n and r["variant"] != "native" else None)
+            rows.append(csv_line(command=r["label"], variant=f"peer:{r['variant']}", mode=r["algorithm"], pipeline=1,
+                                 clients=1, requests=r["hits"], runs=r["runs"], throughput=hs and hs[0],
+                                 throughput_unit="hits/s", throughput_min=hs and hs[1], throughput_max=hs and hs[2],
+                                 p50_ms=r["p50_ms"], p99_ms=r["p99_ms"], p999_ms=r["p999_ms"],
+                                 usec_per_call=us and us[0], usec_per_call_min=us and us[1],
+                                 usec_per_call_max=us and us[2],
+                                 throughput_runs=";".join(f"{x:.0f}" for x in r["hits_per_s_runs"]),
+                                 usec_per_call_runs=";".join(f"{x:.3f}" for x in r["server_usec_per_hit_runs"]),
+                                 ratio_to="native" if vs else None, ratio=vs and vs[0], ratio_min=vs and vs[1],
+                                 ratio_max=vs and vs[2]))
+        for r in self.r.log_cost:
+            for kind, usec in (("native", r.native_usec), ("twin", r.twin_usec)):
+                us = spread_of(usec)
+                vs = index_ratios(r.twin_usec, r.native_usec) if kind == "twin" else None
+                rows.append(csv_line(command=f"RL.LOG {r.entries} entries", variant=kind, mode="denied", pipeline=16,
+                                     clients=self.o.clients, requests=r.requests, keyspace=20, runs=len(usec),
+                                     usec_per_call=us[0], usec_per_call_min=us[1], usec_per_call_max=us[2],
+                                     usec_per_call_runs=";".join(f"{u:.3f}" for u in usec),
+                                     bytes_per_key=f"{r.bytes_per_entry:.1f}", ratio_to="native" if vs else None,
+                                     ratio=vs and vs[0], ratio_min=vs and vs[1], ratio_max=vs and vs[2]))
+        first: Dict[str, ScaleResult] = {}
+        for r in self.r.scale:
+            base = first.setdefault(r.command, r)
+            us = spread_of(r.usec)
+            vs = index_ratios(r.usec, base.usec) if base is not r else None
+            rows.append(csv_line(command=r.command, variant="scale", mode="allowed", pipeline=16,
+                                 clients=self.o.clients, requests=self.o.scale_requests, keyspace=r.keys,
+                                 runs=len(r.usec), usec_per_call=us[0], usec_per_call_min=us[1],
+                                 usec_per_call_max=us[2], bytes_per_key=f"{r.bytes_per_key:.0f}",
+                                 usec_per_call_runs=";".join(f"{u:.3f}" for u in r.usec),
+                                 ratio_to=f"{base.keys} keys" if vs else None, ratio=vs and vs[0],
+                                 ratio_min=vs and vs[1], ratio_max=vs and vs[2]))
+        for name, ns, lo, hi in self.r.core:
+            rows.append(csv_line(command=name, variant="core", mode="criterion", usec_per_call=f"{ns / 1000:.6f}",
+                                 usec_per_call_min=f"{lo / 1000:.6f}", usec_per_call_max=f"{hi / 1000:.6f}"))
+        for name, secs in (self.r.phases.done if self.r.phases else []):
+            rows.append(csv_line(command=name.split(" (")[0], variant="phase", seconds=secs))
+        for name, secs in self.r.measured.row_seconds.items():
+            rows.append(csv_line(command=name, variant="row time", seconds=secs))
         return rows
 
     def svg(self) -> str:
         return chart(self)
-

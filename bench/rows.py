@@ -45,6 +45,10 @@ class Row:
     # A command line run on every key of the key space before the fill, for commands
     # that work on keys made by others (RL.BULKEXPIRE). Such rows get no memory figure.
     setup: Optional[str] = None
+    # The command line that writes every key's state before a run, when the measured
+    # command is not the cheap way to get it (default: the native command of the mode,
+    # which leaves the state its twin leaves; a script row's own call).
+    fill: Optional[str] = None
     # A script loaded as it is (no prelude), for rows without a native command...
     script: Optional[str] = None
     # ...and its arguments after `EVALSHA sha`: numkeys key [key ...] arg [arg ...].
@@ -60,8 +64,11 @@ class Row:
     target: Optional[float] = None
     # A plain Redis command shown for reference.
     reference: bool = False
-    # Requests per redis-benchmark run, when the default would take too long.
-    requests: Optional[int] = None
+    # The share of --requests each run of this row sends: a row whose calls cost many
+    # single-key calls (several keys and windows, a hundred keys) sends fewer, so that
+    # its runs take about as long as the others'. Native, twin and every repetition send
+    # the same count; the time a row takes is its requests times their cost.
+    share: float = 1.0
     # One line on what the row is, for the notes under the tables.
     about: str = ""
 
@@ -162,6 +169,7 @@ ROWS: List[Row] = [
         denied="RL.MULTI 2 rl:multi:ip:__rand_int__ rl:multi:user:__rand_int__ LIMIT 1m 1 LIMIT 1h 1 LIMIT 1d 1",
         floor_of="FLOOR.MULTI",
         target=1.15,
+        share=0.4,
         about="2 identifiers x 3 windows, all or nothing; denied: limit 1 in every window",
     ),
     Row(
@@ -170,6 +178,7 @@ ROWS: List[Row] = [
         call="2 ip:__rand_int__ user:__rand_int__ [[1,1000000],[60,1000000],[3600,1000000]] 1700000000",
         denied="2 ip:__rand_int__ user:__rand_int__ [[60,1],[3600,1],[86400,1]] 1700000000",
         against="RL.MULTI",
+        share=0.5,
         about="the published multi-window script (2 identifiers x 3 windows, INCR + EXPIRE each, answers 0/1)",
     ),
     Row(
@@ -182,6 +191,7 @@ ROWS: List[Row] = [
         "LIMIT 1m 1 LIMIT 1h 1 LIMIT 1d 1",
         floor_of="FLOOR.MULTI",
         target=1.15,
+        share=0.3,
         about="sliding windows, 2 identifiers x 3 windows of 10 buckets, all or nothing (the RL.MULTI row's "
         "windows); denied: limit 1 in every window",
     ),
@@ -216,7 +226,8 @@ ROWS: List[Row] = [
         twin="bulkexpire.lua",
         keys=all_from(2),
         setup="SET rl:bulk:__rand_int__ x",
-        requests=20_000,
+        fill="EXPIRE rl:bulk:__rand_int__ 60",
+        share=0.1,
         about="100 keys per call (made without TTL first; later calls find most with a TTL, as in a re-run)",
     ),
     Row(

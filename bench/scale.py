@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import List
 
 from bench.common import RAND, log
-from bench.measure import Budget, commandstats, redis_benchmark
+from bench.measure import commandstats, redis_benchmark
 from bench.plan import command_exists, load_script, parse_line
 from bench.resp import Client
 from bench.server import Server
@@ -50,8 +50,9 @@ def used_memory(c: Client) -> int:
     return 0
 
 
-def run_scale(c: Client, server: Server, opts, budget: Budget, raw_log):
-    """Cost per call and memory per key with 10 000 to 10 000 000 live limiter keys."""
+def run_scale(c: Client, server: Server, opts, raw_log):
+    """Cost per call and memory per key with 10 000 to 10 000 000 live limiter keys
+    (--scale)."""
     results: List[ScaleResult] = []
     problems: List[str] = []
     sha = load_script(c, FILL_SCRIPT)
@@ -63,9 +64,6 @@ def run_scale(c: Client, server: Server, opts, budget: Budget, raw_log):
         prefix, suffix = argv[key_arg].split(RAND, 1)
         rest = argv[:key_arg] + ["{key}"] + argv[key_arg + 1:]
         for keys in opts.scale:
-            if budget.left() < 0:
-                problems.append(f"scale {name} {keys:,} keys: skipped, time budget spent")
-                continue
             c.call("FLUSHALL")
             before = used_memory(c)
             t = time.monotonic()
@@ -83,11 +81,12 @@ def run_scale(c: Client, server: Server, opts, budget: Budget, raw_log):
             for _ in range(opts.repeat):
                 c.call("CONFIG", "RESETSTAT")
                 run, err = redis_benchmark(opts.redis_benchmark, server.port, argv, opts.clients, 16,
-                                           opts.scale_requests, keys, max(10.0, opts.run_timeout), raw_log,
-                                           opts.client_cpus)
+                                           opts.scale_requests, keys, opts.run_timeout, raw_log, opts.client_cpus)
                 st = commandstats(c).get(argv[0].lower())
-                if run is None or not st or not st.get("calls"):
-                    problems.append(f"scale {name} {keys:,} keys: {err or 'no calls counted'}")
+                if run is None or not st or st.get("calls", 0) < opts.scale_requests:
+                    problems.append(f"scale {name} {keys:,} keys, run {len(usec) + 1}: "
+                                    f"{err or 'fewer calls counted than requests sent'}")
+                    usec = []
                     break
                 usec.append(st["usec"] / st["calls"])
             if usec:
