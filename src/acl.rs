@@ -111,13 +111,16 @@ pub fn check_call(
         return Ok(());
     }
     let caller = CallerAcl::current(ctx)?;
-    let names = keys.names(args);
-    if names.is_empty() {
-        return caller.check(ctx, command, probe, None);
+    let (first, n) = keys.positions(args).unwrap_or((0, 0));
+    let mut checked = false;
+    for key in (first..first + n).filter_map(|i| args.key(i)) {
+        caller.check(ctx, command, probe, Some(key))?;
+        checked = true;
     }
-    names
-        .into_iter()
-        .try_for_each(|key| caller.check(ctx, command, probe, Some(key)))
+    if !checked {
+        caller.check(ctx, command, probe, None)?;
+    }
+    Ok(())
 }
 
 /// Whether the module checks writes itself (a server without command categories).

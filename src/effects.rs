@@ -11,7 +11,7 @@
 use crate::api::api;
 use crate::args::KeyName;
 use crate::static_strings;
-use ratelimit_core::{Effect, Error, Micros, UnixMillis};
+use ratelimit_core::{Error, Micros, UnixMillis};
 use redis_module::{raw, CallOptionsBuilder, CallResult, Context};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int};
@@ -153,16 +153,8 @@ fn notify(ctx: &Context, class: c_int, event: &CStr, key: KeyName) {
 /// does, with a `deny-oom` command that changes nothing (`SETRANGE key 0 ""` on a key
 /// it is about to write) called under the server's OOM rule. Checked once per call, so
 /// that a call with several keys writes all of them or none.
-pub fn check_memory<S>(
-    ctx: &Context,
-    effects: &[Effect<S>],
-    keys: &[KeyName],
-) -> Result<(), Error> {
-    let Some(key) = effects
-        .iter()
-        .zip(keys)
-        .find_map(|(e, k)| matches!(e, Effect::Set { .. }).then_some(*k))
-    else {
+pub fn check_memory(ctx: &Context, first_set: Option<KeyName>) -> Result<(), Error> {
+    let Some(key) = first_set else {
         return Ok(());
     };
     let flags = api!(RedisModule_GetContextFlags)?;

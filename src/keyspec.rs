@@ -12,7 +12,7 @@
 //! those requests themselves ([`report_numkeys_positions`]).
 
 use crate::api::api;
-use crate::args::{Args, KeyNames};
+use crate::args::Args;
 use crate::command_docs::{CommandDoc, ServerArgs};
 use ratelimit_core::multikey;
 use redis_module::{raw, Context};
@@ -44,10 +44,11 @@ impl KeySpec {
         }
     }
 
-    /// The keys a call names, in argument order (none when `numkeys` is not valid: the
-    /// command then refuses the call with its own error before touching a key).
-    pub fn names<'a>(self, args: &Args<'a>) -> KeyNames<'a> {
-        let first_and_count = match self {
+    /// Where the keys of a call are among its arguments: the first one's place and how
+    /// many (`None`: it names none, or `numkeys` is not valid: the command then refuses
+    /// the call with its own error before touching a key).
+    pub fn positions(self, args: &Args) -> Option<(usize, usize)> {
+        match self {
             KeySpec::First => Some((1, 1)),
             KeySpec::AllFrom(i) => usize::try_from(i)
                 .ok()
@@ -55,10 +56,7 @@ impl KeySpec {
             KeySpec::NumKeys => multikey::key_positions(args.after_name())
                 .map(|positions| (positions.start() + 1, positions.count())),
             KeySpec::None => None,
-        };
-        first_and_count.map_or_else(KeyNames::new, |(first, n)| {
-            (first..first + n).filter_map(|i| args.key(i)).collect()
-        })
+        }
     }
 }
 

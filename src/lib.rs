@@ -111,11 +111,12 @@ macro_rules! command {
 /// error (the server's own arity error says only "wrong number of arguments").
 const ARITY: i32 = -1;
 
-/// The body of a limiter command: its parser, on the one path of every limiter.
-fn limit(
-    parse: commands::limit::Parse,
-) -> impl Fn(&Context, &Args) -> Result<stats::Outcome, ratelimit_core::Error> {
-    move |ctx, args| commands::limit::run(ctx, args, parse)
+/// The body of a limiter command: its parser, on the one path of every limiter (a
+/// macro, as the rules of RL.LOG and RL.ALL borrow the call's arguments).
+macro_rules! limit {
+    ($parse:path) => {
+        |ctx: &Context, args: &Args| commands::limit::run(ctx, args, $parse)
+    };
 }
 
 /// The commands, in the order `COMMAND INFO` and `INFO ratelimit` list them.
@@ -126,12 +127,12 @@ fn limit(
 /// are how a full server gets memory back (`EXPIRE` is not `deny-oom` either).
 const COMMANDS: &[CommandDef] = &[
     command!(
-        "RL.FIXED", stats::Command::Fixed, limit(call::fixed),
+        "RL.FIXED", stats::Command::Fixed, limit!(call::fixed),
         flags: c"write fast", keys: KeySpec::First,
         key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET
     ),
     command!(
-        "RL.GCRA", stats::Command::Gcra, limit(call::gcra),
+        "RL.GCRA", stats::Command::Gcra, limit!(call::gcra),
         flags: c"write fast", keys: KeySpec::First,
         key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET
     ),
@@ -140,26 +141,26 @@ const COMMANDS: &[CommandDef] = &[
     // Cluster calls with the legacy range only, or by asking the command
     // (`getkeys-api`): RL.MULTI answers those requests too.
     command!(
-        "RL.MULTI", stats::Command::Multi, limit(call::multi),
+        "RL.MULTI", stats::Command::Multi, limit!(call::multi),
         flags: c"write", keys: KeySpec::NumKeys,
         key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
     // The call shape of RL.MULTI (numkeys key spec, getkeys-api).
     command!(
-        "RL.SLIDING", stats::Command::Sliding, limit(call::sliding),
+        "RL.SLIDING", stats::Command::Sliding, limit!(call::sliding),
         flags: c"write", keys: KeySpec::NumKeys,
         key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
     // Its work grows with the entries in the window (at most its limit): not `fast`.
     command!(
-        "RL.LOG", stats::Command::Log, limit(call::log),
+        "RL.LOG", stats::Command::Log, limit!(call::log),
         flags: c"write", keys: KeySpec::First,
         key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
     // One rule of any limiter per key, all or nothing: the keys follow numkeys (as
     // RL.MULTI's).
     command!(
-        "RL.ALL", stats::Command::All, limit(call::all),
+        "RL.ALL", stats::Command::All, limit!(call::all),
         flags: c"write", keys: KeySpec::NumKeys,
         key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
@@ -180,7 +181,7 @@ const COMMANDS: &[CommandDef] = &[
 /// redis-cell's command, registered at load unless `ratelimit.cl-throttle` is `no` or
 /// the name is taken; key spec, flags and ACL categories as RL.GCRA's.
 const CL_THROTTLE: CommandDef = command!(
-    "CL.THROTTLE", stats::Command::Throttle, limit(call::throttle),
+    "CL.THROTTLE", stats::Command::Throttle, limit!(call::throttle),
     flags: c"write fast", keys: KeySpec::First,
     key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET
 );

@@ -47,6 +47,7 @@ pub fn parse_int(what: &'static str, raw: &[u8], min: i64) -> Result<i64> {
 
 /// A count given as a number (by a caller that did not parse it): from `min` to
 /// [`MAX_SAFE_INTEGER`], or the error [`parse_int`] gives for the same value.
+#[inline]
 pub fn check_count(what: &'static str, n: i64, min: i64) -> Result<i64> {
     if n < min || n > MAX_SAFE_COUNT {
         return Err(Error::InvalidInteger {
@@ -203,8 +204,9 @@ pub enum AtOther {
 }
 
 impl<'a> Options<'a> {
-    /// Parse every argument in `args` as one of the options `accepts`.
-    pub fn parse(args: &[&'a [u8]], accepts: &[Opt]) -> Result<Options<'a>> {
+    /// Parse every argument in `args` as one of the options `accepts` (a set of
+    /// [`Opt::bit`]s, as [`Opt::set`] makes it).
+    pub fn parse(args: &[&'a [u8]], accepts: u8) -> Result<Options<'a>> {
         Options::parse_prefix(args, accepts, AtOther::Refuse).map(|(o, _)| o)
     }
 
@@ -213,35 +215,35 @@ impl<'a> Options<'a> {
     /// (`at_other`). The options and how many arguments they took.
     pub fn parse_prefix(
         args: &[&'a [u8]],
-        accepts: &[Opt],
+        accepts: u8,
         at_other: AtOther,
     ) -> Result<(Options<'a>, usize)> {
         let mut o = Options::default();
-        let mut seen: SmallVec<[Opt; 4]> = SmallVec::new();
+        let mut seen = 0u8;
         let mut i = 0;
         while let Some(word) = args.get(i) {
-            let Some(opt) = Opt::named(word).filter(|o| accepts.contains(o)) else {
+            let Some(opt) = Opt::named(word).filter(|o| accepts & o.bit() != 0) else {
                 match at_other {
                     AtOther::Refuse => {
                         return Err(Error::UnknownOption {
                             value: word.to_vec(),
-                            accepted: Opt::set(accepts),
+                            accepted: accepts,
                         })
                     }
                     AtOther::Stop => break,
                 }
             };
             if opt != Opt::Limit {
-                if seen.contains(&opt) {
+                if seen & opt.bit() != 0 {
                     return Err(Error::RepeatedOption {
                         name: opt.keyword(),
                     });
                 }
-                seen.push(opt);
+                seen |= opt.bit();
             }
             let value = args.get(i + 1);
             let need = || {
-                value.copied().ok_or(Error::MissingOptionValue {
+                value.copied().ok_or_else(|| Error::MissingOptionValue {
                     name: opt.keyword(),
                 })
             };
@@ -340,7 +342,7 @@ mod tests {
 
     fn opts(args: &[&'static str], accepts: &[Opt]) -> Result<Options<'static>> {
         let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        Options::parse(&raw, accepts)
+        Options::parse(&raw, Opt::set(accepts))
     }
 
     #[test]

@@ -15,7 +15,8 @@
 use crate::args::{parse_int, AtOther, Opt, Options, COST_AT};
 use crate::error::{Error, Result};
 use crate::limiter::{
-    parse_single, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
+    parse_single, Full, Judge, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value,
+    Written,
 };
 use crate::limits::MAX_ALL_KEYS;
 use crate::multikey;
@@ -58,42 +59,46 @@ macro_rules! limiters {
             }
         )*
 
-        impl<'a> Rule<'a> {
+        /// A rule of any kind is judged by the rule of its kind.
+        impl<'a> Judge for Rule<'a> {
+            type State = State<'a>;
+            type Pending = Pending<'a>;
+
             /// Its keyword in RL.ALL (`FIXED`).
-            pub fn kind(&self) -> &'static str {
+            fn kind(&self) -> &'static str {
                 match self {
                     $(Rule::$variant(_) => <$rule as Limiter>::KIND,)*
                 }
             }
 
             /// How errors name its state (and its command).
-            pub fn state_kind(&self) -> StateKind {
+            fn state_kind(&self) -> StateKind {
                 match self {
                     $(Rule::$variant(_) => <$rule as Limiter>::STATE,)*
                 }
             }
 
             /// The type of key it keeps.
-            pub fn storage(&self) -> Storage {
+            fn storage(&self) -> Storage {
                 match self {
                     $(Rule::$variant(_) => <$rule as Limiter>::STORAGE,)*
                 }
             }
 
-            pub fn check_cost(&self, cost: i64) -> Result<()> {
+            fn check_cost(&self, cost: i64) -> Result<()> {
                 match self {
-                    $(Rule::$variant(r) => r.check_cost(cost),)*
+                    $(Rule::$variant(r) => Limiter::check_cost(r, cost),)*
                 }
             }
 
-            pub fn judge(
+            fn judge(
                 &self,
                 key: KeyRead<'_>,
                 now: Micros,
                 cost: i64,
             ) -> Result<Judgement<Pending<'a>>> {
                 match self {
-                    $(Rule::$variant(r) => r.judge(key, now, cost).map(|j| Judgement {
+                    $(Rule::$variant(r) => Limiter::judge(r, key, now, cost).map(|j| Judgement {
                         verdict: j.verdict,
                         window_ms: j.window_ms,
                         booking: j.booking,
@@ -104,7 +109,7 @@ macro_rules! limiters {
 
             /// The write of a judgement once the call is settled (a judgement of
             /// another rule writes nothing).
-            pub fn write(
+            fn write(
                 &self,
                 pending: Pending<'a>,
                 settled: Settled,
@@ -113,7 +118,7 @@ macro_rules! limiters {
             ) -> std::result::Result<Effect<State<'a>>, Full> {
                 match (self, pending) {
                     $((Rule::$variant(r), Pending::$variant(p)) => {
-                        r.write(p, settled, now, cost).map(|e| e.map(State::$variant))
+                        Limiter::write(r, p, settled, now, cost).map(|e| e.map(State::$variant))
                     })*
                     _ => Ok(Effect::None),
                 }
@@ -172,7 +177,7 @@ where
     }
     let (positional, rest) = args.split_at(R::ARGS);
     let positional = R::parse_args(positional)?;
-    let (opts, used) = Options::parse_prefix(rest, R::OPTIONS, AtOther::Stop)?;
+    let (opts, used) = Options::parse_prefix(rest, Opt::set(R::OPTIONS), AtOther::Stop)?;
     Ok((R::build(positional, &opts)?.into(), R::ARGS + used))
 }
 
@@ -192,20 +197,21 @@ pub enum Shape {
     Throttle { over_capacity: bool },
 }
 
-/// A parsed call.
+/// A parsed call, of rules of one limiter (`R`, for the commands of one limiter) or of
+/// any kind (RL.ALL's [`Rule`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Call<'a> {
+pub struct Call<R> {
     pub command: &'static str,
     pub shape: Shape,
     /// How many keys the call names.
     pub numkeys: usize,
     /// (index of its key, rule), in the order the call gives the rules.
-    pub rules: SmallVec<[(usize, Rule<'a>); 2]>,
+    pub rules: SmallVec<[(usize, R); 1]>,
     pub cost: i64,
     pub at: Option<Micros>,
 }
 
-impl<'a> Call<'a> {
+impl<R: Judge> Call<R> {
     /// Where the keys are among the arguments (the command name is 0).
     pub fn first_key(&self) -> usize {
         match self.shape {
@@ -236,9 +242,9 @@ impl<'a> Call<'a> {
     }
 
     /// A single-key command: `CMD key <its arguments>`, after the command name.
-    pub fn single<R>(args: &[&'a [u8]]) -> Result<Call<'a>>
+    pub fn single<'a>(args: &[&'a [u8]]) -> Result<Call<R>>
     where
-        R: Syntax<'a> + Limiter + Into<Rule<'a>>,
+        R: Syntax<'a> + Limiter,
     {
         let Some((_key, rest)) = args.split_first() else {
             return Err(Error::WrongArity {
@@ -250,7 +256,7 @@ impl<'a> Call<'a> {
             command: R::STATE.command,
             shape: Shape::Single,
             numkeys: 1,
-            rules: SmallVec::from_iter([(0, p.rule.into())]),
+            rules: SmallVec::from_buf([(0, p.rule)]),
             cost: p.cost,
             at: p.at,
         })
@@ -260,10 +266,13 @@ impl<'a> Call<'a> {
     pub fn each_key(
         command: &'static str,
         numkeys: usize,
-        rule: Rule<'a>,
+        rule: R,
         cost: i64,
         at: Option<Micros>,
-    ) -> Call<'a> {
+    ) -> Call<R>
+    where
+        R: Clone,
+    {
         Call {
             command,
             shape: Shape::EachKey,
@@ -276,23 +285,23 @@ impl<'a> Call<'a> {
 }
 
 /// `RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]`.
-pub fn fixed<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
-    Call::single::<fixed::Rule>(args)
+pub fn fixed(args: &[&[u8]]) -> Result<Call<fixed::Rule>> {
+    Call::single(args)
 }
 
 /// `RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]`.
-pub fn gcra<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
-    Call::single::<gcra::Rule>(args)
+pub fn gcra(args: &[&[u8]]) -> Result<Call<gcra::Rule>> {
+    Call::single(args)
 }
 
 /// `RL.LOG key limit window [META value] [COST n] [AT unix_ms]`.
-pub fn log<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
-    Call::single::<log::Rule<'a>>(args)
+pub fn log<'a>(args: &[&'a [u8]]) -> Result<Call<log::Rule<'a>>> {
+    Call::single(args)
 }
 
 /// `CL.THROTTLE key max_burst count period [quantity]`: RL.GCRA's rule on the key, the
 /// quantity as the cost (0 when above the capacity), the server's clock.
-pub fn throttle<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
+pub fn throttle(args: &[&[u8]]) -> Result<Call<gcra::Rule>> {
     let Some((_key, rest)) = args.split_first() else {
         return Err(Error::WrongArity {
             command: crate::throttle::COMMAND,
@@ -305,19 +314,19 @@ pub fn throttle<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
             over_capacity: t.over_capacity,
         },
         numkeys: 1,
-        rules: SmallVec::from_iter([(0, gcra::Rule::from(t.params).into())]),
+        rules: SmallVec::from_buf([(0, gcra::Rule::from(t.params))]),
         cost: t.params.cost(),
         at: None,
     })
 }
 
 /// `RL.MULTI numkeys key [key ...] LIMIT window limit [...] [COST n] [ALIGN] [AT ms]`.
-pub fn multi<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
+pub fn multi(args: &[&[u8]]) -> Result<Call<multi::Rule>> {
     let r = multi::parse_args(args)?;
     Ok(Call::each_key(
         multi::STATE.command,
         r.numkeys(),
-        r.rule().clone().into(),
+        r.rule().clone(),
         r.cost(),
         r.at(),
     ))
@@ -325,12 +334,12 @@ pub fn multi<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
 
 /// `RL.SLIDING numkeys key [key ...] LIMIT window limit [...] [BUCKETS n] [COST n]
 /// [AT ms]`.
-pub fn sliding<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
+pub fn sliding(args: &[&[u8]]) -> Result<Call<sliding::Rule>> {
     let r = sliding::parse_args(args)?;
     Ok(Call::each_key(
         sliding::STATE.command,
         r.numkeys(),
-        r.rule().clone().into(),
+        r.rule().clone(),
         r.cost(),
         r.at(),
     ))
@@ -338,7 +347,7 @@ pub fn sliding<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
 
 /// `RL.ALL numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms]`: one rule per
 /// key, each naming its key by its 1-based position, `COST` and `AT` after the rules.
-pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
+pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
     const COMMAND: &str = "RL.ALL";
     // numkeys, one key, a rule keyword and its position, at least.
     if args.len() < 4 {
@@ -354,13 +363,13 @@ pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<'a>> {
         None => return Err(Error::WrongArity { command: COMMAND }),
     };
     let (_, rest) = multikey::parse_keys(args)?;
-    let mut rules: SmallVec<[(usize, Rule<'a>); 2]> = SmallVec::new();
+    let mut rules: SmallVec<[(usize, Rule<'a>); 1]> = SmallVec::new();
     let mut i = 0;
     let mut opts = Options::default();
     while let Some(word) = rest.get(i) {
         let index = rules.len() + 1;
         if Opt::named(word).is_some_and(|o| COST_AT.contains(&o)) {
-            opts = Options::parse(&rest[i..], &COST_AT).map_err(|e| match e {
+            opts = Options::parse(&rest[i..], Opt::set(&COST_AT)).map_err(|e| match e {
                 Error::UnknownOption { value, .. } if is_rule_keyword(&value) => {
                     Error::RuleAfterOptions
                 }
@@ -458,7 +467,7 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::BTreeSet;
 
-    fn parse(args: &[&'static str]) -> Result<Call<'static>> {
+    fn parse(args: &[&'static str]) -> Result<Call<Rule<'static>>> {
         let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         all(&raw)
     }
@@ -581,7 +590,11 @@ mod tests {
     }
 
     /// Judge every rule of `call` at `now`: the judgements, or the first error.
-    fn judge_all<'a>(call: &Call<'a>, keys: &Keys, now: Micros) -> Vec<Judgement<Pending<'a>>> {
+    fn judge_all<'a>(
+        call: &Call<Rule<'a>>,
+        keys: &Keys,
+        now: Micros,
+    ) -> Vec<Judgement<Pending<'a>>> {
         call.rules
             .iter()
             .map(|(k, rule)| {
@@ -602,7 +615,7 @@ mod tests {
     }
 
     /// The keys after `effects` (one per rule, in rule order).
-    fn apply(call: &Call, keys: &mut Keys, effects: Vec<Effect<State>>) {
+    fn apply(call: &Call<Rule>, keys: &mut Keys, effects: Vec<Effect<State>>) {
         for ((k, _), effect) in call.rules.iter().zip(effects) {
             match effect {
                 Effect::None => {}
@@ -698,5 +711,35 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+/// What every call moves stays small: RL.SLIDING's buckets and RL.MULTI's windows
+/// were once kept inline in the enums of any rule, so every command moved several
+/// hundred bytes per judgement and write, and the single-key commands got a quarter
+/// slower. They live on the heap now (a rule's LIMITs are shared between its keys).
+#[cfg(test)]
+mod sizes {
+    use super::{Call, Pending, Rule, State};
+    use crate::limiter::{Judgement, Limiter};
+    use crate::{fixed, gcra, log, multi, sliding, Effect};
+    use std::mem::size_of;
+
+    fn small<L: Limiter>() {
+        assert!(size_of::<L>() <= 48, "{}", L::KIND);
+        assert!(size_of::<Judgement<L::Pending>>() <= 136, "{}", L::KIND);
+        assert!(size_of::<Effect<L::State>>() <= 64, "{}", L::KIND);
+    }
+
+    #[test]
+    fn single_key_commands_became_slower_when_every_call_moved_the_largest_limiter() {
+        small::<fixed::Rule>();
+        small::<gcra::Rule>();
+        small::<multi::Rule>();
+        small::<sliding::Rule>();
+        small::<log::Rule>();
+        assert!(size_of::<Judgement<Pending>>() <= 144);
+        assert!(size_of::<Effect<State>>() <= 72);
+        assert!(size_of::<Call<Rule>>() <= 128);
     }
 }

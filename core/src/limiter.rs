@@ -27,7 +27,6 @@ use crate::log;
 use crate::state::{Effect, Encode, StateKind, Stored};
 use crate::units::{Micros, UnixMillis};
 use crate::verdict::{Decision, Verdict};
-use smallvec::SmallVec;
 
 /// The type of key a limiter keeps its state in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +126,72 @@ pub trait Limiter {
     ) -> std::result::Result<Effect<Self::State>, Full>;
 }
 
+/// A rule as the glue judges and writes it: any one limiter (every [`Limiter`] is
+/// one), or a rule of any kind ([`crate::call::Rule`], RL.ALL's). The glue is generic
+/// over it, so a command of one limiter runs that limiter's code with its own types,
+/// and only RL.ALL goes through the rule of any kind.
+pub trait Judge {
+    /// What an [`Effect::Set`] stores.
+    type State: Written;
+    /// What a judgement keeps for [`Judge::write`].
+    type Pending;
+    /// Its name as an RL.ALL rule (`FIXED`).
+    fn kind(&self) -> &'static str;
+    /// How errors name its state (with its command).
+    fn state_kind(&self) -> StateKind;
+    /// The type of key it keeps.
+    fn storage(&self) -> Storage;
+    /// As [`Limiter::check_cost`].
+    fn check_cost(&self, cost: i64) -> Result<()>;
+    /// As [`Limiter::judge`].
+    fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Self::Pending>>;
+    /// As [`Limiter::write`].
+    fn write(
+        &self,
+        pending: Self::Pending,
+        settled: Settled,
+        now: Micros,
+        cost: i64,
+    ) -> std::result::Result<Effect<Self::State>, Full>;
+}
+
+impl<L: Limiter> Judge for L {
+    type State = L::State;
+    type Pending = L::Pending;
+
+    fn kind(&self) -> &'static str {
+        L::KIND
+    }
+
+    fn state_kind(&self) -> StateKind {
+        L::STATE
+    }
+
+    fn storage(&self) -> Storage {
+        L::STORAGE
+    }
+
+    fn check_cost(&self, cost: i64) -> Result<()> {
+        Limiter::check_cost(self, cost)
+    }
+
+    #[inline]
+    fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<L::Pending>> {
+        Limiter::judge(self, key, now, cost)
+    }
+
+    #[inline]
+    fn write(
+        &self,
+        pending: L::Pending,
+        settled: Settled,
+        now: Micros,
+        cost: i64,
+    ) -> std::result::Result<Effect<L::State>, Full> {
+        Limiter::write(self, pending, settled, now, cost)
+    }
+}
+
 /// How a limiter's rule is written in a call: the positional arguments after its key
 /// (or, in RL.ALL, after its key's position) and the options of its own. `COST` and
 /// `AT` belong to the call; they are never a rule's.
@@ -164,13 +229,8 @@ pub fn parse_single<'a, R: Syntax<'a> + Limiter>(args: &[&'a [u8]]) -> Result<Pa
     }
     let (positional, options) = args.split_at(R::ARGS);
     let positional = R::parse_args(positional)?;
-    let accepts: SmallVec<[Opt; 6]> = COST_AT
-        .iter()
-        .chain(R::OPTIONS)
-        .chain(R::COMMAND_OPTIONS)
-        .copied()
-        .collect();
-    let opts = Options::parse(options, &accepts)?;
+    let accepts = Opt::set(&COST_AT) | Opt::set(R::OPTIONS) | Opt::set(R::COMMAND_OPTIONS);
+    let opts = Options::parse(options, accepts)?;
     let rule = R::build(positional, &opts)?;
     rule.check_cost(opts.cost)?;
     Ok(Parsed {

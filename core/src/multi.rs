@@ -24,6 +24,7 @@ use crate::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Store
 use crate::units::{Micros, UnixMillis};
 use crate::verdict::Verdict;
 use smallvec::SmallVec;
+use std::rc::Rc;
 
 /// What an RL.MULTI key holds, as error replies word it.
 pub const STATE: StateKind = StateKind {
@@ -103,8 +104,9 @@ pub fn parse_args(args: &[&[u8]]) -> Result<Request> {
 /// Each call brings its cost.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rule {
-    /// One per LIMIT, in argument order.
-    pairs: SmallVec<[FixedParams; 4]>,
+    /// One per LIMIT, in argument order. Shared: RL.MULTI judges every key with the
+    /// same rule, and a rule of any limiter is moved as the largest one.
+    pairs: Rc<[FixedParams]>,
 }
 
 impl Rule {
@@ -114,7 +116,7 @@ impl Rule {
         let pairs = limits
             .iter()
             .map(|l| FixedParams::new(l.limit, l.window, 0, align))
-            .collect::<Result<SmallVec<_>>>()?;
+            .collect::<Result<Rc<[_]>>>()?;
         Ok(Rule { pairs })
     }
 
@@ -142,7 +144,7 @@ impl Rule {
         let mut chooser = Chooser::default();
         // The named windows' counters after the request (used when allowed).
         let mut updated = Entries::new();
-        for pair in &self.pairs {
+        for pair in self.pairs.iter() {
             let window_ms = pair.window().floor_millis();
             let counter = stored
                 .as_ref()
@@ -269,7 +271,7 @@ pub struct Entry {
 }
 
 /// The entries of one key, inline for the usual few windows (moves stay cheap).
-pub type Entries = SmallVec<[Entry; 4]>;
+pub type Entries = Vec<Entry>;
 
 /// A key's state: its entries, sorted by window, one per window.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

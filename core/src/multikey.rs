@@ -60,8 +60,7 @@ pub fn parse_call<'a>(
         return Err(Error::WrongArity { command });
     }
     let (numkeys, rest) = parse_keys(args)?;
-    let accepts: SmallVec<[Opt; 6]> = COST_AT.iter().chain(own).copied().collect();
-    let opts = Options::parse(rest, &accepts)?;
+    let opts = Options::parse(rest, Opt::set(&COST_AT) | Opt::set(own))?;
     if opts.limits.is_empty() {
         return Err(Error::MissingLimit);
     }

@@ -31,6 +31,7 @@ use crate::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Store
 use crate::units::Micros;
 use crate::verdict::{Decision, Verdict};
 use smallvec::SmallVec;
+use std::rc::Rc;
 
 const COMMAND: &str = "RL.SLIDING";
 
@@ -124,7 +125,8 @@ pub fn parse_args(args: &[&[u8]]) -> Result<Request> {
 /// brings its cost.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rule {
-    windows: SmallVec<[Window; 4]>,
+    /// Shared, as RL.MULTI's (see there).
+    windows: Rc<[Window]>,
     buckets: u64,
 }
 
@@ -189,8 +191,8 @@ impl Rule {
         cost: i64,
     ) -> Judgement<Pending> {
         let mut chooser = Chooser::default();
-        let mut updated: SmallVec<[Entry; 3]> = SmallVec::new();
-        for w in &self.windows {
+        let mut updated = Vec::with_capacity(self.windows.len());
+        for w in self.windows.iter() {
             let window_ms = w.window.floor_millis();
             let old = stored.as_ref().and_then(|s| s.state.get(window_ms));
             let pair = judge(old, now, w, self.buckets, cost);
@@ -208,11 +210,13 @@ impl Rule {
 }
 
 /// What a judgement of one RL.SLIDING key keeps for its write: the state it read and
-/// its named windows after an allowed request.
+/// its named windows after an allowed request. On the heap, as [`State`]'s entries: a
+/// pending write of any limiter is moved as the largest one, so RL.SLIDING's buckets
+/// stay out of the enums every command's call moves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pending {
     stored: Option<Stored<State>>,
-    updated: SmallVec<[Entry; 3]>,
+    updated: Vec<Entry>,
 }
 
 impl<'a> Syntax<'a> for Rule {
@@ -380,10 +384,11 @@ impl Entry {
     }
 }
 
-/// A key's state: its entries, sorted by window, one per window.
+/// A key's state: its entries, sorted by window, one per window (on the heap: see
+/// [`Pending`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct State {
-    entries: SmallVec<[Entry; 3]>,
+    entries: Vec<Entry>,
 }
 
 impl State {
@@ -400,7 +405,7 @@ impl State {
         if raw.is_empty() {
             return None;
         }
-        let mut entries: SmallVec<[Entry; 3]> = SmallVec::new();
+        let mut entries: Vec<Entry> = Vec::new();
         for item in raw.split(|&b| b == b',') {
             let mut parts = item.split(|&b| b == b':');
             let (Some(w), Some(n), Some(first), Some(counts), None) = (

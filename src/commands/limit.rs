@@ -3,96 +3,175 @@
 //! each with its rule, decide all or nothing, check memory, write every key, reply
 //! with the binding rule's numbers.
 
-use crate::args::Args;
+use crate::args::{Args, KeyName};
 use crate::clock::request_time;
 use crate::effects;
 use crate::limiter_key::LimiterKey;
 use crate::reply;
 use crate::stats::Outcome;
 use ratelimit_core::call::{Call, Shape};
-use ratelimit_core::limiter::{self, Settled};
-use ratelimit_core::{throttle, Effect, Error};
+use ratelimit_core::gcra::Booking;
+use ratelimit_core::limiter::{self, Judge, Judgement, Settled};
+use ratelimit_core::{throttle, Effect, Error, Micros, Verdict};
 use redis_module::Context;
 use smallvec::SmallVec;
 
-/// A command's parser: the arguments after its name, as a call.
-pub type Parse = for<'a> fn(&[&'a [u8]]) -> Result<Call<'a>, Error>;
+/// A command's parser: the arguments after its name, as a call of its rules.
+pub type Parse<'a, R> = fn(&[&'a [u8]]) -> Result<Call<R>, Error>;
 
-pub fn run(ctx: &Context, args: &Args, parse: Parse) -> Result<Outcome, Error> {
+/// One path for every limiter command, generic over its rule: a command of one
+/// limiter runs with that limiter's own types; RL.ALL with the rule of any kind.
+pub fn run<'a, R: Judge>(
+    ctx: &Context,
+    args: &Args<'a>,
+    parse: Parse<'a, R>,
+) -> Result<Outcome, Error> {
     let call = parse(args.after_name())?;
     let now = request_time(call.at)?;
+    if let ([(0, rule)], Some(name)) = (call.rules.as_slice(), args.key(call.first_key())) {
+        if call.numkeys == 1 {
+            return run_one(ctx, &call, rule, name, now);
+        }
+    }
     let names = args.keys(call.first_key(), call.numkeys)?;
-    // Open every key as its rule keeps it, read and judge every key, then write.
-    let mut keys: SmallVec<[Option<LimiterKey>; 2]> = names.iter().map(|_| None).collect();
+    // Every key has one rule. In the rules' order: open every key as its rule keeps
+    // it (a wrong type is found before any state is read), then read and judge every
+    // key, then (all allowed, or a single command's TTL repair) what each gets.
+    let mut keys: SmallVec<[(KeyName, LimiterKey); 2]> = SmallVec::new();
     for (i, (k, rule)) in call.rules.iter().enumerate() {
-        let (Some(slot), Some(&name)) = (keys.get_mut(*k), names.get(*k)) else {
+        let Some(&name) = names.get(*k) else {
             return Err(Error::Internal("rule key"));
         };
-        *slot = Some(
-            LimiterKey::open(ctx, name, rule.storage())
-                .map_err(|e| call.rule_error(i, name.bytes(), e))?,
-        );
+        let key = LimiterKey::open(ctx, name, rule.storage())
+            .map_err(|e| call.rule_error(i, name.bytes(), e))?;
+        keys.push((name, key));
     }
-    let judgements = call
-        .rules
-        .iter()
-        .enumerate()
-        .map(|(i, (k, rule))| {
-            let name = names.get(*k).map_or(&[][..], |n| n.bytes());
-            let key = keys
-                .get(*k)
-                .and_then(Option::as_ref)
-                .ok_or(Error::Internal("rule key"))?;
-            key.read()
-                .and_then(|read| rule.judge(read, now, call.cost))
-                .map_err(|e| call.rule_error(i, name, e))
-        })
-        .collect::<Result<SmallVec<[_; 2]>, _>>()?;
-    let decided = limiter::decide(&judgements).ok_or(Error::Internal("no rule"))?;
-    let (verdict, window_ms, booking, binding_key) = judgements
-        .get(decided.binding)
-        .zip(call.rules.get(decided.binding))
-        .map(|(j, (k, _))| (j.verdict, j.window_ms, j.booking, *k))
-        .ok_or(Error::Internal("binding rule"))?;
-    // What each key gets, in key order: its rule's write when every rule allowed; when
-    // one denied, a single command's TTL repair, and nothing at all for RL.ALL.
-    let mut writes: SmallVec<[Effect<_>; 2]> = names.iter().map(|_| Effect::None).collect();
+    let mut judgements: SmallVec<[Judgement<R::Pending>; 2]> = SmallVec::new();
+    for (i, ((_, rule), (name, key))) in call.rules.iter().zip(&keys).enumerate() {
+        let judgement = key
+            .read()
+            .and_then(|read| rule.judge(read, now, call.cost))
+            .map_err(|e| call.rule_error(i, name.bytes(), e))?;
+        judgements.push(judgement);
+    }
+    let Some(decided) = limiter::decide(&judgements) else {
+        return Err(Error::Internal("no rule"));
+    };
+    let (Some(binding), Some((binding_name, _))) =
+        (judgements.get(decided.binding), keys.get(decided.binding))
+    else {
+        return Err(Error::Internal("binding rule"));
+    };
+    let (verdict, window_ms, booking, binding_name) = (
+        binding.verdict,
+        binding.window_ms,
+        binding.booking,
+        *binding_name,
+    );
+    let mut writes: SmallVec<[Effect<R::State>; 2]> = SmallVec::new();
     if decided.settled == Settled::Allowed || call.shape != Shape::All {
-        for (i, ((k, rule), j)) in call.rules.iter().zip(judgements).enumerate() {
-            let name = names.get(*k).map_or(&[][..], |n| n.bytes());
+        let rules = call.rules.iter().zip(judgements).zip(&keys);
+        for (i, (((_, rule), j), (name, _))) in rules.enumerate() {
             let effect = rule
                 .write(j.pending, decided.settled, now, call.cost)
                 .map_err(|_| {
                     let full = Error::KeyFull {
-                        key: name.to_vec(),
+                        key: name.bytes().to_vec(),
                         command: rule.state_kind().command,
                     };
-                    call.rule_error(i, name, full)
+                    call.rule_error(i, name.bytes(), full)
                 })?;
-            if let Some(slot) = writes.get_mut(*k) {
-                *slot = effect;
-            }
+            writes.push(effect);
         }
     }
-    effects::check_memory(ctx, &writes, &names)?;
-    for (key, effect) in keys.iter().zip(&writes) {
-        if let Some(key) = key {
+    let first_set = writes
+        .iter()
+        .zip(&keys)
+        .find_map(|(e, (name, _))| matches!(e, Effect::Set { .. }).then_some(*name));
+    effects::check_memory(ctx, first_set)?;
+    // Written in key order (RL.ALL's rules may name their keys in any order), so that
+    // replicas and the AOF get the effects in the order of the keys.
+    for k in 0..names.len() {
+        let i = match call.rules.get(k) {
+            Some((rk, _)) if *rk == k => k,
+            _ => match call.rules.iter().position(|(rk, _)| *rk == k) {
+                Some(i) => i,
+                None => continue,
+            },
+        };
+        if let (Some((_, key)), Some(effect)) = (keys.get(i), writes.get(i)) {
             key.apply(effect)?;
         }
     }
-    let binding_name = names
-        .get(binding_key)
-        .ok_or(Error::Internal("binding key"))?;
-    Ok(match call.shape {
+    Ok(reply(
+        ctx,
+        &call,
+        &verdict,
+        booking,
+        window_ms,
+        decided.binding,
+        binding_name,
+    ))
+}
+
+/// The same steps for a call of one key and one rule (every single-key command, and
+/// RL.ALL with one key), without the lists of keys, judgements and writes.
+fn run_one<R: Judge>(
+    ctx: &Context,
+    call: &Call<R>,
+    rule: &R,
+    name: KeyName,
+    now: Micros,
+) -> Result<Outcome, Error> {
+    let key = LimiterKey::open(ctx, name, rule.storage())
+        .map_err(|e| call.rule_error(0, name.bytes(), e))?;
+    let judgement = key
+        .read()
+        .and_then(|read| rule.judge(read, now, call.cost))
+        .map_err(|e| call.rule_error(0, name.bytes(), e))?;
+    let (verdict, window_ms, booking) = (judgement.verdict, judgement.window_ms, judgement.booking);
+    let settled = if verdict.is_allowed() {
+        Settled::Allowed
+    } else {
+        Settled::Denied
+    };
+    if settled == Settled::Allowed || call.shape != Shape::All {
+        let effect = rule
+            .write(judgement.pending, settled, now, call.cost)
+            .map_err(|_| {
+                let full = Error::KeyFull {
+                    key: name.bytes().to_vec(),
+                    command: rule.state_kind().command,
+                };
+                call.rule_error(0, name.bytes(), full)
+            })?;
+        effects::check_memory(ctx, matches!(effect, Effect::Set { .. }).then_some(name))?;
+        key.apply(&effect)?;
+    }
+    Ok(reply(ctx, call, &verdict, booking, window_ms, 0, name))
+}
+
+/// The reply of a call, with the numbers of its binding rule (`binding`, 0-based, on
+/// key `name`).
+fn reply<R>(
+    ctx: &Context,
+    call: &Call<R>,
+    verdict: &Verdict,
+    booking: Option<Booking>,
+    window_ms: u64,
+    binding: usize,
+    name: KeyName,
+) -> Outcome {
+    match call.shape {
         Shape::Single => match booking {
             // With DELAY: a sixth field, the delay in ms (0: act now; -1: not booked).
-            Some(b) => reply::verdict_and(ctx, &verdict, b.field()),
-            None => reply::verdict(ctx, &verdict),
+            Some(b) => reply::verdict_and(ctx, verdict, b.field()),
+            None => reply::verdict(ctx, verdict),
         },
-        Shape::EachKey => reply::binding_verdict(ctx, &verdict, *binding_name, window_ms),
-        Shape::All => reply::rule_verdict(ctx, &verdict, decided.binding + 1, *binding_name),
+        Shape::EachKey => reply::binding_verdict(ctx, verdict, name, window_ms),
+        Shape::All => reply::rule_verdict(ctx, verdict, binding + 1, name),
         Shape::Throttle { over_capacity } => {
-            let fields = throttle::reply(&verdict, over_capacity);
+            let fields = throttle::reply(verdict, over_capacity);
             reply::integers(ctx, &fields);
             if fields[0] == 0 {
                 Outcome::Allowed
@@ -100,5 +179,5 @@ pub fn run(ctx: &Context, args: &Args, parse: Parse) -> Result<Outcome, Error> {
                 Outcome::Denied
             }
         }
-    })
+    }
 }
