@@ -36,6 +36,7 @@ from bench.common import ROOT, Phases, log
 from bench.compare import run_compare
 from bench.criterion import run_criterion
 from bench.estimate import print_plan
+from bench.extra import run_all_vs_singles, run_cell, run_log_cost_units, run_log_worst
 from bench.log_cost import run_log_cost
 from bench.measure import Target, memory_per_key, run_all
 from bench.peers import run_peers
@@ -96,6 +97,10 @@ def parse_args(argv=None):
                     help="a python with the `limits` library (bench/requirements.txt) for the peer rows")
     ap.add_argument("--peer-hits", type=int, help="hits per peer measurement and run (1000; --full: 3000)")
     ap.add_argument("--no-floor", action="store_true", help="do not build and load the floor module")
+    ap.add_argument("--cell-module", type=Path,
+                    default=Path(os.environ["REDIS_CELL_MODULE"]) if os.environ.get("REDIS_CELL_MODULE") else None,
+                    help="a build of redis-cell (libredis_cell.so) to measure CL.THROTTLE against "
+                         "(default: $REDIS_CELL_MODULE; without one, that table is left out with a note)")
     o = ap.parse_args(argv)
     o.profile = "full" if o.full else "default"
     for k, v in PRESETS[o.profile].items():
@@ -193,6 +198,7 @@ def main() -> int:
         bulk, bulk_notes, bulk_problems = [], [], []
         peers, peer_notes, peer_problems = None, [], []
         scale, scale_problems, log_cost, log_problems = [], [], [], []
+        sections, cell_notes, cell_res = [], [], None
         bulks = [b for b in BULK if not opts.only or b.name in opts.only]
         if not opts.only:
             with phases.run("the limits library"):
@@ -200,6 +206,15 @@ def main() -> int:
             with open(raw_dir / "redis-benchmark-scale.log", "w") as raw_log:
                 with phases.run("RL.LOG against its entries"):
                     log_cost, log_problems = run_log_cost(c, server, opts, raw_log)
+                with phases.run("RL.LOG: COST 100 against COST 1, and the longest calls"):
+                    for run in (lambda: run_log_cost_units(c, server, opts, raw_log), lambda: run_log_worst(c, opts)):
+                        section, problems = run()
+                        sections += [section] if section else []
+                        log_problems += problems
+            with phases.run("RL.ALL against the three single commands"):
+                section, problems = run_all_vs_singles(c, opts)
+                sections += [section] if section else []
+                log_problems += problems
                 if opts.scale:
                     with phases.run("scale"):
                         scale, scale_problems = run_scale(c, server, opts, raw_log)
@@ -209,15 +224,20 @@ def main() -> int:
         c.close()
     finally:
         server.stop()
+    if not opts.only:
+        with phases.run("CL.THROTTLE against redis-cell"), open(raw_dir / "redis-benchmark-cell.log", "w") as raw_log:
+            section, cell_notes, problems, cell_res = run_cell(opts, raw_log)
+            sections += [section] if section else []
+            log_problems += problems
 
     loads = f"{load_before} before, {loadavg()} after"
     failures = [f"{row} {kind} ({mode}): {msg}" for (row, kind, mode), msg in measured.problems.items()]
     failures += bulk_problems + peer_problems + scale_problems + log_problems + floor_notes
     if core_err:
         failures.append(core_err.splitlines()[0])
-    results = Results(variants, measured, memory, notes=notes + peer_notes + bulk_notes, bulk=bulk,
+    results = Results(variants, measured, memory, notes=notes + peer_notes + bulk_notes + cell_notes, bulk=bulk,
                       failures=failures, core=core, loads=loads, peers=peers, scale=scale,
-                      log_cost=log_cost, phases=phases)
+                      log_cost=log_cost, sections=sections, cell=cell_res, phases=phases)
     report = Report(opts, info, results)
     with phases.run("report"):
         opts.out.mkdir(parents=True, exist_ok=True)

@@ -18,12 +18,13 @@ from bench.server import Server
 SIZES = (10, 100, 1_000, 10_000)
 KEYS = 20  # logs per size; calls are spread over them
 
-# The entries RL.LOG would have written for n requests a millisecond apart (member
-# seq:user:<n>, score the time in µs), written directly in one script call.
+# The entries RL.LOG would have written for n requests of cost 1 a millisecond apart
+# (member seq:cost:meta as docs/log.md describes it, score the time in µs), written
+# directly in one script call.
 FILL = """
 local at = tonumber(ARGV[2])
 for i = 1, tonumber(ARGV[1]) do
-  redis.call('ZADD', KEYS[1], (at + i) * 1000, i .. ':user:' .. (i % 1000))
+  redis.call('ZADD', KEYS[1], (at + i) * 1000, string.format('%016d:1:user:%d', i, i % 1000))
 end
 redis.call('PEXPIREAT', KEYS[1], at + tonumber(ARGV[1]) + 3600000)
 return 1

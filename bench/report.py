@@ -175,6 +175,10 @@ class Results:
     peers: Optional[dict] = None
     scale: List[ScaleResult] = field(default_factory=list)
     log_cost: list = field(default_factory=list)
+    # The tables of bench/extra.py (RL.ALL against the three commands, RL.LOG's COST and
+    # longest calls, CL.THROTTLE against redis-cell), and redis-cell's raw results.
+    sections: list = field(default_factory=list)
+    cell: Optional[object] = None
     phases: Optional[Phases] = None
 
 
@@ -472,6 +476,64 @@ class Report:
                 f"key at its limit before the run); each figure is the median of {o.repeat} runs, with the "
                 f"min–max of the runs")
 
+    def targets(self):
+        """The issues' targets, each with what this run measured (bench/extra.py)."""
+        from bench.extra import Target, targets_section
+
+        def ratios(a: List[float], b: List[float]):
+            r = [x / y for x, y in zip(a, b) if y]
+            return (statistics.median(r), min(r), max(r)) if r else (None, None, None)
+
+        def row(name: str) -> Optional[Row]:
+            return next((r for r in self.rows_in_order() if r.name == name), None)
+
+        out: List[Target] = []
+        for s in self.r.sections:
+            if s.title.startswith("RL.ALL against"):
+                runs = {c["command"]: c["usec_per_call_runs"] for c in s.csv}
+                a = [float(x) for x in runs.get("RL.ALL vs RL.ALL", "").split(";") if x]
+                three = [float(x) for x in runs.get("RL.ALL vs three single commands", "").split(";") if x]
+                out.append(Target("RL.ALL ÷ the three single commands (server time)", *ratios(a, three), 1.0, True,
+                                  s.title))
+        for name, bound in (("RL.ALL", 5.0), ("RL.LOG", 5.0)):
+            r = row(name)
+            if r:
+                vs, _ = self.vs(r, "allowed", self.headline)
+                out.append(Target(f"{name} twin ÷ native (allowed, P{self.headline})", *(vs or (None,) * 3), bound,
+                                  False, "Server cost per call"))
+        if self.r.peers:
+            res = self.r.peers["results"]
+            lib = next((r for r in res if r["algorithm"] == "moving window" and r["variant"] == "limits"), None)
+            nat = next((r for r in res if r["algorithm"] == "moving window" and r["variant"] == "native"), None)
+            if lib and nat:
+                out.append(Target("`limits` moving window ÷ RL.LOG (server µs/hit)",
+                                  *ratios(lib["server_usec_per_hit_runs"], nat["server_usec_per_hit_runs"]), 3.0,
+                                  False, "Against the `limits` library"))
+        if len(self.r.log_cost) >= 2:
+            lo, hi = self.r.log_cost[0], self.r.log_cost[-1]
+            out.append(Target(f"RL.LOG at {hi.entries:,} entries ÷ at {lo.entries:,} (flat)",
+                              *ratios(hi.native_usec, lo.native_usec), 1.5, True, "RL.LOG against its entries"))
+        for s in self.r.sections:
+            if s.title.startswith("RL.LOG: COST"):
+                runs = {(c["command"], c["variant"]): c["usec_per_call_runs"] for c in s.csv}
+                one = [float(x) for x in runs.get(("RL.LOG COST 1", "native"), "").split(";") if x]
+                hundred = [float(x) for x in runs.get(("RL.LOG COST 100", "native"), "").split(";") if x]
+                out.append(Target("RL.LOG COST 100 ÷ COST 1", *ratios(hundred, one), 1.5, True, s.title))
+        cell = self.r.cell
+        if cell is not None and not getattr(cell, "problem", ""):
+            for mode, m in cell.modes.items():
+                out.append(Target(f"CL.THROTTLE ÷ redis-cell ({mode})", statistics.median(m.ratios),
+                                  min(m.ratios), max(m.ratios), 0.8, True, "CL.THROTTLE against redis-cell"))
+        else:
+            out.append(Target("CL.THROTTLE ÷ redis-cell", None, None, None, 0.8, True,
+                              "no redis-cell build given (REDIS_CELL_MODULE)"))
+        return targets_section(out)
+
+    def sections(self) -> list:
+        """bench/extra.py's tables, then the targets."""
+        t = self.targets()
+        return list(self.r.sections) + ([t] if t else [])
+
     def all_notes(self) -> List[str]:
         return list(self.r.notes) + [f"no figures: {f}" for f in self.r.failures]
 
@@ -491,6 +553,7 @@ class Report:
                 ("Latency at pipeline 1:", self.latency_table()),
                 ("Against the limits library (Python clients):", self.peer_table()),
                 ("RL.LOG against its entries:", self.log_table()),
+                *((f"{x.title}:", md_table(x.headers, x.rows, x.right)) for x in self.sections()),
                 ("Scale:", self.scale_table()),
                 ("Bulk TTL:", self.bulk_table()),
                 ("Pure algorithms:", self.core_table()),
@@ -581,6 +644,8 @@ class Report:
                     "them full (the denied path reads the most: the count, the newest entry and the oldest that must "
                     f"leave, each in O(log n)), pipeline 16, {self.r.log_cost[0].requests:,} requests per run: the "
                     "server's µs per call, native and twin (median, min–max), and `MEMORY USAGE` per entry.", "", *lg]
+        for x in self.sections():
+            out += ["", f"## {x.title}", "", x.intro, "", *md_table(x.headers, x.rows, x.right)]
         sc = self.scale_table()
         if sc:
             out += ["", "## Scale", "",
@@ -691,6 +756,8 @@ class Report:
                                      usec_per_call_runs=";".join(f"{u:.3f}" for u in usec),
                                      bytes_per_key=f"{r.bytes_per_entry:.1f}", ratio_to="native" if vs else None,
                                      ratio=vs and vs[0], ratio_min=vs and vs[1], ratio_max=vs and vs[2]))
+        for x in self.r.sections:
+            rows += [csv_line(**kv) for kv in x.csv]
         first: Dict[str, ScaleResult] = {}
         for r in self.r.scale:
             base = first.setdefault(r.command, r)

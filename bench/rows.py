@@ -221,6 +221,28 @@ ROWS: List[Row] = [
         "round trip",
     ),
     Row(
+        "RL.ALL",
+        native="RL.ALL 3 rl:all:g:__rand_int__ rl:all:f:__rand_int__ rl:all:s:__rand_int__ "
+        "GCRA 1 1000000 1000000 1s FIXED 2 1000000 1h SLIDING 3 LIMIT 1m 1000000",
+        twin="all.lua",
+        keys=NUMKEYS,
+        denied="RL.ALL 3 rl:all:g:__rand_int__ rl:all:f:__rand_int__ rl:all:s:__rand_int__ "
+        "GCRA 1 0 1 1h FIXED 2 1 1h SLIDING 3 LIMIT 1h 1",
+        share=0.4,
+        about="one call across algorithms: a GCRA, a fixed window and a sliding window on three keys, all or "
+        "nothing (against the three single commands in its own table); denied: every rule at its limit",
+    ),
+    Row(
+        "CL.THROTTLE",
+        native="CL.THROTTLE rl:cell:__rand_int__ 99999 1 1",
+        twin="throttle.lua",
+        keys=FIRST,
+        denied="CL.THROTTLE rl:cell:__rand_int__ 0 1 3600",
+        floor_of="FLOOR.FIXED",
+        about="redis-cell's command on RL.GCRA; allowed: 1 per second with a burst of 100 000; denied: 1 per "
+        "hour, key used (against redis-cell itself in its own table, when a build of it is given)",
+    ),
+    Row(
         "RL.BULKEXPIRE",
         native="RL.BULKEXPIRE 60 " + " ".join(["rl:bulk:__rand_int__"] * 100),
         twin="bulkexpire.lua",
