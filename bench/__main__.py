@@ -211,13 +211,13 @@ def main() -> int:
                         section, problems = run()
                         sections += [section] if section else []
                         log_problems += problems
+                if opts.scale:
+                    with phases.run("scale"):
+                        scale, scale_problems = run_scale(c, server, opts, raw_log)
             with phases.run("RL.ALL against the three single commands"):
                 section, problems = run_all_vs_singles(c, opts)
                 sections += [section] if section else []
                 log_problems += problems
-                if opts.scale:
-                    with phases.run("scale"):
-                        scale, scale_problems = run_scale(c, server, opts, raw_log)
         if bulks:
             with phases.run("bulk TTL sweep"):
                 bulk, bulk_notes, bulk_problems = run_bulk(c, bulks, opts)

@@ -169,11 +169,12 @@ def run_log_cost_units(c: Client, server: Server, opts, raw_log) -> Tuple[Option
                     return None, [f"RL.LOG COST {cost} ({kind}), run {rep + 1}: "
                                   f"{err or 'fewer calls counted than requests sent'}"]
                 # One member per allowed call, whatever its cost: the logs hold one
-                # entry per request sent (none denied, none failed).
+                # entry per call the server ran (none denied, none failed; the probe's
+                # key is not among them, its call was before the stats were reset).
                 entries = sum(c.pipeline([["ZCARD", "rl:logunits:%012d" % k] for k in range(keys)]))
-                if st.get("failed_calls", 0) or entries != requests:
-                    return None, [f"RL.LOG COST {cost} ({kind}): {entries} entries after {requests} calls "
-                                  f"({st.get('failed_calls', 0)} failed)"]
+                if st.get("failed_calls", 0) or entries != st["calls"]:
+                    return None, [f"RL.LOG COST {cost} ({kind}): {entries} entries after {st['calls']:.0f} calls "
+                                  f"({st.get('failed_calls', 0):.0f} failed)"]
                 runs.setdefault((kind, cost), []).append(st["usec"] / st["calls"])
     c.call("FLUSHALL")
     rows, csv = [], []
