@@ -62,7 +62,7 @@ impl<'a> Args<'a> {
 }
 
 /// The keys of one call, inline for the usual few.
-pub type KeyNames<'a> = SmallVec<[KeyName<'a>; 2]>;
+pub type KeyNames<'a> = SmallVec<[KeyName<'a>; 4]>;
 
 /// A key named by the caller: the server's string object and its bytes.
 #[derive(Clone, Copy)]

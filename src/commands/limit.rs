@@ -37,7 +37,7 @@ pub fn run<'a, R: Judge>(
     // Every key has one rule. In the rules' order: open every key as its rule keeps
     // it (a wrong type is found before any state is read), then read and judge every
     // key, then (all allowed, or a single command's TTL repair) what each gets.
-    let mut keys: SmallVec<[(KeyName, LimiterKey); 2]> = SmallVec::new();
+    let mut keys: SmallVec<[(KeyName, LimiterKey); 4]> = SmallVec::new();
     for (i, (k, rule)) in call.rules.iter().enumerate() {
         let Some(&name) = names.get(*k) else {
             return Err(Error::Internal("rule key"));
@@ -46,7 +46,7 @@ pub fn run<'a, R: Judge>(
             .map_err(|e| call.rule_error(i, name.bytes(), e))?;
         keys.push((name, key));
     }
-    let mut judgements: SmallVec<[Judgement<R::Pending>; 2]> = SmallVec::new();
+    let mut judgements: SmallVec<[Judgement<R::Pending>; 4]> = SmallVec::new();
     for (i, ((_, rule), (name, key))) in call.rules.iter().zip(&keys).enumerate() {
         let judgement = key
             .read()
@@ -68,7 +68,7 @@ pub fn run<'a, R: Judge>(
         binding.booking,
         *binding_name,
     );
-    let mut writes: SmallVec<[Effect<R::State>; 2]> = SmallVec::new();
+    let mut writes: SmallVec<[Effect<R::State>; 4]> = SmallVec::new();
     if decided.settled == Settled::Allowed || call.shape != Shape::All {
         let rules = call.rules.iter().zip(judgements).zip(&keys);
         for (i, (((_, rule), j), (name, _))) in rules.enumerate() {
