@@ -19,7 +19,7 @@ use crate::limiter::{
     Chooser, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
 };
 use crate::limits::{MAX_DURATION, MAX_END_MS};
-use crate::multikey::{self, KeyFull, MultiOutcome, WindowsWrite};
+use crate::multikey::{self, KeyFull, MultiOutcome};
 use crate::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
 use crate::units::{Micros, UnixMillis};
 use crate::verdict::Verdict;
@@ -230,17 +230,8 @@ impl Limiter for Rule {
     ) -> std::result::Result<Effect<State>, Full> {
         let stored = stored.as_ref().map(|s| (s.state.entries(), s.expires_at));
         let names = |w| self.names(w);
-        Ok(
-            match multikey::write_windows(stored, updated, names, settled, now, cost)? {
-                WindowsWrite::None => Effect::None,
-                WindowsWrite::ExpireAt(at) => Effect::ExpireAt(at),
-                // The windows are distinct: from distinct LIMITs and stored entries.
-                WindowsWrite::Set(entries, expires_at) => match State::new(entries) {
-                    Some(state) => Effect::Set { state, expires_at },
-                    None => Effect::None,
-                },
-            },
-        )
+        // The windows are distinct: from distinct LIMITs and stored entries.
+        multikey::write_windows(stored, updated, names, (settled, now, cost), State::new)
     }
 }
 

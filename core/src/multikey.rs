@@ -160,32 +160,22 @@ pub trait Window {
     fn ends_at(&self) -> Option<Micros>;
 }
 
-/// What a key of several windows gets once the call is settled.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WindowsWrite<E> {
-    None,
-    /// A key that lost its TTL gets the end of its last live window back.
-    ExpireAt(UnixMillis),
-    /// The windows to store (sorted by window), and when the last one ends.
-    Set(SmallVec<[E; 4]>, UnixMillis),
-}
-
 /// The write of a key of several windows, the same for RL.MULTI and RL.SLIDING: a peek
 /// writes nothing; a denial consumes nothing but gives a key that lost its TTL the end
 /// of its last live window; an allowed request stores the named windows as `updated`
 /// has them (those that still count) with the windows the call does not name
-/// (`names`) kept while they have not ended, at most [`MAX_WINDOWS_PER_KEY`].
-pub fn write_windows<E: Window + Clone>(
+/// (`names`) kept while they have not ended, at most [`MAX_WINDOWS_PER_KEY`], as the
+/// state `state` makes of them (sorted by window; `None`: nothing to store).
+pub fn write_windows<E: Window + Clone, S>(
     stored: Option<(&[E], Option<UnixMillis>)>,
     updated: impl IntoIterator<Item = E>,
     names: impl Fn(u64) -> bool,
-    settled: Settled,
-    now: Micros,
-    cost: i64,
-) -> std::result::Result<WindowsWrite<E>, Full> {
+    (settled, now, cost): (Settled, Micros, i64),
+    state: impl FnOnce(SmallVec<[E; 4]>) -> Option<S>,
+) -> std::result::Result<Effect<S>, Full> {
     let live = |e: &E| e.ends_at().filter(|&end| end > now);
     if cost == 0 {
-        return Ok(WindowsWrite::None);
+        return Ok(Effect::None);
     }
     if settled == Settled::Denied {
         return Ok(match stored {
@@ -193,10 +183,10 @@ pub fn write_windows<E: Window + Clone>(
                 .iter()
                 .filter_map(live)
                 .max()
-                .map_or(WindowsWrite::None, |end| {
-                    WindowsWrite::ExpireAt(UnixMillis::covering(end))
+                .map_or(Effect::None, |end| {
+                    Effect::ExpireAt(UnixMillis::covering(end))
                 }),
-            _ => WindowsWrite::None,
+            _ => Effect::None,
         });
     }
     let mut windows: SmallVec<[E; 4]> = updated
@@ -216,10 +206,13 @@ pub fn write_windows<E: Window + Clone>(
         return Err(Full);
     }
     windows.sort_unstable_by_key(Window::window_ms);
-    Ok(match windows.iter().filter_map(Window::ends_at).max() {
-        Some(end) => WindowsWrite::Set(windows, UnixMillis::covering(end)),
-        None => WindowsWrite::None,
-    })
+    let Some(end) = windows.iter().filter_map(Window::ends_at).max() else {
+        return Ok(Effect::None);
+    };
+    Ok(state(windows).map_or(Effect::None, |state| Effect::Set {
+        state,
+        expires_at: UnixMillis::covering(end),
+    }))
 }
 
 /// Decide one request against every key of a call with the same `rule` (`judge` is the

@@ -26,7 +26,7 @@ use crate::limiter::{
     Chooser, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
 };
 use crate::limits::{DEFAULT_BUCKETS, MAX_BUCKETS, MAX_DURATION, MAX_SAFE_INTEGER};
-use crate::multikey::{self, KeyFull, MultiOutcome, WindowsWrite};
+use crate::multikey::{self, KeyFull, MultiOutcome};
 use crate::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
 use crate::units::Micros;
 use crate::verdict::{Decision, Verdict};
@@ -258,18 +258,12 @@ impl Limiter for Rule {
     ) -> std::result::Result<Effect<State>, Full> {
         let stored = stored.as_ref().map(|s| (s.state.entries(), s.expires_at));
         let names = |w| self.names(w);
-        Ok(
-            match multikey::write_windows(stored, updated, names, settled, now, cost)? {
-                WindowsWrite::None => Effect::None,
-                WindowsWrite::ExpireAt(at) => Effect::ExpireAt(at),
-                WindowsWrite::Set(entries, expires_at) => Effect::Set {
-                    state: State {
-                        entries: entries.into_iter().collect(),
-                    },
-                    expires_at,
-                },
-            },
-        )
+        let state = |entries: SmallVec<[Entry; 4]>| {
+            Some(State {
+                entries: entries.into_iter().collect(),
+            })
+        };
+        multikey::write_windows(stored, updated, names, (settled, now, cost), state)
     }
 }
 
