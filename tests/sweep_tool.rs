@@ -6,6 +6,7 @@ mod common;
 
 use common::{sweep_tool_path, unix_ms, Client, Cluster, Server, Value};
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -851,15 +852,29 @@ fn every_database_with_keys_or_those_named() {
 
 /// Runs the tool in the background, waits until `started` says the sweep is under
 /// way, sends `signal`, and returns what the tool printed.
+///
+/// The tool keeps a signal ignored when it was ignored at its start (as `nohup` and
+/// the background jobs of a non-interactive shell start it), so the test gives it the
+/// default dispositions whatever the test itself was started with: a test run in the
+/// background once saw SIGINT ignored, and the sweep ran to its end.
 fn interrupt(args: &[&str], signal: i32, mut started: impl FnMut() -> bool) -> Run {
     let start = Instant::now();
-    let child = Command::new(sweep_tool_path())
+    let mut command = Command::new(sweep_tool_path());
+    command
         .args(args)
         .env_remove("REDISCLI_AUTH")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run ratelimit-sweep");
+        .stderr(Stdio::piped());
+    // SAFETY: between fork and exec the closure only calls signal(), which is
+    // async-signal-safe, and allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let child = command.spawn().expect("run ratelimit-sweep");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !started() {
         assert!(Instant::now() < deadline, "the sweep never started");
