@@ -93,7 +93,7 @@ bench-sweep: build ## Bulk TTLs: ratelimit-sweep against the SCAN + EVAL loop, 1
 BENCH = python3 -m bench --build "$(MAKE) --no-print-directory build" --venv bench/requirements.txt \
 	--module $(RELEASE_MODULE)
 
-bench: ## Native commands against their twins, the floor module and the limits library, about 5 min (bench/results.*)
+bench: ## Native commands against their twins, the floor module and the limits library, about 6 min (bench/results.*)
 	@scripts/deps.sh bench
 	$(BENCH) $(BENCH_ARGS)
 

@@ -47,7 +47,7 @@ from bench.rows import BULK, ROWS
 from bench.scale import run_scale
 from bench.server import Server, cpu_plan
 
-# What `make bench` (about five minutes on a quiet two-core machine, the build included)
+# What `make bench` (about six minutes on a quiet two-core machine, the build included)
 # and `make bench-full` (--full) run. Options given on the command line win.
 PRESETS = {
     "default": dict(requests=30_000, repeat=5, denied_pipelines="16", scale="10000,1000000",

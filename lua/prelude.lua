@@ -486,6 +486,26 @@ local function limits_rule(L)
   function L.check_cost(r, cost)
     check_limits_cost(r.limits, cost)
   end
+  -- Judge every named window of a key: the limiter's L.parse_state(key, named, raw)
+  -- (its entries, and the same by window) and L.judge_window(r, entry, w, limit, now,
+  -- cost) (the window's five fields, µs to wait when denied, and the window after an
+  -- allowed request, nil when it keeps none).
+  function L.judge(r, opened, key, named, now, cost)
+    local entries, by_w = {}, {}
+    if opened.raw then entries, by_w = L.parse_state(key, named, opened.raw) end
+    local best, updates = {}, {}
+    for _, lw in ipairs(r.limits) do
+      local w, limit = lw[1], lw[2]
+      local fields, retry, update = L.judge_window(r, by_w[w], w, limit, now, cost)
+      L.offer(best, fields, retry, w)
+      if update then updates[#updates + 1] = update end
+    end
+    -- The key's expiry: nil when it lost its TTL, 0 when there is no key.
+    local exp = 0
+    if opened.raw then exp = opened.exp end
+    return { fields = best.fields, window = best.window, retry = best.retry,
+      pending = { entries = entries, exp = exp, updates = updates } }
+  end
   -- Offer a window's verdict to the binding choice of one key.
   function L.offer(best, fields, retry, w)
     if retry then
@@ -552,7 +572,7 @@ LIMITERS.MULTI = function()
   end
   -- A key's entries ({ w = window_ms, c = count, e = end_ms }) in order and by window,
   -- or an error naming the key.
-  local function parse_state(key, named, raw)
+  function L.parse_state(key, named, raw)
     local bad = function() state_error(L, key, named) end
     local entries, by_w, pos, len = {}, {}, 1, #raw
     if len == 0 then bad() end
@@ -580,23 +600,12 @@ LIMITERS.MULTI = function()
     for i, e in ipairs(entries) do parts[i] = int(e.w) .. ':' .. int(e.c) .. ':' .. int(e.e) end
     return table.concat(parts, ',')
   end
-  function L.judge(r, opened, key, named, now, cost)
-    local entries, by_w = {}, {}
-    if opened.raw then entries, by_w = parse_state(key, named, opened.raw) end
-    local best, updates = {}, {}
-    for _, lw in ipairs(r.limits) do
-      local w, limit = lw[1], lw[2]
-      local entry = by_w[w]
-      local fields, retry, after, ends =
-        F.window(limit, w, r.align, entry and entry.c, entry and entry.e or 0, now, cost)
-      if not retry then updates[#updates + 1] = { w = w, c = after, e = ends } end
-      L.offer(best, fields, retry, w)
-    end
-    -- The key's expiry: nil when it lost its TTL, 0 when there is no key.
-    local exp = 0
-    if opened.raw then exp = opened.exp end
-    return { fields = best.fields, window = best.window, retry = best.retry,
-      pending = { entries = entries, exp = exp, updates = updates } }
+  -- One window: RL.FIXED's counter.
+  function L.judge_window(r, entry, w, limit, now, cost)
+    local fields, retry, after, ends =
+      F.window(limit, w, r.align, entry and entry.c, entry and entry.e or 0, now, cost)
+    if retry then return fields, retry, nil end
+    return fields, nil, { w = w, c = after, e = ends }
   end
   return L
 end
@@ -625,7 +634,7 @@ LIMITERS.SLIDING = function()
   end
   -- A key's entries, sorted by window ({ w, n, first, counts }), and by window; or an
   -- error naming the key.
-  local function parse_state(key, named, raw)
+  function L.parse_state(key, named, raw)
     local bad = function() state_error(L, key, named) end
     if #raw == 0 then bad() end
     local entries, by_w = {}, {}
@@ -758,21 +767,9 @@ LIMITERS.SLIDING = function()
     return table.concat(parts, ',')
   end
   L.ends = ends_at
-  function L.judge(r, opened, key, named, now, cost)
-    local entries, by_w = {}, {}
-    if opened.raw then entries, by_w = parse_state(key, named, opened.raw) end
-    local best, updates = {}, {}
-    for _, lw in ipairs(r.limits) do
-      local w, limit = lw[1], lw[2]
-      local fields, e, wait = pair(by_w[w], now, w, limit, r.buckets, cost)
-      L.offer(best, fields, wait, w)
-      updates[#updates + 1] = e
-    end
-    -- The key's expiry: nil when it lost its TTL, 0 when there is no key.
-    local exp = 0
-    if opened.raw then exp = opened.exp end
-    return { fields = best.fields, window = best.window, retry = best.retry,
-      pending = { entries = entries, exp = exp, updates = updates } }
+  function L.judge_window(r, entry, w, limit, now, cost)
+    local fields, e, wait = pair(entry, now, w, limit, r.buckets, cost)
+    return fields, wait, e
   end
   return L
 end
