@@ -32,6 +32,12 @@ local function fail(msg)
   error({ err = msg }, 0)
 end
 
+-- An error's message, whichever way pcall handed it back (see `run`).
+local function message(res)
+  if type(res) == 'table' and res.err then return res.err end
+  return res
+end
+
 -- Quote user input in an error: printable ASCII kept, the rest as \xNN, cut at ECHO_MAX bytes.
 local function echo(v)
   local out = {}
@@ -52,54 +58,66 @@ local function int(n)
   return string.format('%d', n)
 end
 
+-- The common case of a count, without building anything: up to 15 digits (always below
+-- 2^53) and at least `min`; nil otherwise (parse_int then says why).
+local function plain_count(v, min)
+  if #v == 0 or #v > 15 or string.find(v, '%D') then return nil end
+  local n = tonumber(v)
+  if n < min then return nil end
+  return n
+end
+
 -- Parse a count (a signed decimal integer from min to 2^53 - 1), as the module does;
--- an error when it is not one. Error texts are built only when they are needed: this
--- runs on every call.
-local function bad_int(what, v, min)
+-- an error when it is not one. These run on every call: the common case builds nothing,
+-- and an error's text (and what it needs) is built only when there is an error.
+local function parse_int(what, v, min)
+  local plain = plain_count(v, min)
+  if plain then return plain end
+  local neg, digits = string.match(v, '^(%-?)(%d+)$')
+  local n
+  if digits then
+    local sig = string.gsub(digits, '^0+', '')
+    -- 17 significant digits or more are above 2^53 - 1 (16 digits) whatever they are.
+    if #sig <= 16 then n = tonumber(sig ~= '' and sig or '0') end
+  end
+  if n and n <= MAX_SAFE_INTEGER then
+    if neg == '-' and n ~= 0 then n = -n end
+    if n >= min then return n end
+  end
   fail('ERR invalid ' .. what .. " '" .. echo(v) .. "': must be an integer from "
     .. int(min) .. ' to ' .. int(MAX_SAFE_INTEGER))
-end
-local function parse_int(what, v, min)
-  local neg, digits = string.match(v, '^(%-?)(%d+)$')
-  if not digits then bad_int(what, v, min) end
-  local sig = string.gsub(digits, '^0+', '')
-  -- 17 significant digits or more are above 2^53 - 1 (16 digits) whatever they are.
-  if #sig > 16 then bad_int(what, v, min) end
-  local n = tonumber(sig ~= '' and sig or '0')
-  if n > MAX_SAFE_INTEGER then bad_int(what, v, min) end
-  if neg == '-' and n ~= 0 then n = -n end
-  if n < min then bad_int(what, v, min) end
-  return n
 end
 
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
 local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
-local function bad_duration(what, v, reason)
+local function parse_duration(what, v)
+  local digits, unit = string.match(v, '^(%d+)(%a*)$')
+  local per = digits and UNIT_MS[unit]
+  if per and #digits <= 12 then
+    local n = tonumber(digits)
+    if n > 0 and n * per <= MAX_DURATION_MS then return n * per end
+  end
+  -- The rest, read as the module reads it: leading zeros, or the reason of the error.
   local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
-  if reason == 'unit' then
+  digits, unit = string.match(v, '^(%d*)(.*)$')
+  per = UNIT_MS[unit]
+  if digits ~= '' and not per and string.match(unit, '^%a+$') then
     why = 'unknown unit (use ms, s, m, h or d)'
-  elseif reason == 'long' then
-    why = 'must be at most 10 years (3650d)'
+  elseif digits ~= '' and per then
+    local sig = string.gsub(digits, '^0+', '')
+    local n = tonumber(sig ~= '' and sig or '0')
+    if #sig > 12 or n * per > MAX_DURATION_MS then
+      why = 'must be at most 10 years (3650d)'
+    elseif n > 0 then
+      return n * per
+    end
   end
   fail('ERR invalid ' .. what .. " '" .. echo(v) .. "': " .. why)
 end
-local function parse_duration(what, v)
-  local digits, unit = string.match(v, '^(%d*)(.*)$')
-  if digits == '' then bad_duration(what, v) end
-  local per = UNIT_MS[unit]
-  if not per then
-    if string.match(unit, '^%a+$') then bad_duration(what, v, 'unit') end
-    bad_duration(what, v)
-  end
-  local sig = string.gsub(digits, '^0+', '')
-  if #sig > 12 then bad_duration(what, v, 'long') end
-  local n = tonumber(sig ~= '' and sig or '0')
-  if n == 0 then bad_duration(what, v) end
-  if n * per > MAX_DURATION_MS then bad_duration(what, v, 'long') end
-  return n * per
-end
 
 local function parse_at(v)
+  local plain = plain_count(v, MIN_AT_MS)
+  if plain and plain <= MAX_AT_MS then return plain end
   local ok, ms = pcall(parse_int, 'AT', v, 0)
   if ok and ms < MIN_AT_MS then
     fail("ERR invalid AT '" .. echo(v) .. "': AT takes a Unix time in milliseconds, from "
@@ -112,28 +130,22 @@ local function parse_at(v)
   return ms
 end
 
--- The options in the order error replies list them (the module's Opt order).
-local OPTIONS_ORDER = { 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT' }
-
 -- Whether v is written as a duration with a unit (1m, 500ms): in the place of a count,
 -- the sign of two arguments given in the wrong order.
 local function looks_like_a_duration(v)
   return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
 end
 
--- `check()` (which raises on a bad value), with the order of the command's arguments
--- added to its error when `v` is written as a duration.
-local function in_order(v, order, check)
-  local ok, res = pcall(check)
+-- A count (parse_int) in a place where it is easily swapped with a duration: when `v`
+-- is written as a duration, its error names the order of the command's arguments.
+local function count_in_order(what, v, min, order)
+  local plain = plain_count(v, min)
+  if plain then return plain end
+  local ok, res = pcall(parse_int, what, v, min)
   if ok then return res end
-  local msg = type(res) == 'table' and res.err or res
+  local msg = message(res)
   if type(msg) == 'string' and looks_like_a_duration(v) then fail(msg .. ' (' .. order .. ')') end
   error(res, 0)
-end
-
--- A count (parse_int) in a place where it is easily swapped with a duration.
-local function count_in_order(what, v, min, order)
-  return in_order(v, order, function() return parse_int(what, v, min) end)
 end
 
 -- The options that follow a command's (or a rule's) positional arguments, as the
@@ -143,7 +155,7 @@ end
 -- word that is not accepted, stops there when `stop`, else calls `unknown(word)` when
 -- given (which raises), else refuses it. Returns the options and the index after them.
 local function parse_options(first, accepts, stop, unknown)
-  local o = { cost = 1, limits = {}, named = {} }
+  local o = { cost = 1 }
   local seen = {}
   local last = #ARGV
   local i = first
@@ -152,8 +164,9 @@ local function parse_options(first, accepts, stop, unknown)
     if not accepts[w] then
       if stop then break end
       if unknown then unknown(ARGV[i]) end
+      -- The options in the order error replies list them (the module's Opt order).
       local listed = {}
-      for _, k in ipairs(OPTIONS_ORDER) do
+      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT' }) do
         if accepts[k] then listed[#listed + 1] = k end
       end
       fail("ERR unknown option '" .. echo(ARGV[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
@@ -166,6 +179,7 @@ local function parse_options(first, accepts, stop, unknown)
       o.align = true
       i = i + 1
     elseif w == 'LIMIT' then
+      if not o.limits then o.limits, o.named = {}, {} end
       if #o.limits >= MAX_WINDOWS then
         fail('ERR too many LIMITs: at most ' .. int(MAX_WINDOWS) .. ' windows')
       end
@@ -208,7 +222,7 @@ end
 -- A set of keywords.
 local function set(...)
   local s = {}
-  for _, k in ipairs({ ... }) do s[k] = true end
+  for i = 1, select('#', ...) do s[select(i, ...)] = true end
   return s
 end
 
@@ -284,12 +298,6 @@ local function arity_error(command, syntax)
   fail("ERR wrong number of arguments for '" .. command .. "' command (syntax: " .. syntax .. ')')
 end
 
--- An error's message, whichever way pcall handed it back (see `run`).
-local function message(res)
-  if type(res) == 'table' and res.err then return res.err end
-  return res
-end
-
 -- The invalid-state error of limiter L, naming the key when `named`.
 local function state_error(L, key, named)
   local which = named and ("the key '" .. echo(key) .. "'") or 'the key'
@@ -322,8 +330,9 @@ end
 -- parts (so a twin builds only the ones it uses):
 --   kind, command, expected        its rule keyword, its command, its state in errors
 --   storage                        'string' or 'zset'
---   nargs, options, command_options  positional arguments after the key, its own
---                                  options, and those of its command only (DELAY)
+--   nargs, options, accepts        positional arguments after the key, the options of
+--                                  its rule (in RL.ALL), those of its command (with
+--                                  COST, AT and the command's own: DELAY)
 --   parse_args(i), build(p, o)     the positional arguments at ARGV[i...], the rule
 --   check_cost(r, cost)            a cost above the capacity: an error
 --   judge(r, opened, key, named, now, cost)
@@ -336,7 +345,7 @@ local LIMITERS = {}
 
 LIMITERS.FIXED = function()
   local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', nargs = 2,
-    expected = 'a non-negative integer counter', options = set('ALIGN'), command_options = {},
+    expected = 'a non-negative integer counter', options = set('ALIGN'), accepts = set('COST', 'AT', 'ALIGN'),
     syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'FIXED i limit window [ALIGN]' }
   function L.parse_args(i)
@@ -406,7 +415,7 @@ end
 LIMITERS.GCRA = function()
   local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3,
     expected = 'a theoretical arrival time in microseconds since the Unix epoch',
-    options = {}, command_options = set('DELAY'),
+    options = {}, accepts = set('COST', 'AT', 'DELAY'),
     syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]',
     rule_syntax = 'GCRA i max_burst count period' }
   function L.parse_args(i)
@@ -561,13 +570,13 @@ end
 LIMITERS.MULTI = function()
   local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', nargs = 0,
     expected = 'window_ms:count:end_ms entries separated by commas',
-    options = set('LIMIT', 'ALIGN'), command_options = {},
+    options = set('LIMIT', 'ALIGN'), accepts = set('COST', 'AT', 'LIMIT', 'ALIGN'),
     syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]' }
   limits_rule(L)
   local F = LIMITERS.FIXED()
   function L.build(r, o)
-    if #o.limits == 0 then fail('ERR at least one LIMIT window limit is needed') end
+    if not o.limits then fail('ERR at least one LIMIT window limit is needed') end
     return { limits = o.limits, named = o.named, align = o.align }
   end
   -- A key's entries ({ w = window_ms, c = count, e = end_ms }) in order and by window,
@@ -613,12 +622,12 @@ end
 LIMITERS.SLIDING = function()
   local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', nargs = 0,
     expected = 'window_ms:buckets:first:counts entries separated by commas',
-    options = set('LIMIT', 'BUCKETS'), command_options = {},
+    options = set('LIMIT', 'BUCKETS'), accepts = set('COST', 'AT', 'LIMIT', 'BUCKETS'),
     syntax = 'RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms]',
     rule_syntax = 'SLIDING i LIMIT window limit [LIMIT window limit ...] [BUCKETS n]' }
   limits_rule(L)
   function L.build(r, o)
-    if #o.limits == 0 then fail('ERR at least one LIMIT window limit is needed') end
+    if not o.limits then fail('ERR at least one LIMIT window limit is needed') end
     local n = o.buckets or DEFAULT_BUCKETS
     for _, lw in ipairs(o.limits) do
       if (lw[1] * 1000) % n ~= 0 then
@@ -777,7 +786,7 @@ end
 LIMITERS.LOG = function()
   local L = { kind = 'LOG', command = 'RL.LOG', storage = 'zset', nargs = 2,
     expected = 'a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch',
-    options = set('META'), command_options = {},
+    options = set('META'), accepts = set('COST', 'AT', 'META'),
     syntax = 'RL.LOG key limit window [META value] [COST n] [AT unix_ms]',
     rule_syntax = 'LOG i limit window [META value]' }
   -- How many counted members a denial reads one by one before it searches by score.
@@ -907,6 +916,19 @@ local function open_key(L, key)
   return { exists = true }
 end
 
+-- f(...) for rule i of a call: RL.ALL names the rule in the error (not in WRONGTYPE or
+-- OOM, which are the server's); a single command's errors pass as they are.
+local function rule_step(call, i, f, ...)
+  if call.shape ~= 'all' then return f(...) end
+  local ok, res = pcall(f, ...)
+  if ok then return res end
+  local msg = message(res)
+  if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
+    error(res, 0)
+  end
+  fail('ERR rule ' .. int(i) .. ' (' .. call.rules[i].L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+end
+
 -- Run a parsed call, as the module does: `call` = { shape = 'single' | 'each' | 'all',
 -- keys = the key names, rules = list of { k = key index, L = limiter, r = rule },
 -- cost, at }. Open every key, judge every rule, decide all or nothing, write every
@@ -914,27 +936,14 @@ end
 local function run_call(call)
   local now = now_us(call.at)
   local named = call.shape ~= 'single'
-  -- An error of rule i, as the call reports it (RL.ALL names the rule).
-  local function in_rule(i, res)
-    local msg = message(res)
-    if call.shape ~= 'all' or type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ')
-      or string.match(msg, '^OOM ') then
-      error(res, 0)
-    end
-    local rule = call.rules[i]
-    fail('ERR rule ' .. int(i) .. ' (' .. rule.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
-  end
+  local keys, rules = call.keys, call.rules
   local opened = {}
-  for i, rule in ipairs(call.rules) do
-    local ok, res = pcall(open_key, rule.L, call.keys[rule.k])
-    if not ok then in_rule(i, res) end
-    opened[rule.k] = res
+  for i, rule in ipairs(rules) do
+    opened[rule.k] = rule_step(call, i, open_key, rule.L, keys[rule.k])
   end
   local judged = {}
-  for i, rule in ipairs(call.rules) do
-    local ok, res = pcall(rule.L.judge, rule.r, opened[rule.k], call.keys[rule.k], named, now, call.cost)
-    if not ok then in_rule(i, res) end
-    judged[i] = res
+  for i, rule in ipairs(rules) do
+    judged[i] = rule_step(call, i, rule.L.judge, rule.r, opened[rule.k], keys[rule.k], named, now, call.cost)
   end
   -- The binding rule: the denying one with the largest retry (ties: the first), else
   -- the one with the least remaining (ties: the first).
@@ -950,10 +959,9 @@ local function run_call(call)
   -- before anything is written), then the writes.
   local writes = {}
   if not denied or call.shape ~= 'all' then
-    for i, rule in ipairs(call.rules) do
-      local ok, res = pcall(rule.L.write, rule.r, call.keys[rule.k], judged[i].pending, not denied, now,
+    for i, rule in ipairs(rules) do
+      local res = rule_step(call, i, rule.L.write, rule.r, keys[rule.k], judged[i].pending, not denied, now,
         call.cost)
-      if not ok then in_rule(i, res) end
       if res then
         for _, c in ipairs(res) do writes[#writes + 1] = c end
       end
@@ -978,10 +986,7 @@ end
 local function single_command(L)
   if #KEYS ~= 1 or #ARGV < L.nargs then arity_error(L.command, L.syntax) end
   local p = L.parse_args(1)
-  local accepts = set('COST', 'AT')
-  for k in pairs(L.options) do accepts[k] = true end
-  for k in pairs(L.command_options) do accepts[k] = true end
-  local o = parse_options(1 + L.nargs, accepts, false)
+  local o = parse_options(1 + L.nargs, L.accepts, false)
   local r = L.build(p, o)
   L.check_cost(r, o.cost)
   return run_call({ shape = 'single', keys = KEYS, rules = { { k = 1, L = L, r = r } }, cost = o.cost,
@@ -1006,9 +1011,7 @@ end
 local function each_key_command(L)
   if 2 + #KEYS + #ARGV < 6 then arity_error(L.command, L.syntax) end
   check_keys(MAX_KEYS)
-  local accepts = set('COST', 'AT')
-  for k in pairs(L.options) do accepts[k] = true end
-  local o = parse_options(1, accepts, false)
+  local o = parse_options(1, L.accepts, false)
   local r = L.build({}, o)
   L.check_cost(r, o.cost)
   local rules = {}
