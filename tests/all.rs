@@ -240,12 +240,26 @@ fn a_denial_writes_nothing_not_even_a_lost_ttl() {
 }
 
 /// Each kind as the only rule of RL.ALL is its own command: the same five fields,
-/// field 6 is 1 and field 7 its key, and the key holds the same state.
+/// field 6 is 1 and field 7 its key, and the key holds the same state. Every call also
+/// sends the same keyspace events: the command, its twin, RL.ALL and RL.ALL's twin, each
+/// on its own key, write their keys the same way.
 #[test]
 fn a_single_rule_is_its_own_command() {
     let s = Server::start();
     let mut c = s.client();
     let t = Twins::load(&mut c);
+    c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KA"]);
+    let mut sub = s.client();
+    sub.cmd(&["PSUBSCRIBE", "__keyspace@0__:*"]);
+    let twin_of = |kind: &str| match kind {
+        "FIXED" => t.fixed.clone(),
+        "GCRA" => t.gcra.clone(),
+        "MULTI" => t.multi.clone(),
+        "SLIDING" => t.sliding.clone(),
+        _ => t.log.clone(),
+    };
+    let mut marks = 0;
+    let mut events_seen = 0;
     for seed in Rng::seeds(&[11, 12]) {
         let mut rng = Rng::new(seed);
         let mut now = at_base(2 * HOUR, HOUR);
@@ -257,6 +271,39 @@ fn a_single_rule_is_its_own_command() {
             let at = now.to_string();
             let own_key = format!("own:{seed}:{kind}");
             let own = c.cmd(&rule.own_command(&own_key, &cost, &at));
+            // The command's twin, on its own key: EVALSHA takes the same arguments.
+            let twin_key = format!("twin:{seed}:{kind}");
+            let mut line = rule.own_command(&twin_key, &cost, &at);
+            let numkeys = if line[1] == "1" {
+                vec![]
+            } else {
+                vec!["1".to_string()]
+            };
+            line.splice(
+                0..1,
+                [vec!["EVALSHA".to_string(), twin_of(kind)], numkeys].concat(),
+            );
+            let twin = c.cmd(&line);
+            // Its reply names its own key where the command's names the command's.
+            let renamed = match &own {
+                Value::Array(fields) => Value::Array(
+                    fields
+                        .iter()
+                        .map(|f| match f {
+                            Value::Bulk(k) if k == own_key.as_bytes() => {
+                                Value::Bulk(twin_key.clone().into_bytes())
+                            }
+                            other => other.clone(),
+                        })
+                        .collect(),
+                ),
+                other => other.clone(),
+            };
+            assert_eq!(
+                twin, renamed,
+                "seed {seed} step {step} twin of {rule:?} cost {cost}"
+            );
+            assert_eq!(key_state(&mut c, &twin_key), key_state(&mut c, &own_key));
             for (side, twin) in [("n", None), ("t", Some(t.all.as_str()))] {
                 let key = format!("all:{side}:{seed}:{kind}");
                 let r = c.cmd(&all_line(
@@ -285,8 +332,43 @@ fn a_single_rule_is_its_own_command() {
                     "{ctx}"
                 );
             }
+            // The step's events, up to a mark: the same list on each of the four keys.
+            marks += 1;
+            c.cmd(&["SET", "mark", &marks.to_string()]);
+            let mut by_key = std::collections::BTreeMap::<String, Vec<String>>::new();
+            for k in [&own_key, &twin_key] {
+                by_key.insert(k.clone(), Vec::new());
+            }
+            for side in ["n", "t"] {
+                by_key.insert(format!("all:{side}:{seed}:{kind}"), Vec::new());
+            }
+            loop {
+                let m = sub.read().expect("a keyspace event");
+                let parts = m.array();
+                let key = parts[2]
+                    .text()
+                    .trim_start_matches("__keyspace@0__:")
+                    .to_string();
+                if key == "mark" {
+                    break;
+                }
+                by_key
+                    .get_mut(&key)
+                    .unwrap_or_else(|| panic!("an event on {key} at step {step}"))
+                    .push(parts[3].text());
+            }
+            let own_events = by_key[&own_key].clone();
+            events_seen += own_events.len();
+            for (k, events) in &by_key {
+                assert_eq!(
+                    events, &own_events,
+                    "seed {seed} step {step}: events of {k} against {own_key} ({rule:?} cost {cost})"
+                );
+            }
         }
     }
+    // Most steps write: two events (a write and its expiry) or more each.
+    assert!(events_seen > 300, "{events_seen} events");
 }
 
 /// Random calls of several rules on shared keys, natively and through the twin on a
