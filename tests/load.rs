@@ -80,6 +80,26 @@ fn gcra_never_exceeds_its_bound_under_load() {
 }
 
 #[test]
+fn cl_throttle_never_exceeds_its_bound_under_load() {
+    let s = Server::start();
+    let started = common::unix_ms();
+    // redis-cell's arguments: a burst of 2 999 and 1 per hour: 3 000 at once, then one
+    // an hour; CL.THROTTLE replies 0 when allowed, as the RL.* commands do.
+    let totals = hammer(&s, |key| {
+        ["CL.THROTTLE", key, "2999", "1", "3600"]
+            .map(String::from)
+            .to_vec()
+    });
+    let elapsed_h = (common::unix_ms() - started) / 3_600_000;
+    for (k, allowed) in totals.iter().enumerate() {
+        assert!(
+            *allowed >= 3_000 && *allowed as u64 <= 3_000 + elapsed_h + 1,
+            "hot:{k}: {allowed} allowed, for a burst of 3 000 and one an hour"
+        );
+    }
+}
+
+#[test]
 fn gcra_delay_books_exactly_what_fits_under_load() {
     let s = Server::start();
     // 10 per hour (T = 6 min), no burst, DELAY 1 hour: one request acts now and ten

@@ -70,6 +70,12 @@ fn gcra_keys_expire_and_memory_returns_to_baseline() {
 }
 
 #[test]
+fn cl_throttle_keys_expire_and_memory_returns_to_baseline() {
+    // RL.GCRA's row in redis-cell's arguments: one request per 2 seconds.
+    returns_to_baseline(|i| crate::args!["CL.THROTTLE", format!("user:{i}"), 5, 1, 2]);
+}
+
+#[test]
 fn log_keys_expire_and_memory_returns_to_baseline() {
     returns_to_baseline(|i| crate::args!["RL.LOG", format!("ip:{i}"), 10, "2s", "META", "user:42"]);
 }

@@ -85,6 +85,19 @@ pub fn run(
                     )
                 }
             }
+            2 | 3 if server_clock && !with_at && rng.chance(30) => {
+                // redis-cell's command on RL.GCRA's keys (it has no AT: server clock only).
+                let key = format!("gcra:{id}");
+                let mut args = vec![
+                    rng.range(0, 4).to_string(),
+                    rng.range(1, 10).to_string(),
+                    rng.pick(&["60", "3600", "86400"]).to_string(),
+                ];
+                if rng.chance(30) {
+                    args.push(rng.range(0, 3).to_string());
+                }
+                limiter(twin, "CL.THROTTLE", &twins.throttle, &[key], &args, &[])
+            }
             2 | 3 => {
                 let key = format!("gcra:{id}");
                 let burst = rng.range(0, 4).to_string();
