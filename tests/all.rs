@@ -335,27 +335,23 @@ fn a_single_rule_is_its_own_command() {
             // The step's events, up to a mark: the same list on each of the four keys.
             marks += 1;
             c.cmd(&["SET", "mark", &marks.to_string()]);
-            let mut by_key = std::collections::BTreeMap::<String, Vec<String>>::new();
-            for k in [&own_key, &twin_key] {
-                by_key.insert(k.clone(), Vec::new());
-            }
-            for side in ["n", "t"] {
-                by_key.insert(format!("all:{side}:{seed}:{kind}"), Vec::new());
-            }
+            let keys = [
+                own_key.clone(),
+                twin_key.clone(),
+                format!("all:n:{seed}:{kind}"),
+                format!("all:t:{seed}:{kind}"),
+            ];
+            let mut by_key: std::collections::BTreeMap<String, Vec<String>> =
+                keys.into_iter().map(|k| (k, Vec::new())).collect();
             loop {
-                let m = sub.read().expect("a keyspace event");
-                let parts = m.array();
-                let key = parts[2]
-                    .text()
-                    .trim_start_matches("__keyspace@0__:")
-                    .to_string();
+                let (key, event) = common::keyspace::next_event(&mut sub);
                 if key == "mark" {
                     break;
                 }
                 by_key
                     .get_mut(&key)
                     .unwrap_or_else(|| panic!("an event on {key} at step {step}"))
-                    .push(parts[3].text());
+                    .push(event);
             }
             let own_events = by_key[&own_key].clone();
             events_seen += own_events.len();

@@ -146,15 +146,7 @@ fn info_section_counts_calls_allowed_denied_and_errors() {
 
 /// The keyspace events of a `SUBSCRIBE`d connection, as (key, event), until `n` came.
 fn events(sub: &mut common::Client, n: usize) -> Vec<(String, String)> {
-    (0..n)
-        .map(|_| {
-            let m = sub.read().expect("a keyspace event");
-            let parts = m.array();
-            let channel = parts[2].text();
-            let key = channel.trim_start_matches("__keyspace@0__:").to_string();
-            (key, parts[3].text())
-        })
-        .collect()
+    (0..n).map(|_| common::keyspace::next_event(sub)).collect()
 }
 
 #[test]

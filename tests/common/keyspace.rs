@@ -1,5 +1,5 @@
 //! Readers and writers of a whole keyspace: every key's expiry (by SCAN), one key of
-//! every type, and a whole RL.SWEEP.
+//! every type, a whole RL.SWEEP, and the keyspace events of database 0.
 
 use super::{Client, Value};
 use std::collections::BTreeMap;
@@ -59,4 +59,14 @@ pub fn sweep_all(c: &mut Client, ttl: &str, opts: &[&str]) -> (u64, u64, u64) {
         }
         assert!(calls < 100_000, "the sweep never ended");
     }
+}
+
+/// The next keyspace event of database 0 that a connection `PSUBSCRIBE`d to
+/// `__keyspace@0__:*` (or a narrower pattern) receives, as (key, event).
+pub fn next_event(sub: &mut Client) -> (String, String) {
+    let m = sub.read().expect("a keyspace event");
+    let parts = m.array();
+    let channel = parts[2].text();
+    let key = channel.trim_start_matches("__keyspace@0__:").to_string();
+    (key, parts[3].text())
 }
