@@ -74,13 +74,7 @@ pub fn run<'a, R: Judge>(
         for (i, (((_, rule), j), (name, _))) in rules.enumerate() {
             let effect = rule
                 .write(j.pending, decided.settled, now, call.cost)
-                .map_err(|_| {
-                    let full = Error::KeyFull {
-                        key: name.bytes().to_vec(),
-                        command: rule.state_kind().command,
-                    };
-                    call.rule_error(i, name.bytes(), full)
-                })?;
+                .map_err(|_| key_full(&call, i, rule, *name))?;
             writes.push(effect);
         }
     }
@@ -91,14 +85,9 @@ pub fn run<'a, R: Judge>(
     effects::check_memory(ctx, first_set)?;
     // Written in key order (RL.ALL's rules may name their keys in any order), so that
     // replicas and the AOF get the effects in the order of the keys.
-    for k in 0..names.len() {
-        let i = match call.rules.get(k) {
-            Some((rk, _)) if *rk == k => k,
-            _ => match call.rules.iter().position(|(rk, _)| *rk == k) {
-                Some(i) => i,
-                None => continue,
-            },
-        };
+    let mut order: SmallVec<[usize; 4]> = (0..keys.len()).collect();
+    order.sort_unstable_by_key(|&i| call.rules.get(i).map(|(k, _)| *k));
+    for i in order {
         if let (Some((_, key)), Some(effect)) = (keys.get(i), writes.get(i)) {
             key.apply(effect)?;
         }
@@ -138,17 +127,21 @@ fn run_one<R: Judge>(
     if settled == Settled::Allowed || call.shape != Shape::All {
         let effect = rule
             .write(judgement.pending, settled, now, call.cost)
-            .map_err(|_| {
-                let full = Error::KeyFull {
-                    key: name.bytes().to_vec(),
-                    command: rule.state_kind().command,
-                };
-                call.rule_error(0, name.bytes(), full)
-            })?;
+            .map_err(|_| key_full(call, 0, rule, name))?;
         effects::check_memory(ctx, matches!(effect, Effect::Set { .. }).then_some(name))?;
         key.apply(&effect)?;
     }
     Ok(reply(ctx, call, &verdict, booking, window_ms, 0, name))
+}
+
+/// The error of rule `i`, whose write would leave key `name` with more windows than a
+/// key keeps.
+fn key_full<R: Judge>(call: &Call<R>, i: usize, rule: &R, name: KeyName) -> Error {
+    let full = Error::KeyFull {
+        key: name.bytes().to_vec(),
+        command: rule.state_kind().command,
+    };
+    call.rule_error(i, name.bytes(), full)
 }
 
 /// The reply of a call, with the numbers of its binding rule (`binding`, 0-based, on
