@@ -151,7 +151,8 @@ const COMMANDS: &[CommandDef] = &[
         flags: c"write", keys: KeySpec::NumKeys,
         key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
-    // Its work grows with the entries in the window (at most its limit): not `fast`.
+    // Counting is O(log n), but a write removes every entry that has left the window
+    // (up to its limit at once): not `fast`.
     command!(
         "RL.LOG", stats::Command::Log, limit!(call::log),
         flags: c"write", keys: KeySpec::First,
