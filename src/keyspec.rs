@@ -14,7 +14,7 @@
 use crate::api::api;
 use crate::args::Args;
 use crate::command_docs::{CommandDoc, ServerArgs};
-use ratelimit_core::multikey;
+use ratelimit_core::limiters::windows;
 use redis_module::{raw, Context};
 use std::ffi::CStr;
 use std::mem::{size_of, zeroed};
@@ -53,7 +53,7 @@ impl KeySpec {
             KeySpec::AllFrom(i) => usize::try_from(i)
                 .ok()
                 .map(|i| (i, args.len().saturating_sub(i))),
-            KeySpec::NumKeys => multikey::key_positions(args.after_name())
+            KeySpec::NumKeys => windows::key_positions(args.after_name())
                 .map(|positions| (positions.start() + 1, positions.count())),
             KeySpec::None => None,
         }
@@ -183,7 +183,7 @@ pub fn report_numkeys_positions(ctx: &Context, args: &Args) {
     let Ok(key_at_pos) = api!(RedisModule_KeyAtPos) else {
         return;
     };
-    let Some(positions) = multikey::key_positions(args.after_name()) else {
+    let Some(positions) = windows::key_positions(args.after_name()) else {
         return;
     };
     for pos in positions {

@@ -24,7 +24,7 @@ mod string_key;
 
 use args::Args;
 use keyspec::{set_command_info, KeySpec, READ_WRITE_UPDATE, WRITE_UPDATE};
-use ratelimit_core::call;
+use ratelimit_core::limiters;
 use redis_module::{raw, Context, InfoContext};
 use std::ffi::{CStr, CString};
 use std::os::raw::c_int;
@@ -127,12 +127,12 @@ macro_rules! limit {
 /// are how a full server gets memory back (`EXPIRE` is not `deny-oom` either).
 const COMMANDS: &[CommandDef] = &[
     command!(
-        "RL.FIXED", stats::Command::Fixed, limit!(call::fixed),
+        "RL.FIXED", stats::Command::Fixed, limit!(limiters::fixed),
         flags: c"write fast", keys: KeySpec::First,
         key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET
     ),
     command!(
-        "RL.GCRA", stats::Command::Gcra, limit!(call::gcra),
+        "RL.GCRA", stats::Command::Gcra, limit!(limiters::gcra),
         flags: c"write fast", keys: KeySpec::First,
         key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET
     ),
@@ -141,27 +141,27 @@ const COMMANDS: &[CommandDef] = &[
     // Cluster calls with the legacy range only, or by asking the command
     // (`getkeys-api`): RL.MULTI answers those requests too.
     command!(
-        "RL.MULTI", stats::Command::Multi, limit!(call::multi),
+        "RL.MULTI", stats::Command::Multi, limit!(limiters::multi),
         flags: c"write", keys: KeySpec::NumKeys,
         key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
     // The call shape of RL.MULTI (numkeys key spec, getkeys-api).
     command!(
-        "RL.SLIDING", stats::Command::Sliding, limit!(call::sliding),
+        "RL.SLIDING", stats::Command::Sliding, limit!(limiters::sliding),
         flags: c"write", keys: KeySpec::NumKeys,
         key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
     // Counting is O(log n), but a write removes every entry that has left the window
     // (up to its limit at once): not `fast`.
     command!(
-        "RL.LOG", stats::Command::Log, limit!(call::log),
+        "RL.LOG", stats::Command::Log, limit!(limiters::log),
         flags: c"write", keys: KeySpec::First,
         key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
     // One rule of any limiter per key, all or nothing: the keys follow numkeys (as
     // RL.MULTI's).
     command!(
-        "RL.ALL", stats::Command::All, limit!(call::all),
+        "RL.ALL", stats::Command::All, limit!(limiters::all),
         flags: c"write", keys: KeySpec::NumKeys,
         key_flags: READ_WRITE_UPDATE, acl: "write", probe: static_strings::SET
     ),
@@ -182,7 +182,7 @@ const COMMANDS: &[CommandDef] = &[
 /// redis-cell's command, registered at load unless `ratelimit.cl-throttle` is `no` or
 /// the name is taken; key spec, flags and ACL categories as RL.GCRA's.
 const CL_THROTTLE: CommandDef = command!(
-    "CL.THROTTLE", stats::Command::Throttle, limit!(call::throttle),
+    "CL.THROTTLE", stats::Command::Throttle, limit!(limiters::throttle),
     flags: c"write fast", keys: KeySpec::First,
     key_flags: READ_WRITE_UPDATE, acl: "write fast", probe: static_strings::SET
 );

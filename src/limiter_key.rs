@@ -6,7 +6,7 @@
 use crate::args::KeyName;
 use crate::log_key::LogKey;
 use crate::string_key::StringKey;
-use ratelimit_core::limiter::{KeyRead, Storage, Value, Written};
+use ratelimit_core::call::limiter::{KeyRead, Storage, Value, Written};
 use ratelimit_core::{Effect, Error};
 use redis_module::Context;
 
@@ -39,14 +39,14 @@ impl<'a> LimiterKey<'a> {
             (LimiterKey::String(k), Effect::ExpireAt(at)) => k.expire_at(*at),
             (LimiterKey::String(k), Effect::Set { state, expires_at }) => match state.value() {
                 Value::String(value) => k.store(value, *expires_at),
-                Value::LogEntry(_) => Err(Error::Internal("a log entry for a string key")),
+                Value::SortedSet(_) => Err(Error::Internal("a sorted set write for a string key")),
             },
             (LimiterKey::SortedSet(k), Effect::Set { state, expires_at }) => match state.value() {
-                Value::LogEntry(entry) => k.append(entry, *expires_at),
+                Value::SortedSet(w) => k.write(&w, *expires_at),
                 Value::String(_) => Err(Error::Internal("a string for a sorted-set key")),
             },
             (LimiterKey::SortedSet(_), Effect::ExpireAt(_)) => {
-                Err(Error::Internal("a lone expiry for a log"))
+                Err(Error::Internal("a lone expiry for a sorted set"))
             }
         }
     }

@@ -8,7 +8,7 @@ use redis_module::{raw, Context};
 use std::os::raw::c_long;
 
 /// Reply with the error's one-line text. The text never holds NUL (user input is
-/// quoted by `ratelimit_core::error::echo`), so the conversion cannot fail; if it did,
+/// quoted by `ratelimit_core::parse::error::echo`), so the conversion cannot fail; if it did,
 /// a generic error is sent instead of panicking.
 pub fn error(ctx: &Context, e: &Error) {
     let msg = std::ffi::CString::new(e.to_string())

@@ -93,6 +93,6 @@ mod tests {
         for (kind, line) in RULES {
             assert!(line.starts_with(&format!("{kind} i ")), "{line}");
         }
-        assert_eq!(RULES.len(), crate::call::KINDS_COUNT);
+        assert_eq!(RULES.len(), crate::limiters::KINDS_COUNT);
     }
 }
