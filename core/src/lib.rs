@@ -5,6 +5,7 @@
 pub mod args;
 pub mod bulk;
 pub mod call;
+pub mod commands;
 pub mod duration;
 pub mod error;
 pub mod fixed;
@@ -19,7 +20,6 @@ pub mod sliding;
 pub mod state;
 pub mod throttle;
 pub mod units;
-pub mod usage;
 pub mod verdict;
 
 pub use error::{Error, Result};

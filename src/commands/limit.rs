@@ -3,12 +3,12 @@
 //! each with its rule, decide all or nothing, check memory, write every key, reply
 //! with the binding rule's numbers.
 
-use crate::args::{Args, KeyName};
+use crate::argv::{Args, KeyName};
 use crate::clock::request_time;
 use crate::effects;
 use crate::limiter_key::LimiterKey;
 use crate::reply;
-use crate::stats::Outcome;
+use crate::stats::Tally;
 use ratelimit_core::call::{Call, Shape};
 use ratelimit_core::gcra::Booking;
 use ratelimit_core::limiter::{self, Judge, Judgement, Settled};
@@ -25,7 +25,7 @@ pub fn run<'a, R: Judge>(
     ctx: &Context,
     args: &Args<'a>,
     parse: Parse<'a, R>,
-) -> Result<Outcome, Error> {
+) -> Result<Tally, Error> {
     let call = parse(args.after_name())?;
     let now = request_time(call.at)?;
     if let ([(0, rule)], Some(name)) = (call.rules.as_slice(), args.key(call.first_key())) {
@@ -111,7 +111,7 @@ fn run_one<R: Judge>(
     rule: &R,
     name: KeyName,
     now: Micros,
-) -> Result<Outcome, Error> {
+) -> Result<Tally, Error> {
     let key = LimiterKey::open(ctx, name, rule.storage())
         .map_err(|e| call.rule_error(0, name.bytes(), e))?;
     let judgement = key
@@ -154,7 +154,7 @@ fn reply<R>(
     window_ms: u64,
     binding: usize,
     name: KeyName,
-) -> Outcome {
+) -> Tally {
     match call.shape {
         Shape::Single => match booking {
             // With DELAY: a sixth field, the delay in ms (0: act now; -1: not booked).
@@ -167,9 +167,9 @@ fn reply<R>(
             let fields = throttle::reply(verdict, over_capacity);
             reply::integers(ctx, &fields);
             if fields[0] == 0 {
-                Outcome::Allowed
+                Tally::Allowed
             } else {
-                Outcome::Denied
+                Tally::Denied
             }
         }
     }
