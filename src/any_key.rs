@@ -8,7 +8,7 @@
 //! replicated as `PEXPIREAT key <absolute ms>` (see `effects.rs`).
 
 use crate::api::api;
-use crate::args::KeyName;
+use crate::argv::KeyName;
 use crate::effects;
 use crate::open_key::OpenKey;
 use ratelimit_core::bulk::KeyType;

@@ -3,7 +3,7 @@
 //! the call settled on. The one path every limiter command takes (see
 //! `commands/limit.rs`).
 
-use crate::args::KeyName;
+use crate::argv::KeyName;
 use crate::log_key::LogKey;
 use crate::string_key::StringKey;
 use ratelimit_core::call::limiter::{KeyRead, Storage, Value, Written};

@@ -6,7 +6,7 @@
 //! `PEXPIREAT` with absolute times) and announced with that command's keyspace event.
 
 use crate::api::api;
-use crate::args::KeyName;
+use crate::argv::KeyName;
 use crate::effects;
 use crate::open_key::OpenKey;
 use ratelimit_core::call::limiter::{SetWrite, SortedSet, Walk};

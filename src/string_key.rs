@@ -13,7 +13,7 @@
 //! (`RedisModule_GetAbsExpire` / `SetAbsExpire`). Every unsafe call states why it holds.
 
 use crate::api::api;
-use crate::args::KeyName;
+use crate::argv::KeyName;
 use crate::effects;
 use crate::open_key::OpenKey;
 use ratelimit_core::call::limiter::KeyRead;

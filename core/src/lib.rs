@@ -8,6 +8,7 @@
 //!             settles it (judge every key, decide all or nothing, write)
 //! limiters/   one file per algorithm, listed once in limiters/mod.rs with each
 //!             command's parser
+//! commands.rs every command's entry: name, syntax, docs, keys, flags, ACL, INFO
 //! bulk/       the bulk TTL commands (RL.BULKEXPIRE, RL.SWEEP) and their patterns
 //! limits.rs   every numeric bound, in one place (the twins mirror it)
 //! units.rs    microseconds and Unix milliseconds
@@ -15,11 +16,11 @@
 
 pub mod bulk;
 pub mod call;
+pub mod commands;
 pub mod limiters;
 pub mod limits;
 pub mod parse;
 pub mod units;
-pub mod usage;
 
 pub use call::state::{Effect, Outcome, StateKind, Stored};
 pub use call::verdict::{Decision, Verdict};

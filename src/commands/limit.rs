@@ -3,12 +3,12 @@
 //! key, settle the call (pure, in core: judge, decide, the writes), check memory,
 //! apply the writes, reply with the binding rule's numbers.
 
-use crate::args::{Args, KeyName};
+use crate::argv::{Args, KeyName};
 use crate::clock::request_time;
 use crate::effects;
 use crate::limiter_key::LimiterKey;
 use crate::reply;
-use crate::stats::Outcome;
+use crate::stats::Tally;
 use ratelimit_core::call::limiter::{KeyRead, Limiter};
 use ratelimit_core::call::{Call, Settlement, Shape};
 use ratelimit_core::limiters::throttle;
@@ -25,7 +25,7 @@ pub fn run<'a, R: Limiter>(
     ctx: &Context,
     args: &Args<'a>,
     parse: Parse<'a, R>,
-) -> Result<Outcome, Error> {
+) -> Result<Tally, Error> {
     let call = parse(args.after_name())?;
     let now = request_time(call.at)?;
     let names = args.keys(call.first_key(), call.numkeys)?;
@@ -63,7 +63,7 @@ pub fn run<'a, R: Limiter>(
 }
 
 /// The reply of a call, with the numbers of its binding rule (on key `name`).
-fn reply<R, S>(ctx: &Context, call: &Call<R>, s: &Settlement<S>, name: KeyName) -> Outcome {
+fn reply<R, S>(ctx: &Context, call: &Call<R>, s: &Settlement<S>, name: KeyName) -> Tally {
     match call.shape {
         Shape::Single => match s.extra {
             // A sixth field of the limiter's own (RL.GCRA's DELAY: the delay in ms, 0:
@@ -77,9 +77,9 @@ fn reply<R, S>(ctx: &Context, call: &Call<R>, s: &Settlement<S>, name: KeyName) 
             let fields = throttle::reply(&s.verdict, over_capacity);
             reply::integers(ctx, &fields);
             if fields[0] == 0 {
-                Outcome::Allowed
+                Tally::Allowed
             } else {
-                Outcome::Denied
+                Tally::Denied
             }
         }
     }

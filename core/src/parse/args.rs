@@ -236,7 +236,7 @@ fn parse_limit(earlier: &[Limit], window: Option<&&[u8]>, limit: Option<&&[u8]>)
 /// A count's error, with the order of the command's arguments when the count is
 /// written as a duration (two arguments given in the wrong order).
 pub fn in_order(e: Error, raw: &[u8], order: &'static str) -> Error {
-    if crate::usage::looks_like_a_duration(raw) {
+    if crate::commands::looks_like_a_duration(raw) {
         Error::Order {
             inner: Box::new(e),
             order,

@@ -285,7 +285,7 @@ impl fmt::Display for Error {
                 crate::parse::keyword::Opt::list(*accepted)
             ),
             Error::Order { inner, order } => write!(f, "{inner} ({order})"),
-            Error::RuleArity { kind } => match crate::usage::rule(kind) {
+            Error::RuleArity { kind } => match crate::commands::rule(kind) {
                 Some(syntax) => write!(
                     f,
                     "ERR wrong number of arguments for a {kind} rule (syntax: {syntax})"
@@ -353,7 +353,7 @@ impl fmt::Display for Error {
                 f,
                 "WRONGTYPE Operation against a key holding the wrong kind of value"
             ),
-            Error::WrongArity { command } => match crate::usage::command(command) {
+            Error::WrongArity { command } => match crate::commands::command(command) {
                 Some(syntax) => write!(
                     f,
                     "ERR wrong number of arguments for '{command}' command (syntax: {syntax})"
