@@ -3,22 +3,18 @@
 //! This file holds the module's allocator and its load and unload entry points;
 //! `register/` registers the commands from the command table of the `ratelimit-core`
 //! crate, which also holds the limiter logic (pure, unit-tested); `commands/` holds the
-//! per-command glue.
+//! per-command glue and `keys/` the access to keys.
 
-mod any_key;
 mod api;
 mod argv;
 mod clock;
 mod commands;
 mod effects;
-mod limiter_key;
-mod log_key;
-mod open_key;
+mod keys;
 mod register;
 mod reply;
 mod static_strings;
 mod stats;
-mod string_key;
 
 use redis_module::{raw, Context};
 use std::ffi::CStr;

@@ -4,9 +4,9 @@
 //! plus `seconds`); the reply lists those keys, in argument order. A key named twice
 //! gets its TTL at its first place and is listed once.
 
-use crate::any_key::{self, Found};
 use crate::argv::Args;
 use crate::clock::wall_clock;
+use crate::keys::any::{self, Found};
 use crate::stats::Tally;
 use ratelimit_core::bulk::{expiry_at, parse_bulkexpire};
 use ratelimit_core::Error;
@@ -19,8 +19,8 @@ pub fn command(ctx: &Context, args: &Args) -> Result<Tally, Error> {
     let names = args.keys(2, args.after_name().len().saturating_sub(1))?;
     let mut expired = Vec::with_capacity(names.len());
     for name in names {
-        if let Found::Persistent(_) = any_key::inspect(ctx, name)? {
-            any_key::give_ttl(ctx, name, at)?;
+        if let Found::Persistent(_) = any::inspect(ctx, name)? {
+            any::give_ttl(ctx, name, at)?;
             expired.push(name);
         }
     }

@@ -6,7 +6,7 @@
 use crate::argv::{Args, KeyName};
 use crate::clock::request_time;
 use crate::effects;
-use crate::limiter_key::LimiterKey;
+use crate::keys::limiter::LimiterKey;
 use crate::reply;
 use crate::stats::Tally;
 use ratelimit_core::call::limiter::{KeyRead, Limiter};

@@ -7,9 +7,9 @@
 //! user may write gets one. Reply: `[next_cursor, keys_scanned, keys_expired]`, the
 //! cursor as a bulk string like SCAN's.
 
-use crate::any_key::{self, Found};
 use crate::argv::{Args, KeyName};
 use crate::clock::wall_clock;
+use crate::keys::any::{self, Found};
 use crate::register::acl::CallerAcl;
 use crate::stats::Tally;
 use ratelimit_core::bulk::{expiry_at, parse_sweep};
@@ -52,16 +52,16 @@ pub fn command(ctx: &Context, args: &Args) -> Result<Tally, Error> {
         if !acl.may_write(ctx, name) {
             continue;
         }
-        let Found::Persistent(key_type) = any_key::inspect(ctx, name)? else {
+        let Found::Persistent(key_type) = any::inspect(ctx, name)? else {
             continue;
         };
         if let Some(filter) = &sweep.type_filter {
-            if !filter.accepts(key_type, || any_key::type_name(ctx, name)) {
+            if !filter.accepts(key_type, || any::type_name(ctx, name)) {
                 continue;
             }
         }
         if !sweep.dry_run {
-            any_key::give_ttl(ctx, name, at)?;
+            any::give_ttl(ctx, name, at)?;
         }
         expired += 1;
     }

@@ -133,6 +133,14 @@ macro_rules! limiters {
         /// How many kinds of limiters there are (RL.ALL's rule keywords).
         pub const KINDS_COUNT: usize = [$(stringify!($variant)),*].len();
 
+        /// Every limiter: its RL.ALL keyword and the command its state is named after
+        /// (the command of its own). (The lifetime names the rule types that borrow
+        /// their arguments.)
+        #[allow(clippy::extra_unused_lifetimes)]
+        pub fn kinds<'a>() -> [(&'static str, &'static str); KINDS_COUNT] {
+            [$((<$rule as Syntax>::KIND, <$rule as Syntax>::STATE.command)),*]
+        }
+
         /// RL.ALL's rule keyword `word` is, in its canonical spelling, if any. (The
         /// lifetime names the rule types that borrow their arguments.)
         #[allow(clippy::extra_unused_lifetimes)]

@@ -10,7 +10,7 @@
 use crate::api::api;
 use crate::argv::KeyName;
 use crate::effects;
-use crate::open_key::OpenKey;
+use crate::keys::open::OpenKey;
 use ratelimit_core::bulk::KeyType;
 use ratelimit_core::{Error, UnixMillis};
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};

@@ -15,7 +15,7 @@
 use crate::api::api;
 use crate::argv::KeyName;
 use crate::effects;
-use crate::open_key::OpenKey;
+use crate::keys::open::OpenKey;
 use ratelimit_core::call::limiter::KeyRead;
 use ratelimit_core::call::state::Encode;
 use ratelimit_core::{Error, UnixMillis};

@@ -4,22 +4,22 @@
 //! `commands/limit.rs`).
 
 use crate::argv::KeyName;
-use crate::log_key::LogKey;
-use crate::string_key::StringKey;
+use crate::keys::sorted_set::SortedSetKey;
+use crate::keys::string::StringKey;
 use ratelimit_core::call::limiter::{KeyRead, Storage, Value, Written};
 use ratelimit_core::{Effect, Error};
 use redis_module::Context;
 
 pub enum LimiterKey<'a> {
     String(StringKey<'a>),
-    SortedSet(LogKey<'a>),
+    SortedSet(SortedSetKey<'a>),
 }
 
 impl<'a> LimiterKey<'a> {
     pub fn open(ctx: &'a Context, name: KeyName<'a>, storage: Storage) -> Result<Self, Error> {
         Ok(match storage {
             Storage::String => LimiterKey::String(StringKey::open(ctx, name)?),
-            Storage::SortedSet => LimiterKey::SortedSet(LogKey::open(ctx, name)?),
+            Storage::SortedSet => LimiterKey::SortedSet(SortedSetKey::open(ctx, name)?),
         })
     }
 

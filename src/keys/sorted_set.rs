@@ -1,14 +1,14 @@
-//! Limiter state kept in a sorted set (RL.LOG's entries), beside `string_key.rs` for
+//! Limiter state kept in a sorted set (RL.LOG's entries), beside `string.rs` for
 //! strings: opening it (`WRONGTYPE` for another type), reading it through the module's
-//! sorted-set API (each read O(log n), no `RedisModule_Call`), and writing an entry:
-//! the member added, the members that left the window removed, the absolute expiry set,
+//! sorted-set API (walks in score order, each step O(log n)), and writing a change:
+//! a member added, the members scored at or below a time removed, the absolute expiry set,
 //! each replicated as the plain command it stands for (`ZADD`, `ZREMRANGEBYSCORE`,
 //! `PEXPIREAT` with absolute times) and announced with that command's keyspace event.
 
 use crate::api::api;
 use crate::argv::KeyName;
 use crate::effects;
-use crate::open_key::OpenKey;
+use crate::keys::open::OpenKey;
 use ratelimit_core::call::limiter::{SetWrite, SortedSet, Walk};
 use ratelimit_core::{Error, Micros, UnixMillis};
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};
@@ -25,7 +25,7 @@ thread_local! {
 }
 
 /// A sorted-set key opened for reading and writing, closed on drop.
-pub struct LogKey<'a> {
+pub struct SortedSetKey<'a> {
     ctx: &'a Context,
     name: KeyName<'a>,
     key: OpenKey,
@@ -33,7 +33,7 @@ pub struct LogKey<'a> {
     exists: bool,
 }
 
-impl<'a> LogKey<'a> {
+impl<'a> SortedSetKey<'a> {
     /// Open `name`; a key of another type is `WRONGTYPE`.
     pub fn open(ctx: &'a Context, name: KeyName<'a>) -> Result<Self, Error> {
         let key = OpenKey::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)?
@@ -45,7 +45,7 @@ impl<'a> LogKey<'a> {
             raw::REDISMODULE_KEYTYPE_ZSET => true,
             _ => return Err(Error::WrongType),
         };
-        Ok(LogKey {
+        Ok(SortedSetKey {
             ctx,
             name,
             key,
@@ -273,7 +273,7 @@ fn bytes<'s>(s: *mut raw::RedisModuleString) -> &'s [u8] {
     unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
 }
 
-impl SortedSet for LogKey<'_> {
+impl SortedSet for SortedSetKey<'_> {
     fn len(&self) -> usize {
         if !self.exists {
             return 0;
