@@ -9,7 +9,7 @@ use crate::effects;
 use crate::keys::limiter::LimiterKey;
 use crate::reply;
 use crate::stats::Tally;
-use ratelimit_core::call::limiter::{KeyRead, Limiter};
+use ratelimit_core::call::limiter::Limiter;
 use ratelimit_core::call::{Call, Settlement, Shape};
 use ratelimit_core::limiters::throttle;
 use ratelimit_core::Error;
@@ -28,37 +28,36 @@ pub fn run<'a, R: Limiter>(
 ) -> Result<Tally, Error> {
     let call = parse(args.after_name())?;
     let now = request_time(call.at)?;
-    let names = args.keys(call.first_key(), call.numkeys)?;
+    let first = call.first_key();
     // Open every key as its rule keeps it (a wrong type is found before any state is
-    // read), in the rules' order; then read them all.
+    // read), in the rules' order; core reads them as it judges them.
     let mut keys: SmallVec<[(KeyName, LimiterKey); 4]> = SmallVec::new();
     for (i, (k, rule)) in call.rules.iter().enumerate() {
-        let name = *names.get(*k).ok_or(Error::Internal("rule key"))?;
+        let name = args
+            .key(first + k)
+            .ok_or_else(|| Error::Internal("rule key"))?;
         let key = LimiterKey::open(ctx, name, rule.storage())
             .map_err(|e| call.rule_error(i, name.bytes(), e))?;
         keys.push((name, key));
     }
-    let mut reads: SmallVec<[KeyRead; 4]> = SmallVec::new();
-    for (i, (name, key)) in keys.iter().enumerate() {
-        reads.push(
-            key.read()
-                .map_err(|e| call.rule_error(i, name.bytes(), e))?,
-        );
-    }
+    let read = |i: usize| match keys.get(i) {
+        Some((_, key)) => key.read(),
+        None => Err(Error::Internal("rule key")),
+    };
     let name_of = |i: usize| keys.get(i).map_or(&b""[..], |(name, _)| name.bytes());
-    let settlement = call.settle(&reads, now, name_of)?;
+    let settlement = call.settle_with(now, read, name_of)?;
     let first_set = settlement
         .first_set
         .and_then(|i| keys.get(i).map(|(name, _)| *name));
     effects::check_memory(ctx, first_set)?;
     for (i, effect) in &settlement.writes {
-        let (_, key) = keys.get(*i).ok_or(Error::Internal("written key"))?;
+        let (_, key) = keys.get(*i).ok_or_else(|| Error::Internal("written key"))?;
         key.apply(effect)?;
     }
     let binding = keys
         .get(settlement.binding)
         .map(|(name, _)| *name)
-        .ok_or(Error::Internal("binding rule"))?;
+        .ok_or_else(|| Error::Internal("binding rule"))?;
     Ok(reply(ctx, &call, &settlement, binding))
 }
 

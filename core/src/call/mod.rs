@@ -92,26 +92,38 @@ impl<R: Limiter> Call<R> {
     }
 
     /// Settle the call at `now`: `reads[i]` is what the key of rule `i` holds, `name(i)`
-    /// that key's name (for errors). The one loop of every limiter call.
+    /// that key's name (for errors).
     pub fn settle<'n>(
         &self,
         reads: &[KeyRead<'_>],
         now: Micros,
         name: impl Fn(usize) -> &'n [u8],
     ) -> Result<Settlement<R::State>> {
+        let read = |i: usize| Ok(reads.get(i).copied().unwrap_or(KeyRead::Missing));
+        self.settle_with(now, read, name)
+    }
+
+    /// Settle the call at `now`, reading the key of rule `i` with `read(i)` (as the
+    /// module reads it, its errors those of rule `i`); `name(i)` is that key's name. The
+    /// one loop of every limiter call.
+    pub fn settle_with<'k, 'n>(
+        &self,
+        now: Micros,
+        read: impl Fn(usize) -> Result<KeyRead<'k>>,
+        name: impl Fn(usize) -> &'n [u8],
+    ) -> Result<Settlement<R::State>> {
         let mut judged: SmallVec<[_; 4]> = SmallVec::new();
         for (i, (_, rule)) in self.rules.iter().enumerate() {
-            let read = reads.get(i).copied().unwrap_or(KeyRead::Missing);
-            let judgement = rule
-                .judge(read, now, self.cost)
+            let judgement = read(i)
+                .and_then(|key| rule.judge(key, now, self.cost))
                 .map_err(|e| self.rule_error(i, name(i), e))?;
             judged.push(judgement);
         }
-        let decided =
-            decision::decide(judged.iter().map(|j| j.verdict)).ok_or(Error::Internal("no rule"))?;
+        let decided = decision::decide(judged.iter().map(|j| j.verdict))
+            .ok_or_else(|| Error::Internal("no rule"))?;
         let binding = judged
             .get(decided.binding)
-            .ok_or(Error::Internal("binding rule"))?;
+            .ok_or_else(|| Error::Internal("binding rule"))?;
         let (verdict, window_ms, extra) = (binding.verdict, binding.window_ms, binding.extra);
         let mut writes: SmallVec<[(usize, Effect<R::State>); 4]> = SmallVec::new();
         let mut first_set = None;
