@@ -119,6 +119,39 @@ pub enum Settled {
     Denied,
 }
 
+/// How a request settles: taken as it fits (the usual), or, after the fact, given back
+/// (`REFUND`) or recorded whether it fits or not (`FORCE`). Each limiter implements each
+/// mode in its own file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Allowed iff it fits; then recorded.
+    #[default]
+    Take,
+    /// Give back `cost` that allowed requests took; always allowed.
+    Refund,
+    /// Record `cost` whether it fits or not.
+    Force,
+}
+
+/// What every rule of a call judges: the call's time, its cost and how it settles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub now: Micros,
+    pub cost: i64,
+    pub mode: Mode,
+}
+
+impl Request {
+    /// A request taken as it fits, the usual.
+    pub fn take(now: Micros, cost: i64) -> Request {
+        Request {
+            now,
+            cost,
+            mode: Mode::Take,
+        }
+    }
+}
+
 /// One rate-limiting algorithm, as a checked rule on one key; also a rule of any kind
 /// (RL.ALL's), which passes each call to the rule of its kind.
 pub trait Limiter {
@@ -137,17 +170,17 @@ pub trait Limiter {
     /// A cost above the capacity can never be allowed: an error, not a denial.
     fn check_cost(&self, cost: i64) -> Result<()>;
 
-    /// Judge the key's content at `now` for `cost` (checked by `check_cost`). Errors:
-    /// the key's content is not this limiter's state, or holds another type.
-    fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Self::Pending>>;
+    /// Judge the key's content for the request (its time, its cost, checked by
+    /// `check_cost`, and how it settles). Errors: the key's content is not this
+    /// limiter's state, or holds another type.
+    fn judge(&self, key: KeyRead<'_>, req: &Request) -> Result<Judgement<Self::Pending>>;
 
     /// The write of a judgement once the call is settled.
     fn write(
         &self,
         pending: Self::Pending,
         settled: Settled,
-        now: Micros,
-        cost: i64,
+        req: &Request,
     ) -> std::result::Result<Effect<Self::State>, Full>;
 }
 

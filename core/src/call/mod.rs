@@ -23,7 +23,7 @@ pub mod memory;
 pub mod state;
 pub mod verdict;
 
-use crate::call::limiter::{KeyRead, Limiter, Settled, Syntax};
+use crate::call::limiter::{KeyRead, Limiter, Mode, Request, Settled, Syntax};
 use crate::call::state::{Effect, Encode, Outcome, Stored};
 use crate::call::verdict::Verdict;
 use crate::parse::args::Options;
@@ -60,6 +60,8 @@ pub struct Call<R> {
     pub rules: SmallVec<[(usize, R); 1]>,
     pub cost: i64,
     pub at: Option<Micros>,
+    /// How the request settles (`REFUND`, `FORCE`; the usual: taken as it fits).
+    pub mode: Mode,
 }
 
 /// What a call comes to: the binding verdict and the writes.
@@ -112,33 +114,36 @@ impl<R: Limiter> Call<R> {
         read: impl Fn(usize) -> Result<KeyRead<'k>>,
         name: impl Fn(usize) -> &'n [u8],
     ) -> Result<Settlement<R::State>> {
+        let req = Request {
+            now,
+            cost: self.cost,
+            mode: self.mode,
+        };
         let mut judged: SmallVec<[_; 4]> = SmallVec::new();
         for (i, (_, rule)) in self.rules.iter().enumerate() {
             let judgement = read(i)
-                .and_then(|key| rule.judge(key, now, self.cost))
+                .and_then(|key| rule.judge(key, &req))
                 .map_err(|e| self.rule_error(i, name(i), e))?;
             judged.push(judgement);
         }
-        let decided = decision::decide(judged.iter().map(|j| j.verdict))
-            .ok_or_else(|| Error::Internal("no rule"))?;
+        let decided =
+            decision::decide(judged.iter().map(|j| j.verdict)).ok_or(Error::Internal("no rule"))?;
         let binding = judged
             .get(decided.binding)
-            .ok_or_else(|| Error::Internal("binding rule"))?;
+            .ok_or(Error::Internal("binding rule"))?;
         let (verdict, window_ms, extra) = (binding.verdict, binding.window_ms, binding.extra);
         let mut writes: SmallVec<[(usize, Effect<R::State>); 4]> = SmallVec::new();
         let mut first_set = None;
         // RL.ALL's denial writes nothing at all.
         if decided.settled == Settled::Allowed || self.shape != Shape::All {
             for (i, ((_, rule), j)) in self.rules.iter().zip(judged).enumerate() {
-                let effect = rule
-                    .write(j.pending, decided.settled, now, self.cost)
-                    .map_err(|_| {
-                        let full = Error::KeyFull {
-                            key: name(i).to_vec(),
-                            command: rule.state_kind().command,
-                        };
-                        self.rule_error(i, name(i), full)
-                    })?;
+                let effect = rule.write(j.pending, decided.settled, &req).map_err(|_| {
+                    let full = Error::KeyFull {
+                        key: name(i).to_vec(),
+                        command: rule.state_kind().command,
+                    };
+                    self.rule_error(i, name(i), full)
+                })?;
                 if effect.is_none() {
                     continue;
                 }
@@ -213,6 +218,7 @@ impl<R: Limiter> Call<R> {
             rules: SmallVec::from_buf([(0, rule)]),
             cost: opts.cost,
             at: opts.at,
+            mode: Mode::Take,
         })
     }
 
@@ -234,6 +240,7 @@ impl<R: Limiter> Call<R> {
             rules: (0..numkeys).map(|k| (k, rule.clone())).collect(),
             cost,
             at,
+            mode: Mode::Take,
         }
     }
 }
@@ -250,6 +257,7 @@ impl<R: Limiter> Call<R> {
             rules: SmallVec::from_buf([(0, rule)]),
             cost,
             at: None,
+            mode: Mode::Take,
         }
     }
 

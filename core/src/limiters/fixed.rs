@@ -8,7 +8,7 @@
 //! State: the count, a non-negative decimal integer as `INCR` writes it; the key's
 //! absolute expiry is the end of the window.
 
-use crate::call::limiter::{Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax};
+use crate::call::limiter::{Full, Judgement, KeyRead, Limiter, Request, Settled, Storage, Syntax};
 use crate::call::state::{parse_decimal, Effect, StateKind, Stored};
 use crate::call::verdict::{Decision, Verdict};
 use crate::limits::{MAX_DURATION, MAX_SAFE_INTEGER};
@@ -126,7 +126,8 @@ impl Limiter for Rule {
         Ok(())
     }
 
-    fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Self::Pending>> {
+    fn judge(&self, key: KeyRead<'_>, req: &Request) -> Result<Judgement<Self::Pending>> {
+        let (now, cost) = (req.now, req.cost);
         let stored = key.string_state(parse_state)?;
         let (verdict, on_allow, on_deny) = judge(stored, now, self, cost);
         Ok(Judgement {
@@ -141,8 +142,7 @@ impl Limiter for Rule {
         &self,
         (on_allow, on_deny): Self::Pending,
         settled: Settled,
-        _now: Micros,
-        _cost: i64,
+        _req: &Request,
     ) -> std::result::Result<Effect<i64>, Full> {
         Ok(match settled {
             Settled::Allowed => on_allow,

@@ -27,7 +27,7 @@
 //! Every time involved stays below 2^53 µs (see [`MAX_TAT`]), so the Lua twin, whose
 //! numbers are doubles, computes exactly the same integers.
 
-use crate::call::limiter::{Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax};
+use crate::call::limiter::{Full, Judgement, KeyRead, Limiter, Request, Settled, Storage, Syntax};
 use crate::call::state::{Effect, Outcome, StateKind, Stored};
 use crate::call::verdict::{Decision, Verdict};
 use crate::limits::{MAX_BURST_WINDOW, MAX_TAT, MAX_TAT_DIGITS};
@@ -212,7 +212,8 @@ impl Limiter for Rule {
         Ok(())
     }
 
-    fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Effect<Micros>>> {
+    fn judge(&self, key: KeyRead<'_>, req: &Request) -> Result<Judgement<Effect<Micros>>> {
+        let (now, cost) = (req.now, req.cost);
         let stored = key.string_state(parse_state)?;
         let (outcome, booking) = judge_tat(stored, now, &self.params(cost));
         Ok(Judgement {
@@ -227,8 +228,7 @@ impl Limiter for Rule {
         &self,
         pending: Effect<Micros>,
         settled: Settled,
-        _now: Micros,
-        _cost: i64,
+        _req: &Request,
     ) -> std::result::Result<Effect<Micros>, Full> {
         Ok(match settled {
             Settled::Allowed => pending,

@@ -25,8 +25,8 @@
 //! write nothing.
 
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, SetWrite, Settled, SortedSet, Storage, Syntax, Value, Walk,
-    Written,
+    Full, Judgement, KeyRead, Limiter, Request, SetWrite, Settled, SortedSet, Storage, Syntax,
+    Value, Walk, Written,
 };
 use crate::call::state::{Effect, Encode, StateKind};
 use crate::call::verdict::{Decision, Verdict};
@@ -257,7 +257,8 @@ impl<'a> Limiter for Rule<'a> {
         Ok(())
     }
 
-    fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Self::Pending>> {
+    fn judge(&self, key: KeyRead<'_>, req: &Request) -> Result<Judgement<Self::Pending>> {
+        let (now, cost) = (req.now, req.cost);
         match key.sorted_set()? {
             None => self.judge_index(&Empty, now, cost),
             Some(set) => self.judge_index(&SetIndex(set), now, cost),
@@ -268,8 +269,7 @@ impl<'a> Limiter for Rule<'a> {
         &self,
         pending: Option<Append<'a>>,
         settled: Settled,
-        _now: Micros,
-        _cost: i64,
+        _req: &Request,
     ) -> std::result::Result<Effect<Append<'a>>, Full> {
         Ok(match (settled, pending) {
             (Settled::Allowed, Some(append)) => Effect::Set {
@@ -508,7 +508,9 @@ mod tests {
             } else {
                 Settled::Denied
             };
-            if let Ok(Effect::Set { state, .. }) = r.write(j.pending, settled, now, cost) {
+            if let Ok(Effect::Set { state, .. }) =
+                r.write(j.pending, settled, &Request::take(now, cost))
+            {
                 let mut m = Vec::new();
                 state.member(&mut m);
                 self.0.insert((state.time.0, m));
@@ -587,7 +589,7 @@ mod tests {
             })
         );
         assert_eq!(
-            r.write(j.pending, Settled::Allowed, at(0), 4),
+            r.write(j.pending, Settled::Allowed, &Request::take(at(0), 4)),
             Ok(Effect::Set {
                 state: j.pending.unwrap(),
                 expires_at: UnixMillis(T0 + 60_000),

@@ -11,7 +11,7 @@ pub mod throttle;
 pub mod windows;
 
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
+    Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax, Value, Written,
 };
 use crate::call::state::{Effect, StateKind};
 use crate::call::{Call, Shape};
@@ -19,7 +19,6 @@ use crate::limits::MAX_ALL_KEYS;
 use crate::parse::args::{parse_int, AtOther, Options};
 use crate::parse::error::{Error, Result};
 use crate::parse::keyword::{Opt, COST_AT};
-use crate::units::Micros;
 use smallvec::SmallVec;
 
 /// Every limiter, once: `Variant(its rule type)`. Adding a limiter is its core file,
@@ -91,11 +90,10 @@ macro_rules! limiters {
             fn judge(
                 &self,
                 key: KeyRead<'_>,
-                now: Micros,
-                cost: i64,
+                req: &Request,
             ) -> Result<Judgement<Pending<'a>>> {
                 match self {
-                    $(Rule::$variant(r) => Limiter::judge(r, key, now, cost).map(|j| Judgement {
+                    $(Rule::$variant(r) => Limiter::judge(r, key, req).map(|j| Judgement {
                         verdict: j.verdict,
                         window_ms: j.window_ms,
                         extra: j.extra,
@@ -110,12 +108,11 @@ macro_rules! limiters {
                 &self,
                 pending: Pending<'a>,
                 settled: Settled,
-                now: Micros,
-                cost: i64,
+                req: &Request,
             ) -> std::result::Result<Effect<State<'a>>, Full> {
                 match (self, pending) {
                     $((Rule::$variant(r), Pending::$variant(p)) => {
-                        Limiter::write(r, p, settled, now, cost).map(|e| e.map(State::$variant))
+                        Limiter::write(r, p, settled, req).map(|e| e.map(State::$variant))
                     })*
                     _ => Ok(Effect::None),
                 }
@@ -219,6 +216,7 @@ pub fn throttle(args: &[&[u8]]) -> Result<Call<gcra::Rule>> {
         rules: SmallVec::from_buf([(0, gcra::Rule::from(t.params))]),
         cost: t.params.cost(),
         at: None,
+        mode: Mode::Take,
     })
 }
 
@@ -339,6 +337,7 @@ pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
         rules,
         cost: opts.cost,
         at: opts.at,
+        mode: Mode::Take,
     })
 }
 
@@ -351,6 +350,7 @@ mod tests {
     use super::*;
     use crate::call::memory::{self, Key};
     use crate::call::verdict::{Decision, Verdict};
+    use crate::units::Micros;
     use proptest::prelude::*;
 
     fn parse(args: &[&'static str]) -> Result<Call<Rule<'static>>> {

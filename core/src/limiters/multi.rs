@@ -12,7 +12,7 @@
 
 use crate::call::decision::Chooser;
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
+    Full, Judgement, KeyRead, Limiter, Request, Settled, Storage, Syntax, Value, Written,
 };
 use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
 use crate::call::verdict::Verdict;
@@ -188,7 +188,8 @@ impl Limiter for Rule {
         windows::check_cost(&limits, cost)
     }
 
-    fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Pending>> {
+    fn judge(&self, key: KeyRead<'_>, req: &Request) -> Result<Judgement<Pending>> {
+        let (now, cost) = (req.now, req.cost);
         let stored = key.string_state(parse_state)?;
         Ok(self.judge_stored(stored, now, cost))
     }
@@ -197,9 +198,9 @@ impl Limiter for Rule {
         &self,
         Pending { stored, updated }: Pending,
         settled: Settled,
-        now: Micros,
-        cost: i64,
+        req: &Request,
     ) -> std::result::Result<Effect<State>, Full> {
+        let (now, cost) = (req.now, req.cost);
         let stored = stored.as_ref().map(|s| (s.state.entries(), s.expires_at));
         let names = |w| self.names(w);
         // The windows are distinct: from distinct LIMITs and stored entries.
