@@ -33,9 +33,7 @@ pub fn run<'a, R: Limiter>(
     // read), in the rules' order; core reads them as it judges them.
     let mut keys: SmallVec<[(KeyName, LimiterKey); 4]> = SmallVec::new();
     for (i, (k, rule)) in call.rules.iter().enumerate() {
-        let name = args
-            .key(first + k)
-            .ok_or_else(|| Error::Internal("rule key"))?;
+        let name = args.key(first + k).ok_or(Error::Internal("rule key"))?;
         let key = LimiterKey::open(ctx, name, rule.storage())
             .map_err(|e| call.rule_error(i, name.bytes(), e))?;
         keys.push((name, key));
@@ -51,13 +49,13 @@ pub fn run<'a, R: Limiter>(
         .and_then(|i| keys.get(i).map(|(name, _)| *name));
     effects::check_memory(ctx, first_set)?;
     for (i, effect) in &settlement.writes {
-        let (_, key) = keys.get(*i).ok_or_else(|| Error::Internal("written key"))?;
+        let (_, key) = keys.get(*i).ok_or(Error::Internal("written key"))?;
         key.apply(effect)?;
     }
     let binding = keys
         .get(settlement.binding)
         .map(|(name, _)| *name)
-        .ok_or_else(|| Error::Internal("binding rule"))?;
+        .ok_or(Error::Internal("binding rule"))?;
     Ok(reply(ctx, &call, &settlement, binding))
 }
 
