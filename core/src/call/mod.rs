@@ -136,7 +136,7 @@ impl<R: Limiter> Call<R> {
         let mut first_set = None;
         // RL.ALL's denial writes nothing at all.
         if decided.settled == Settled::Allowed || self.shape != Shape::All {
-            for (i, ((_, rule), j)) in self.rules.iter().zip(judged).enumerate() {
+            for (i, ((_, rule), j)) in self.rules.iter().zip(judged.drain(..)).enumerate() {
                 let effect = rule.write(j.pending, decided.settled, &req).map_err(|_| {
                     let full = Error::KeyFull {
                         key: name(i).to_vec(),
