@@ -87,3 +87,16 @@ def test_the_wheel_carries_every_twin(tmp_path):
         carried = {n.rsplit("/", 1)[-1]: z.read(n) for n in z.namelist() if n.startswith("redis_ratelimit/lua/")}
     repo = {p.name: p.read_bytes() for p in (REPO / "lua").glob("*.lua")}
     assert carried == repo
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_string_where_keys_belong_is_one_key_not_its_characters_in_the_twins(bare_server, mode, tag):
+    from test_calls import check_a_string_where_keys_belong_is_one_key
+
+    scripted, close = make_limiter("standalone", mode, False, 2, bare_server.port, twins=True)
+    raw = redis.Redis(port=bare_server.port)
+    try:
+        check_a_string_where_keys_belong_is_one_key(scripted, raw, tag)
+    finally:
+        raw.close()
+        close()

@@ -17,7 +17,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 import redis
 
 from . import twins as _twins
-from ._args import Duration, Instant, duration_arg, find_key
+from ._args import ONE_KEY, Duration, Instant, duration_arg, find_key, key_list
 from .policies import All, Call, Fixed, Gcra, Log, Multi, Policy, Sliding
 from .results import RateLimit, Sweep, Throttle
 
@@ -131,7 +131,7 @@ class _Calls:
     ) -> RateLimit:
         """RL.MULTI numkeys key... LIMIT window limit... [COST n] [ALIGN] [AT ms]; the
         result names the binding ``key`` and ``window_ms``."""
-        return self._run(Multi(list(limits), names, align).call(list(keys), cost, at))
+        return self._run(Multi(list(limits), names, align).call(key_list(keys, "RL.MULTI"), cost, at))
 
     def sliding(
         self,
@@ -144,7 +144,7 @@ class _Calls:
         names: Optional[Sequence[str]] = None,
     ) -> RateLimit:
         """RL.SLIDING numkeys key... LIMIT window limit... [BUCKETS n] [COST n] [AT ms]."""
-        return self._run(Sliding(list(limits), names, buckets).call(list(keys), cost, at))
+        return self._run(Sliding(list(limits), names, buckets).call(key_list(keys, "RL.SLIDING"), cost, at))
 
     def log(
         self,
@@ -170,7 +170,12 @@ class _Calls:
         """RL.ALL: ``rules`` is a list of ``(key, policy)`` pairs (Fixed, Gcra, Multi,
         Sliding, Log), one per key; the result names the binding ``rule`` (1-based) and
         its ``key``."""
+        if isinstance(rules, ONE_KEY) or not hasattr(rules, "__iter__"):
+            raise TypeError(f"RL.ALL takes a list of (key, policy) pairs, not {type(rules).__name__}")
         pairs = list(rules)
+        for pair in pairs:
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], Policy)):
+                raise TypeError(f"RL.ALL takes (key, policy) pairs, not {pair!r}")
         policy = All([p for _, p in pairs])
         return self._run(policy.call([k for k, _ in pairs], cost, at))
 
@@ -183,11 +188,8 @@ class _Calls:
         at: Optional[Instant] = None,
     ) -> RateLimit:
         """Apply a policy to its key (or list of keys, for Multi, Sliding and All)."""
-        if isinstance(keys, (list, tuple)):
-            key_list = list(keys)
-        else:
-            key_list = [keys]
-        return self._run(policy.call(key_list, cost, at))
+        keys = list(keys) if isinstance(keys, (list, tuple)) else [keys]
+        return self._run(policy.call(keys, cost, at))
 
     def throttle(
         self,
@@ -208,7 +210,7 @@ class _Calls:
     def bulkexpire(self, seconds: Duration, keys: Sequence[Any]) -> List[Any]:
         """RL.BULKEXPIRE seconds key...: the keys that got a TTL, as the caller gave
         them."""
-        keys = tuple(keys)
+        keys = key_list(keys, "RL.BULKEXPIRE")
         seconds_arg = duration_arg(seconds)
 
         def parse(reply: Any, encode: Any) -> List[Any]:
