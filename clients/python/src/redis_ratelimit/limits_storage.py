@@ -161,8 +161,13 @@ class RateLimitStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport
         return max(self.storage.pttl(self.prefixed_key(key)), 0) / 1000 + time.time()
 
     def check(self) -> bool:
+        """The server answers and can decide: it has the module's commands (or the
+        storage runs the twins). False on a server without the module, where every hit
+        would fail."""
         try:
-            return bool(self.storage.ping())
+            if not self.storage.ping():
+                return False
+            return self.limiter.twins or self.limiter.has_command("RL.FIXED")
         except Exception:  # noqa: BLE001 - a health check answers, it does not raise
             return False
 
