@@ -100,28 +100,47 @@ class RouteLimiter:
         limiter's). A refused request gets the 429 response; an allowed one runs the
         endpoint, and its response gets the headers; the result is in
         ``request.state.rate_limit``. The endpoint needs no ``Request`` parameter."""
+        from starlette.concurrency import run_in_threadpool
         from starlette.requests import Request
         from starlette.responses import Response
 
         s = self.settings
 
+        def own(params: List[inspect.Parameter], cls: type) -> Optional[str]:
+            """The endpoint's own parameter of that type (FastAPI passes one only)."""
+            for p in params:
+                a = p.annotation
+                if (isinstance(a, type) and issubclass(a, cls)) or (isinstance(a, str) and a.rsplit(".", 1)[-1] == cls.__name__):
+                    return p.name
+            return None
+
         def decorate(endpoint: Callable) -> Callable:
             signature = inspect.signature(endpoint)
             params = list(signature.parameters.values())
-            mine = [
-                inspect.Parameter("ratelimit_request__", inspect.Parameter.KEYWORD_ONLY, annotation=Request),
-                inspect.Parameter("ratelimit_response__", inspect.Parameter.KEYWORD_ONLY, annotation=Response),
-            ]
+            request_name = own(params, Request)
+            response_name = own(params, Response)
+            mine = []
+            if request_name is None:
+                mine.append(inspect.Parameter("ratelimit_request__", inspect.Parameter.KEYWORD_ONLY, annotation=Request))
+            if response_name is None:
+                mine.append(inspect.Parameter("ratelimit_response__", inspect.Parameter.KEYWORD_ONLY, annotation=Response))
             at = next((i for i, p in enumerate(params) if p.kind is inspect.Parameter.VAR_KEYWORD), len(params))
 
             @functools.wraps(endpoint)
             async def limited(*args: Any, **kwargs: Any) -> Any:
-                request: Request = kwargs.pop("ratelimit_request__")
-                response: Response = kwargs.pop("ratelimit_response__")
+                if request_name is None:
+                    request: Request = kwargs.pop("ratelimit_request__")
+                else:
+                    request = kwargs[request_name]
+                if response_name is None:
+                    response: Response = kwargs.pop("ratelimit_response__")
+                else:
+                    response = kwargs[response_name]
 
                 async def run() -> Any:
-                    out = endpoint(*args, **kwargs)
-                    return await out if inspect.isawaitable(out) else out
+                    if not inspect.iscoroutinefunction(endpoint):  # as FastAPI runs it: in a thread
+                        return await run_in_threadpool(endpoint, *args, **kwargs)
+                    return await endpoint(*args, **kwargs)
 
                 scope = request.scope
                 identity = (key or s.key or default_key)(scope)
