@@ -33,7 +33,8 @@ trap cleanup EXIT
 say "dpkg -i $(basename "$deb")"
 dpkg -i "$deb" >"$tmp/dpkg.log" 2>&1 || { cat "$tmp/dpkg.log" >&2; fail "dpkg -i"; }
 module=/usr/lib/redis/modules/libredis_ratelimit.so
-for f in "$module" /usr/share/redis-ratelimit/lua/prelude.lua /usr/share/redis-ratelimit/lua/gcra.lua \
+lua=/usr/share/redis-ratelimit/lua
+for f in "$module" $lua/ratelimit.lua $lua/scripts/rl_gcra.lua $lua/scripts/rl_fixed.lua \
   /etc/redis/ratelimit.conf /usr/share/doc/redis-ratelimit/copyright; do
   [ -f "$f" ] || fail "$f is not installed"
 done
@@ -73,10 +74,13 @@ cli() { redis-cli -p "$port" "$@"; }
 cli MODULE LIST | grep -qx ratelimit || fail "MODULE LIST does not name ratelimit: $(cli MODULE LIST | tr '\n' ' ')"
 got=$(cli RL.GCRA check-deb:user 2 1 10s AT 1900000000000 | tr '\n' ' ')
 [ "$got" = "0 3 2 -1 10000 " ] || fail "RL.GCRA replied '$got'"
-# The installed twin gives the command's reply, on a key of its own.
-twin=$(cat /usr/share/redis-ratelimit/lua/prelude.lua /usr/share/redis-ratelimit/lua/gcra.lua)
-got=$(cli EVAL "$twin" 1 check-deb:twin 2 1 10s AT 1900000000000 | tr '\n' ' ')
-[ "$got" = "0 3 2 -1 10000 " ] || fail "the installed RL.GCRA twin replied '$got'"
+# The installed twins give the command's reply, each on a key of its own: the
+# Functions library (FCALL) and the function's script (EVAL).
+cli FUNCTION LOAD REPLACE "$(cat $lua/ratelimit.lua)" >/dev/null || fail "FUNCTION LOAD of $lua/ratelimit.lua"
+got=$(cli FCALL rl_gcra 1 check-deb:function 2 1 10s AT 1900000000000 | tr '\n' ' ')
+[ "$got" = "0 3 2 -1 10000 " ] || fail "the installed library's rl_gcra replied '$got'"
+got=$(cli EVAL "$(cat $lua/scripts/rl_gcra.lua)" 1 check-deb:script 2 1 10s AT 1900000000000 | tr '\n' ' ')
+[ "$got" = "0 3 2 -1 10000 " ] || fail "the installed script rl_gcra.lua replied '$got'"
 cli SET check-deb:plain v >/dev/null
 ratelimit-sweep -p "$port" --ttl 1h --quiet >"$tmp/sweep.out" 2>&1 || { cat "$tmp/sweep.out" >&2; fail "ratelimit-sweep"; }
 [ "$(cli TTL check-deb:plain)" -gt 0 ] || fail "ratelimit-sweep gave check-deb:plain no TTL: $(cat "$tmp/sweep.out")"
@@ -91,4 +95,4 @@ fi
 for f in "$module" /usr/bin/ratelimit-sweep /usr/share/redis-ratelimit /etc/redis/ratelimit.conf; do
   [ ! -e "$f" ] || fail "$f is left after dpkg --purge"
 done
-say "ok: installed, served RL.GCRA, the twin and ratelimit-sweep on port $port, and removed"
+say "ok: installed, served RL.GCRA, its function, its script and ratelimit-sweep on port $port, and removed"

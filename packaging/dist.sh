@@ -2,7 +2,8 @@
 # make dist: a release tarball and a Debian package of the built module and sweep tool.
 #   packaging/dist.sh MODULE.so SWEEP OUT_DIR
 # OUT_DIR gets:
-#   redis-ratelimit-V-ARCH-linux-gnu.tar.gz  the module, ratelimit-sweep, lua/ (the twins),
+#   redis-ratelimit-V-ARCH-linux-gnu.tar.gz  the module, ratelimit-sweep, lua/ (the twins:
+#                                           the Functions library and lua/scripts/),
 #                                           ratelimit.conf, LICENSE, README.md and their
 #                                           SHA256SUMS, in redis-ratelimit-V/
 #   redis-ratelimit_V_DEBARCH.deb            built by debhelper (packaging/debian) from
@@ -27,14 +28,16 @@ tarball=$name-$(uname -m)-linux-gnu.tar.gz
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 
 rm -rf "$out"
-mkdir -p "$out/$name/lua"
+mkdir -p "$out/$name/lua/scripts"
 tree=$out/$name
 install -m 0755 "$module" "$tree/libredis_ratelimit.so"  # redis-server loads only executable modules
 install -m 0755 "$sweep" "$tree/ratelimit-sweep"
 # Without the debug information the release profile keeps (a tenth of the size).
 strip --strip-debug "$tree/libredis_ratelimit.so" "$tree/ratelimit-sweep"
-# The twins: every script of lua/, not the published ones kept as benchmark baselines.
-install -m 0644 lua/*.lua "$tree/lua/"
+# The twins: the Functions library and the script of each function, not the published
+# scripts kept as benchmark baselines nor the script that writes lua/scripts/.
+install -m 0644 lua/ratelimit.lua "$tree/lua/"
+install -m 0644 lua/scripts/*.lua "$tree/lua/scripts/"
 install -m 0644 packaging/ratelimit.conf LICENSE README.md "$tree/"
 (cd "$tree" && find . -type f ! -name SHA256SUMS | sed 's|^\./||' | LC_ALL=C sort | xargs sha256sum > SHA256SUMS)
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \

@@ -263,7 +263,9 @@ class Guard:
             if self.auto_twins:
                 log.error(
                     "the Redis server has no redis-ratelimit module (%s): the middleware now runs the "
-                    "commands' Lua twins, slower; load the module into the server to use its commands",
+                    "commands' Lua twins, slower (their Functions library when it is loaded, "
+                    "redis_ratelimit.twins.load_library, else their scripts); load the module into the "
+                    "server to use its commands",
                     exc,
                 )
                 return USE_TWINS
