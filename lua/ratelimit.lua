@@ -328,6 +328,17 @@ end
 
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 
+-- The error of limiter L on a key that holds what can only be another limiter's state
+-- (`holds` says what), naming the key when `named`.
+local function foreign_error(L, key, named, holds)
+  local which = named and ("the key '" .. echo(key) .. "'") or 'the key'
+  fail('ERR ' .. which .. ' holds ' .. holds .. ', not ' .. L.command
+    .. ' state: each algorithm needs keys of its own')
+end
+
+-- The smallest value RL.GCRA stores: a time in µs no earlier than the earliest AT.
+local MIN_TAT_US = MIN_AT_MS * 1000
+
 -- A stored RL.GCRA TAT in µs, as the module reads it (gcra::parse_tat), or nil: the
 -- module's own (1 to MAX_TAT_DIGITS digits of µs) or redis-cell's (19 digits of ns,
 -- from 10^18), rounded up to the µs; at most MAX_TAT_US either way. A 19-digit number
@@ -401,6 +412,11 @@ local FIXED = (function()
         state_error(L, key, named)
       end
       count = tonumber(raw)
+      -- A time RL.GCRA could have written, where the limit is below any such time:
+      -- RL.GCRA's state (fixed::check_not_a_tat).
+      if r.limit < MIN_TAT_US and count >= MIN_TAT_US then
+        foreign_error(L, key, named, "what can only be RL.GCRA's state (a time in microseconds, above the limit)")
+      end
     end
     local fields, retry, after, ends, missing_ttl =
       L.window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
@@ -420,7 +436,7 @@ end)()
 
 -- RL.GCRA: a theoretical arrival time.
 local GCRA = (function()
-  local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3,
+  local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3, quantity_fifth = true,
     expected = 'a theoretical arrival time in microseconds since the Unix epoch',
     options = {}, accepts = { COST = true, AT = true, DELAY = true },
     syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]',
@@ -461,6 +477,9 @@ local GCRA = (function()
     if opened.raw then
       local stored = read_tat(opened.raw)
       if not stored then state_error(L, key, named) end
+      if stored < MIN_TAT_US and stored ~= 0 then
+        foreign_error(L, key, named, "a counter (RL.FIXED's or INCR's, below 10^15: no time RL.GCRA writes)")
+      end
       -- A TAT in the past counts as now.
       tat = math.max(stored, now)
     end
@@ -1011,6 +1030,12 @@ local function single_command(keys, args, L, name)
   if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
   if #args < L.nargs then arity_error(L.command, L.syntax) end
   local p = L.parse_args(args, 1)
+  local fifth = args[1 + L.nargs]
+  if L.quantity_fifth and fifth and pcall(parse_int, 'quantity', fifth, 0) then
+    -- redis-cell's quantity as a fifth argument: RL.GCRA takes it as COST n.
+    fail("ERR unknown option '" .. echo(fifth) .. "': RL.GCRA takes redis-cell's quantity as COST "
+      .. echo(fifth) .. ' (or call CL.THROTTLE, which takes it fifth)')
+  end
   local o = parse_options(args, 1 + L.nargs, L.accepts, false)
   local r = L.build(p, o)
   L.check_cost(r, o.cost)
@@ -1031,18 +1056,65 @@ local function check_keys(keys, max, name)
   end
 end
 
+-- The errors a wrong numkeys can explain (the module's numkeys_hint takes the same).
+local NUMKEYS_HINTED = {
+  "^ERR unknown option '", "^ERR unknown rule '", '^ERR at least one LIMIT window limit is needed$',
+  "^ERR key %d+ '.*' is named by no rule",
+}
+
+-- A call with numkeys, parsed by `parse(keys, args)` (which raises the call's error and
+-- writes nothing). When it fails with an error that a wrong numkeys explains, and the
+-- same arguments parse with another number of keys (the nearest first, fewer before
+-- more, up to `max`), the error says which, as the module's does.
+local function with_numkeys_hint(parse, keys, args, max)
+  local ok, res = pcall(parse, keys, args)
+  if ok then return res end
+  local msg = message(res)
+  local hinted = false
+  for _, pattern in ipairs(NUMKEYS_HINTED) do
+    if type(msg) == 'string' and string.find(msg, pattern) then hinted = true end
+  end
+  if not hinted then error(res, 0) end
+  local all = {}
+  for _, k in ipairs(keys) do all[#all + 1] = k end
+  for _, a in ipairs(args) do all[#all + 1] = a end
+  local given, most = #keys, math.min(max, #all)
+  for d = 1, most do
+    for _, meant in ipairs({ given - d, given + d }) do
+      if meant >= 1 and meant <= most then
+        local k2, a2 = {}, {}
+        for i = 1, #all do
+          if i <= meant then k2[#k2 + 1] = all[i] else a2[#a2 + 1] = all[i] end
+        end
+        if pcall(parse, k2, a2) then
+          if meant < given then
+            fail('ERR numkeys is ' .. int(given) .. " but '" .. echo(all[meant + 1]) .. "' starts the arguments after "
+              .. int(meant) .. (meant == 1 and ' key' or ' keys') .. ': did you mean numkeys ' .. int(meant) .. '?')
+          end
+          fail('ERR numkeys is ' .. int(given) .. " but '" .. echo(all[given + 1]) .. "' reads as a key: did you mean numkeys "
+            .. int(meant) .. '?')
+        end
+      end
+    end
+  end
+  error(res, 0)
+end
+
 -- The call shape of RL.MULTI and RL.SLIDING: numkeys (FCALL's) from 1 to MAX_KEYS
 -- distinct keys, then LIMIT window limit triples among the options, the same rule on
 -- every key.
 local function each_key_command(keys, args, L, name)
-  if 2 + #keys + #args < 6 then arity_error(L.command, L.syntax) end
-  check_keys(keys, MAX_KEYS, name)
-  local o = parse_options(args, 1, L.accepts, false)
-  local r = L.build({}, o)
-  L.check_cost(r, o.cost)
-  local rules = {}
-  for k = 1, #keys do rules[k] = { k = k, L = L, r = r } end
-  return run_call({ shape = 'each', keys = keys, rules = rules, cost = o.cost, at = o.at })
+  local call = with_numkeys_hint(function(ks, as)
+    if 2 + #ks + #as < 6 then arity_error(L.command, L.syntax) end
+    check_keys(ks, MAX_KEYS, name)
+    local o = parse_options(as, 1, L.accepts, false)
+    local r = L.build({}, o)
+    L.check_cost(r, o.cost)
+    local rules = {}
+    for k = 1, #ks do rules[k] = { k = k, L = L, r = r } end
+    return { shape = 'each', keys = ks, rules = rules, cost = o.cost, at = o.at }
+  end, keys, args, MAX_KEYS)
+  return run_call(call)
 end
 
 -- The rules of RL.ALL by keyword.
@@ -1056,7 +1128,7 @@ local COST_AT = { COST = true, AT = true }
 -- window [META value], each naming its key by its 1-based position among the keys.
 -- Each rule is judged by the same limiter as its own command, on the same state; the
 -- call is allowed iff every rule allows, and a denial writes nothing.
-local function all_command(keys, args, name)
+local function all_parse(keys, args, name)
   if 1 + #keys + #args < 4 then
     arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms]')
   end
@@ -1121,7 +1193,11 @@ local function all_command(keys, args, name)
     local ok, res = pcall(rule.L.check_cost, rule.r, o.cost)
     if not ok then in_rule(index, rule.L.kind, res) end
   end
-  return run_call({ shape = 'all', keys = keys, rules = rules, cost = o.cost, at = o.at })
+  return { shape = 'all', keys = keys, rules = rules, cost = o.cost, at = o.at }
+end
+
+local function all_command(keys, args, name)
+  return run_call(with_numkeys_hint(function(ks, as) return all_parse(ks, as, name) end, keys, args, MAX_ALL_KEYS))
 end
 
 -- CL.THROTTLE: redis-cell's command, judged by RL.GCRA's limiter on RL.GCRA's key and

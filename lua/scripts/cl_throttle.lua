@@ -10,6 +10,8 @@
 -- checks that they agree.
 local MAX_SAFE_INTEGER = 9007199254740991 -- 2^53 - 1
 
+local MIN_AT_MS = 1000000000000 -- 2001-09-09: a smaller AT is a time in seconds
+
 local MAX_DURATION_MS = 315360000000 -- 3650 days
 
 local MAX_BURST_WINDOW_US = 1576800000000000 -- 18250 days, 50 years (RL.GCRA)
@@ -186,6 +188,17 @@ end
 
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 
+-- The error of limiter L on a key that holds what can only be another limiter's state
+-- (`holds` says what), naming the key when `named`.
+local function foreign_error(L, key, named, holds)
+  local which = named and ("the key '" .. echo(key) .. "'") or 'the key'
+  fail('ERR ' .. which .. ' holds ' .. holds .. ', not ' .. L.command
+    .. ' state: each algorithm needs keys of its own')
+end
+
+-- The smallest value RL.GCRA stores: a time in µs no earlier than the earliest AT.
+local MIN_TAT_US = MIN_AT_MS * 1000
+
 -- A stored RL.GCRA TAT in µs, as the module reads it (gcra::parse_tat), or nil: the
 -- module's own (1 to MAX_TAT_DIGITS digits of µs) or redis-cell's (19 digits of ns,
 -- from 10^18), rounded up to the µs; at most MAX_TAT_US either way. A 19-digit number
@@ -208,7 +221,7 @@ end
 
 -- RL.GCRA: a theoretical arrival time.
 local GCRA = (function()
-  local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3,
+  local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3, quantity_fifth = true,
     expected = 'a theoretical arrival time in microseconds since the Unix epoch',
     options = {}, accepts = { COST = true, AT = true, DELAY = true },
     syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]',
@@ -249,6 +262,9 @@ local GCRA = (function()
     if opened.raw then
       local stored = read_tat(opened.raw)
       if not stored then state_error(L, key, named) end
+      if stored < MIN_TAT_US and stored ~= 0 then
+        foreign_error(L, key, named, "a counter (RL.FIXED's or INCR's, below 10^15: no time RL.GCRA writes)")
+      end
       -- A TAT in the past counts as now.
       tat = math.max(stored, now)
     end

@@ -276,6 +276,17 @@ end
 
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 
+-- The error of limiter L on a key that holds what can only be another limiter's state
+-- (`holds` says what), naming the key when `named`.
+local function foreign_error(L, key, named, holds)
+  local which = named and ("the key '" .. echo(key) .. "'") or 'the key'
+  fail('ERR ' .. which .. ' holds ' .. holds .. ', not ' .. L.command
+    .. ' state: each algorithm needs keys of its own')
+end
+
+-- The smallest value RL.GCRA stores: a time in µs no earlier than the earliest AT.
+local MIN_TAT_US = MIN_AT_MS * 1000
+
 -- RL.FIXED: a counter per window (see the interface of a limiter at the top).
 local FIXED = (function()
   local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', nargs = 2,
@@ -329,6 +340,11 @@ local FIXED = (function()
         state_error(L, key, named)
       end
       count = tonumber(raw)
+      -- A time RL.GCRA could have written, where the limit is below any such time:
+      -- RL.GCRA's state (fixed::check_not_a_tat).
+      if r.limit < MIN_TAT_US and count >= MIN_TAT_US then
+        foreign_error(L, key, named, "what can only be RL.GCRA's state (a time in microseconds, above the limit)")
+      end
     end
     local fields, retry, after, ends, missing_ttl =
       L.window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
@@ -383,6 +399,12 @@ local function single_command(keys, args, L, name)
   if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
   if #args < L.nargs then arity_error(L.command, L.syntax) end
   local p = L.parse_args(args, 1)
+  local fifth = args[1 + L.nargs]
+  if L.quantity_fifth and fifth and pcall(parse_int, 'quantity', fifth, 0) then
+    -- redis-cell's quantity as a fifth argument: RL.GCRA takes it as COST n.
+    fail("ERR unknown option '" .. echo(fifth) .. "': RL.GCRA takes redis-cell's quantity as COST "
+      .. echo(fifth) .. ' (or call CL.THROTTLE, which takes it fifth)')
+  end
   local o = parse_options(args, 1 + L.nargs, L.accepts, false)
   local r = L.build(p, o)
   L.check_cost(r, o.cost)

@@ -304,6 +304,17 @@ end
 
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 
+-- The error of limiter L on a key that holds what can only be another limiter's state
+-- (`holds` says what), naming the key when `named`.
+local function foreign_error(L, key, named, holds)
+  local which = named and ("the key '" .. echo(key) .. "'") or 'the key'
+  fail('ERR ' .. which .. ' holds ' .. holds .. ', not ' .. L.command
+    .. ' state: each algorithm needs keys of its own')
+end
+
+-- The smallest value RL.GCRA stores: a time in µs no earlier than the earliest AT.
+local MIN_TAT_US = MIN_AT_MS * 1000
+
 -- RL.FIXED: a counter per window (see the interface of a limiter at the top).
 local FIXED = (function()
   local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', nargs = 2,
@@ -357,6 +368,11 @@ local FIXED = (function()
         state_error(L, key, named)
       end
       count = tonumber(raw)
+      -- A time RL.GCRA could have written, where the limit is below any such time:
+      -- RL.GCRA's state (fixed::check_not_a_tat).
+      if r.limit < MIN_TAT_US and count >= MIN_TAT_US then
+        foreign_error(L, key, named, "what can only be RL.GCRA's state (a time in microseconds, above the limit)")
+      end
     end
     local fields, retry, after, ends, missing_ttl =
       L.window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
@@ -602,18 +618,65 @@ local function check_keys(keys, max, name)
   end
 end
 
+-- The errors a wrong numkeys can explain (the module's numkeys_hint takes the same).
+local NUMKEYS_HINTED = {
+  "^ERR unknown option '", "^ERR unknown rule '", '^ERR at least one LIMIT window limit is needed$',
+  "^ERR key %d+ '.*' is named by no rule",
+}
+
+-- A call with numkeys, parsed by `parse(keys, args)` (which raises the call's error and
+-- writes nothing). When it fails with an error that a wrong numkeys explains, and the
+-- same arguments parse with another number of keys (the nearest first, fewer before
+-- more, up to `max`), the error says which, as the module's does.
+local function with_numkeys_hint(parse, keys, args, max)
+  local ok, res = pcall(parse, keys, args)
+  if ok then return res end
+  local msg = message(res)
+  local hinted = false
+  for _, pattern in ipairs(NUMKEYS_HINTED) do
+    if type(msg) == 'string' and string.find(msg, pattern) then hinted = true end
+  end
+  if not hinted then error(res, 0) end
+  local all = {}
+  for _, k in ipairs(keys) do all[#all + 1] = k end
+  for _, a in ipairs(args) do all[#all + 1] = a end
+  local given, most = #keys, math.min(max, #all)
+  for d = 1, most do
+    for _, meant in ipairs({ given - d, given + d }) do
+      if meant >= 1 and meant <= most then
+        local k2, a2 = {}, {}
+        for i = 1, #all do
+          if i <= meant then k2[#k2 + 1] = all[i] else a2[#a2 + 1] = all[i] end
+        end
+        if pcall(parse, k2, a2) then
+          if meant < given then
+            fail('ERR numkeys is ' .. int(given) .. " but '" .. echo(all[meant + 1]) .. "' starts the arguments after "
+              .. int(meant) .. (meant == 1 and ' key' or ' keys') .. ': did you mean numkeys ' .. int(meant) .. '?')
+          end
+          fail('ERR numkeys is ' .. int(given) .. " but '" .. echo(all[given + 1]) .. "' reads as a key: did you mean numkeys "
+            .. int(meant) .. '?')
+        end
+      end
+    end
+  end
+  error(res, 0)
+end
+
 -- The call shape of RL.MULTI and RL.SLIDING: numkeys (FCALL's) from 1 to MAX_KEYS
 -- distinct keys, then LIMIT window limit triples among the options, the same rule on
 -- every key.
 local function each_key_command(keys, args, L, name)
-  if 2 + #keys + #args < 6 then arity_error(L.command, L.syntax) end
-  check_keys(keys, MAX_KEYS, name)
-  local o = parse_options(args, 1, L.accepts, false)
-  local r = L.build({}, o)
-  L.check_cost(r, o.cost)
-  local rules = {}
-  for k = 1, #keys do rules[k] = { k = k, L = L, r = r } end
-  return run_call({ shape = 'each', keys = keys, rules = rules, cost = o.cost, at = o.at })
+  local call = with_numkeys_hint(function(ks, as)
+    if 2 + #ks + #as < 6 then arity_error(L.command, L.syntax) end
+    check_keys(ks, MAX_KEYS, name)
+    local o = parse_options(as, 1, L.accepts, false)
+    local r = L.build({}, o)
+    L.check_cost(r, o.cost)
+    local rules = {}
+    for k = 1, #ks do rules[k] = { k = k, L = L, r = r } end
+    return { shape = 'each', keys = ks, rules = rules, cost = o.cost, at = o.at }
+  end, keys, args, MAX_KEYS)
+  return run_call(call)
 end
 
 local function rl_multi(keys, args)
