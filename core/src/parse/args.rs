@@ -99,6 +99,10 @@ pub struct Options<'a> {
     pub meta: Option<&'a [u8]>,
     /// The `LIMIT window limit` triples, in argument order.
     pub limits: Limits,
+    /// `ID id`, as given (its checks are its limiter's).
+    pub id: Option<&'a [u8]>,
+    pub refund: bool,
+    pub force: bool,
 }
 
 impl Default for Options<'_> {
@@ -111,6 +115,9 @@ impl Default for Options<'_> {
             buckets: None,
             meta: None,
             limits: Limits::new(),
+            id: None,
+            refund: false,
+            force: false,
         }
     }
 }
@@ -127,7 +134,7 @@ pub enum AtOther {
 impl<'a> Options<'a> {
     /// Parse every argument in `args` as one of the options `accepts` (a set of
     /// [`Opt::bit`]s, as [`Opt::set`] makes it).
-    pub fn parse(args: &[&'a [u8]], accepts: u8) -> Result<Options<'a>> {
+    pub fn parse(args: &[&'a [u8]], accepts: u16) -> Result<Options<'a>> {
         Options::parse_prefix(args, accepts, AtOther::Refuse).map(|(o, _)| o)
     }
 
@@ -136,11 +143,11 @@ impl<'a> Options<'a> {
     /// (`at_other`). The options and how many arguments they took.
     pub fn parse_prefix(
         args: &[&'a [u8]],
-        accepts: u8,
+        accepts: u16,
         at_other: AtOther,
     ) -> Result<(Options<'a>, usize)> {
         let mut o = Options::default();
-        let mut seen = 0u8;
+        let mut seen = 0u16;
         let mut i = 0;
         while let Some(word) = args.get(i) {
             let Some(opt) = Opt::named(word).filter(|o| accepts & o.bit() != 0) else {
@@ -205,6 +212,18 @@ impl<'a> Options<'a> {
                     o.limits
                         .push(parse_limit(&o.limits, args.get(i + 1), args.get(i + 2))?);
                     3
+                }
+                Opt::Id => {
+                    o.id = Some(need()?);
+                    2
+                }
+                Opt::Refund => {
+                    o.refund = true;
+                    1
+                }
+                Opt::Force => {
+                    o.force = true;
+                    1
                 }
             };
         }

@@ -45,7 +45,7 @@ pub enum Error {
     /// of [`crate::parse::args::Opt`] bits, in their canonical order; 0: none listed).
     UnknownOption {
         value: Vec<u8>,
-        accepted: u8,
+        accepted: u16,
     },
     /// A count given where a duration goes, or the other way round: the argument's
     /// error, then the order the command takes them in.

@@ -19,10 +19,16 @@ pub enum Opt {
     Meta,
     /// `LIMIT window limit`, repeatable (RL.MULTI, RL.SLIDING).
     Limit,
+    /// `ID id`: the name of a lease (RL.LEASE, RL.ALL's LEASE rules).
+    Id,
+    /// `REFUND`: give back what allowed requests took.
+    Refund,
+    /// `FORCE`: record the request whether it fits or not.
+    Force,
 }
 
 impl Opt {
-    const ALL: [Opt; 7] = [
+    const ALL: [Opt; 10] = [
         Opt::Cost,
         Opt::At,
         Opt::Align,
@@ -30,6 +36,9 @@ impl Opt {
         Opt::Buckets,
         Opt::Meta,
         Opt::Limit,
+        Opt::Id,
+        Opt::Refund,
+        Opt::Force,
     ];
 
     pub fn keyword(self) -> &'static str {
@@ -41,16 +50,19 @@ impl Opt {
             Opt::Buckets => "BUCKETS",
             Opt::Meta => "META",
             Opt::Limit => "LIMIT",
+            Opt::Id => "ID",
+            Opt::Refund => "REFUND",
+            Opt::Force => "FORCE",
         }
     }
 
     /// Its bit in a set of options.
-    pub const fn bit(self) -> u8 {
+    pub const fn bit(self) -> u16 {
         1 << self as u8
     }
 
     /// A set of options as bits.
-    pub const fn set(opts: &[Opt]) -> u8 {
+    pub const fn set(opts: &[Opt]) -> u16 {
         let mut set = 0;
         let mut i = 0;
         while i < opts.len() {
@@ -61,7 +73,7 @@ impl Opt {
     }
 
     /// The options of a set, in their canonical order: `COST, AT, ALIGN`.
-    pub fn list(set: u8) -> String {
+    pub fn list(set: u16) -> String {
         Opt::ALL
             .into_iter()
             .filter(|o| set & o.bit() != 0)
