@@ -17,7 +17,7 @@
 -- Each limiter (FIXED, GCRA, MULTI, SLIDING, LOG below) is a table of its parts, built
 -- once when the library loads, as the module's core has them:
 --   kind, command, expected        its rule keyword, its command, its state in errors
---   storage                        'string' or 'zset'
+--   storage, expiry                'string' or 'zset'; whether a string's expiry is read
 --   nargs, options, accepts        positional arguments after the key, the options of
 --                                  its rule (in RL.ALL), those of its command (with
 --                                  COST, AT and the command's own: DELAY)
@@ -118,13 +118,25 @@ local function parse_int(what, v, min)
 end
 
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
+-- Valid durations already read are remembered, by their text (at most 256 of them; how
+-- many, at DURATIONS[1]): in the library, which lives as long as the server, a call reads
+-- its windows without parsing them again.
 local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
+local DURATIONS = { 0 }
 local function parse_duration(what, v)
+  local known = DURATIONS[v]
+  if known then return known end
   local digits, unit = string.match(v, '^(%d+)(%a*)$')
   local per = digits and UNIT_MS[unit]
   if per and #digits <= 12 then
     local n = tonumber(digits)
-    if n > 0 and n * per <= MAX_DURATION_MS then return n * per end
+    if n > 0 and n * per <= MAX_DURATION_MS then
+      if DURATIONS[1] < 256 then
+        DURATIONS[v] = n * per
+        DURATIONS[1] = DURATIONS[1] + 1
+      end
+      return n * per
+    end
   end
   -- The rest, read as the module reads it: leading zeros, or the reason of the error.
   local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
@@ -184,8 +196,8 @@ end
 -- word that is not accepted, stops there when `stop`, else calls `unknown(word)` when
 -- given (which raises), else refuses it. Returns the options and the index after them.
 local function parse_options(args, first, accepts, stop, unknown)
+  -- The options read so far are also marked under their keyword (o.COST...).
   local o = { cost = 1 }
-  local seen = {}
   local last = #args
   local i = first
   while i <= last do
@@ -201,8 +213,8 @@ local function parse_options(args, first, accepts, stop, unknown)
       fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
     end
     if w ~= 'LIMIT' then
-      if seen[w] then fail('ERR option ' .. w .. ' given more than once') end
-      seen[w] = true
+      if o[w] then fail('ERR option ' .. w .. ' given more than once') end
+      o[w] = true
     end
     if w == 'ALIGN' then
       o.align = true
@@ -290,13 +302,14 @@ local function stored_number(s, max)
   return n
 end
 
--- A string key's value and absolute expiry in ms (nil: no TTL); nil when missing.
-local function read_string(key)
+-- A string key's value and, when `expiry`, its absolute expiry in ms (nil: no TTL); nil
+-- when missing.
+local function read_string(key, expiry)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' and v.err then
     fail('WRONGTYPE Operation against a key holding the wrong kind of value')
   end
-  if not v then return nil end
+  if not v or not expiry then return v end
   local exp = redis.call('PEXPIRETIME', key)
   if exp < 0 then exp = nil end
   return v, exp
@@ -350,7 +363,7 @@ end
 
 -- RL.FIXED: a counter per window (see the interface of a limiter at the top).
 local FIXED = (function()
-  local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', nargs = 2,
+  local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', expiry = true, nargs = 2,
     expected = 'a non-negative integer counter', options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
     syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'FIXED i limit window [ALIGN]' }
@@ -397,10 +410,8 @@ local FIXED = (function()
     local count
     if opened.raw then
       local raw = opened.raw
-      if not string.match(raw, '^%d+$') or #raw > 19 or tonumber(raw) > MAX_SAFE_INTEGER then
-        state_error(L, key, named)
-      end
-      count = tonumber(raw)
+      count = #raw <= 19 and string.match(raw, '^%d+$') and tonumber(raw)
+      if not count or count > MAX_SAFE_INTEGER then state_error(L, key, named) end
     end
     local fields, retry, after, ends, missing_ttl =
       L.window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
@@ -576,7 +587,7 @@ end
 
 -- RL.MULTI: a counter per window on each key, RL.FIXED's rules for each pair.
 local MULTI = (function()
-  local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', nargs = 0,
+  local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:count:end_ms entries separated by commas',
     options = { LIMIT = true, ALIGN = true }, accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true },
     syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms]',
@@ -629,7 +640,7 @@ end)()
 
 -- RL.SLIDING: counts in buckets per window on each key.
 local SLIDING = (function()
-  local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', nargs = 0,
+  local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:buckets:first:counts entries separated by commas',
     options = { LIMIT = true, BUCKETS = true }, accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true },
     syntax = 'RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms]',
@@ -916,7 +927,7 @@ end)()
 -- exists (sorted sets); WRONGTYPE for another type.
 local function open_key(L, key)
   if L.storage == 'string' then
-    local raw, exp = read_string(key)
+    local raw, exp = read_string(key, L.expiry)
     return { raw = raw, exp = exp }
   end
   local kind = redis.call('TYPE', key)
@@ -1006,12 +1017,16 @@ local function run_one(L, key, r, cost, at)
   return j
 end
 
+-- The options of a call that gives none (read, never written).
+local NO_OPTIONS = { cost = 1 }
+
 -- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
 local function single_command(keys, args, L, name)
   if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
   if #args < L.nargs then arity_error(L.command, L.syntax) end
   local p = L.parse_args(args, 1)
-  local o = parse_options(args, 1 + L.nargs, L.accepts, false)
+  local o = NO_OPTIONS
+  if #args > L.nargs then o = parse_options(args, 1 + L.nargs, L.accepts, false) end
   local r = L.build(p, o)
   L.check_cost(r, o.cost)
   local j = run_one(L, keys[1], r, o.cost, o.at)

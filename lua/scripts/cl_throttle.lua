@@ -82,14 +82,27 @@ local function parse_int(what, v, min)
 end
 
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
+-- Valid durations already read are remembered, by their text (at most 256 of them; how
+-- many, at DURATIONS[1]): in the library, which lives as long as the server, a call reads
+-- its windows without parsing them again.
 local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
 
+local DURATIONS = { 0 }
+
 local function parse_duration(what, v)
+  local known = DURATIONS[v]
+  if known then return known end
   local digits, unit = string.match(v, '^(%d+)(%a*)$')
   local per = digits and UNIT_MS[unit]
   if per and #digits <= 12 then
     local n = tonumber(digits)
-    if n > 0 and n * per <= MAX_DURATION_MS then return n * per end
+    if n > 0 and n * per <= MAX_DURATION_MS then
+      if DURATIONS[1] < 256 then
+        DURATIONS[v] = n * per
+        DURATIONS[1] = DURATIONS[1] + 1
+      end
+      return n * per
+    end
   end
   -- The rest, read as the module reads it: leading zeros, or the reason of the error.
   local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
@@ -148,13 +161,14 @@ local function ceil_ms(us)
   return floor_ms(us + 999)
 end
 
--- A string key's value and absolute expiry in ms (nil: no TTL); nil when missing.
-local function read_string(key)
+-- A string key's value and, when `expiry`, its absolute expiry in ms (nil: no TTL); nil
+-- when missing.
+local function read_string(key, expiry)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' and v.err then
     fail('WRONGTYPE Operation against a key holding the wrong kind of value')
   end
-  if not v then return nil end
+  if not v or not expiry then return v end
   local exp = redis.call('PEXPIRETIME', key)
   if exp < 0 then exp = nil end
   return v, exp
@@ -284,7 +298,7 @@ end)()
 -- exists (sorted sets); WRONGTYPE for another type.
 local function open_key(L, key)
   if L.storage == 'string' then
-    local raw, exp = read_string(key)
+    local raw, exp = read_string(key, L.expiry)
     return { raw = raw, exp = exp }
   end
   local kind = redis.call('TYPE', key)
