@@ -46,7 +46,9 @@ local function echo(v)
   return table.concat(out)
 end
 
--- Format an integer-valued number without exponent (for replies and redis.call).
+-- Format an integer-valued number without exponent (for error texts and stored state).
+-- redis.call takes such numbers as they are: the server writes an integer below 2^53
+-- without exponent (as %.17g does).
 local function int(n)
   return string.format('%d', n)
 end
@@ -274,8 +276,8 @@ local GCRA = (function()
     if ahead <= bound then
       local room = math.max(r.window - ahead, 0)
       local j = { fields = { 0, r.capacity, (room - room % r.interval) / r.interval, -1, ceil_ms(ahead) },
-        window = window_ms, pending = {} }
-      if cost > 0 then j.pending.allow = { { 'SET', key, int(new_tat), 'PXAT', int(ceil_ms(new_tat)) } } end
+        window = window_ms }
+      if cost > 0 then j.pending = { { 'SET', key, new_tat, 'PXAT', ceil_ms(new_tat) } } end
       if r.max_delay then j.booking = ceil_ms(math.max(ahead - r.window, 0)) end
       return j
     end
@@ -283,12 +285,13 @@ local GCRA = (function()
     local room = math.max(r.window - behind, 0)
     local j = { fields = { 1, r.capacity, (room - room % r.interval) / r.interval,
       math.max(1, ceil_ms(ahead - bound)), ceil_ms(behind) }, window = window_ms,
-      retry = ahead - bound, pending = {} }
+      retry = ahead - bound }
     if r.max_delay then j.booking = -1 end
     return j
   end
+  -- The TAT an allowed request moves (pending: nil for a peek or a denial).
   function L.write(r, key, pending, allowed)
-    if allowed then return pending.allow end
+    if allowed then return pending end
     return nil
   end
   return L

@@ -66,7 +66,9 @@ local function echo(v)
   return table.concat(out)
 end
 
--- Format an integer-valued number without exponent (for replies and redis.call).
+-- Format an integer-valued number without exponent (for error texts and stored state).
+-- redis.call takes such numbers as they are: the server writes an integer below 2^53
+-- without exponent (as %.17g does).
 local function int(n)
   return string.format('%d', n)
 end
@@ -402,16 +404,19 @@ local FIXED = (function()
     end
     local fields, retry, after, ends, missing_ttl =
       L.window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
-    local pending = {}
-    if not retry and cost > 0 then
-      pending.allow = { { 'SET', key, int(after), 'PXAT', int(ends) } }
+    -- The write of the call as this rule judged it (allowed iff not retry): the count
+    -- when allowed, the TTL a counter without one gets when denied; none for a peek.
+    local pending
+    if cost > 0 and not retry then
+      pending = { { 'SET', key, after, 'PXAT', ends }, allowed = true }
+    elseif cost > 0 and missing_ttl then
+      pending = { { 'PEXPIREAT', key, ends }, allowed = false }
     end
-    if missing_ttl and cost > 0 then pending.deny = { { 'PEXPIREAT', key, int(ends) } } end
     return { fields = fields, window = r.window_ms, retry = retry, pending = pending }
   end
   function L.write(r, key, pending, allowed)
-    if allowed then return pending.allow end
-    return pending.deny
+    if pending and pending.allowed == allowed then return pending end
+    return nil
   end
   return L
 end)()
@@ -470,8 +475,8 @@ local GCRA = (function()
     if ahead <= bound then
       local room = math.max(r.window - ahead, 0)
       local j = { fields = { 0, r.capacity, (room - room % r.interval) / r.interval, -1, ceil_ms(ahead) },
-        window = window_ms, pending = {} }
-      if cost > 0 then j.pending.allow = { { 'SET', key, int(new_tat), 'PXAT', int(ceil_ms(new_tat)) } } end
+        window = window_ms }
+      if cost > 0 then j.pending = { { 'SET', key, new_tat, 'PXAT', ceil_ms(new_tat) } } end
       if r.max_delay then j.booking = ceil_ms(math.max(ahead - r.window, 0)) end
       return j
     end
@@ -479,12 +484,13 @@ local GCRA = (function()
     local room = math.max(r.window - behind, 0)
     local j = { fields = { 1, r.capacity, (room - room % r.interval) / r.interval,
       math.max(1, ceil_ms(ahead - bound)), ceil_ms(behind) }, window = window_ms,
-      retry = ahead - bound, pending = {} }
+      retry = ahead - bound }
     if r.max_delay then j.booking = -1 end
     return j
   end
+  -- The TAT an allowed request moves (pending: nil for a peek or a denial).
   function L.write(r, key, pending, allowed)
-    if allowed then return pending.allow end
+    if allowed then return pending end
     return nil
   end
   return L
@@ -546,7 +552,7 @@ local function limits_rule(L)
         local ends = L.ends(e)
         if ends and ends > now and (not latest or ends > latest) then latest = ends end
       end
-      if latest then return { { 'PEXPIREAT', key, int(ceil_ms(latest)) } } end
+      if latest then return { { 'PEXPIREAT', key, ceil_ms(latest) } } end
       return nil
     end
     local merged = {}
@@ -568,7 +574,7 @@ local function limits_rule(L)
       local ends = L.ends(e)
       if ends and ends > latest then latest = ends end
     end
-    return { { 'SET', key, L.encode(merged), 'PXAT', int(ceil_ms(latest)) } }
+    return { { 'SET', key, L.encode(merged), 'PXAT', ceil_ms(latest) } }
   end
 end
 
@@ -865,9 +871,9 @@ local LOG = (function()
             .. ' units since it began: delete the key (or let it expire) to start a new log')
         end
         j.pending.allow = {
-          { 'ZADD', key, int(t), string.format('%016d', seq) .. ':' .. int(cost) .. ':' .. r.meta },
-          { 'ZREMRANGEBYSCORE', key, '-inf', int(cutoff) },
-          { 'PEXPIREAT', key, int(ceil_ms(t + r.window)) },
+          { 'ZADD', key, t, string.format('%016d', seq) .. ':' .. int(cost) .. ':' .. r.meta },
+          { 'ZREMRANGEBYSCORE', key, '-inf', cutoff },
+          { 'PEXPIREAT', key, ceil_ms(t + r.window) },
         }
         newest_counted = t
       end

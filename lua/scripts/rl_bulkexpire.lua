@@ -30,7 +30,9 @@ local function echo(v)
   return table.concat(out)
 end
 
--- Format an integer-valued number without exponent (for replies and redis.call).
+-- Format an integer-valued number without exponent (for error texts and stored state).
+-- redis.call takes such numbers as they are: the server writes an integer below 2^53
+-- without exponent (as %.17g does).
 local function int(n)
   return string.format('%d', n)
 end
@@ -123,7 +125,7 @@ local function bulkexpire_command(keys, args, name)
     arity_error('RL.BULKEXPIRE', 'RL.BULKEXPIRE seconds key [key ...]')
   end
   local ttl_ms = parse_duration('seconds', args[1])
-  local at = int(floor_ms(now_us(nil)) + ttl_ms)
+  local at = floor_ms(now_us(nil)) + ttl_ms
   local modified = {}
   for _, k in ipairs(keys) do
     if redis.call('PTTL', k) == -1 then

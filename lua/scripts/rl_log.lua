@@ -52,7 +52,9 @@ local function echo(v)
   return table.concat(out)
 end
 
--- Format an integer-valued number without exponent (for replies and redis.call).
+-- Format an integer-valued number without exponent (for error texts and stored state).
+-- redis.call takes such numbers as they are: the server writes an integer below 2^53
+-- without exponent (as %.17g does).
 local function int(n)
   return string.format('%d', n)
 end
@@ -377,9 +379,9 @@ local LOG = (function()
             .. ' units since it began: delete the key (or let it expire) to start a new log')
         end
         j.pending.allow = {
-          { 'ZADD', key, int(t), string.format('%016d', seq) .. ':' .. int(cost) .. ':' .. r.meta },
-          { 'ZREMRANGEBYSCORE', key, '-inf', int(cutoff) },
-          { 'PEXPIREAT', key, int(ceil_ms(t + r.window)) },
+          { 'ZADD', key, t, string.format('%016d', seq) .. ':' .. int(cost) .. ':' .. r.meta },
+          { 'ZREMRANGEBYSCORE', key, '-inf', cutoff },
+          { 'PEXPIREAT', key, ceil_ms(t + r.window) },
         }
         newest_counted = t
       end

@@ -56,7 +56,9 @@ local function echo(v)
   return table.concat(out)
 end
 
--- Format an integer-valued number without exponent (for replies and redis.call).
+-- Format an integer-valued number without exponent (for error texts and stored state).
+-- redis.call takes such numbers as they are: the server writes an integer below 2^53
+-- without exponent (as %.17g does).
 local function int(n)
   return string.format('%d', n)
 end
@@ -372,16 +374,19 @@ local FIXED = (function()
     end
     local fields, retry, after, ends, missing_ttl =
       L.window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
-    local pending = {}
-    if not retry and cost > 0 then
-      pending.allow = { { 'SET', key, int(after), 'PXAT', int(ends) } }
+    -- The write of the call as this rule judged it (allowed iff not retry): the count
+    -- when allowed, the TTL a counter without one gets when denied; none for a peek.
+    local pending
+    if cost > 0 and not retry then
+      pending = { { 'SET', key, after, 'PXAT', ends }, allowed = true }
+    elseif cost > 0 and missing_ttl then
+      pending = { { 'PEXPIREAT', key, ends }, allowed = false }
     end
-    if missing_ttl and cost > 0 then pending.deny = { { 'PEXPIREAT', key, int(ends) } } end
     return { fields = fields, window = r.window_ms, retry = retry, pending = pending }
   end
   function L.write(r, key, pending, allowed)
-    if allowed then return pending.allow end
-    return pending.deny
+    if pending and pending.allowed == allowed then return pending end
+    return nil
   end
   return L
 end)()
@@ -442,7 +447,7 @@ local function limits_rule(L)
         local ends = L.ends(e)
         if ends and ends > now and (not latest or ends > latest) then latest = ends end
       end
-      if latest then return { { 'PEXPIREAT', key, int(ceil_ms(latest)) } } end
+      if latest then return { { 'PEXPIREAT', key, ceil_ms(latest) } } end
       return nil
     end
     local merged = {}
@@ -464,7 +469,7 @@ local function limits_rule(L)
       local ends = L.ends(e)
       if ends and ends > latest then latest = ends end
     end
-    return { { 'SET', key, L.encode(merged), 'PXAT', int(ceil_ms(latest)) } }
+    return { { 'SET', key, L.encode(merged), 'PXAT', ceil_ms(latest) } }
   end
 end
 

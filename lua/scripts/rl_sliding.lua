@@ -56,7 +56,9 @@ local function echo(v)
   return table.concat(out)
 end
 
--- Format an integer-valued number without exponent (for replies and redis.call).
+-- Format an integer-valued number without exponent (for error texts and stored state).
+-- redis.call takes such numbers as they are: the server writes an integer below 2^53
+-- without exponent (as %.17g does).
 local function int(n)
   return string.format('%d', n)
 end
@@ -369,7 +371,7 @@ local function limits_rule(L)
         local ends = L.ends(e)
         if ends and ends > now and (not latest or ends > latest) then latest = ends end
       end
-      if latest then return { { 'PEXPIREAT', key, int(ceil_ms(latest)) } } end
+      if latest then return { { 'PEXPIREAT', key, ceil_ms(latest) } } end
       return nil
     end
     local merged = {}
@@ -391,7 +393,7 @@ local function limits_rule(L)
       local ends = L.ends(e)
       if ends and ends > latest then latest = ends end
     end
-    return { { 'SET', key, L.encode(merged), 'PXAT', int(ceil_ms(latest)) } }
+    return { { 'SET', key, L.encode(merged), 'PXAT', ceil_ms(latest) } }
   end
 end
 
