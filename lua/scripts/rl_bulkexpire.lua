@@ -30,20 +30,35 @@ local function echo(v)
   return table.concat(out)
 end
 
--- Format an integer-valued number without exponent (for replies and redis.call).
+-- Format an integer-valued number without exponent (for error texts and stored state).
+-- redis.call takes such numbers as they are: the server writes an integer below 2^53
+-- without exponent (as %.17g does).
 local function int(n)
   return string.format('%d', n)
 end
 
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
+-- Valid durations already read are remembered, by their text (at most 256 of them; how
+-- many, at DURATIONS[1]): in the library, which lives as long as the server, a call reads
+-- its windows without parsing them again.
 local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
 
+local DURATIONS = { 0 }
+
 local function parse_duration(what, v)
+  local known = DURATIONS[v]
+  if known then return known end
   local digits, unit = string.match(v, '^(%d+)(%a*)$')
   local per = digits and UNIT_MS[unit]
   if per and #digits <= 12 then
     local n = tonumber(digits)
-    if n > 0 and n * per <= MAX_DURATION_MS then return n * per end
+    if n > 0 and n * per <= MAX_DURATION_MS then
+      if DURATIONS[1] < 256 then
+        DURATIONS[v] = n * per
+        DURATIONS[1] = DURATIONS[1] + 1
+      end
+      return n * per
+    end
   end
   -- The rest, read as the module reads it: leading zeros, or the reason of the error.
   local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
@@ -110,7 +125,7 @@ local function bulkexpire_command(keys, args, name)
     arity_error('RL.BULKEXPIRE', 'RL.BULKEXPIRE seconds key [key ...]')
   end
   local ttl_ms = parse_duration('seconds', args[1])
-  local at = int(floor_ms(now_us(nil)) + ttl_ms)
+  local at = floor_ms(now_us(nil)) + ttl_ms
   local modified = {}
   for _, k in ipairs(keys) do
     if redis.call('PTTL', k) == -1 then

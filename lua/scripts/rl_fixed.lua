@@ -50,7 +50,9 @@ local function echo(v)
   return table.concat(out)
 end
 
--- Format an integer-valued number without exponent (for replies and redis.call).
+-- Format an integer-valued number without exponent (for error texts and stored state).
+-- redis.call takes such numbers as they are: the server writes an integer below 2^53
+-- without exponent (as %.17g does).
 local function int(n)
   return string.format('%d', n)
 end
@@ -86,14 +88,27 @@ local function parse_int(what, v, min)
 end
 
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
+-- Valid durations already read are remembered, by their text (at most 256 of them; how
+-- many, at DURATIONS[1]): in the library, which lives as long as the server, a call reads
+-- its windows without parsing them again.
 local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
 
+local DURATIONS = { 0 }
+
 local function parse_duration(what, v)
+  local known = DURATIONS[v]
+  if known then return known end
   local digits, unit = string.match(v, '^(%d+)(%a*)$')
   local per = digits and UNIT_MS[unit]
   if per and #digits <= 12 then
     local n = tonumber(digits)
-    if n > 0 and n * per <= MAX_DURATION_MS then return n * per end
+    if n > 0 and n * per <= MAX_DURATION_MS then
+      if DURATIONS[1] < 256 then
+        DURATIONS[v] = n * per
+        DURATIONS[1] = DURATIONS[1] + 1
+      end
+      return n * per
+    end
   end
   -- The rest, read as the module reads it: leading zeros, or the reason of the error.
   local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
@@ -153,8 +168,8 @@ end
 -- word that is not accepted, stops there when `stop`, else calls `unknown(word)` when
 -- given (which raises), else refuses it. Returns the options and the index after them.
 local function parse_options(args, first, accepts, stop, unknown)
+  -- The options read so far are also marked under their keyword (o.COST...).
   local o = { cost = 1 }
-  local seen = {}
   local last = #args
   local i = first
   while i <= last do
@@ -170,8 +185,8 @@ local function parse_options(args, first, accepts, stop, unknown)
       fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
     end
     if w ~= 'LIMIT' then
-      if seen[w] then fail('ERR option ' .. w .. ' given more than once') end
-      seen[w] = true
+      if o[w] then fail('ERR option ' .. w .. ' given more than once') end
+      o[w] = true
     end
     if w == 'ALIGN' then
       o.align = true
@@ -238,13 +253,14 @@ local function ceil_ms(us)
   return floor_ms(us + 999)
 end
 
--- A string key's value and absolute expiry in ms (nil: no TTL); nil when missing.
-local function read_string(key)
+-- A string key's value and, when `expiry`, its absolute expiry in ms (nil: no TTL); nil
+-- when missing.
+local function read_string(key, expiry)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' and v.err then
     fail('WRONGTYPE Operation against a key holding the wrong kind of value')
   end
-  if not v then return nil end
+  if not v or not expiry then return v end
   local exp = redis.call('PEXPIRETIME', key)
   if exp < 0 then exp = nil end
   return v, exp
@@ -289,7 +305,7 @@ local MIN_TAT_US = MIN_AT_MS * 1000
 
 -- RL.FIXED: a counter per window (see the interface of a limiter at the top).
 local FIXED = (function()
-  local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', nargs = 2,
+  local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', expiry = true, nargs = 2,
     expected = 'a non-negative integer counter', options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
     syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'FIXED i limit window [ALIGN]' }
@@ -336,10 +352,8 @@ local FIXED = (function()
     local count
     if opened.raw then
       local raw = opened.raw
-      if not string.match(raw, '^%d+$') or #raw > 19 or tonumber(raw) > MAX_SAFE_INTEGER then
-        state_error(L, key, named)
-      end
-      count = tonumber(raw)
+      count = #raw <= 19 and string.match(raw, '^%d+$') and tonumber(raw)
+      if not count or count > MAX_SAFE_INTEGER then state_error(L, key, named) end
       -- A time RL.GCRA could have written, where the limit is below any such time:
       -- RL.GCRA's state (fixed::check_not_a_tat).
       if r.limit < MIN_TAT_US and count >= MIN_TAT_US then
@@ -348,16 +362,19 @@ local FIXED = (function()
     end
     local fields, retry, after, ends, missing_ttl =
       L.window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
-    local pending = {}
-    if not retry and cost > 0 then
-      pending.allow = { { 'SET', key, int(after), 'PXAT', int(ends) } }
+    -- The write of the call as this rule judged it (allowed iff not retry): the count
+    -- when allowed, the TTL a counter without one gets when denied; none for a peek.
+    local pending
+    if cost > 0 and not retry then
+      pending = { { 'SET', key, after, 'PXAT', ends }, allowed = true }
+    elseif cost > 0 and missing_ttl then
+      pending = { { 'PEXPIREAT', key, ends }, allowed = false }
     end
-    if missing_ttl and cost > 0 then pending.deny = { { 'PEXPIREAT', key, int(ends) } } end
     return { fields = fields, window = r.window_ms, retry = retry, pending = pending }
   end
   function L.write(r, key, pending, allowed)
-    if allowed then return pending.allow end
-    return pending.deny
+    if pending and pending.allowed == allowed then return pending end
+    return nil
   end
   return L
 end)()
@@ -366,7 +383,7 @@ end)()
 -- exists (sorted sets); WRONGTYPE for another type.
 local function open_key(L, key)
   if L.storage == 'string' then
-    local raw, exp = read_string(key)
+    local raw, exp = read_string(key, L.expiry)
     return { raw = raw, exp = exp }
   end
   local kind = redis.call('TYPE', key)
@@ -394,6 +411,9 @@ local function run_one(L, key, r, cost, at)
   return j
 end
 
+-- The options of a call that gives none (read, never written).
+local NO_OPTIONS = { cost = 1 }
+
 -- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
 local function single_command(keys, args, L, name)
   if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
@@ -405,7 +425,8 @@ local function single_command(keys, args, L, name)
     fail("ERR unknown option '" .. echo(fifth) .. "': RL.GCRA takes redis-cell's quantity as COST "
       .. echo(fifth) .. ' (or call CL.THROTTLE, which takes it fifth)')
   end
-  local o = parse_options(args, 1 + L.nargs, L.accepts, false)
+  local o = NO_OPTIONS
+  if #args > L.nargs then o = parse_options(args, 1 + L.nargs, L.accepts, false) end
   local r = L.build(p, o)
   L.check_cost(r, o.cost)
   local j = run_one(L, keys[1], r, o.cost, o.at)

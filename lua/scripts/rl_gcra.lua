@@ -56,7 +56,9 @@ local function echo(v)
   return table.concat(out)
 end
 
--- Format an integer-valued number without exponent (for replies and redis.call).
+-- Format an integer-valued number without exponent (for error texts and stored state).
+-- redis.call takes such numbers as they are: the server writes an integer below 2^53
+-- without exponent (as %.17g does).
 local function int(n)
   return string.format('%d', n)
 end
@@ -92,14 +94,27 @@ local function parse_int(what, v, min)
 end
 
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
+-- Valid durations already read are remembered, by their text (at most 256 of them; how
+-- many, at DURATIONS[1]): in the library, which lives as long as the server, a call reads
+-- its windows without parsing them again.
 local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
 
+local DURATIONS = { 0 }
+
 local function parse_duration(what, v)
+  local known = DURATIONS[v]
+  if known then return known end
   local digits, unit = string.match(v, '^(%d+)(%a*)$')
   local per = digits and UNIT_MS[unit]
   if per and #digits <= 12 then
     local n = tonumber(digits)
-    if n > 0 and n * per <= MAX_DURATION_MS then return n * per end
+    if n > 0 and n * per <= MAX_DURATION_MS then
+      if DURATIONS[1] < 256 then
+        DURATIONS[v] = n * per
+        DURATIONS[1] = DURATIONS[1] + 1
+      end
+      return n * per
+    end
   end
   -- The rest, read as the module reads it: leading zeros, or the reason of the error.
   local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
@@ -159,8 +174,8 @@ end
 -- word that is not accepted, stops there when `stop`, else calls `unknown(word)` when
 -- given (which raises), else refuses it. Returns the options and the index after them.
 local function parse_options(args, first, accepts, stop, unknown)
+  -- The options read so far are also marked under their keyword (o.COST...).
   local o = { cost = 1 }
-  local seen = {}
   local last = #args
   local i = first
   while i <= last do
@@ -176,8 +191,8 @@ local function parse_options(args, first, accepts, stop, unknown)
       fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
     end
     if w ~= 'LIMIT' then
-      if seen[w] then fail('ERR option ' .. w .. ' given more than once') end
-      seen[w] = true
+      if o[w] then fail('ERR option ' .. w .. ' given more than once') end
+      o[w] = true
     end
     if w == 'ALIGN' then
       o.align = true
@@ -244,13 +259,14 @@ local function ceil_ms(us)
   return floor_ms(us + 999)
 end
 
--- A string key's value and absolute expiry in ms (nil: no TTL); nil when missing.
-local function read_string(key)
+-- A string key's value and, when `expiry`, its absolute expiry in ms (nil: no TTL); nil
+-- when missing.
+local function read_string(key, expiry)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' and v.err then
     fail('WRONGTYPE Operation against a key holding the wrong kind of value')
   end
-  if not v then return nil end
+  if not v or not expiry then return v end
   local exp = redis.call('PEXPIRETIME', key)
   if exp < 0 then exp = nil end
   return v, exp
@@ -370,8 +386,8 @@ local GCRA = (function()
     if ahead <= bound then
       local room = math.max(r.window - ahead, 0)
       local j = { fields = { 0, r.capacity, (room - room % r.interval) / r.interval, -1, ceil_ms(ahead) },
-        window = window_ms, pending = {} }
-      if cost > 0 then j.pending.allow = { { 'SET', key, int(new_tat), 'PXAT', int(ceil_ms(new_tat)) } } end
+        window = window_ms }
+      if cost > 0 then j.pending = { { 'SET', key, new_tat, 'PXAT', ceil_ms(new_tat) } } end
       if r.max_delay then j.booking = ceil_ms(math.max(ahead - r.window, 0)) end
       return j
     end
@@ -379,12 +395,13 @@ local GCRA = (function()
     local room = math.max(r.window - behind, 0)
     local j = { fields = { 1, r.capacity, (room - room % r.interval) / r.interval,
       math.max(1, ceil_ms(ahead - bound)), ceil_ms(behind) }, window = window_ms,
-      retry = ahead - bound, pending = {} }
+      retry = ahead - bound }
     if r.max_delay then j.booking = -1 end
     return j
   end
+  -- The TAT an allowed request moves (pending: nil for a peek or a denial).
   function L.write(r, key, pending, allowed)
-    if allowed then return pending.allow end
+    if allowed then return pending end
     return nil
   end
   return L
@@ -394,7 +411,7 @@ end)()
 -- exists (sorted sets); WRONGTYPE for another type.
 local function open_key(L, key)
   if L.storage == 'string' then
-    local raw, exp = read_string(key)
+    local raw, exp = read_string(key, L.expiry)
     return { raw = raw, exp = exp }
   end
   local kind = redis.call('TYPE', key)
@@ -422,6 +439,9 @@ local function run_one(L, key, r, cost, at)
   return j
 end
 
+-- The options of a call that gives none (read, never written).
+local NO_OPTIONS = { cost = 1 }
+
 -- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
 local function single_command(keys, args, L, name)
   if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
@@ -433,7 +453,8 @@ local function single_command(keys, args, L, name)
     fail("ERR unknown option '" .. echo(fifth) .. "': RL.GCRA takes redis-cell's quantity as COST "
       .. echo(fifth) .. ' (or call CL.THROTTLE, which takes it fifth)')
   end
-  local o = parse_options(args, 1 + L.nargs, L.accepts, false)
+  local o = NO_OPTIONS
+  if #args > L.nargs then o = parse_options(args, 1 + L.nargs, L.accepts, false) end
   local r = L.build(p, o)
   L.check_cost(r, o.cost)
   local j = run_one(L, keys[1], r, o.cost, o.at)

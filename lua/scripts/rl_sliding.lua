@@ -56,7 +56,9 @@ local function echo(v)
   return table.concat(out)
 end
 
--- Format an integer-valued number without exponent (for replies and redis.call).
+-- Format an integer-valued number without exponent (for error texts and stored state).
+-- redis.call takes such numbers as they are: the server writes an integer below 2^53
+-- without exponent (as %.17g does).
 local function int(n)
   return string.format('%d', n)
 end
@@ -92,14 +94,27 @@ local function parse_int(what, v, min)
 end
 
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
+-- Valid durations already read are remembered, by their text (at most 256 of them; how
+-- many, at DURATIONS[1]): in the library, which lives as long as the server, a call reads
+-- its windows without parsing them again.
 local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
 
+local DURATIONS = { 0 }
+
 local function parse_duration(what, v)
+  local known = DURATIONS[v]
+  if known then return known end
   local digits, unit = string.match(v, '^(%d+)(%a*)$')
   local per = digits and UNIT_MS[unit]
   if per and #digits <= 12 then
     local n = tonumber(digits)
-    if n > 0 and n * per <= MAX_DURATION_MS then return n * per end
+    if n > 0 and n * per <= MAX_DURATION_MS then
+      if DURATIONS[1] < 256 then
+        DURATIONS[v] = n * per
+        DURATIONS[1] = DURATIONS[1] + 1
+      end
+      return n * per
+    end
   end
   -- The rest, read as the module reads it: leading zeros, or the reason of the error.
   local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
@@ -159,8 +174,8 @@ end
 -- word that is not accepted, stops there when `stop`, else calls `unknown(word)` when
 -- given (which raises), else refuses it. Returns the options and the index after them.
 local function parse_options(args, first, accepts, stop, unknown)
+  -- The options read so far are also marked under their keyword (o.COST...).
   local o = { cost = 1 }
-  local seen = {}
   local last = #args
   local i = first
   while i <= last do
@@ -176,8 +191,8 @@ local function parse_options(args, first, accepts, stop, unknown)
       fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
     end
     if w ~= 'LIMIT' then
-      if seen[w] then fail('ERR option ' .. w .. ' given more than once') end
-      seen[w] = true
+      if o[w] then fail('ERR option ' .. w .. ' given more than once') end
+      o[w] = true
     end
     if w == 'ALIGN' then
       o.align = true
@@ -261,13 +276,14 @@ local function stored_number(s, max)
   return n
 end
 
--- A string key's value and absolute expiry in ms (nil: no TTL); nil when missing.
-local function read_string(key)
+-- A string key's value and, when `expiry`, its absolute expiry in ms (nil: no TTL); nil
+-- when missing.
+local function read_string(key, expiry)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' and v.err then
     fail('WRONGTYPE Operation against a key holding the wrong kind of value')
   end
-  if not v then return nil end
+  if not v or not expiry then return v end
   local exp = redis.call('PEXPIRETIME', key)
   if exp < 0 then exp = nil end
   return v, exp
@@ -355,7 +371,7 @@ local function limits_rule(L)
         local ends = L.ends(e)
         if ends and ends > now and (not latest or ends > latest) then latest = ends end
       end
-      if latest then return { { 'PEXPIREAT', key, int(ceil_ms(latest)) } } end
+      if latest then return { { 'PEXPIREAT', key, ceil_ms(latest) } } end
       return nil
     end
     local merged = {}
@@ -377,13 +393,13 @@ local function limits_rule(L)
       local ends = L.ends(e)
       if ends and ends > latest then latest = ends end
     end
-    return { { 'SET', key, L.encode(merged), 'PXAT', int(ceil_ms(latest)) } }
+    return { { 'SET', key, L.encode(merged), 'PXAT', ceil_ms(latest) } }
   end
 end
 
 -- RL.SLIDING: counts in buckets per window on each key.
 local SLIDING = (function()
-  local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', nargs = 0,
+  local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:buckets:first:counts entries separated by commas',
     options = { LIMIT = true, BUCKETS = true }, accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true },
     syntax = 'RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms]',
@@ -550,7 +566,7 @@ end)()
 -- exists (sorted sets); WRONGTYPE for another type.
 local function open_key(L, key)
   if L.storage == 'string' then
-    local raw, exp = read_string(key)
+    local raw, exp = read_string(key, L.expiry)
     return { raw = raw, exp = exp }
   end
   local kind = redis.call('TYPE', key)
