@@ -15,7 +15,7 @@ RELEASE_SWEEP := $(TARGET_DIR)/release/ratelimit-sweep
 DEBUG_MODULE := $(TARGET_DIR)/debug/libredis_ratelimit.so
 DEBUG_SWEEP := $(TARGET_DIR)/debug/ratelimit-sweep
 
-.PHONY: help deps build run test lint unit integration integration-valkey python-client check-target-dir valkey bench bench-full bench-core bench-sweep test-binaries
+.PHONY: help deps build run test lint unit integration integration-valkey python-client check-target-dir valkey bench bench-full bench-core bench-sweep test-binaries dist check-dist
 
 help: ## Show this list
 	@echo "redis-ratelimit: make <target> [PORT=n]"
@@ -82,7 +82,19 @@ check-target-dir: ## Check that the targets find the build in another CARGO_TARG
 	  CARGO_TARGET_DIR=$$dir $(MAKE) --no-print-directory integration INTEGRATION_ARGS="--test module" && \
 	  test -f "$$dir/debug/libredis_ratelimit.so"
 
-test: lint unit integration integration-valkey python-client check-target-dir ## Everything: lint, unit, integration (Redis and Valkey), the Python package, target-dir check
+# The release artefacts: a tarball and a Debian package (debhelper, from packaging/),
+# with their checksums, in $(TARGET_DIR)/dist.
+DIST_DIR := $(TARGET_DIR)/dist
+
+dist: build ## Release tarball and Debian package (module, ratelimit-sweep, lua/, checksums) in $(TARGET_DIR)/dist
+	@scripts/deps.sh dist
+	packaging/dist.sh $(RELEASE_MODULE) $(RELEASE_SWEEP) $(DIST_DIR)
+
+check-dist: dist ## Install the Debian package here (root), run redis-server with its module on a free port, remove it
+	@scripts/deps.sh test
+	packaging/check-deb.sh $$(ls $(DIST_DIR)/redis-ratelimit_*.deb)
+
+test: lint unit integration integration-valkey python-client check-target-dir check-dist ## Everything: lint, unit, integration (Redis and Valkey), the Python package, target-dir check, the Debian package
 
 bench-sweep: build ## Bulk TTLs: ratelimit-sweep against the SCAN + EVAL loop, 1 000 000 keys
 	RATELIMIT_MODULE=$(RELEASE_MODULE) RATELIMIT_SWEEP=$(RELEASE_SWEEP) bench/sweep.sh

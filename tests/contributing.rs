@@ -63,7 +63,7 @@ fn missing(kind: &str, command: &str) -> Vec<String> {
 
 /// Whether the twins' source defines the limiter of kind `kind`.
 fn twin_function(kind: &str) -> bool {
-    read("lua/prelude.lua").contains(&format!("LIMITERS.{kind} ="))
+    read("lua/ratelimit.lua").contains(&format!("local {kind} = (function()"))
 }
 
 #[test]

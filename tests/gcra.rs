@@ -14,10 +14,10 @@ use ratelimit_core::UnixMillis;
 /// The native command or its Lua twin.
 type Limiter = Side;
 
-/// Both sides, with the twin loaded into the server behind `c`.
-fn limiters(c: &mut Client) -> [Limiter; 2] {
-    let twins = Twins::load(c);
-    [Side::native("RL.GCRA"), Side::twin("RL.GCRA", twins.gcra)]
+/// The native command, its function and its script, loaded into the server behind `c`.
+fn limiters(c: &mut Client) -> Vec<Limiter> {
+    let [tf, ts] = Twins::both(c);
+    Side::all("RL.GCRA", [tf.gcra, ts.gcra])
 }
 
 /// The state a TAT of `tat_us` is stored as.
@@ -250,8 +250,15 @@ fn a_tat_in_the_past_counts_as_now() {
             [0, 1, 0, -1, 1_000]
         );
         assert_eq!(state(&mut c, key), tat_state((t + 1_000) * 1000));
-        // A TAT of 0 (the epoch) is a valid, long past TAT.
+        // A TAT of 0 (the epoch: how redis-cell's users reset a key) is long past.
         c.cmd(&["SET", key, "0"]);
+        assert_eq!(
+            rl.call(&mut c, key, &["0", "1", "1s", "AT", &t.to_string()])
+                .ints(),
+            [0, 1, 0, -1, 1_000]
+        );
+        // So is the earliest TAT RL.GCRA can write (at the earliest AT).
+        c.cmd(&["SET", key, "1000000000000000"]);
         assert_eq!(
             rl.call(&mut c, key, &["0", "1", "1s", "AT", &t.to_string()])
                 .ints(),
@@ -431,11 +438,23 @@ fn bad_inputs_are_errors_that_write_nothing() {
     }
     // No key at all.
     assert_eq!(c.cmd(&["RL.GCRA"]).err(), Some(arity.as_str()));
-    let twin = limiters(&mut c)[1].twin.clone().expect("twin");
-    assert_eq!(
-        c.cmd(&["EVALSHA", &twin, "0", "1", "1", "1s"]).err(),
-        Some(arity.as_str())
-    );
+    // A twin called with no key: the error names the function (or its script).
+    for rl in &limiters(&mut c)[1..] {
+        let twin = rl.twin.clone().expect("twin");
+        assert_eq!(
+            c.cmd(&twin.argv::<&str, &str>(&[], &["1", "1", "1s"]))
+                .err(),
+            Some("ERR wrong number of keys for 'rl_gcra': it takes exactly 1, got 0"),
+            "{}",
+            rl.name()
+        );
+        assert_eq!(
+            c.cmd(&twin.argv(&["a", "b"], &["1", "1", "1s"])).err(),
+            Some("ERR wrong number of keys for 'rl_gcra': it takes exactly 1, got 2"),
+            "{}",
+            rl.name()
+        );
+    }
 }
 
 #[test]
@@ -571,7 +590,8 @@ fn outside_value(rng: &mut Rng, now_ms: u64) -> String {
 fn differential_native_twin_and_model() {
     let s = Server::start();
     let mut c = s.client();
-    let [native, twin] = limiters(&mut c);
+    let sides = limiters(&mut c);
+    let (native, function, script) = (&sides[0], &sides[1], &sides[2]);
     for seed in Rng::seeds(&[1, 2, 3, 4]) {
         let mut rng = Rng::new(seed);
         let mut now = at_base(HOUR, MINUTE);
@@ -580,10 +600,12 @@ fn differential_native_twin_and_model() {
         for step in 0..600 {
             now += *rng.pick(&[0u64, 0, 0, 1, 3, 50, 120, 400, 999, 1_000, 2_500, 61_000]);
             let k = rng.range(0, names.len() as u64) as usize;
-            // Three physical keys share one history: native only, twin only, mixed.
+            // Four physical keys share one history: native only, function only, script
+            // only, and the three mixed.
             let keys = [
                 format!("n:{seed}:{}", names[k]),
-                format!("t:{seed}:{}", names[k]),
+                format!("f:{seed}:{}", names[k]),
+                format!("s:{seed}:{}", names[k]),
                 format!("m:{seed}:{}", names[k]),
             ];
             if rng.chance(4) {
@@ -601,12 +623,17 @@ fn differential_native_twin_and_model() {
             let args = random_args(&mut rng, now);
             let argv: Vec<&str> = args.iter().map(String::as_str).collect();
             let want = model_call(&mut models[k], &args);
-            let mixed = if rng.chance(50) { &native } else { &twin };
+            let mixed = &sides[rng.range(0, 3) as usize];
             let ctx = format!("seed {seed} step {step} key {} args {args:?}", names[k]);
             assert_eq!(native.call(&mut c, &keys[0], &argv), want, "native, {ctx}");
-            assert_eq!(twin.call(&mut c, &keys[1], &argv), want, "twin, {ctx}");
             assert_eq!(
-                mixed.call(&mut c, &keys[2], &argv),
+                function.call(&mut c, &keys[1], &argv),
+                want,
+                "function, {ctx}"
+            );
+            assert_eq!(script.call(&mut c, &keys[2], &argv), want, "script, {ctx}");
+            assert_eq!(
+                mixed.call(&mut c, &keys[3], &argv),
                 want,
                 "mixed ({}), {ctx}",
                 mixed.name()
@@ -632,7 +659,7 @@ fn concurrent_clients_never_get_more_than_the_bound() {
     let start = unix_us();
     let handles: Vec<_> = (0..8)
         .map(|i| {
-            let rl = rls[i % 2].clone();
+            let rl = rls[i % rls.len()].clone();
             let port = s.port;
             std::thread::spawn(move || {
                 let mut c = Client::connect(port).expect("connect");
@@ -765,7 +792,7 @@ fn delay_at_high_and_low_rates_is_exact_to_the_millisecond() {
 
 #[test]
 fn concurrent_workers_book_distinct_slots_spaced_by_the_interval() {
-    // 8 workers × 25 bookings on one key, half through the twin, all at the same
+    // 8 workers × 25 bookings on one key, some through each form of the twin, all at the same
     // instant (AT): 10 per second, no burst (T = 100 ms), DELAY 1 hour. Every booking
     // gets a slot of its own: the 200 delays are exactly 0, T, 2T, ... 199 T.
     const T_MS: i64 = 100;
@@ -775,7 +802,7 @@ fn concurrent_workers_book_distinct_slots_spaced_by_the_interval() {
     let at = at_base(HOUR, MINUTE).to_string();
     let handles: Vec<_> = (0..8)
         .map(|i| {
-            let rl = rls[i % 2].clone();
+            let rl = rls[i % rls.len()].clone();
             let port = s.port;
             let at = at.clone();
             std::thread::spawn(move || {
@@ -809,4 +836,117 @@ fn concurrent_workers_book_distinct_slots_spaced_by_the_interval() {
         state(&mut c, "quota"),
         tat_state((t + 200 * T_MS as u64) * 1000)
     );
+}
+
+/// One key, two algorithms: RL.GCRA read RL.FIXED's count as a TAT long past (allowed
+/// everything and overwrote the count), RL.FIXED read RL.GCRA's TAT as a count far above
+/// its limit (denied everything until the key expired). Both are now errors that say
+/// what the key holds, from the command, its function and its script, alone and inside
+/// RL.ALL (which names the key), and the key is left as it was. What cannot be told
+/// apart stays undetected: a TAT read by RL.FIXED with a limit of 10^15 or more.
+#[test]
+fn same_key_two_algorithms_the_common_confusions_are_detected() {
+    let s = Server::start();
+    let mut c = s.client();
+    let [tf, ts] = Twins::both(&mut c);
+    let t = at_base(HOUR, MINUTE).to_string();
+    let gcra_sides = Side::all("RL.GCRA", [tf.gcra.clone(), ts.gcra.clone()]);
+    let fixed_sides = Side::all("RL.FIXED", [tf.fixed.clone(), ts.fixed.clone()]);
+    let count_read_by_gcra = "ERR the key holds a counter (RL.FIXED's or INCR's, below 10^15: no time RL.GCRA writes), not RL.GCRA state: each algorithm needs keys of its own";
+    let tat_read_by_fixed = "ERR the key holds what can only be RL.GCRA's state (a time in microseconds, above the limit), not RL.FIXED state: each algorithm needs keys of its own";
+    for (g, f) in gcra_sides.iter().zip(&fixed_sides) {
+        // RL.FIXED's count, then RL.GCRA on the same key.
+        c.cmd(&["DEL", "shared"]);
+        assert_eq!(
+            f.call(&mut c, "shared", &["100", "1h", "AT", &t]).ints(),
+            [0, 100, 99, -1, 3_600_000]
+        );
+        let before = state(&mut c, "shared");
+        assert_eq!(
+            g.call(&mut c, "shared", &["5", "10", "1s", "AT", &t]).err(),
+            Some(count_read_by_gcra),
+            "{}",
+            g.name()
+        );
+        assert_eq!(state(&mut c, "shared"), before);
+        // RL.GCRA's TAT, then RL.FIXED on the same key.
+        c.cmd(&["DEL", "shared"]);
+        assert_eq!(
+            g.call(&mut c, "shared", &["5", "10", "1s", "AT", &t])
+                .ints()[0],
+            0
+        );
+        let before = state(&mut c, "shared");
+        assert_eq!(
+            f.call(&mut c, "shared", &["100", "1h", "AT", &t]).err(),
+            Some(tat_read_by_fixed),
+            "{}",
+            f.name()
+        );
+        assert_eq!(state(&mut c, "shared"), before);
+        // 0 is a TAT long past (a reset), and 1 a counter.
+        c.cmd(&["SET", "shared", "1"]);
+        assert_eq!(
+            g.call(&mut c, "shared", &["5", "10", "1s", "AT", &t]).err(),
+            Some(count_read_by_gcra)
+        );
+        c.cmd(&["SET", "shared", "0"]);
+        assert_eq!(
+            g.call(&mut c, "shared", &["5", "10", "1s", "COST", "0", "AT", &t])
+                .ints()[..3],
+            [0, 6, 6]
+        );
+        c.cmd(&["SET", "shared", &(1_000_000_000_000_000u64 + 1).to_string()]);
+        // A limit that a TAT could be a count of: not told apart (and documented so).
+        assert_eq!(
+            f.call(
+                &mut c,
+                "shared",
+                &["9007199254740991", "1h", "COST", "0", "AT", &t]
+            )
+            .ints()[0],
+            0
+        );
+    }
+    // Inside RL.ALL the error names the key, as every state error there does.
+    c.cmd(&["DEL", "shared"]);
+    c.cmd(&["INCR", "shared"]);
+    let named = "ERR rule 1 (GCRA): the key 'shared' holds a counter (RL.FIXED's or INCR's, below 10^15: no time RL.GCRA writes), not RL.GCRA state: each algorithm needs keys of its own";
+    let args = ["1", "shared", "GCRA", "1", "5", "10", "1s", "AT", &t];
+    let mut native = vec!["RL.ALL"];
+    native.extend_from_slice(&args);
+    assert_eq!(c.cmd(&native).err(), Some(named));
+    for tw in [&tf.all, &ts.all] {
+        let mut v = vec![tw.call, tw.id.as_str()];
+        v.extend_from_slice(&args);
+        assert_eq!(c.cmd(&v).err(), Some(named), "{}", tw.name());
+    }
+    assert_eq!(c.cmd(&["GET", "shared"]), Value::Bulk(b"1".to_vec()));
+}
+
+/// `RL.GCRA key 2 10 60 5` (redis-cell's quantity as a fifth argument) was "unknown
+/// option '5'"; the error now says to write COST 5, from the command and its twins.
+#[test]
+fn a_fifth_argument_says_cost() {
+    let s = Server::start();
+    let mut c = s.client();
+    let want = "ERR unknown option '5': RL.GCRA takes redis-cell's quantity as COST 5 (or call CL.THROTTLE, which takes it fifth)";
+    for rl in limiters(&mut c) {
+        assert_eq!(
+            rl.call(&mut c, "k", &["2", "10", "60", "5"]).err(),
+            Some(want),
+            "{}",
+            rl.name()
+        );
+        // A word that is no number stays an unknown option.
+        assert!(rl
+            .call(&mut c, "k", &["2", "10", "60", "FIVE"])
+            .err()
+            .is_some_and(|e| e.starts_with("ERR unknown option 'FIVE' (options here:")));
+        assert_eq!(
+            rl.call(&mut c, "k", &["2", "10", "60", "COST", "3"]).ints()[..3],
+            [0, 3, 0]
+        );
+        c.cmd(&["DEL", "k"]);
+    }
 }

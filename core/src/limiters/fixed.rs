@@ -129,6 +129,9 @@ impl Limiter for Rule {
     fn judge(&self, key: KeyRead<'_>, req: &Request) -> Result<Judgement<Self::Pending>> {
         let (now, cost) = (req.now, req.cost);
         let stored = key.string_state(parse_state)?;
+        if let Some(s) = &stored {
+            check_not_a_tat(s.state, self.limit)?;
+        }
         let (verdict, on_allow, on_deny) = judge(stored, now, self, cost);
         Ok(Judgement {
             verdict,
@@ -149,6 +152,26 @@ impl Limiter for Rule {
             Settled::Denied => on_deny,
         })
     }
+}
+
+/// The smallest value RL.GCRA (and CL.THROTTLE, and their twins) ever stores: a time
+/// in microseconds no earlier than the earliest `AT` (2001-09-09).
+pub const MIN_TAT_US: i64 = (crate::limits::MIN_AT_MS * 1_000) as i64;
+
+/// With a limit below 10^15, a count of 10^15 or more (a time RL.GCRA could have
+/// written, in µs) can only be RL.GCRA's state on this key: RL.FIXED never counts
+/// past its limit, and only a call with a limit of 10^15 or more could have counted
+/// that far. Refused, rather than read as a count that denies every request until the
+/// key expires. With a limit of 10^15 or more the two cannot be told apart.
+pub fn check_not_a_tat(count: i64, limit: i64) -> Result<()> {
+    if limit < MIN_TAT_US && count >= MIN_TAT_US {
+        return Err(Error::ForeignState {
+            command: STATE.command,
+            holds: "what can only be RL.GCRA's state (a time in microseconds, above the limit)",
+            key: None,
+        });
+    }
+    Ok(())
 }
 
 /// Read a stored counter: a non-negative decimal integer, as `INCR` writes them.
@@ -669,6 +692,11 @@ mod tests {
             let stored = Some(Stored { state: count.clamp(0, MAX), expires_at: ends.map(UnixMillis) });
             if let Ok(rule) = Rule::new(limit, Micros::from_millis(window_ms), align) {
                 let params = (rule, cost.min(limit));
+                if check_not_a_tat(count.clamp(0, MAX), limit).is_err() {
+                    // What can only be RL.GCRA's state: an error, nothing decided.
+                    prop_assert!(Call::one(rule, params.1).settle_states(&[stored], Micros(now)).is_err());
+                    return Ok(());
+                }
                 let out = decide(stored, Micros(now), &params);
                 let f = out.verdict.fields();
                 prop_assert!((0..=limit).contains(&f[2]));

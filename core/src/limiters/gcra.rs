@@ -239,9 +239,26 @@ impl Limiter for Rule {
 
 /// Read a stored TAT: the module's own (1 to [`MAX_TAT_DIGITS`] decimal digits, µs,
 /// at most [`MAX_TAT`]) or redis-cell's (see [`parse_tat`]).
+///
+/// A number from 1 to 10^15 - 1 is no time RL.GCRA writes (its TATs are never before
+/// the earliest `AT`, 2001-09-09, in µs): it is a counter (RL.FIXED's, `INCR`'s), and
+/// the error says so instead of reading it as a time long past, which would allow every
+/// request and overwrite the counter. 0 is still a time long past: `SET key 0` is how
+/// redis-cell's users reset a key, and no counter is stored as 0.
 pub fn parse_state(raw: &[u8]) -> Result<Micros> {
-    parse_tat(raw).ok_or_else(|| STATE.invalid())
+    match parse_tat(raw) {
+        Some(tat) if tat.0 >= MIN_TAT_US || tat.0 == 0 => Ok(tat),
+        Some(_) => Err(Error::ForeignState {
+            command: STATE.command,
+            holds: "a counter (RL.FIXED's or INCR's, below 10^15: no time RL.GCRA writes)",
+            key: None,
+        }),
+        None => Err(STATE.invalid()),
+    }
 }
+
+/// The smallest TAT RL.GCRA stores: a time in µs no earlier than the earliest `AT`.
+pub const MIN_TAT_US: u64 = crate::limits::MIN_AT_MS * 1_000;
 
 /// A TAT as [`parse_state`] reads it, or `None`.
 ///
@@ -571,7 +588,7 @@ mod tests {
         let out = decide(Some(at(0)), at(10_000_000), &p);
         assert_eq!(out.verdict.fields(), [0, 2, 1, -1, 500]);
         assert_eq!(out.effect, set(10_500_000));
-        let out = decide(Some(Micros(0)), at(0), &p);
+        let out = decide(Some(Micros(MIN_TAT_US)), at(0), &p);
         assert_eq!(out.effect, set(500_000));
         // Sub-millisecond TATs expire at the next millisecond.
         let out = decide(None, at(1), &params(0, 1_000, 1_000, 1));
@@ -1021,7 +1038,7 @@ mod tests {
         #[test]
         fn arithmetic_stays_in_range(
             (max_burst, count, period_ms) in config(),
-            stored in 0u64..=MAX_TAT.0,
+            stored in MIN_TAT_US..=MAX_TAT.0,
             now in 0u64..=MAX_AT_MS * 1000,
             cost in 0i64..1_000_000,
         ) {

@@ -190,7 +190,16 @@ pub fn fixed(args: &[&[u8]]) -> Result<Call<fixed::Rule>> {
 
 /// `RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]`.
 pub fn gcra(args: &[&[u8]]) -> Result<Call<gcra::Rule>> {
-    Call::single(args)
+    Call::single(args).map_err(|e| match (e, args) {
+        // redis-cell's quantity as a fifth argument (key max_burst count period n):
+        // RL.GCRA takes it as COST n.
+        (Error::UnknownOption { value, .. }, [_key, _, _, _, fifth, ..])
+            if value.as_slice() == *fifth && parse_int("quantity", fifth, 0).is_ok() =>
+        {
+            Error::QuantityPositional { value }
+        }
+        (e, _) => e,
+    })
 }
 
 /// `RL.LOG key limit window [META value] [COST n] [AT unix_ms]`.
@@ -234,6 +243,11 @@ pub fn sliding(args: &[&[u8]]) -> Result<Call<sliding::Rule>> {
 /// `RL.ALL numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms]`: one rule per
 /// key, each naming its key by its 1-based position, `COST` and `AT` after the rules.
 pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
+    all_as_given(args)
+        .map_err(|e| windows::numkeys_hint(args, e, MAX_ALL_KEYS, |a| all_as_given(a).is_ok()))
+}
+
+fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
     const COMMAND: &str = "RL.ALL";
     // numkeys, one key, a rule keyword and its position, at least.
     if args.len() < 4 {

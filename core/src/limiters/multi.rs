@@ -55,8 +55,17 @@ pub fn call(
     Ok(Call::each_key(COMMAND, numkeys, rule, cost, at))
 }
 
-/// Parse the arguments after the command name.
+/// Parse the arguments after the command name (an error that a wrong numkeys explains
+/// says so: [`windows::numkeys_hint`]).
 pub fn parse(args: &[&[u8]]) -> Result<Call<Rule>> {
+    parse_as_given(args).map_err(|e| {
+        windows::numkeys_hint(args, e, crate::limits::MAX_KEYS, |a| {
+            parse_as_given(a).is_ok()
+        })
+    })
+}
+
+fn parse_as_given(args: &[&[u8]]) -> Result<Call<Rule>> {
     let (numkeys, opts) = windows::parse_call(args, COMMAND, <Rule as Syntax>::OPTIONS)?;
     call(numkeys, &opts.limits, opts.cost, opts.align, opts.at)
 }

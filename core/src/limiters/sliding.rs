@@ -70,8 +70,17 @@ pub fn call(
     Ok(Call::each_key(COMMAND, numkeys, rule, cost, at))
 }
 
-/// Parse the arguments after the command name; every check that needs no key.
+/// Parse the arguments after the command name; every check that needs no key (an
+/// error that a wrong numkeys explains says so: [`windows::numkeys_hint`]).
 pub fn parse(args: &[&[u8]]) -> Result<Call<Rule>> {
+    parse_as_given(args).map_err(|e| {
+        windows::numkeys_hint(args, e, crate::limits::MAX_KEYS, |a| {
+            parse_as_given(a).is_ok()
+        })
+    })
+}
+
+fn parse_as_given(args: &[&[u8]]) -> Result<Call<Rule>> {
     let (numkeys, opts) = windows::parse_call(args, COMMAND, <Rule as Syntax>::OPTIONS)?;
     call(
         numkeys,

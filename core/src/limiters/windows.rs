@@ -44,6 +44,58 @@ pub fn parse_keys<'a, 'b>(args: &'a [&'b [u8]]) -> Result<(usize, &'a [&'b [u8]]
     Ok((numkeys, rest))
 }
 
+/// The error of a call with `numkeys` that does not parse (RL.MULTI, RL.SLIDING,
+/// RL.ALL), made helpful when a wrong `numkeys` explains it: when `e` is an unknown
+/// option or rule, no LIMIT, or a key without a rule, and the same arguments parse with
+/// another number of keys (`parses`, tried at the nearest numbers first, fewer before
+/// more, up to `max` and the arguments there are), the error says which. Only on the
+/// error path. The twins do the same with FCALL's numkeys (`with_numkeys_hint` in
+/// lua/ratelimit.lua).
+pub fn numkeys_hint(
+    args: &[&[u8]],
+    e: Error,
+    max: usize,
+    parses: impl Fn(&[&[u8]]) -> bool,
+) -> Error {
+    if !matches!(
+        e,
+        Error::UnknownOption { .. }
+            | Error::UnknownRule { .. }
+            | Error::MissingLimit
+            | Error::KeyWithoutRule { .. }
+    ) {
+        return e;
+    }
+    let Some(given) = args
+        .first()
+        .and_then(|raw| parse_int("numkeys", raw, 1).ok())
+        .and_then(|n| usize::try_from(n).ok())
+    else {
+        return e;
+    };
+    let most = max.min(args.len().saturating_sub(1));
+    for d in 1..=most {
+        for meant in [given.checked_sub(d), given.checked_add(d)] {
+            let Some(meant) = meant.filter(|m| (1..=most).contains(m)) else {
+                continue;
+            };
+            let number = meant.to_string();
+            let mut trial: Vec<&[u8]> = Vec::with_capacity(args.len());
+            trial.push(number.as_bytes());
+            trial.extend(args.iter().skip(1));
+            if parses(&trial) {
+                let at = if meant < given { meant } else { given };
+                return Error::NumKeysMeant {
+                    given,
+                    meant,
+                    word: args.get(at + 1).map_or_else(Vec::new, |w| w.to_vec()),
+                };
+            }
+        }
+    }
+    e
+}
+
 /// One effect per key of a call, inline for the usual one or two keys.
 pub type Effects<S> = SmallVec<[Effect<S>; 2]>;
 

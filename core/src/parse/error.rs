@@ -100,6 +100,13 @@ pub enum Error {
         expected: &'static str,
         key: Option<Vec<u8>>,
     },
+    /// The key holds what can only be another limiter's state (RL.GCRA's time read by
+    /// RL.FIXED, a counter read by RL.GCRA): `holds` says what.
+    ForeignState {
+        command: &'static str,
+        holds: &'static str,
+        key: Option<Vec<u8>>,
+    },
     /// The key holds another Redis type.
     WrongType,
     /// Wrong number of arguments for the command (named as Redis names it).
@@ -118,6 +125,25 @@ pub enum Error {
     NumKeysOverArgs {
         value: Vec<u8>,
         available: usize,
+    },
+    /// RL.MULTI, RL.SLIDING, RL.ALL: the call does not parse with its `numkeys`, but
+    /// does with `meant` keys; `word` is the argument that shows it (the first argument
+    /// after `meant` keys when `meant` is smaller, the first after `given` keys when
+    /// larger).
+    NumKeysMeant {
+        given: usize,
+        meant: usize,
+        word: Vec<u8>,
+    },
+    /// RL.BULKEXPIRE with the keys first: the first argument is no duration, the last
+    /// one is.
+    SecondsFirst {
+        value: Vec<u8>,
+        seconds: Vec<u8>,
+    },
+    /// RL.GCRA with redis-cell's quantity as a fifth positional argument.
+    QuantityPositional {
+        value: Vec<u8>,
     },
     /// RL.MULTI: the same key named twice in one call.
     DuplicateKey {
@@ -349,6 +375,23 @@ impl fmt::Display for Error {
                 "ERR the key '{}' does not hold {command} state (expected {expected})",
                 echo(key)
             ),
+            Error::ForeignState {
+                command,
+                holds,
+                key: None,
+            } => write!(
+                f,
+                "ERR the key holds {holds}, not {command} state: each algorithm needs keys of its own"
+            ),
+            Error::ForeignState {
+                command,
+                holds,
+                key: Some(key),
+            } => write!(
+                f,
+                "ERR the key '{}' holds {holds}, not {command} state: each algorithm needs keys of its own",
+                echo(key)
+            ),
             Error::WrongType => write!(
                 f,
                 "WRONGTYPE Operation against a key holding the wrong kind of value"
@@ -372,6 +415,34 @@ impl fmt::Display for Error {
                 f,
                 "ERR invalid numkeys '{}': only {available} arguments follow it",
                 echo(value)
+            ),
+            Error::NumKeysMeant {
+                given,
+                meant,
+                word,
+            } if meant < given => write!(
+                f,
+                "ERR numkeys is {given} but '{}' starts the arguments after {meant} key{}: did you mean numkeys {meant}?",
+                echo(word),
+                if *meant == 1 { "" } else { "s" }
+            ),
+            Error::NumKeysMeant {
+                given, meant, word, ..
+            } => write!(
+                f,
+                "ERR numkeys is {given} but '{}' reads as a key: did you mean numkeys {meant}?",
+                echo(word)
+            ),
+            Error::SecondsFirst { value, seconds } => write!(
+                f,
+                "ERR invalid seconds '{}': the seconds come first, then the keys (RL.BULKEXPIRE seconds key [key ...]): did you mean RL.BULKEXPIRE {} ...?",
+                echo(value),
+                echo(seconds)
+            ),
+            Error::QuantityPositional { value } => write!(
+                f,
+                "ERR unknown option '{v}': RL.GCRA takes redis-cell's quantity as COST {v} (or call CL.THROTTLE, which takes it fifth)",
+                v = echo(value)
             ),
             Error::DuplicateKey { key } => {
                 write!(f, "ERR key '{}' given more than once", echo(key))
@@ -467,6 +538,11 @@ impl Error {
             } => Error::InvalidState {
                 command,
                 expected,
+                key: Some(key.to_vec()),
+            },
+            Error::ForeignState { command, holds, .. } => Error::ForeignState {
+                command,
+                holds,
                 key: Some(key.to_vec()),
             },
             other => other,
@@ -580,6 +656,28 @@ mod tests {
             },
             Error::DuplicateKey {
                 key: b"a\nb".to_vec(),
+            },
+            Error::NumKeysMeant {
+                given: 2,
+                meant: 1,
+                word: b"\n".to_vec(),
+            },
+            Error::NumKeysMeant {
+                given: 1,
+                meant: 2,
+                word: b"\r".to_vec(),
+            },
+            Error::SecondsFirst {
+                value: b"\n".to_vec(),
+                seconds: b"\r".to_vec(),
+            },
+            Error::QuantityPositional {
+                value: b"\n".to_vec(),
+            },
+            Error::ForeignState {
+                command: "RL.FIXED",
+                holds: "RL.GCRA state",
+                key: Some(b"\n".to_vec()),
             },
             Error::MissingLimit,
             Error::IncompleteLimit,

@@ -12,6 +12,7 @@ their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` lib
   `limits` library is installed.
 """
 
+from ._middleware import CircuitBreaker, ModuleMissing
 from .client import RateLimiter
 from .headers import IETF_DRAFT, ceil_seconds, ratelimit_headers
 from .policies import All, Fixed, Gcra, Log, Multi, Policy, Sliding
@@ -22,10 +23,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "All",
+    "CircuitBreaker",
     "Fixed",
     "Gcra",
     "IETF_DRAFT",
     "Log",
+    "ModuleMissing",
     "Multi",
     "Policy",
     "Quota",

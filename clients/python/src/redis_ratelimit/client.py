@@ -17,7 +17,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 import redis
 
 from . import twins as _twins
-from ._args import Duration, Instant, duration_arg, find_key
+from ._args import ONE_KEY, Duration, Instant, duration_arg, find_key, key_list
 from .policies import All, Call, Fixed, Gcra, Log, Multi, Policy, Sliding
 from .results import RateLimit, Sweep, Throttle
 
@@ -79,13 +79,17 @@ class _Calls:
     def _run(self, call: Call, **kwargs: Any) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _twin_argv(self, call: Call) -> Tuple[Tuple[Any, ...], Tuple[Any, ...]]:
-        """EVALSHA's and EVAL's argument vectors for the call's twin."""
+    def _twin_argv(self, call: Call) -> Tuple[Tuple[Any, ...], Tuple[Any, ...], Tuple[Any, ...]]:
+        """FCALL's, EVALSHA's and EVAL's argument vectors for the call's twin."""
         if call.twin is None:
             raise _twins.TwinUnavailable(f"{call.argv[0]} has no Lua twin")
         twin = _twins.load(call.twin, self.lua_dir)
         tail = (len(call.keys),) + tuple(call.keys) + tuple(call.args)
-        return ("EVALSHA", twin.sha) + tail, ("EVAL", twin.source) + tail
+        return ("FCALL", twin.function) + tail, ("EVALSHA", twin.sha) + tail, ("EVAL", twin.source) + tail
+
+    # Whether the server has the Functions library: None until an FCALL tells (the
+    # twins then call the function while it is there, the script otherwise).
+    _library: Optional[bool] = None
 
     # -- the limiters ---------------------------------------------------------------
 
@@ -131,7 +135,7 @@ class _Calls:
     ) -> RateLimit:
         """RL.MULTI numkeys key... LIMIT window limit... [COST n] [ALIGN] [AT ms]; the
         result names the binding ``key`` and ``window_ms``."""
-        return self._run(Multi(list(limits), names, align).call(list(keys), cost, at))
+        return self._run(Multi(list(limits), names, align).call(key_list(keys, "RL.MULTI"), cost, at))
 
     def sliding(
         self,
@@ -144,7 +148,7 @@ class _Calls:
         names: Optional[Sequence[str]] = None,
     ) -> RateLimit:
         """RL.SLIDING numkeys key... LIMIT window limit... [BUCKETS n] [COST n] [AT ms]."""
-        return self._run(Sliding(list(limits), names, buckets).call(list(keys), cost, at))
+        return self._run(Sliding(list(limits), names, buckets).call(key_list(keys, "RL.SLIDING"), cost, at))
 
     def log(
         self,
@@ -170,7 +174,12 @@ class _Calls:
         """RL.ALL: ``rules`` is a list of ``(key, policy)`` pairs (Fixed, Gcra, Multi,
         Sliding, Log), one per key; the result names the binding ``rule`` (1-based) and
         its ``key``."""
+        if isinstance(rules, ONE_KEY) or not hasattr(rules, "__iter__"):
+            raise TypeError(f"RL.ALL takes a list of (key, policy) pairs, not {type(rules).__name__}")
         pairs = list(rules)
+        for pair in pairs:
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], Policy)):
+                raise TypeError(f"RL.ALL takes (key, policy) pairs, not {pair!r}")
         policy = All([p for _, p in pairs])
         return self._run(policy.call([k for k, _ in pairs], cost, at))
 
@@ -183,11 +192,8 @@ class _Calls:
         at: Optional[Instant] = None,
     ) -> RateLimit:
         """Apply a policy to its key (or list of keys, for Multi, Sliding and All)."""
-        if isinstance(keys, (list, tuple)):
-            key_list = list(keys)
-        else:
-            key_list = [keys]
-        return self._run(policy.call(key_list, cost, at))
+        keys = list(keys) if isinstance(keys, (list, tuple)) else [keys]
+        return self._run(policy.call(keys, cost, at))
 
     def throttle(
         self,
@@ -208,7 +214,7 @@ class _Calls:
     def bulkexpire(self, seconds: Duration, keys: Sequence[Any]) -> List[Any]:
         """RL.BULKEXPIRE seconds key...: the keys that got a TTL, as the caller gave
         them."""
-        keys = tuple(keys)
+        keys = key_list(keys, "RL.BULKEXPIRE")
         seconds_arg = duration_arg(seconds)
 
         def parse(reply: Any, encode: Any) -> List[Any]:
@@ -258,11 +264,21 @@ class RateLimiter(_Calls):
         if not self.twins:
             reply = self.client.execute_command(*call.argv, **kwargs)
         else:
-            evalsha, eval_ = self._twin_argv(call)
-            try:
-                reply = self.client.execute_command(*evalsha)
-            except redis.exceptions.NoScriptError:
-                reply = self.client.execute_command(*eval_)
+            fcall, evalsha, eval_ = self._twin_argv(call)
+            reply = None
+            if self._library is not False:
+                try:
+                    reply = self.client.execute_command(*fcall)
+                    self._library = True
+                except redis.exceptions.ResponseError as e:
+                    if not _twins.function_missing(e):
+                        raise
+                    self._library = False
+            if self._library is False:
+                try:
+                    reply = self.client.execute_command(*evalsha)
+                except redis.exceptions.NoScriptError:
+                    reply = self.client.execute_command(*eval_)
         return call.parse(reply, self._encode)
 
     def has_command(self, name: str) -> bool:

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-from ._args import Duration, Instant, duration_arg, duration_label, duration_ms, find_key, options
+from ._args import Duration, Instant, duration_arg, duration_label, duration_ms, find_key, key_list, options
 from .results import Quota, RateLimit
 
 Encode = Callable[[Any], bytes]
@@ -70,6 +70,7 @@ class Policy:
         raise NotImplementedError
 
     def _one_key(self, keys: Sequence[Any]) -> Any:
+        keys = key_list(keys)
         if len(keys) != 1:
             raise ValueError(f"{type(self).__name__} takes one key, not {len(keys)}")
         return keys[0]
@@ -215,7 +216,7 @@ class _Windows(Policy):
         raise NotImplementedError
 
     def call(self, keys, cost=1, at=None) -> Call:
-        keys = tuple(keys)
+        keys = key_list(keys, self.command)
         if not keys:
             raise ValueError(f"{self.command} needs at least one key")
         args = tuple(self._limit_args() + self._extra() + options(cost, at))
@@ -279,7 +280,7 @@ class All(Policy):
         return tuple(q for rule in self.rules for q in rule.quotas(1))
 
     def call(self, keys, cost=1, at=None) -> Call:
-        keys = tuple(keys)
+        keys = key_list(keys, "RL.ALL")
         rules = list(self.rules)
         if len(keys) != len(rules):
             raise ValueError(f"RL.ALL takes one key per rule: {len(rules)} rules, {len(keys)} keys")
