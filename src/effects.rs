@@ -16,14 +16,16 @@ use redis_module::{raw, CallOptionsBuilder, CallResult, Context};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int};
 
-/// Ask the server to leave the modified-key signal to the module (see above).
+/// Ask the server to leave the modified-key signal to the module (see above), and
+/// declare atomic slot migration support where the server has it (`slot_migration.rs`).
 pub fn take_over_modified_signal(ctx: &Context) -> Result<(), Error> {
     let set_options = api!(RedisModule_SetModuleOptions)?;
     // SAFETY: called from OnLoad with the module's context.
     unsafe {
         set_options(
             ctx.ctx,
-            raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
+            raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int
+                | crate::slot_migration::option_flags(),
         )
     };
     Ok(())

@@ -18,6 +18,7 @@ mod limiter_key;
 mod log_key;
 mod open_key;
 mod reply;
+mod slot_migration;
 mod static_strings;
 mod stats;
 mod string_key;
