@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 # Where the keys are in a native command line, to build its twin's EVALSHA call (the
-# names of src/keyspec.rs). Index 0 is the command name.
+# names of core/src/commands.rs, `Keys`). Index 0 is the command name.
 FIRST = "first"  # one key at index 1:              RL.FIXED key limit window ...
 NUMKEYS = "numkeys"  # a count at 1, the keys after it: RL.MULTI 2 k1 k2 LIMIT ...
 

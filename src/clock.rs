@@ -1,6 +1,6 @@
 //! The server's wall clock (the clock behind `TIME`), read once per command.
 
-use crate::config;
+use crate::register::config;
 use ratelimit_core::{Error, Micros};
 
 /// Microseconds since the Unix epoch, from `CLOCK_REALTIME` as `TIME` reads it.

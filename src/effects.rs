@@ -9,7 +9,7 @@
 //! write goes through the two functions below, which signal it.
 
 use crate::api::api;
-use crate::args::KeyName;
+use crate::argv::KeyName;
 use crate::static_strings;
 use ratelimit_core::{Error, Micros, UnixMillis};
 use redis_module::{raw, CallOptionsBuilder, CallResult, Context};

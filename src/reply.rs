@@ -1,14 +1,15 @@
 //! Writing replies straight into the client buffer (no intermediate values).
 
 use crate::api::api;
-use crate::args::KeyName;
-use crate::stats::{self, Command, Outcome};
+use crate::argv::KeyName;
+use crate::stats::{self, Tally};
+use ratelimit_core::commands::Id;
 use ratelimit_core::{Error, Verdict};
 use redis_module::{raw, Context};
 use std::os::raw::c_long;
 
 /// Reply with the error's one-line text. The text never holds NUL (user input is
-/// quoted by `ratelimit_core::error::echo`), so the conversion cannot fail; if it did,
+/// quoted by `ratelimit_core::parse::error::echo`), so the conversion cannot fail; if it did,
 /// a generic error is sent instead of panicking.
 pub fn error(ctx: &Context, e: &Error) {
     let msg = std::ffi::CString::new(e.to_string())
@@ -29,24 +30,24 @@ pub fn integers(ctx: &Context, values: &[i64]) {
 
 /// Run a command body (which sends its own reply), send its error, if any, as the
 /// reply, and count the outcome for `INFO ratelimit`.
-pub fn run(ctx: &Context, command: Command, body: impl FnOnce() -> Result<Outcome, Error>) {
+pub fn run(ctx: &Context, command: Id, body: impl FnOnce() -> Result<Tally, Error>) {
     match body() {
         Ok(outcome) => stats::record(command, outcome),
         Err(e) => {
-            stats::record(command, Outcome::Error);
+            stats::record(command, Tally::Error);
             error(ctx, &e);
         }
     }
 }
 
 /// Reply with a limiter's five fields; the outcome to count.
-pub fn verdict(ctx: &Context, v: &Verdict) -> Outcome {
+pub fn verdict(ctx: &Context, v: &Verdict) -> Tally {
     integers(ctx, &v.fields());
     outcome(v)
 }
 
 /// Reply with a limiter's five fields and one more; the outcome to count.
-pub fn verdict_and(ctx: &Context, v: &Verdict, sixth: i64) -> Outcome {
+pub fn verdict_and(ctx: &Context, v: &Verdict, sixth: i64) -> Tally {
     let [a, b, c, d, e] = v.fields();
     integers(ctx, &[a, b, c, d, e, sixth]);
     outcome(v)
@@ -54,7 +55,7 @@ pub fn verdict_and(ctx: &Context, v: &Verdict, sixth: i64) -> Outcome {
 
 /// Reply with a multi-key limiter's seven fields: the five, then the binding pair's key
 /// and window in ms; the outcome to count.
-pub fn binding_verdict(ctx: &Context, v: &Verdict, key: KeyName, window_ms: u64) -> Outcome {
+pub fn binding_verdict(ctx: &Context, v: &Verdict, key: KeyName, window_ms: u64) -> Tally {
     raw::reply_with_array(ctx.ctx, 7);
     for f in v.fields() {
         raw::reply_with_long_long(ctx.ctx, f);
@@ -66,7 +67,7 @@ pub fn binding_verdict(ctx: &Context, v: &Verdict, key: KeyName, window_ms: u64)
 
 /// Reply with RL.ALL's seven fields: the five, then the binding rule's place among the
 /// rules (1-based) and its key; the outcome to count.
-pub fn rule_verdict(ctx: &Context, v: &Verdict, place: usize, key: KeyName) -> Outcome {
+pub fn rule_verdict(ctx: &Context, v: &Verdict, place: usize, key: KeyName) -> Tally {
     raw::reply_with_array(ctx.ctx, 7);
     for f in v.fields() {
         raw::reply_with_long_long(ctx.ctx, f);
@@ -77,10 +78,10 @@ pub fn rule_verdict(ctx: &Context, v: &Verdict, place: usize, key: KeyName) -> O
 }
 
 /// The outcome of a limiter's decision.
-pub fn outcome(v: &Verdict) -> Outcome {
+pub fn outcome(v: &Verdict) -> Tally {
     if v.is_allowed() {
-        Outcome::Allowed
+        Tally::Allowed
     } else {
-        Outcome::Denied
+        Tally::Denied
     }
 }

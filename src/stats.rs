@@ -1,69 +1,15 @@
 //! Per-command counters shown by `INFO ratelimit`, so operators can see the limiter
 //! working: calls, allowed, denied and errors for the limiters; calls, keys given a TTL
-//! and errors for the bulk TTL commands.
+//! and errors for the bulk TTL commands. One set of counters per entry of the command
+//! table (`ratelimit_core::commands::TABLE`), which names the fields and their order.
 
+use ratelimit_core::commands::{Counts, Id, TABLE};
 use redis_module::{InfoContext, RedisResult};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The commands that keep counters, in the order `INFO` lists them.
+/// What one call came to, as the counters count it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Command {
-    Fixed,
-    Gcra,
-    Multi,
-    Sliding,
-    Log,
-    All,
-    BulkExpire,
-    Sweep,
-    /// CL.THROTTLE (counted when it is registered).
-    Throttle,
-}
-
-impl Command {
-    const ALL: [Command; 9] = [
-        Command::Fixed,
-        Command::Gcra,
-        Command::Multi,
-        Command::Sliding,
-        Command::Log,
-        Command::All,
-        Command::BulkExpire,
-        Command::Sweep,
-        Command::Throttle,
-    ];
-
-    fn limits(self) -> bool {
-        matches!(
-            self,
-            Command::Fixed
-                | Command::Gcra
-                | Command::Multi
-                | Command::Sliding
-                | Command::Log
-                | Command::All
-                | Command::Throttle
-        )
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Command::Fixed => "fixed",
-            Command::Gcra => "gcra",
-            Command::Multi => "multi",
-            Command::Sliding => "sliding",
-            Command::Log => "log",
-            Command::All => "all",
-            Command::BulkExpire => "bulkexpire",
-            Command::Sweep => "sweep",
-            Command::Throttle => "cl_throttle",
-        }
-    }
-}
-
-/// What one call came to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Tally {
     Allowed,
     Denied,
     /// A bulk TTL command gave this many keys a TTL.
@@ -91,16 +37,17 @@ impl Counters {
     }
 }
 
-static COUNTERS: [Counters; Command::ALL.len()] = [const { Counters::new() }; Command::ALL.len()];
+/// The counters of the command `TABLE[i]` at `i` (its `Id`).
+static COUNTERS: [Counters; TABLE.len()] = [const { Counters::new() }; TABLE.len()];
 
-pub fn record(command: Command, outcome: Outcome) {
+pub fn record(command: Id, tally: Tally) {
     let c = &COUNTERS[command as usize];
     c.calls.fetch_add(1, Ordering::Relaxed);
-    let (field, n) = match outcome {
-        Outcome::Allowed => (&c.allowed, 1),
-        Outcome::Denied => (&c.denied, 1),
-        Outcome::Expired(n) => (&c.expired, n),
-        Outcome::Error => (&c.errors, 1),
+    let (field, n) = match tally {
+        Tally::Allowed => (&c.allowed, 1),
+        Tally::Denied => (&c.denied, 1),
+        Tally::Expired(n) => (&c.expired, n),
+        Tally::Error => (&c.errors, 1),
     };
     field.fetch_add(n, Ordering::Relaxed);
 }
@@ -114,26 +61,23 @@ pub fn info(ctx: &InfoContext) {
 
 fn add_section(ctx: &InfoContext) -> RedisResult<()> {
     let mut section = ctx.builder().add_section("stats");
-    for command in Command::ALL {
-        let c = &COUNTERS[command as usize];
-        let name = command.name();
-        let fields: &[(&str, &AtomicU64)] = if command.limits() {
-            &[
+    for (command, c) in TABLE.iter().zip(&COUNTERS) {
+        let fields: &[(&str, &AtomicU64)] = match command.counts {
+            Counts::Verdicts => &[
                 ("calls", &c.calls),
                 ("allowed", &c.allowed),
                 ("denied", &c.denied),
                 ("errors", &c.errors),
-            ]
-        } else {
-            &[
+            ],
+            Counts::KeysExpired => &[
                 ("calls", &c.calls),
                 ("keys_expired", &c.expired),
                 ("errors", &c.errors),
-            ]
+            ],
         };
         for &(field, counter) in fields {
             let value = counter.load(Ordering::Relaxed);
-            section = section.field(&format!("{name}_{field}"), value.to_string())?;
+            section = section.field(&format!("{}_{field}", command.info), value.to_string())?;
         }
     }
     section.build_section()?.build_info()?;

@@ -298,7 +298,7 @@ fn bulkexpire_native_and_twin_agree() {
                 Value::Array(_) => keys_of(&replies[0]).into_iter().collect(),
                 _ => BTreeSet::new(),
             };
-            let ms = ratelimit_core::duration::parse_duration("seconds", dur.as_bytes())
+            let ms = ratelimit_core::parse::duration::parse_duration("seconds", dur.as_bytes())
                 .map(|d| d.floor_millis() as i64)
                 .unwrap_or(0);
             for (i, db) in dbs.iter().enumerate() {

@@ -332,3 +332,135 @@ fn rendering_follows_redis_cli() {
     assert_eq!(render_arg(&either), "window|limit");
     assert_eq!(strip_ansi("\u{1b}[1mRL.FIXED\u{1b}[0m x"), "RL.FIXED x");
 }
+
+/// The Lua twins' files that repeat the command table's metadata: every `*.lua` directly
+/// in these folders (the published scripts in `lua/published/` are kept as they were
+/// written and are not twins).
+const TWIN_FOLDERS: &[&str] = &["lua"];
+
+/// Every string literal of a Lua source, comments skipped (a `--` outside a string runs
+/// to the end of its line).
+fn lua_strings(source: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut chars = source.chars().peekable();
+    while let Some(ch) = chars.next() {
+        match ch {
+            '-' if chars.peek() == Some(&'-') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            '\'' | '"' => {
+                let mut text = String::new();
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            if let Some(escaped) = chars.next() {
+                                text.push('\\');
+                                text.push(escaped);
+                            }
+                        }
+                        c if c == ch => break,
+                        c => text.push(c),
+                    }
+                }
+                found.push(text);
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// What a literal that reads as a syntax line (a command's name or an RL.ALL rule's
+/// `KIND i`, then only argument names, keywords, brackets, `...` and `|`) should be, per
+/// the command table: `Some((what it claims to be, the table's line))`.
+fn claimed_syntax(literal: &str) -> Option<(String, &'static str)> {
+    use ratelimit_core::commands::{RULES, TABLE};
+    let syntax_like = |rest: &str| {
+        rest.chars()
+            .all(|c| c.is_ascii_alphanumeric() || " _[].|".contains(c))
+    };
+    for command in &TABLE {
+        if let Some(rest) = literal.strip_prefix(&format!("{} ", command.name)) {
+            return syntax_like(rest).then(|| (command.name.to_string(), command.syntax));
+        }
+    }
+    for &(kind, line) in RULES {
+        if let Some(rest) = literal.strip_prefix(&format!("{kind} i ")) {
+            return syntax_like(rest).then(|| (format!("the {kind} rule"), line));
+        }
+    }
+    None
+}
+
+/// Each literal of `source` that reads as a syntax line and is not the table's.
+fn syntax_problems(at: &str, source: &str) -> (usize, Vec<String>) {
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for literal in lua_strings(source) {
+        if let Some((what, line)) = claimed_syntax(&literal) {
+            checked += 1;
+            if literal != line {
+                problems.push(format!(
+                    "{at}: the syntax of {what} is\n    {literal}\nbut the command table (core/src/commands.rs) says\n    {line}"
+                ));
+            }
+        }
+    }
+    (checked, problems)
+}
+
+/// The twins quote each command's syntax in their arity errors and each RL.ALL rule's in
+/// its own: every such string in `lua/` is the line of the command table, which the
+/// module's errors quote and `COMMAND DOCS` renders.
+#[test]
+fn the_twins_quote_the_syntax_lines_of_the_command_table() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for folder in TWIN_FOLDERS {
+        let mut files: Vec<_> = std::fs::read_dir(root.join(folder))
+            .expect("the twins' folder")
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "lua"))
+            .collect();
+        files.sort();
+        for path in files {
+            let source = std::fs::read_to_string(&path).expect("read a twin");
+            let at = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            let (n, found) = syntax_problems(&at, &source);
+            checked += n;
+            problems.extend(found);
+        }
+    }
+    assert!(checked > 0, "no syntax line found in {TWIN_FOLDERS:?}");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_twin_syntax_line_that_differs_from_the_table_is_found() {
+    let source = "-- 'RL.FIXED key limit' in a comment\n\
+        arity_error('RL.FIXED', 'RL.FIXED key limit window [COST n] [AT unix_ms]')\n\
+        local order = 'RL.FIXED key limit window: the limit comes first'\n\
+        local L = { rule_syntax = \"LOG i limit window [META value]\", s = 'x' }\n\
+        fail('GCRA i max_burst count')";
+    let (checked, problems) = syntax_problems("sample.lua", source);
+    assert_eq!(checked, 3, "{problems:?}");
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems[0].contains("the syntax of RL.FIXED"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[1].contains("the syntax of the GCRA rule"),
+        "{problems:?}"
+    );
+}

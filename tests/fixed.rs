@@ -5,7 +5,8 @@
 mod common;
 
 use common::{at_base, state, unix_ms, Client, Rng, Server, Twins, Value, HOUR, MINUTE};
-use ratelimit_core::fixed;
+use ratelimit_core::call::limiter::KeyRead;
+use ratelimit_core::limiters;
 use ratelimit_core::UnixMillis;
 use ratelimit_core::{Effect, Stored};
 
@@ -365,20 +366,28 @@ impl Model {
 /// The reply the model predicts for one call, applying its effect to `m`.
 fn model_call(m: &mut Model, args: &[String]) -> Value {
     let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    let (params, at) = match fixed::parse_args(&raw) {
-        Ok(p) => p,
+    let raw: Vec<&[u8]> = std::iter::once(&b"key"[..]).chain(raw).collect();
+    let call = match limiters::fixed(&raw) {
+        Ok(c) => c,
         Err(e) => return Value::Error(e.to_string()),
     };
-    let now = at.expect("the differential test always passes AT");
-    let stored = match m {
-        Model::Missing => None,
-        Model::Counter(c) => Some(*c),
-        Model::Garbage(..) => return Value::Error(
-            "ERR the key does not hold RL.FIXED state (expected a non-negative integer counter)"
-                .into(),
-        ),
+    let now = call.at.expect("the differential test always passes AT");
+    let (value, expires_at) = match m {
+        Model::Missing => (None, None),
+        Model::Counter(c) => (Some(c.state.to_string()), c.expires_at),
+        Model::Garbage(v, e) => (Some(v.clone()), *e),
     };
-    let out = fixed::decide(stored, now, &params);
+    let read = match &value {
+        None => KeyRead::Missing,
+        Some(v) => KeyRead::String {
+            value: v.as_bytes(),
+            expires_at,
+        },
+    };
+    let out = match call.settle(&[read], now, |_| b"key") {
+        Ok(s) => s.outcome(),
+        Err(e) => return Value::Error(e.to_string()),
+    };
     match out.effect {
         Effect::None => {}
         Effect::Set { state, expires_at } => {

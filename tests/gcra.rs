@@ -6,9 +6,10 @@
 mod common;
 
 use common::{at_base, state, unix_us, Client, Rng, Server, Side, Twins, Value, HOUR, MINUTE};
-use ratelimit_core::gcra;
+use ratelimit_core::call::limiter::KeyRead;
+use ratelimit_core::limiters;
+use ratelimit_core::Effect;
 use ratelimit_core::UnixMillis;
-use ratelimit_core::{Effect, Stored};
 
 /// The native command or its Lua twin.
 type Limiter = Side;
@@ -471,22 +472,24 @@ impl Model {
 /// The reply the model predicts for one call, applying its effect to `m`.
 fn model_call(m: &mut Model, args: &[String]) -> Value {
     let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    let (params, at) = match gcra::parse_args(&raw) {
-        Ok(p) => p,
+    let raw: Vec<&[u8]> = std::iter::once(&b"key"[..]).chain(raw).collect();
+    let call = match limiters::gcra(&raw) {
+        Ok(c) => c,
         Err(e) => return Value::Error(e.to_string()),
     };
-    let now = at.expect("the differential test always passes AT");
-    let stored = match m {
-        Model::Missing => None,
-        Model::Stored(v, e) => match gcra::parse_state(v.as_bytes()) {
-            Ok(state) => Some(Stored {
-                state,
-                expires_at: *e,
-            }),
-            Err(e) => return Value::Error(e.to_string()),
+    let now = call.at.expect("the differential test always passes AT");
+    let read = match m {
+        Model::Missing => KeyRead::Missing,
+        Model::Stored(v, e) => KeyRead::String {
+            value: v.as_bytes(),
+            expires_at: *e,
         },
     };
-    let (out, booking) = gcra::decide_booking(stored, now, &params);
+    let settled = match call.settle(&[read], now, |_| b"key") {
+        Ok(s) => s,
+        Err(e) => return Value::Error(e.to_string()),
+    };
+    let out = settled.outcome();
     if let Effect::Set {
         state: tat,
         expires_at,
@@ -500,8 +503,8 @@ fn model_call(m: &mut Model, args: &[String]) -> Value {
         .iter()
         .map(|&f| Value::Int(f))
         .collect();
-    if let Some(b) = booking {
-        fields.push(Value::Int(b.field()));
+    if let Some(extra) = settled.extra {
+        fields.push(Value::Int(extra));
     }
     Value::Array(fields)
 }

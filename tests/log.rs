@@ -7,9 +7,8 @@
 mod common;
 
 use common::{at_base, Client, Cluster, Rng, Server, Twins, Value, HOUR};
-use ratelimit_core::limiter::{Limiter, Settled};
-use ratelimit_core::log;
-use ratelimit_core::{Effect, Error, Micros};
+use ratelimit_core::call::memory::{self, Key};
+use ratelimit_core::limiters;
 
 /// `None`: the command; `Some(sha)`: the twin.
 fn sides(c: &mut Client) -> [Option<String>; 2] {
@@ -262,76 +261,56 @@ struct Model {
 }
 
 impl Model {
-    fn parsed(&self) -> impl DoubleEndedIterator<Item = Result<log::Entry, Error>> + '_ {
-        self.entries.iter().map(|(member, score)| {
-            log::parse_entry(member.as_bytes(), *score as f64).ok_or_else(|| log::STATE.invalid())
+    /// The key as the module's path of a call reads and writes it.
+    fn key(&self) -> Option<Key> {
+        (!self.entries.is_empty()).then(|| Key::SortedSet {
+            members: self
+                .entries
+                .iter()
+                .map(|(member, score)| (*score, member.as_bytes().to_vec()))
+                .collect(),
+            expires_at: self.expires.map(ratelimit_core::UnixMillis),
         })
-    }
-}
-
-/// The model read as the command reads a log, through the same index.
-impl log::Index for Model {
-    fn members(&self) -> usize {
-        self.entries.len()
-    }
-    fn last(&self) -> Result<Option<log::Entry>, Error> {
-        self.parsed().next_back().transpose()
-    }
-    fn first_after(&self, after: Micros) -> Result<Option<log::Entry>, Error> {
-        self.parsed()
-            .find(|e| e.as_ref().map_or(true, |e| e.time > after))
-            .transpose()
-    }
-    fn last_through(&self, through: Micros) -> Result<Option<log::Entry>, Error> {
-        self.parsed()
-            .rev()
-            .find(|e| e.as_ref().map_or(true, |e| e.time <= through))
-            .transpose()
-    }
-    fn scan_after(
-        &self,
-        after: Micros,
-        f: &mut dyn FnMut(log::Entry) -> bool,
-    ) -> Result<(), Error> {
-        for e in self.parsed() {
-            let e = e?;
-            if e.time > after && !f(e) {
-                break;
-            }
-        }
-        Ok(())
     }
 }
 
 fn predict(m: &mut Model, args: &[String]) -> Value {
     let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-    let req = match log::parse_args(&raw) {
+    let raw: Vec<&[u8]> = std::iter::once(&b"key"[..]).chain(raw).collect();
+    let call = match limiters::log(&raw) {
         Ok(r) => r,
         Err(e) => return Value::Error(e.to_string()),
     };
-    let now = req.at().expect("AT");
-    let j = match req.rule().judge_index(m, now, req.cost()) {
-        Ok(j) => j,
+    let now = call.at.expect("AT");
+    let mut keys = [m.key()];
+    let settled = match memory::run(&call, &mut keys, now) {
+        Ok(s) => s,
         Err(e) => return Value::Error(e.to_string()),
     };
-    let settled = if j.verdict.is_allowed() {
-        Settled::Allowed
-    } else {
-        Settled::Denied
-    };
-    if let Ok(Effect::Set { state, expires_at }) =
-        req.rule().write(j.pending, settled, now, req.cost())
+    if let [Some(Key::SortedSet {
+        members,
+        expires_at,
+    })] = &keys
     {
-        let mut member = Vec::new();
-        state.member(&mut member);
-        m.entries
-            .push((String::from_utf8(member).expect("utf-8 meta"), state.time.0));
-        m.entries.retain(|(_, s)| *s > state.trim_through.0);
-        m.entries
-            .sort_by(|a, b| (a.1, a.0.as_bytes()).cmp(&(b.1, b.0.as_bytes())));
-        m.expires = Some(expires_at.0);
+        m.entries = members
+            .iter()
+            .map(|(score, member)| {
+                (
+                    String::from_utf8(member.clone()).expect("utf-8 meta"),
+                    *score,
+                )
+            })
+            .collect();
+        m.expires = expires_at.map(|e| e.0);
     }
-    Value::Array(j.verdict.fields().iter().map(|&f| Value::Int(f)).collect())
+    Value::Array(
+        settled
+            .verdict
+            .fields()
+            .iter()
+            .map(|&f| Value::Int(f))
+            .collect(),
+    )
 }
 
 fn random_args(rng: &mut Rng, now_ms: u64) -> Vec<String> {

@@ -6,8 +6,9 @@
 mod common;
 
 use common::{at_base, state, unix_ms, workload, Client, Cluster, Rng, Server, Twins, Value, HOUR};
-use ratelimit_core::multi::{self, State};
-use ratelimit_core::{Effect, Stored};
+use ratelimit_core::call::limiter::KeyRead;
+use ratelimit_core::limiters::multi::{self, State};
+use ratelimit_core::Effect;
 
 fn multi(c: &mut Client, args: &[&str]) -> Value {
     let mut v = vec!["RL.MULTI"];
@@ -787,33 +788,24 @@ fn predict(
     let mut args: Vec<&[u8]> = vec![n.as_bytes()];
     args.extend(names.iter().map(|s| s.as_bytes()));
     args.extend(rest.iter().map(|s| s.as_bytes()));
-    let req = match multi::parse_args(&args) {
+    let call = match multi::parse(&args) {
         Ok(r) => r,
         Err(e) => return (Value::Error(e.to_string()), vec![]),
     };
-    let now = req.at().expect("the differential test always passes AT");
-    let mut stored = Vec::new();
-    for (&k, name) in idx.iter().zip(names) {
-        stored.push(match &models[k] {
-            None => None,
-            Some(m) => match multi::parse_state(&m.value) {
-                Ok(state) => Some(Stored {
-                    state,
-                    expires_at: m.expires.map(ratelimit_core::UnixMillis),
-                }),
-                Err(e) => return (Value::Error(e.for_key(name.as_bytes()).to_string()), vec![]),
+    let now = call.at.expect("the differential test always passes AT");
+    let reads: Vec<KeyRead> = idx
+        .iter()
+        .map(|&k| match &models[k] {
+            None => KeyRead::Missing,
+            Some(m) => KeyRead::String {
+                value: &m.value,
+                expires_at: m.expires.map(ratelimit_core::UnixMillis),
             },
-        });
-    }
-    let out = match multi::decide(&stored, now, &req) {
+        })
+        .collect();
+    let out = match call.settle(&reads, now, |i| names[i].as_bytes()) {
         Ok(out) => out,
-        Err(full) => {
-            let name = names[full.key].as_bytes();
-            return (
-                Value::Error(full.error(name, "RL.MULTI").to_string()),
-                vec![],
-            );
-        }
+        Err(e) => return (Value::Error(e.to_string()), vec![]),
     };
     let mut reply: Vec<Value> = out
         .verdict
@@ -821,9 +813,9 @@ fn predict(
         .iter()
         .map(|&f| Value::Int(f))
         .collect();
-    reply.push(Value::Bulk(names[out.binding.key].clone().into_bytes()));
-    reply.push(Value::Int(out.binding.window_ms as i64));
-    let effects = idx.iter().copied().zip(out.effects).collect();
+    reply.push(Value::Bulk(names[out.binding].clone().into_bytes()));
+    reply.push(Value::Int(out.window_ms as i64));
+    let effects = out.writes.into_iter().map(|(i, e)| (idx[i], e)).collect();
     (Value::Array(reply), effects)
 }
 

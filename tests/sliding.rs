@@ -7,8 +7,9 @@
 mod common;
 
 use common::{at_base, state, Client, Cluster, Rng, Server, Twins, Value, HOUR};
-use ratelimit_core::sliding::{self, State};
-use ratelimit_core::{Effect, Stored};
+use ratelimit_core::call::limiter::KeyRead;
+use ratelimit_core::limiters::sliding::{self, State};
+use ratelimit_core::Effect;
 
 fn sliding(c: &mut Client, args: &[&str]) -> Value {
     let mut v = vec!["RL.SLIDING"];
@@ -367,33 +368,24 @@ fn predict(
     let mut args: Vec<&[u8]> = vec![n.as_bytes()];
     args.extend(names.iter().map(|s| s.as_bytes()));
     args.extend(rest.iter().map(|s| s.as_bytes()));
-    let req = match sliding::parse_args(&args) {
+    let call = match sliding::parse(&args) {
         Ok(r) => r,
         Err(e) => return (Value::Error(e.to_string()), vec![]),
     };
-    let now = req.at().expect("the differential test always passes AT");
-    let mut stored = Vec::new();
-    for (&k, name) in idx.iter().zip(names) {
-        stored.push(match &models[k] {
-            None => None,
-            Some(m) => match sliding::parse_state(&m.value) {
-                Ok(state) => Some(Stored {
-                    state,
-                    expires_at: m.expires.map(ratelimit_core::UnixMillis),
-                }),
-                Err(e) => return (Value::Error(e.for_key(name.as_bytes()).to_string()), vec![]),
+    let now = call.at.expect("the differential test always passes AT");
+    let reads: Vec<KeyRead> = idx
+        .iter()
+        .map(|&k| match &models[k] {
+            None => KeyRead::Missing,
+            Some(m) => KeyRead::String {
+                value: &m.value,
+                expires_at: m.expires.map(ratelimit_core::UnixMillis),
             },
-        });
-    }
-    let out = match sliding::decide(&stored, now, &req) {
+        })
+        .collect();
+    let out = match call.settle(&reads, now, |i| names[i].as_bytes()) {
         Ok(out) => out,
-        Err(full) => {
-            let name = names[full.key].as_bytes();
-            return (
-                Value::Error(full.error(name, "RL.SLIDING").to_string()),
-                vec![],
-            );
-        }
+        Err(e) => return (Value::Error(e.to_string()), vec![]),
     };
     let mut reply: Vec<Value> = out
         .verdict
@@ -401,14 +393,14 @@ fn predict(
         .iter()
         .map(|&f| Value::Int(f))
         .collect();
-    reply.push(Value::Bulk(names[out.binding.key].clone().into_bytes()));
-    reply.push(Value::Int(out.binding.window_ms as i64));
-    let effects = idx.iter().copied().zip(out.effects).collect();
+    reply.push(Value::Bulk(names[out.binding].clone().into_bytes()));
+    reply.push(Value::Int(out.window_ms as i64));
+    let effects = out.writes.into_iter().map(|(i, e)| (idx[i], e)).collect();
     (Value::Array(reply), effects)
 }
 
 fn apply(models: &mut [Option<KeyModel>], effects: Vec<(usize, Effect<State>)>) {
-    use ratelimit_core::state::Encode;
+    use ratelimit_core::call::state::Encode;
     for (k, e) in effects {
         match e {
             Effect::None => {}

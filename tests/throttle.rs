@@ -16,8 +16,10 @@ use common::{
     at_base, info_fields, module_names, state, unix_us, wait_for_replicas, Client, Cluster, Rng,
     Server, Side, Twins, Value, HOUR, MINUTE,
 };
-use ratelimit_core::gcra;
-use ratelimit_core::throttle::{self, Throttle};
+use ratelimit_core::call::Call;
+use ratelimit_core::limiters::gcra::{self, GcraParams};
+use ratelimit_core::limiters::throttle::{self, Throttle};
+use ratelimit_core::Outcome;
 use ratelimit_core::{Effect, Micros, Stored};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,6 +34,15 @@ fn both(c: &mut Client) -> [Cl; 2] {
         Side::native("CL.THROTTLE"),
         Side::twin("CL.THROTTLE", twins.throttle),
     ]
+}
+
+/// RL.GCRA's judgement of CL.THROTTLE's request on a TAT, settled as the module
+/// settles the call.
+fn decide(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Outcome<Micros> {
+    Call::one(gcra::Rule::from(*p), p.cost())
+        .settle_states(&[stored], now)
+        .expect("a TAT")
+        .outcome()
 }
 
 /// A key's state: its value (`None`: missing) and `PEXPIRETIME`.
@@ -50,7 +61,7 @@ fn model(before: &KeyState, now: u64, args: &[&str]) -> (Vec<i64>, KeyState) {
         state: gcra::parse_tat(v.as_bytes()).expect("a TAT"),
         expires_at: None,
     });
-    let out = gcra::decide(stored, Micros(now), &call.params);
+    let out = decide(stored, Micros(now), &call.params);
     let after = match out.effect {
         Effect::Set { state, expires_at } => (Some(state.0.to_string()), expires_at.0 as i64),
         _ => before.clone(),
@@ -278,7 +289,7 @@ fn redis_cell_table_through_cl_throttle() {
                 state: Micros(state),
                 expires_at: None,
             });
-            let out = gcra::decide(stored, Micros(case_now), &parse(&args).params);
+            let out = decide(stored, Micros(case_now), &parse(&args).params);
             if let Effect::Set { state, .. } = out.effect {
                 tat = Some(state.0);
             }

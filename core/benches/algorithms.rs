@@ -6,8 +6,9 @@
 //! criterion's estimates under `target/criterion/` into `bench/results.md`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use ratelimit_core::duration::parse_duration;
-use ratelimit_core::fixed::{self, FixedParams};
+use ratelimit_core::call::Call;
+use ratelimit_core::limiters::{self, fixed};
+use ratelimit_core::parse::duration::parse_duration;
 use ratelimit_core::{Micros, Stored, UnixMillis};
 use std::time::Duration;
 
@@ -24,21 +25,26 @@ impl FakeClock {
     }
 }
 
-fn params(limit: i64) -> FixedParams {
-    FixedParams::new(limit, Micros::from_secs(3600), 1, false).expect("valid parameters")
+/// RL.FIXED's call of cost 1 on one key, `limit` an hour.
+fn call(limit: i64) -> Call<fixed::Rule> {
+    let rule = fixed::Rule::new(limit, Micros::from_secs(3600), false).expect("valid parameters");
+    Call::one(rule, 1)
 }
 
-fn fixed_decide(c: &mut Criterion) {
+/// A benchmark's name, the counter the key holds and the call.
+type Case = (&'static str, Option<Stored<i64>>, Call<fixed::Rule>);
+
+fn fixed_settle(c: &mut Criterion) {
     let window_end = Some(UnixMillis(T0 / 1000 + 3_600_000));
-    let cases: [(&str, Option<Stored<i64>>, FixedParams); 4] = [
-        ("new_key", None, params(1_000_000)),
+    let cases: [Case; 4] = [
+        ("new_key", None, call(1_000_000)),
         (
             "existing_allowed",
             Some(Stored {
                 state: 41,
                 expires_at: window_end,
             }),
-            params(1_000_000),
+            call(1_000_000),
         ),
         (
             "denied",
@@ -46,7 +52,7 @@ fn fixed_decide(c: &mut Criterion) {
                 state: 1,
                 expires_at: window_end,
             }),
-            params(1),
+            call(1),
         ),
         (
             "missing_ttl",
@@ -54,23 +60,25 @@ fn fixed_decide(c: &mut Criterion) {
                 state: 7,
                 expires_at: None,
             }),
-            params(1_000_000),
+            call(1_000_000),
         ),
     ];
     for (name, stored, p) in cases {
         let mut clock = FakeClock(T0);
-        c.bench_function(&format!("fixed/decide/{name}"), |b| {
-            b.iter(|| fixed::decide(black_box(stored), clock.tick(), black_box(&p)))
+        let stored = [stored];
+        c.bench_function(&format!("fixed/settle/{name}"), |b| {
+            b.iter(|| black_box(&p).settle_states(black_box(&stored), clock.tick()))
         });
     }
 }
 
 fn fixed_parse_args(c: &mut Criterion) {
     let cases: [(&str, &[&[u8]]); 2] = [
-        ("limit_window", &[b"1000000", b"1h"]),
+        ("limit_window", &[b"key", b"1000000", b"1h"]),
         (
             "all_options",
             &[
+                b"key",
                 b"100",
                 b"1500ms",
                 b"COST",
@@ -82,14 +90,14 @@ fn fixed_parse_args(c: &mut Criterion) {
         ),
     ];
     for (name, args) in cases {
-        c.bench_function(&format!("fixed/parse_args/{name}"), |b| {
-            b.iter(|| fixed::parse_args(black_box(args)))
+        c.bench_function(&format!("fixed/parse/{name}"), |b| {
+            b.iter(|| limiters::fixed(black_box(args)))
         });
     }
     // An error reply's text is built only when the arguments are wrong; time that too.
-    let bad: &[&[u8]] = &[b"100", b"0s"];
-    c.bench_function("fixed/parse_args/invalid_window", |b| {
-        b.iter(|| fixed::parse_args(black_box(bad)).map_err(|e| e.to_string()))
+    let bad: &[&[u8]] = &[b"key", b"100", b"0s"];
+    c.bench_function("fixed/parse/invalid_window", |b| {
+        b.iter(|| limiters::fixed(black_box(bad)).map_err(|e| e.to_string()))
     });
 }
 
@@ -114,6 +122,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = algorithms;
     config = config();
-    targets = fixed_decide, fixed_parse_args, duration_parse
+    targets = fixed_settle, fixed_parse_args, duration_parse
 }
 criterion_main!(algorithms);

@@ -4,23 +4,23 @@
 //! plus `seconds`); the reply lists those keys, in argument order. A key named twice
 //! gets its TTL at its first place and is listed once.
 
-use crate::any_key::{self, Found};
-use crate::args::Args;
+use crate::argv::Args;
 use crate::clock::wall_clock;
-use crate::stats::Outcome;
+use crate::keys::any::{self, Found};
+use crate::stats::Tally;
 use ratelimit_core::bulk::{expiry_at, parse_bulkexpire};
 use ratelimit_core::Error;
 use redis_module::{raw, Context};
 use std::os::raw::c_long;
 
-pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
+pub fn command(ctx: &Context, args: &Args) -> Result<Tally, Error> {
     let ttl = parse_bulkexpire(args.after_name())?;
     let at = expiry_at(wall_clock(), ttl);
     let names = args.keys(2, args.after_name().len().saturating_sub(1))?;
     let mut expired = Vec::with_capacity(names.len());
     for name in names {
-        if let Found::Persistent(_) = any_key::inspect(ctx, name)? {
-            any_key::give_ttl(ctx, name, at)?;
+        if let Found::Persistent(_) = any::inspect(ctx, name)? {
+            any::give_ttl(ctx, name, at)?;
             expired.push(name);
         }
     }
@@ -28,5 +28,5 @@ pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
     for name in &expired {
         raw::reply_with_string(ctx.ctx, name.ptr());
     }
-    Ok(Outcome::Expired(expired.len() as u64))
+    Ok(Tally::Expired(expired.len() as u64))
 }

@@ -7,16 +7,16 @@
 //! user may write gets one. Reply: `[next_cursor, keys_scanned, keys_expired]`, the
 //! cursor as a bulk string like SCAN's.
 
-use crate::acl::CallerAcl;
-use crate::any_key::{self, Found};
-use crate::args::{Args, KeyName};
+use crate::argv::{Args, KeyName};
 use crate::clock::wall_clock;
-use crate::stats::Outcome;
+use crate::keys::any::{self, Found};
+use crate::register::acl::CallerAcl;
+use crate::stats::Tally;
 use ratelimit_core::bulk::{expiry_at, parse_sweep};
 use ratelimit_core::Error;
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context, RedisString};
 
-pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
+pub fn command(ctx: &Context, args: &Args) -> Result<Tally, Error> {
     let sweep = parse_sweep(args.after_name())?;
     let at = expiry_at(wall_clock(), sweep.ttl);
     let acl = CallerAcl::current(ctx)?;
@@ -52,16 +52,16 @@ pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
         if !acl.may_write(ctx, name) {
             continue;
         }
-        let Found::Persistent(key_type) = any_key::inspect(ctx, name)? else {
+        let Found::Persistent(key_type) = any::inspect(ctx, name)? else {
             continue;
         };
         if let Some(filter) = &sweep.type_filter {
-            if !filter.accepts(key_type, || any_key::type_name(ctx, name)) {
+            if !filter.accepts(key_type, || any::type_name(ctx, name)) {
                 continue;
             }
         }
         if !sweep.dry_run {
-            any_key::give_ttl(ctx, name, at)?;
+            any::give_ttl(ctx, name, at)?;
         }
         expired += 1;
     }
@@ -72,5 +72,5 @@ pub fn command(ctx: &Context, args: &Args) -> Result<Outcome, Error> {
     raw::reply_with_long_long(ctx.ctx, expired);
     // A dry run expires nothing.
     let done = if sweep.dry_run { 0 } else { expired as u64 };
-    Ok(Outcome::Expired(done))
+    Ok(Tally::Expired(done))
 }

@@ -1,8 +1,8 @@
 //! Command-line options of `ratelimit-sweep`.
 
 use crate::url::{self, Secret, Source, Target};
-use ratelimit_core::duration::parse_duration;
 use ratelimit_core::limits::SWEEP_MAX_COUNT;
+use ratelimit_core::parse::duration::parse_duration;
 
 pub const USAGE: &str = "\
 Usage: ratelimit-sweep --ttl DURATION [options]

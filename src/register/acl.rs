@@ -15,11 +15,12 @@
 //! a few hundred nanoseconds a call; a server without ACL users can turn it off with
 //! `ratelimit.acl-write-check no`.
 
+use super::config;
+use super::keyspec;
 use crate::api::api;
-use crate::args::{Args, KeyName};
-use crate::config;
-use crate::keyspec::KeySpec;
+use crate::argv::{Args, KeyName};
 use crate::static_strings::{self, StaticString};
+use ratelimit_core::commands::{self, Command, Id, Probe};
 use ratelimit_core::Error;
 use redis_module::{raw, Context};
 use std::ffi::CStr;
@@ -94,24 +95,29 @@ pub fn set_categories(
     })
 }
 
+/// The module string of the plain command a call stands for.
+fn probe_string(probe: Probe) -> &'static StaticString {
+    match probe {
+        Probe::Set => &static_strings::SET,
+        Probe::Pexpire => &static_strings::PEXPIRE,
+    }
+}
+
 /// On a server without command categories: refuse the call unless the caller may run
-/// the plain write command `probe` (`SET key 1` or `PEXPIRE key 1`) on **every** key
-/// the call names (where `keys` says they are in `args`; the command alone when it
-/// names none), with the server's NOPERM wording for `command` and an entry in
-/// `ACL LOG`. Elsewhere the server has already checked; and an operator may turn the
-/// check off (`ratelimit.acl-write-check no`) on a server without ACL users.
-pub fn check_call(
-    ctx: &Context,
-    command: &'static str,
-    probe: &StaticString,
-    keys: KeySpec,
-    args: &Args,
-) -> Result<(), Error> {
+/// the plain write command the command stands for (its `probe`: `SET key 1` or
+/// `PEXPIRE key 1`) on **every** key the call names (where its `keys` says they are in
+/// `args`; the command alone when it names none), with the server's NOPERM wording for
+/// the command and an entry in `ACL LOG`. Elsewhere the server has already checked; and
+/// an operator may turn the check off (`ratelimit.acl-write-check no`) on a server
+/// without ACL users.
+pub fn check_call(ctx: &Context, command: &'static Command, args: &Args) -> Result<(), Error> {
     if !SELF_CHECK.load(Ordering::Relaxed) || !config::acl_write_check() {
         return Ok(());
     }
     let caller = CallerAcl::current(ctx)?;
-    let (first, n) = keys.positions(args).unwrap_or((0, 0));
+    let (first, n) = keyspec::positions(command.keys, args).unwrap_or((0, 0));
+    let probe = probe_string(command.probe);
+    let command = command.name;
     let mut checked = false;
     for key in (first..first + n).filter_map(|i| args.key(i)) {
         caller.check(ctx, command, probe, Some(key))?;
@@ -219,9 +225,10 @@ impl CallerAcl {
         if self_check() {
             // No categories: PEXPIRE on this key, command and key together (unless the
             // operator turned the module's own check off).
+            let sweep = commands::entry(Id::Sweep);
             return !config::acl_write_check()
                 || self
-                    .check(ctx, "RL.SWEEP", &static_strings::PEXPIRE, Some(key))
+                    .check(ctx, sweep.name, probe_string(sweep.probe), Some(key))
                     .is_ok();
         }
         let Ok(check) = api!(RedisModule_ACLCheckKeyPermissions) else {

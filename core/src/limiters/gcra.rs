@@ -27,14 +27,15 @@
 //! Every time involved stays below 2^53 µs (see [`MAX_TAT`]), so the Lua twin, whose
 //! numbers are doubles, computes exactly the same integers.
 
-use crate::args::{check_count, in_order, parse_int, Opt, Options};
-use crate::duration::parse_duration;
-use crate::error::{Error, Result};
-use crate::limiter::{parse_single, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax};
+use crate::call::limiter::{Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax};
+use crate::call::state::{Effect, Outcome, StateKind, Stored};
+use crate::call::verdict::{Decision, Verdict};
 use crate::limits::{MAX_BURST_WINDOW, MAX_TAT, MAX_TAT_DIGITS};
-use crate::state::{Effect, Outcome, StateKind, Stored};
+use crate::parse::args::{check_count, in_order, parse_int, Options};
+use crate::parse::duration::parse_duration;
+use crate::parse::error::{Error, Result};
+use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis};
-use crate::verdict::{Decision, Verdict};
 
 /// What an RL.GCRA key holds, as error replies word it.
 pub const STATE: StateKind = StateKind {
@@ -131,15 +132,6 @@ impl GcraParams {
     }
 }
 
-/// The arguments of `RL.GCRA key max_burst count period [COST n] [AT unix_ms]
-/// [DELAY max_delay]` after the key, checked: a bad rate, a burst window (plus delay)
-/// that is too long and a cost above the capacity are refused here, before any key is
-/// read.
-pub fn parse_args(args: &[&[u8]]) -> Result<(GcraParams, Option<Micros>)> {
-    let p = parse_single::<Rule>(args)?;
-    Ok((p.rule.params(p.cost), p.at))
-}
-
 /// RL.GCRA's rule on one key: the rate, the burst and, for the command, `DELAY`. Each
 /// call brings its cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,6 +152,8 @@ impl From<GcraParams> for Rule {
 }
 
 impl<'a> Syntax<'a> for Rule {
+    const KIND: &'static str = "GCRA";
+    const STATE: StateKind = STATE;
     const ARGS: usize = 3;
     const OPTIONS: &'static [Opt] = &[];
     const COMMAND_OPTIONS: &'static [Opt] = &[Opt::Delay];
@@ -191,12 +185,21 @@ impl<'a> Syntax<'a> for Rule {
 }
 
 impl Limiter for Rule {
-    const KIND: &'static str = "GCRA";
-    const STATE: StateKind = STATE;
-    const STORAGE: Storage = Storage::String;
     type State = Micros;
     /// What an allowed call writes (a denial writes nothing: the expiry follows the TAT).
     type Pending = Effect<Micros>;
+
+    fn kind(&self) -> &'static str {
+        <Self as Syntax>::KIND
+    }
+
+    fn state_kind(&self) -> StateKind {
+        STATE
+    }
+
+    fn storage(&self) -> Storage {
+        Storage::String
+    }
 
     fn check_cost(&self, cost: i64) -> Result<()> {
         if cost > self.0.capacity {
@@ -211,11 +214,11 @@ impl Limiter for Rule {
 
     fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Effect<Micros>>> {
         let stored = key.string_state(parse_state)?;
-        let (outcome, booking) = decide_booking(stored, now, &self.params(cost));
+        let (outcome, booking) = judge_tat(stored, now, &self.params(cost));
         Ok(Judgement {
             verdict: outcome.verdict,
             window_ms: self.0.burst_window().ceil_millis(),
-            booking,
+            extra: booking.map(|b| b.field()),
             pending: outcome.effect,
         })
     }
@@ -289,22 +292,18 @@ impl Booking {
     pub fn field(&self) -> i64 {
         match self {
             Booking::Now => 0,
-            Booking::After(d) => crate::verdict::ms_i64(*d),
+            Booking::After(d) => crate::call::verdict::ms_i64(*d),
             Booking::Refused => -1,
         }
     }
 }
 
-/// Decide one request. `stored` is the key's TAT (`None`: no key); a TAT in the past
-/// counts as `now`. The key's expiry plays no part: it always follows the TAT.
-pub fn decide(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Outcome<Micros> {
-    decide_booking(stored, now, p).0
-}
-
-/// [`decide`], and for a call with `DELAY` its booking (field 6). A denied call's
-/// `retry_after` is the time until the same call would be booked (without `DELAY`:
-/// until it fits).
-pub fn decide_booking(
+/// The verdict on one request and what an allowed one writes; for a call with `DELAY`
+/// its booking (field 6). `stored` is the key's TAT (`None`: no key); a TAT in the past
+/// counts as `now`; the key's expiry plays no part (it always follows the TAT). A
+/// denied call's `retry_after` is the time until the same call would be booked
+/// (without `DELAY`: until it fits).
+fn judge_tat(
     stored: Option<Stored<Micros>>,
     now: Micros,
     p: &GcraParams,
@@ -362,19 +361,29 @@ pub fn decide_booking(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::call::Call;
     use crate::limits::MAX_AT_MS;
     use proptest::prelude::*;
 
-    /// [`super::decide`] with a bare TAT (its key's expiry plays no part).
+    /// One request on a bare TAT (its key's expiry plays no part), settled as the
+    /// module settles a call.
     fn decide(stored: Option<Micros>, now: Micros, p: &GcraParams) -> Outcome<Micros> {
-        super::decide(
-            stored.map(|state| Stored {
-                state,
-                expires_at: None,
-            }),
-            now,
-            p,
-        )
+        let stored = stored.map(|state| Stored {
+            state,
+            expires_at: None,
+        });
+        Call::one(Rule::from(*p), p.cost())
+            .settle_states(&[stored], now)
+            .expect("a TAT")
+            .outcome()
+    }
+
+    /// `RL.GCRA key <args>`: the checked parameters (with the call's cost) and AT.
+    fn parse_args(args: &[&[u8]]) -> Result<(GcraParams, Option<Micros>)> {
+        let raw: Vec<&[u8]> = std::iter::once(&b"key"[..])
+            .chain(args.iter().copied())
+            .collect();
+        crate::limiters::gcra(&raw).map(|c| (c.rules[0].1.params(c.cost), c.at))
     }
 
     const T0: u64 = 1_700_000_000_000_000; // µs, an arbitrary instant on a second boundary
@@ -771,7 +780,7 @@ mod tests {
         let fields = times
             .iter()
             .map(|&t| {
-                let (out, booking) = decide_booking(
+                let (out, booking) = judge_tat(
                     stored.map(|state| Stored {
                         state,
                         expires_at: None,
@@ -858,7 +867,7 @@ mod tests {
         let peek = delayed(0, 1, 1_000, 0, 5_000);
         let mut stored = None;
         for _ in 0..3 {
-            let (out, _) = decide_booking(stored, at(0), &p);
+            let (out, _) = judge_tat(stored, at(0), &p);
             if let Effect::Set { state, expires_at } = out.effect {
                 stored = Some(Stored {
                     state,
@@ -868,7 +877,7 @@ mod tests {
         }
         // Three booked at 0, 1 s and 2 s: the TAT is 3 s ahead; a peek reports when the
         // queue ahead has drained into the burst window (2 s), and writes nothing.
-        let (out, booking) = decide_booking(stored, at(0), &peek);
+        let (out, booking) = judge_tat(stored, at(0), &peek);
         assert_eq!(out.effect, Effect::None);
         assert_eq!(booking, Some(Booking::After(Micros(2_000_000))));
         assert_eq!(out.verdict.fields(), [0, 1, 0, -1, 3_000]);
@@ -889,7 +898,7 @@ mod tests {
             Err(Error::InvalidDuration {
                 what: "max_delay",
                 value: b"0".to_vec(),
-                reason: crate::error::DurationProblem::NotPositive,
+                reason: crate::parse::error::DurationProblem::NotPositive,
             })
         );
         let (p, _) = parse_args(&[b"0", b"1", b"1s", b"delay", b"3650d"]).unwrap();
@@ -1073,13 +1082,13 @@ mod tests {
                 });
                 let cost = (c as i64) % (capacity + 1);
                 let p = GcraParams::new(max_burst, count, period, cost).unwrap().with_delay(max_delay).unwrap();
-                let (out, booking) = decide_booking(stored.map(|state| Stored { state, expires_at: None }), now, &p);
+                let (out, booking) = judge_tat(stored.map(|state| Stored { state, expires_at: None }), now, &p);
                 let booking = booking.unwrap();
                 match (out.verdict.decision, booking) {
                     (Decision::Denied { retry_after }, Booking::Refused) => {
                         prop_assert_eq!(out.effect, Effect::None);
                         // After retry_after the same call is booked.
-                        let (later, b) = decide_booking(stored.map(|state| Stored { state, expires_at: None }), Micros(now.0 + retry_after.0), &p);
+                        let (later, b) = judge_tat(stored.map(|state| Stored { state, expires_at: None }), Micros(now.0 + retry_after.0), &p);
                         prop_assert!(later.verdict.is_allowed());
                         prop_assert!(b != Some(Booking::Refused));
                     }

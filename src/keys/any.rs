@@ -8,9 +8,9 @@
 //! replicated as `PEXPIREAT key <absolute ms>` (see `effects.rs`).
 
 use crate::api::api;
-use crate::args::KeyName;
+use crate::argv::KeyName;
 use crate::effects;
-use crate::open_key::OpenKey;
+use crate::keys::open::OpenKey;
 use ratelimit_core::bulk::KeyType;
 use ratelimit_core::{Error, UnixMillis};
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};

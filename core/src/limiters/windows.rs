@@ -1,17 +1,17 @@
 //! What the commands with several keys and several windows share (RL.MULTI, RL.SLIDING):
 //! `numkeys key [key ...]` then `LIMIT window limit` triples mixed with options, the
 //! key positions for servers that ask the command, and one decision for every key of
-//! a call (the same as every call's, [`crate::limiter::decide`]), with the *binding*
+//! a call (the same as every call's, [`crate::call::limiter::decide`]), with the *binding*
 //! pair whose numbers the reply carries.
 
-use crate::args::{parse_int, Opt, Options, COST_AT};
-pub use crate::args::{Limit, Limits};
-use crate::error::{Error, Result};
-use crate::limiter::{self, Full, Judgement, Limiter, Settled};
+use crate::call::limiter::{Full, Settled};
+use crate::call::state::Effect;
 use crate::limits::{MAX_KEYS, MAX_WINDOWS, MAX_WINDOWS_PER_KEY};
-use crate::state::{Effect, Stored};
+use crate::parse::args::{parse_int, Options};
+pub use crate::parse::args::{Limit, Limits};
+use crate::parse::error::{Error, Result};
+use crate::parse::keyword::{Opt, COST_AT};
 use crate::units::{Micros, UnixMillis};
-use crate::verdict::Verdict;
 use smallvec::SmallVec;
 
 /// `numkeys key [key ...]` at the start of `args` (the arguments after the command
@@ -119,40 +119,6 @@ pub fn key_positions(args: &[&[u8]]) -> Option<std::ops::RangeInclusive<usize>> 
     (n <= MAX_KEYS && n < args.len()).then_some(1..=n)
 }
 
-/// The pair whose numbers the reply carries (fields 2, 3 and 5, then 6 and 7).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Binding {
-    /// Index into the call's keys.
-    pub key: usize,
-    pub window_ms: u64,
-}
-
-/// The decision on one request against several keys.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MultiOutcome<S> {
-    pub verdict: Verdict,
-    pub binding: Binding,
-    /// One per key, in key order.
-    pub effects: Effects<S>,
-}
-
-/// A write that would leave the key at this index (into the call's keys) with more
-/// windows than a key may keep; nothing is written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KeyFull {
-    pub key: usize,
-}
-
-impl KeyFull {
-    /// The error reply, naming the key.
-    pub fn error(self, name: &[u8], command: &'static str) -> Error {
-        Error::KeyFull {
-            key: name.to_vec(),
-            command,
-        }
-    }
-}
-
 /// One window of a key that keeps several (RL.MULTI's counter, RL.SLIDING's buckets).
 pub trait Window {
     fn window_ms(&self) -> u64;
@@ -215,50 +181,64 @@ pub fn write_windows<E: Window + Clone, S>(
     }))
 }
 
-/// Decide one request against every key of a call with the same `rule` (`judge` is the
-/// rule's judgement of a key's decoded state), all or nothing, as [`limiter::decide`]
-/// decides every call; the writes of every key. `untouched` is the reply (verdict and
-/// window) of a call without keys, which the glue never makes.
-pub fn decide_each<L: Limiter, S: Clone>(
-    rule: &L,
-    stored: &[Option<Stored<S>>],
-    now: Micros,
-    cost: i64,
-    judge: impl Fn(&L, Option<Stored<S>>, Micros, i64) -> Judgement<L::Pending>,
-    untouched: (Verdict, u64),
-) -> std::result::Result<MultiOutcome<L::State>, KeyFull> {
-    let judgements: SmallVec<[Judgement<L::Pending>; 2]> = stored
-        .iter()
-        .map(|st| judge(rule, st.clone(), now, cost))
-        .collect();
-    // A call always has a key; without one there is nothing to decide or write.
-    let Some(decided) = limiter::decide(&judgements) else {
-        return Ok(MultiOutcome {
-            verdict: untouched.0,
-            binding: Binding {
-                key: 0,
-                window_ms: untouched.1,
-            },
-            effects: Effects::new(),
-        });
-    };
-    let (verdict, window_ms) = judgements
-        .get(decided.binding)
-        .map_or(untouched, |j| (j.verdict, j.window_ms));
-    let effects = judgements
-        .into_iter()
-        .enumerate()
-        .map(|(k, j)| {
-            rule.write(j.pending, decided.settled, now, cost)
-                .map_err(|Full| KeyFull { key: k })
-        })
-        .collect::<std::result::Result<Effects<_>, _>>()?;
-    Ok(MultiOutcome {
-        verdict,
-        binding: Binding {
-            key: decided.binding,
-            window_ms,
-        },
-        effects,
-    })
+/// Calls of several keys on states held in memory, for the tests of RL.MULTI and
+/// RL.SLIDING: the same [`Call::settle`] as the module's, its result per key.
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::call::limiter::Limiter;
+    use crate::call::state::{Effect, Encode, Stored};
+    use crate::call::verdict::Verdict;
+    use crate::call::Call;
+    use crate::parse::error::Error;
+    use crate::units::Micros;
+
+    /// The pair whose numbers the reply carries (fields 2, 3 and 5, then 6 and 7).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Binding {
+        /// Index into the call's keys.
+        pub key: usize,
+        pub window_ms: u64,
+    }
+
+    /// The decision on one request against several keys.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct MultiOutcome<S> {
+        pub verdict: Verdict,
+        pub binding: Binding,
+        /// One per key, in key order.
+        pub effects: Vec<Effect<S>>,
+    }
+
+    /// A write that would leave the key at this index with more windows than a key may
+    /// keep; nothing is written.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct KeyFull {
+        pub key: usize,
+    }
+
+    /// Settle `call` on keys that hold `stored[k]` (`None`: no key).
+    pub fn decide<R: Limiter, T: Encode>(
+        stored: &[Option<Stored<T>>],
+        now: Micros,
+        call: &Call<R>,
+    ) -> Result<MultiOutcome<R::State>, KeyFull>
+    where
+        R::State: Clone,
+    {
+        match call.settle_states(stored, now) {
+            Ok(s) => Ok(MultiOutcome {
+                verdict: s.verdict,
+                binding: Binding {
+                    key: call.rules.get(s.binding).map_or(0, |(k, _)| *k),
+                    window_ms: s.window_ms,
+                },
+                effects: (0..call.rules.len()).map(|i| s.effect(i)).collect(),
+            }),
+            Err(Error::KeyFull { key, .. }) => Ok(KeyFull {
+                key: String::from_utf8_lossy(&key).parse().unwrap_or(usize::MAX),
+            })
+            .and_then(Err),
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
 }

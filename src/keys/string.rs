@@ -13,11 +13,11 @@
 //! (`RedisModule_GetAbsExpire` / `SetAbsExpire`). Every unsafe call states why it holds.
 
 use crate::api::api;
-use crate::args::KeyName;
+use crate::argv::KeyName;
 use crate::effects;
-use crate::open_key::OpenKey;
-use ratelimit_core::limiter::KeyRead;
-use ratelimit_core::state::Encode;
+use crate::keys::open::OpenKey;
+use ratelimit_core::call::limiter::KeyRead;
+use ratelimit_core::call::state::Encode;
 use ratelimit_core::{Error, UnixMillis};
 use redis_module::{raw, Context};
 use std::cell::{Cell, RefCell};

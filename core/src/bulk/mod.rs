@@ -5,10 +5,10 @@
 //! Both set the same absolute expiry on every key one call touches: the call's time
 //! (in whole milliseconds, as `PEXPIRE` counts) plus the TTL.
 
-use crate::args::{once, parse_int};
-use crate::duration::parse_duration;
-use crate::error::{Error, Result};
-use crate::glob;
+use crate::parse::args::{once, parse_int};
+use crate::parse::duration::parse_duration;
+use crate::parse::error::{Error, Result};
+pub mod glob;
 use crate::units::{Micros, UnixMillis};
 
 use crate::limits::{MAX_PATTERN_LEN, SWEEP_DEFAULT_COUNT, SWEEP_MAX_COUNT};
@@ -199,7 +199,7 @@ fn parse_count(raw: &[u8]) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::DurationProblem;
+    use crate::parse::error::DurationProblem;
     use proptest::prelude::*;
 
     fn sweep(args: &[&str]) -> Result<SweepArgs> {

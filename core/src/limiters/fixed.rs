@@ -8,14 +8,15 @@
 //! State: the count, a non-negative decimal integer as `INCR` writes it; the key's
 //! absolute expiry is the end of the window.
 
-use crate::args::{check_count, in_order, parse_int, Opt, Options};
-use crate::duration::parse_duration;
-use crate::error::{DurationProblem, Error, Result};
-use crate::limiter::{parse_single, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax};
+use crate::call::limiter::{Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax};
+use crate::call::state::{parse_decimal, Effect, StateKind, Stored};
+use crate::call::verdict::{Decision, Verdict};
 use crate::limits::{MAX_DURATION, MAX_SAFE_INTEGER};
-use crate::state::{parse_decimal, Effect, Outcome, StateKind, Stored};
+use crate::parse::args::{check_count, in_order, parse_int, Options};
+use crate::parse::duration::parse_duration;
+use crate::parse::error::{DurationProblem, Error, Result};
+use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
-use crate::verdict::{Decision, Verdict};
 
 /// What an RL.FIXED key holds, as error replies word it.
 pub const STATE: StateKind = StateKind {
@@ -23,22 +24,21 @@ pub const STATE: StateKind = StateKind {
     expected: "a non-negative integer counter",
 };
 
-/// A checked fixed-window request: the limit, the window, the cost and whether windows
-/// are aligned to the epoch.
+/// RL.FIXED's rule on one key (and each pair of RL.MULTI): a limit per window, windows
+/// aligned to the epoch or not. Each call brings its cost.
 ///
-/// Built only by [`FixedParams::new`], which guarantees `limit >= 1`, a window of whole
-/// milliseconds from 1 ms to ten years, and `0 <= cost <= limit`.
+/// Built only by [`Rule::new`], which guarantees `limit >= 1` and a window of whole
+/// milliseconds from 1 ms to ten years.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FixedParams {
+pub struct Rule {
     limit: i64,
     window: Micros,
-    cost: i64,
     align: bool,
 }
 
-impl FixedParams {
+impl Rule {
     /// Check the parameters, with the errors of the arguments they come from.
-    pub fn new(limit: i64, window: Micros, cost: i64, align: bool) -> Result<FixedParams> {
+    pub fn new(limit: i64, window: Micros, align: bool) -> Result<Rule> {
         check_count("limit", limit, 1)?;
         if window.0 == 0 || !window.0.is_multiple_of(MICROS_PER_MS) || window > MAX_DURATION {
             let reason = if window > MAX_DURATION {
@@ -52,19 +52,9 @@ impl FixedParams {
                 reason,
             });
         }
-        check_count("cost", cost, 0)?;
-        // A cost above the limit can never be allowed: an error, not a denial.
-        if cost > limit {
-            return Err(Error::CostOverCapacity {
-                cost,
-                capacity: limit,
-                what: "limit",
-            });
-        }
-        Ok(FixedParams {
+        Ok(Rule {
             limit,
             window,
-            cost,
             align,
         })
     }
@@ -77,54 +67,14 @@ impl FixedParams {
         self.window
     }
 
-    pub fn cost(&self) -> i64 {
-        self.cost
-    }
-
     pub fn align(&self) -> bool {
         self.align
-    }
-
-    /// The same request with another cost (already checked against the limit).
-    pub(crate) fn with_cost(self, cost: i64) -> FixedParams {
-        FixedParams { cost, ..self }
-    }
-}
-
-/// The arguments of `RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]` after
-/// the key, checked: a cost above the limit is refused here, before any key is read.
-pub fn parse_args(args: &[&[u8]]) -> Result<(FixedParams, Option<Micros>)> {
-    let p = parse_single::<Rule>(args)?;
-    Ok((p.rule.params(p.cost)?, p.at))
-}
-
-/// RL.FIXED's rule on one key: a limit per window, windows aligned to the epoch or
-/// not. Each call brings its cost.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule(FixedParams);
-
-impl Rule {
-    pub fn new(limit: i64, window: Micros, align: bool) -> Result<Rule> {
-        FixedParams::new(limit, window, 0, align).map(Rule)
-    }
-
-    /// The request of a call with this cost.
-    pub fn params(&self, cost: i64) -> Result<FixedParams> {
-        check_count("cost", cost, 0)?;
-        self.check_cost(cost)?;
-        Ok(self.0.with_cost(cost))
-    }
-
-    pub fn limit(&self) -> i64 {
-        self.0.limit
-    }
-
-    pub fn window(&self) -> Micros {
-        self.0.window
     }
 }
 
 impl<'a> Syntax<'a> for Rule {
+    const KIND: &'static str = "FIXED";
+    const STATE: StateKind = STATE;
     const ARGS: usize = 2;
     const OPTIONS: &'static [Opt] = &[Opt::Align];
     type Args = (i64, Micros);
@@ -148,18 +98,28 @@ impl<'a> Syntax<'a> for Rule {
 }
 
 impl Limiter for Rule {
-    const KIND: &'static str = "FIXED";
-    const STATE: StateKind = STATE;
-    const STORAGE: Storage = Storage::String;
     type State = i64;
     /// The write when the call is allowed, and when it is denied.
     type Pending = (Effect<i64>, Effect<i64>);
 
+    fn kind(&self) -> &'static str {
+        <Self as Syntax>::KIND
+    }
+
+    fn state_kind(&self) -> StateKind {
+        STATE
+    }
+
+    fn storage(&self) -> Storage {
+        Storage::String
+    }
+
+    /// A cost above the limit can never be allowed.
     fn check_cost(&self, cost: i64) -> Result<()> {
-        if cost > self.0.limit {
+        if cost > self.limit {
             return Err(Error::CostOverCapacity {
                 cost,
-                capacity: self.0.limit,
+                capacity: self.limit,
                 what: "limit",
             });
         }
@@ -168,12 +128,11 @@ impl Limiter for Rule {
 
     fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Self::Pending>> {
         let stored = key.string_state(parse_state)?;
-        let p = self.0.with_cost(cost);
-        let (verdict, on_allow, on_deny) = judge(stored, now, &p);
+        let (verdict, on_allow, on_deny) = judge(stored, now, self, cost);
         Ok(Judgement {
             verdict,
-            window_ms: self.0.window.floor_millis(),
-            booking: None,
+            window_ms: self.window.floor_millis(),
+            extra: None,
             pending: (on_allow, on_deny),
         })
     }
@@ -262,39 +221,25 @@ pub fn current_window(
     }
 }
 
-/// Decide one request against one counter.
-pub fn decide(stored: Option<Stored<i64>>, now: Micros, p: &FixedParams) -> Outcome<i64> {
-    let (verdict, on_allow, on_deny) = judge(stored, now, p);
-    let effect = if verdict.is_allowed() {
-        on_allow
-    } else {
-        on_deny
-    };
-    Outcome { verdict, effect }
-}
-
 /// The verdict on one request against one counter, what an allowed call writes, and
 /// what a denied one writes (a counter without TTL gets the end of its window).
-fn judge(
+pub(crate) fn judge(
     stored: Option<Stored<i64>>,
     now: Micros,
-    p: &FixedParams,
+    p: &Rule,
+    cost: i64,
 ) -> (Verdict, Effect<i64>, Effect<i64>) {
     let w = current_window(stored, now, p.window, p.align);
     let until_end = w.ends_at.as_micros().saturating_since(now);
-    let on_deny = if w.missing_ttl && p.cost > 0 {
+    let on_deny = if w.missing_ttl && cost > 0 {
         Effect::ExpireAt(w.ends_at)
     } else {
         Effect::None
     };
     // A sum past i64::MAX is past any limit: it does not fit.
-    match w
-        .count
-        .checked_add(p.cost)
-        .filter(|after| *after <= p.limit)
-    {
+    match w.count.checked_add(cost).filter(|after| *after <= p.limit) {
         Some(after) => {
-            let on_allow = if p.cost > 0 {
+            let on_allow = if cost > 0 {
                 Effect::Set {
                     state: after,
                     expires_at: w.ends_at,
@@ -328,15 +273,31 @@ fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::MAX_SAFE_COUNT;
+    use crate::call::state::Outcome;
+    use crate::call::Call;
+    use crate::parse::args::MAX_SAFE_COUNT;
     use proptest::prelude::*;
 
     const MAX: i64 = MAX_SAFE_COUNT;
 
     const T0: u64 = 1_700_000_000_000_000; // µs, an arbitrary instant on a second boundary
 
-    fn p(limit: i64, window_ms: u64, cost: i64, align: bool) -> FixedParams {
-        FixedParams::new(limit, Micros::from_millis(window_ms), cost, align).unwrap()
+    fn p(limit: i64, window_ms: u64, cost: i64, align: bool) -> (Rule, i64) {
+        let rule = Rule::new(limit, Micros::from_millis(window_ms), align).unwrap();
+        rule.check_cost(cost).unwrap();
+        (rule, cost)
+    }
+
+    /// One request on a counter held in memory, settled as the module settles a call.
+    fn decide(
+        stored: Option<Stored<i64>>,
+        now: Micros,
+        (rule, cost): &(Rule, i64),
+    ) -> Outcome<i64> {
+        Call::one(*rule, *cost)
+            .settle_states(&[stored], now)
+            .expect("a counter")
+            .outcome()
     }
 
     fn at(ms_after_t0: u64) -> Micros {
@@ -360,7 +321,7 @@ mod tests {
             name: &'static str,
             stored: Option<Stored<i64>>,
             now: Micros,
-            params: FixedParams,
+            params: (Rule, i64),
             fields: [i64; 5],
             effect: Effect<i64>,
         }
@@ -567,7 +528,7 @@ mod tests {
     #[test]
     fn cost_above_limit_is_an_error_not_a_denial() {
         assert_eq!(
-            FixedParams::new(10, Micros::from_millis(1000), 11, false),
+            Rule::new(10, Micros::from_millis(1000), false).and_then(|r| r.check_cost(11)),
             Err(Error::CostOverCapacity {
                 cost: 11,
                 capacity: 10,
@@ -579,12 +540,11 @@ mod tests {
     #[test]
     fn constructor_refuses_what_the_parser_refuses() {
         let s = Micros::from_secs(1);
-        assert!(FixedParams::new(0, s, 0, false).is_err());
-        assert!(FixedParams::new(1, s, -1, false).is_err());
-        assert!(FixedParams::new(1, Micros::ZERO, 1, false).is_err());
-        assert!(FixedParams::new(1, Micros(1_500), 1, false).is_err());
-        assert!(FixedParams::new(1, Micros(MAX_DURATION.0 + 1_000), 1, false).is_err());
-        assert!(FixedParams::new(1, MAX_DURATION, 1, false).is_ok());
+        assert!(Rule::new(0, s, false).is_err());
+        assert!(Rule::new(1, Micros::ZERO, false).is_err());
+        assert!(Rule::new(1, Micros(1_500), false).is_err());
+        assert!(Rule::new(1, Micros(MAX_DURATION.0 + 1_000), false).is_err());
+        assert!(Rule::new(1, MAX_DURATION, false).is_ok());
     }
 
     #[test]
@@ -599,17 +559,23 @@ mod tests {
     #[test]
     fn arguments() {
         let parse = |args: &[&str]| {
-            let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-            parse_args(&raw)
+            let raw: Vec<&[u8]> = std::iter::once(&b"key"[..])
+                .chain(args.iter().map(|a| a.as_bytes()))
+                .collect();
+            crate::limiters::fixed(&raw).map(|c| (c.rules[0].1, c.cost, c.at))
         };
         assert_eq!(
             parse(&["10", "1m", "COST", "2", "ALIGN", "AT", "1000000000005"]),
             Ok((
-                p(10, 60_000, 2, true),
+                p(10, 60_000, 2, true).0,
+                2,
                 Some(Micros::from_millis(1_000_000_000_005))
             ))
         );
-        assert_eq!(parse(&["10", "90"]), Ok((p(10, 90_000, 1, false), None)));
+        assert_eq!(
+            parse(&["10", "90"]),
+            Ok((p(10, 90_000, 1, false).0, 1, None))
+        );
         assert_eq!(
             parse(&["10"]),
             Err(Error::WrongArity {
@@ -699,9 +665,10 @@ mod tests {
             align in any::<bool>(),
         ) {
             let raw: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-            let _ = parse_args(&raw);
-            let stored = Some(Stored { state: count.max(0), expires_at: ends.map(UnixMillis) });
-            if let Ok(params) = FixedParams::new(limit, Micros::from_millis(window_ms), cost.min(limit), align) {
+            let _ = crate::limiters::fixed(&raw);
+            let stored = Some(Stored { state: count.clamp(0, MAX), expires_at: ends.map(UnixMillis) });
+            if let Ok(rule) = Rule::new(limit, Micros::from_millis(window_ms), align) {
+                let params = (rule, cost.min(limit));
                 let out = decide(stored, Micros(now), &params);
                 let f = out.verdict.fields();
                 prop_assert!((0..=limit).contains(&f[2]));

@@ -1,7 +1,7 @@
 //! RL.MULTI: several identifiers (keys) against several fixed windows, all or nothing.
 //!
 //! Each (key, window) pair is a fixed-window counter with RL.FIXED's rules (this module
-//! calls [`fixed::decide`] for every pair). A request is allowed iff every pair has room
+//! judges every pair as RL.FIXED judges its counter). A request is allowed iff every pair has room
 //! for its cost; then every pair consumes it. Otherwise nothing changes.
 //!
 //! State: one string per key holding the counters of all its windows as
@@ -10,19 +10,22 @@
 //! window in Unix milliseconds. The key expires at the latest end. Windows a call does
 //! not name are kept until they end; ended windows are dropped when the key is written.
 
-use crate::args::{check_count, Limit, Opt, Options};
-#[cfg(test)]
-use crate::error::Error;
-use crate::error::Result;
-use crate::fixed::{self, FixedParams};
-use crate::limiter::{
-    Chooser, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
+use crate::call::decision::Chooser;
+use crate::call::limiter::{
+    Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
 };
+use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
+use crate::call::verdict::Verdict;
+use crate::call::Call;
+use crate::limiters::fixed;
+use crate::limiters::windows;
 use crate::limits::{MAX_DURATION, MAX_END_MS};
-use crate::multikey::{self, KeyFull, MultiOutcome};
-use crate::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
+use crate::parse::args::{check_count, Limit, Options};
+#[cfg(test)]
+use crate::parse::error::Error;
+use crate::parse::error::Result;
+use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis};
-use crate::verdict::Verdict;
 use smallvec::SmallVec;
 use std::rc::Rc;
 
@@ -34,70 +37,28 @@ pub const STATE: StateKind = StateKind {
 
 const COMMAND: &str = "RL.MULTI";
 
-/// A checked RL.MULTI request:
-/// `RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT ...] [COST n] [ALIGN] [AT ms]`.
-///
-/// Built only by [`Request::new`] (or [`parse_args`]), which guarantees 1 to
-/// [`MAX_KEYS`](crate::limits::MAX_KEYS) keys, 1 to [`MAX_WINDOWS`](crate::limits::MAX_WINDOWS) windows with no window twice, and a cost
-/// from 0 to the smallest limit.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Request {
+/// The call of `RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT ...] [COST n]
+/// [ALIGN] [AT ms]`, checked: 1 to [`MAX_KEYS`](crate::limits::MAX_KEYS) keys, 1 to
+/// [`MAX_WINDOWS`](crate::limits::MAX_WINDOWS) windows with no window twice, and a cost
+/// from 0 to the smallest limit (refused before any key is read).
+pub fn call(
     numkeys: usize,
-    rule: Rule,
+    limits: &[Limit],
     cost: i64,
+    align: bool,
     at: Option<Micros>,
+) -> Result<Call<Rule>> {
+    windows::check_shape(numkeys, limits)?;
+    windows::check_cost(limits, cost)?;
+    check_count("cost", cost, 0)?;
+    let rule = Rule::new(limits, align)?;
+    Ok(Call::each_key(COMMAND, numkeys, rule, cost, at))
 }
 
-impl Request {
-    pub fn new(
-        numkeys: usize,
-        limits: &[Limit],
-        cost: i64,
-        align: bool,
-        at: Option<Micros>,
-    ) -> Result<Request> {
-        multikey::check_shape(numkeys, limits)?;
-        multikey::check_cost(limits, cost)?;
-        check_count("cost", cost, 0)?;
-        let rule = Rule::new(limits, align)?;
-        Ok(Request {
-            numkeys,
-            rule,
-            cost,
-            at,
-        })
-    }
-
-    /// The keys are the arguments at `1..=numkeys` (after the command name).
-    pub fn numkeys(&self) -> usize {
-        self.numkeys
-    }
-
-    /// `AT`: the time to judge the request at instead of the server clock.
-    pub fn at(&self) -> Option<Micros> {
-        self.at
-    }
-
-    pub fn cost(&self) -> i64 {
-        self.cost
-    }
-
-    /// The rule every key is judged by.
-    pub fn rule(&self) -> &Rule {
-        &self.rule
-    }
-
-    /// The LIMITs, in argument order.
-    pub fn limits(&self) -> impl Iterator<Item = Limit> + '_ {
-        self.rule.limits()
-    }
-}
-
-/// Parse the arguments after the command name. Every check that needs no key is done
-/// here: a cost above the smallest limit is refused before any key is read.
-pub fn parse_args(args: &[&[u8]]) -> Result<Request> {
-    let (numkeys, opts) = multikey::parse_call(args, COMMAND, Rule::OPTIONS)?;
-    Request::new(numkeys, &opts.limits, opts.cost, opts.align, opts.at)
+/// Parse the arguments after the command name.
+pub fn parse(args: &[&[u8]]) -> Result<Call<Rule>> {
+    let (numkeys, opts) = windows::parse_call(args, COMMAND, <Rule as Syntax>::OPTIONS)?;
+    call(numkeys, &opts.limits, opts.cost, opts.align, opts.at)
 }
 
 /// RL.MULTI's rule on one key: its LIMITs (fixed windows, aligned to the epoch or not).
@@ -106,16 +67,16 @@ pub fn parse_args(args: &[&[u8]]) -> Result<Request> {
 pub struct Rule {
     /// One per LIMIT, in argument order. Shared: RL.MULTI judges every key with the
     /// same rule, and a rule of any limiter is moved as the largest one.
-    pairs: Rc<[FixedParams]>,
+    pairs: Rc<[fixed::Rule]>,
 }
 
 impl Rule {
     /// 1 to [`MAX_WINDOWS`](crate::limits::MAX_WINDOWS) LIMITs, no window twice.
     pub fn new(limits: &[Limit], align: bool) -> Result<Rule> {
-        multikey::check_limits(limits)?;
+        windows::check_limits(limits)?;
         let pairs = limits
             .iter()
-            .map(|l| FixedParams::new(l.limit, l.window, 0, align))
+            .map(|l| fixed::Rule::new(l.limit, l.window, align))
             .collect::<Result<Rc<[_]>>>()?;
         Ok(Rule { pairs })
     }
@@ -153,9 +114,9 @@ impl Rule {
                     state: e.count,
                     expires_at: Some(e.ends_at),
                 });
-            let out = fixed::decide(counter, now, &pair.with_cost(cost));
-            chooser.offer(out.verdict, window_ms);
-            if let Effect::Set { state, expires_at } = out.effect {
+            let (verdict, on_allow, _) = fixed::judge(counter, now, pair, cost);
+            chooser.offer(verdict, window_ms);
+            if let (true, Effect::Set { state, expires_at }) = (verdict.is_allowed(), on_allow) {
                 updated.push(Entry {
                     window_ms,
                     count: state,
@@ -167,7 +128,7 @@ impl Rule {
         Judgement {
             verdict,
             window_ms,
-            booking: None,
+            extra: None,
             pending: Pending { stored, updated },
         }
     }
@@ -176,7 +137,7 @@ impl Rule {
     fn untouched(&self) -> (Verdict, u64) {
         let first = self.pairs.first();
         (
-            Verdict::untouched(first.map_or(0, FixedParams::limit)),
+            Verdict::untouched(first.map_or(0, fixed::Rule::limit)),
             first.map_or(0, |p| p.window().floor_millis()),
         )
     }
@@ -191,6 +152,8 @@ pub struct Pending {
 }
 
 impl<'a> Syntax<'a> for Rule {
+    const KIND: &'static str = "MULTI";
+    const STATE: StateKind = STATE;
     const ARGS: usize = 0;
     const OPTIONS: &'static [Opt] = &[Opt::Limit, Opt::Align];
     type Args = ();
@@ -205,15 +168,24 @@ impl<'a> Syntax<'a> for Rule {
 }
 
 impl Limiter for Rule {
-    const KIND: &'static str = "MULTI";
-    const STATE: StateKind = STATE;
-    const STORAGE: Storage = Storage::String;
     type State = State;
     type Pending = Pending;
 
+    fn kind(&self) -> &'static str {
+        <Self as Syntax>::KIND
+    }
+
+    fn state_kind(&self) -> StateKind {
+        STATE
+    }
+
+    fn storage(&self) -> Storage {
+        Storage::String
+    }
+
     fn check_cost(&self, cost: i64) -> Result<()> {
         let limits: SmallVec<[Limit; 4]> = self.limits().collect();
-        multikey::check_cost(&limits, cost)
+        windows::check_cost(&limits, cost)
     }
 
     fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Pending>> {
@@ -231,11 +203,11 @@ impl Limiter for Rule {
         let stored = stored.as_ref().map(|s| (s.state.entries(), s.expires_at));
         let names = |w| self.names(w);
         // The windows are distinct: from distinct LIMITs and stored entries.
-        multikey::write_windows(stored, updated, names, (settled, now, cost), State::new)
+        windows::write_windows(stored, updated, names, (settled, now, cost), State::new)
     }
 }
 
-impl multikey::Window for Entry {
+impl windows::Window for Entry {
     fn window_ms(&self) -> u64 {
         self.window_ms
     }
@@ -355,39 +327,21 @@ pub fn parse_state(raw: &[u8]) -> Result<State> {
     State::parse(raw).ok_or_else(|| STATE.invalid())
 }
 
-/// Decide one request. `stored` has one element per key, in key order (`None`: the
-/// key does not exist). An allowed request that would leave a key with more than
-/// [`MAX_WINDOWS_PER_KEY`] live windows (the named ones and those other calls left) is
-/// refused as a whole: [`KeyFull`] names the first such key, and nothing is written.
-pub fn decide(
-    stored: &[Option<Stored<State>>],
-    now: Micros,
-    req: &Request,
-) -> std::result::Result<MultiOutcome<State>, KeyFull> {
-    multikey::decide_each(
-        &req.rule,
-        stored,
-        now,
-        req.cost,
-        Rule::judge_stored,
-        req.rule.untouched(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::MAX_SAFE_COUNT;
+    use crate::limiters::windows::key_positions;
+    use crate::limiters::windows::testing::{decide, KeyFull};
     use crate::limits::MAX_WINDOWS_PER_KEY;
-    use crate::multikey::key_positions;
+    use crate::parse::args::MAX_SAFE_COUNT;
 
     const MAX: i64 = MAX_SAFE_COUNT;
 
     const T0: u64 = 1_700_000_000_000; // ms, on a second boundary (20 s past a minute)
 
-    fn parse(args: &[&str]) -> Result<Request> {
+    fn parse(args: &[&str]) -> Result<Call<Rule>> {
         let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        parse_args(&raw)
+        super::parse(&raw)
     }
 
     fn lim(window_ms: u64, limit: i64) -> Limit {
@@ -419,7 +373,7 @@ mod tests {
                 "AT",
                 "1000000000005"
             ]),
-            Request::new(
+            call(
                 2,
                 &[lim(1_000, 10), lim(60_000, 120), lim(3_600_000, 240)],
                 2,
@@ -429,11 +383,11 @@ mod tests {
         );
         assert_eq!(
             parse(&["1", "k", "LIMIT", "1500ms", "3"]),
-            Request::new(1, &[lim(1_500, 3)], 1, false, None)
+            call(1, &[lim(1_500, 3)], 1, false, None)
         );
         // A key may be spelled like a keyword: keys are positional.
         assert_eq!(
-            parse(&["2", "LIMIT", "COST", "LIMIT", "1", "1"]).map(|r| r.numkeys()),
+            parse(&["2", "LIMIT", "COST", "LIMIT", "1", "1"]).map(|r| r.numkeys),
             Ok(2)
         );
         let many_keys: Vec<String> = std::iter::once("64".to_string())
@@ -441,13 +395,16 @@ mod tests {
             .chain(["LIMIT", "1s", "1"].map(String::from))
             .collect();
         let many_keys: Vec<&str> = many_keys.iter().map(String::as_str).collect();
-        assert_eq!(parse(&many_keys).map(|r| r.numkeys()), Ok(64));
+        assert_eq!(parse(&many_keys).map(|r| r.numkeys), Ok(64));
         let mut many_windows = vec!["1".to_string(), "k".to_string()];
         for w in 1..=16 {
             many_windows.extend(["LIMIT".to_string(), format!("{w}s"), "5".to_string()]);
         }
         let many_windows: Vec<&str> = many_windows.iter().map(String::as_str).collect();
-        assert_eq!(parse(&many_windows).map(|r| r.limits().count()), Ok(16));
+        assert_eq!(
+            parse(&many_windows).map(|r| r.rules[0].1.limits().count()),
+            Ok(16)
+        );
     }
 
     #[test]
@@ -532,7 +489,7 @@ mod tests {
                 InvalidDuration {
                     what: "window",
                     value: b"0s".to_vec(),
-                    reason: crate::error::DurationProblem::NotPositive,
+                    reason: crate::parse::error::DurationProblem::NotPositive,
                 },
             ),
             (
@@ -655,9 +612,9 @@ mod tests {
         })
     }
 
-    fn req(numkeys: usize, limits: &[(u64, i64)], cost: i64, align: bool) -> Request {
+    fn req(numkeys: usize, limits: &[(u64, i64)], cost: i64, align: bool) -> Call<Rule> {
         let limits: Vec<Limit> = limits.iter().map(|&(w, l)| lim(w, l)).collect();
-        Request::new(numkeys, &limits, cost, align, None).unwrap()
+        call(numkeys, &limits, cost, align, None).unwrap()
     }
 
     fn at(ms: u64) -> Micros {
@@ -680,7 +637,7 @@ mod tests {
             name: &'static str,
             stored: Vec<Option<Stored<State>>>,
             now: Micros,
-            req: Request,
+            req: Call<Rule>,
             fields: [i64; 5],
             binding: (usize, u64),
             effects: Vec<Effect<State>>,
@@ -909,13 +866,12 @@ mod tests {
 
     #[test]
     fn a_mismatched_key_count_decides_without_panicking() {
-        // The glue always passes one state per key; a caller that does not still gets
-        // one effect per state it passed, and no panic.
-        let out = decide(&[None], at(0), &req(2, ARTICLE, 1, false)).unwrap();
-        assert_eq!(out.effects.len(), 1);
-        let out = decide(&[], at(0), &req(1, ARTICLE, 1, false)).unwrap();
-        assert!(out.effects.is_empty());
-        assert_eq!(out.verdict.fields(), [0, 10, 10, -1, 0]);
+        // The glue always reads every key; keys a caller does not pass are missing, and
+        // nothing panics.
+        let out = decide::<_, State>(&[None], at(0), &req(2, ARTICLE, 1, false)).unwrap();
+        let full = decide::<_, State>(&[None, None], at(0), &req(2, ARTICLE, 1, false)).unwrap();
+        assert_eq!(out, full);
+        assert_eq!(out.effects.len(), 2);
     }
 
     #[test]
@@ -1010,12 +966,12 @@ mod tests {
                 }
                 let smallest = ws.iter().map(|&w| limits[w]).min().unwrap();
                 let r_limits: Vec<Limit> = ws.iter().map(|&w| lim(WINDOWS[w], limits[w])).collect();
-                let r = Request::new(idx.len(), &r_limits, cost.min(smallest), align, None).unwrap();
+                let r = call(idx.len(), &r_limits, cost.min(smallest), align, None).unwrap();
                 let view: Vec<Option<Stored<State>>> = idx.iter().map(|&k| keys[k].clone()).collect();
                 let out = decide(&view, now, &r).unwrap();
                 let [limited, limit, remaining, retry, _reset] = out.verdict.fields();
                 prop_assert!(out.binding.key < idx.len());
-                let bound = r.limits().find(|l| l.window.floor_millis() == out.binding.window_ms);
+                let bound = r.rules[0].1.limits().find(|l| l.window.floor_millis() == out.binding.window_ms);
                 prop_assert_eq!(bound.map(|l| l.limit), Some(limit));
                 prop_assert!((0..=limit).contains(&remaining));
                 prop_assert_eq!(limited == 1, retry > 0);
@@ -1027,7 +983,7 @@ mod tests {
                     prop_assert!(again.verdict.is_allowed());
                     continue;
                 }
-                if r.cost() == 0 {
+                if r.cost == 0 {
                     prop_assert!(out.effects.iter().all(|e| *e == Effect::None));
                     continue;
                 }
@@ -1039,13 +995,13 @@ mod tests {
                     for entry in state.entries() {
                         prop_assert!(entry.ends_at.as_micros() > now, "an ended window was kept");
                     }
-                    for l in r.limits() {
+                    for l in r.rules[0].1.limits() {
                         let w = l.window.floor_millis();
                         let entry = state.get(w);
                         prop_assert!(entry.is_some(), "a named window is missing");
                         if let Some(entry) = entry {
                             let total = used.entry((idx[i], w, entry.ends_at)).or_insert(0);
-                            *total += r.cost();
+                            *total += r.cost;
                             prop_assert_eq!(*total, entry.count);
                             prop_assert!(*total <= l.limit);
                         }

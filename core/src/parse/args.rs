@@ -3,11 +3,12 @@
 //! `DELAY max_delay`, `BUCKETS n`, `META value`, `LIMIT window limit`);
 //! case-insensitive, each at most once but `LIMIT`.
 
-use crate::duration::parse_duration;
-use crate::error::{Error, Result};
 use crate::limits::{
     MAX_AT_MS, MAX_BUCKETS, MAX_META_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS, MIN_AT_MS,
 };
+use crate::parse::duration::parse_duration;
+use crate::parse::error::{Error, Result};
+use crate::parse::keyword::Opt;
 use crate::units::Micros;
 use smallvec::SmallVec;
 
@@ -75,86 +76,6 @@ pub fn parse_at(raw: &[u8]) -> Result<Micros> {
         }),
     }
 }
-
-/// The keywords that may follow a command's positional arguments (or a rule's, in
-/// RL.ALL): each case-insensitive, each at most once (`LIMIT` excepted).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Opt {
-    /// `COST n`, default 1; 0 is a peek.
-    Cost,
-    /// `AT unix_ms`: the time to judge the request at instead of the server clock.
-    At,
-    /// `ALIGN`: fixed windows aligned to the Unix epoch.
-    Align,
-    /// `DELAY max_delay`: book a request that fits within this delay (GCRA).
-    Delay,
-    /// `BUCKETS n`: buckets per sliding window.
-    Buckets,
-    /// `META value`: what a log entry records besides its time (RL.LOG).
-    Meta,
-    /// `LIMIT window limit`, repeatable (RL.MULTI, RL.SLIDING).
-    Limit,
-}
-
-impl Opt {
-    const ALL: [Opt; 7] = [
-        Opt::Cost,
-        Opt::At,
-        Opt::Align,
-        Opt::Delay,
-        Opt::Buckets,
-        Opt::Meta,
-        Opt::Limit,
-    ];
-
-    pub fn keyword(self) -> &'static str {
-        match self {
-            Opt::Cost => "COST",
-            Opt::At => "AT",
-            Opt::Align => "ALIGN",
-            Opt::Delay => "DELAY",
-            Opt::Buckets => "BUCKETS",
-            Opt::Meta => "META",
-            Opt::Limit => "LIMIT",
-        }
-    }
-
-    /// Its bit in a set of options.
-    pub const fn bit(self) -> u8 {
-        1 << self as u8
-    }
-
-    /// A set of options as bits.
-    pub const fn set(opts: &[Opt]) -> u8 {
-        let mut set = 0;
-        let mut i = 0;
-        while i < opts.len() {
-            set |= opts[i].bit();
-            i += 1;
-        }
-        set
-    }
-
-    /// The options of a set, in their canonical order: `COST, AT, ALIGN`.
-    pub fn list(set: u8) -> String {
-        Opt::ALL
-            .into_iter()
-            .filter(|o| set & o.bit() != 0)
-            .map(Opt::keyword)
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    /// The option `word` names, if any (case-insensitive).
-    pub fn named(word: &[u8]) -> Option<Opt> {
-        Opt::ALL
-            .into_iter()
-            .find(|o| word.eq_ignore_ascii_case(o.keyword().as_bytes()))
-    }
-}
-
-/// The options of `COST n` and `AT unix_ms`, which every limiter command takes.
-pub const COST_AT: [Opt; 2] = [Opt::Cost, Opt::At];
 
 /// One `LIMIT window limit`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -315,7 +236,7 @@ fn parse_limit(earlier: &[Limit], window: Option<&&[u8]>, limit: Option<&&[u8]>)
 /// A count's error, with the order of the command's arguments when the count is
 /// written as a duration (two arguments given in the wrong order).
 pub fn in_order(e: Error, raw: &[u8], order: &'static str) -> Error {
-    if crate::usage::looks_like_a_duration(raw) {
+    if crate::commands::looks_like_a_duration(raw) {
         Error::Order {
             inner: Box::new(e),
             order,
@@ -336,6 +257,7 @@ pub(crate) fn once(seen: &mut bool, name: &'static str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::keyword::COST_AT;
 
     const COST_AT_ALIGN: &[Opt] = &[Opt::Cost, Opt::At, Opt::Align];
     const COST_AT_DELAY: &[Opt] = &[Opt::Cost, Opt::At, Opt::Delay];

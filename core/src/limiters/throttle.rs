@@ -13,12 +13,12 @@
 //! - the reply's times are whole seconds, rounded up (a caller that waits is never
 //!   early); retry_after is -1 when allowed.
 
-use crate::args::parse_int;
-use crate::error::{Error, Result};
-use crate::gcra::GcraParams;
+use crate::call::verdict::{Decision, Verdict, NO_RETRY};
+use crate::limiters::gcra::GcraParams;
 use crate::limits::MAX_DURATION_MS;
+use crate::parse::args::parse_int;
+use crate::parse::error::{Error, Result};
 use crate::units::{Micros, MICROS_PER_SEC};
-use crate::verdict::{Decision, Verdict, NO_RETRY};
 
 /// The command's name, as error replies word it.
 pub const COMMAND: &str = "CL.THROTTLE";
@@ -110,9 +110,18 @@ pub fn secs_i64(t: Micros) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gcra::{self, parse_tat};
+    use crate::call::state::{Effect, Outcome, Stored};
+    use crate::call::Call;
+    use crate::limiters::gcra::{self, parse_tat};
     use crate::limits::MAX_BURST_WINDOW_US;
-    use crate::state::{Effect, Stored};
+
+    /// RL.GCRA's judgement of the call, settled as the module settles CL.THROTTLE.
+    fn decide(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Outcome<Micros> {
+        Call::one(gcra::Rule::from(*p), p.cost())
+            .settle_states(&[stored], now)
+            .expect("a TAT")
+            .outcome()
+    }
     use proptest::prelude::*;
 
     fn parse(args: &[&str]) -> Result<Throttle> {
@@ -130,7 +139,7 @@ mod tests {
             state: Micros(tat),
             expires_at: None,
         });
-        let out = gcra::decide(stored, Micros(T0 + at_us), &t.params);
+        let out = decide(stored, Micros(T0 + at_us), &t.params);
         let written = match out.effect {
             Effect::Set { state, .. } => Some(state.0),
             _ => None,
@@ -304,7 +313,7 @@ mod tests {
                 return Ok(());
             };
             let stored = tat_ahead.map(|a| Stored { state: Micros(T0 + a), expires_at: None });
-            let out = gcra::decide(stored, Micros(T0 + at), &t.params);
+            let out = decide(stored, Micros(T0 + at), &t.params);
             let ms = out.verdict.fields();
             let s = t.reply(&out.verdict);
             prop_assert_eq!(t.over_capacity, quantity > max_burst + 1);

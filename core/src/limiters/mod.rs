@@ -1,28 +1,25 @@
-//! A call of a limiter command, parsed: which rule judges which key, the cost and the
-//! time, and how the reply names the binding rule. Every limiter command is one of
-//! three shapes, all decided the same way ([`crate::limiter::decide`]):
-//!
-//! ```text
-//! RL.FIXED key ...                      one key, one rule           [`Shape::Single`]
-//! RL.MULTI numkeys key... LIMIT ...     the same rule on each key   [`Shape::EachKey`]
-//! RL.ALL numkeys key... RULE...         one rule of any kind a key  [`Shape::All`]
-//! ```
-//!
-//! The limiters are listed once, in [`limiters!`] below: that list makes the [`Rule`]
-//! of any kind, its state and what it keeps between judging and writing, and RL.ALL's
-//! rule keywords.
+//! Every limiter, listed once ([`limiters!`]): each in a file of its own, and the
+//! rule of any kind that list makes (RL.ALL's rules, their keywords and their parser);
+//! and each limiter command's parser, which gives the [`Call`] the glue settles.
 
-use crate::args::{parse_int, AtOther, Opt, Options, COST_AT};
-use crate::error::{Error, Result};
-use crate::limiter::{
-    parse_single, Full, Judge, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value,
-    Written,
+pub mod fixed;
+pub mod gcra;
+pub mod log;
+pub mod multi;
+pub mod sliding;
+pub mod throttle;
+pub mod windows;
+
+use crate::call::limiter::{
+    Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
 };
+use crate::call::state::{Effect, StateKind};
+use crate::call::{Call, Shape};
 use crate::limits::MAX_ALL_KEYS;
-use crate::multikey;
-use crate::state::{Effect, StateKind};
+use crate::parse::args::{parse_int, AtOther, Options};
+use crate::parse::error::{Error, Result};
+use crate::parse::keyword::{Opt, COST_AT};
 use crate::units::Micros;
-use crate::{fixed, gcra, log, multi, sliding};
 use smallvec::SmallVec;
 
 /// Every limiter, once: `Variant(its rule type)`. Adding a limiter is its core file,
@@ -60,28 +57,28 @@ macro_rules! limiters {
         )*
 
         /// A rule of any kind is judged by the rule of its kind.
-        impl<'a> Judge for Rule<'a> {
+        impl<'a> Limiter for Rule<'a> {
             type State = State<'a>;
             type Pending = Pending<'a>;
 
             /// Its keyword in RL.ALL (`FIXED`).
             fn kind(&self) -> &'static str {
                 match self {
-                    $(Rule::$variant(_) => <$rule as Limiter>::KIND,)*
+                    $(Rule::$variant(_) => <$rule as Syntax>::KIND,)*
                 }
             }
 
             /// How errors name its state (and its command).
             fn state_kind(&self) -> StateKind {
                 match self {
-                    $(Rule::$variant(_) => <$rule as Limiter>::STATE,)*
+                    $(Rule::$variant(r) => Limiter::state_kind(r),)*
                 }
             }
 
             /// The type of key it keeps.
             fn storage(&self) -> Storage {
                 match self {
-                    $(Rule::$variant(_) => <$rule as Limiter>::STORAGE,)*
+                    $(Rule::$variant(r) => Limiter::storage(r),)*
                 }
             }
 
@@ -101,7 +98,7 @@ macro_rules! limiters {
                     $(Rule::$variant(r) => Limiter::judge(r, key, now, cost).map(|j| Judgement {
                         verdict: j.verdict,
                         window_ms: j.window_ms,
-                        booking: j.booking,
+                        extra: j.extra,
                         pending: Pending::$variant(j.pending),
                     }),)*
                 }
@@ -136,11 +133,19 @@ macro_rules! limiters {
         /// How many kinds of limiters there are (RL.ALL's rule keywords).
         pub const KINDS_COUNT: usize = [$(stringify!($variant)),*].len();
 
+        /// Every limiter: its RL.ALL keyword and the command its state is named after
+        /// (the command of its own). (The lifetime names the rule types that borrow
+        /// their arguments.)
+        #[allow(clippy::extra_unused_lifetimes)]
+        pub fn kinds<'a>() -> [(&'static str, &'static str); KINDS_COUNT] {
+            [$((<$rule as Syntax>::KIND, <$rule as Syntax>::STATE.command)),*]
+        }
+
         /// RL.ALL's rule keyword `word` is, in its canonical spelling, if any. (The
         /// lifetime names the rule types that borrow their arguments.)
         #[allow(clippy::extra_unused_lifetimes)]
         fn kind_of<'a>(word: &[u8]) -> Option<&'static str> {
-            [$(<$rule as Limiter>::KIND),*]
+            [$(<$rule as Syntax>::KIND),*]
                 .into_iter()
                 .find(|k| word.eq_ignore_ascii_case(k.as_bytes()))
         }
@@ -149,7 +154,7 @@ macro_rules! limiters {
         /// position; with how many arguments it took. `None`: not a rule keyword.
         fn parse_rule<'a>(kind: &[u8], args: &[&'a [u8]]) -> Option<Result<(Rule<'a>, usize)>> {
             $(
-                if kind.eq_ignore_ascii_case(<$rule as Limiter>::KIND.as_bytes()) {
+                if kind.eq_ignore_ascii_case(<$rule as Syntax>::KIND.as_bytes()) {
                     return Some(rule_syntax::<$rule>(args));
                 }
             )*
@@ -181,109 +186,6 @@ where
     Ok((R::build(positional, &opts)?.into(), R::ARGS + used))
 }
 
-/// How a call names its keys and its binding rule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Shape {
-    /// `CMD key ...`: one key, one rule; five fields (six with a booking).
-    Single,
-    /// `CMD numkeys key... ...`: the same rule on every key; the binding key and window
-    /// follow the five fields; an invalid state names its key.
-    EachKey,
-    /// RL.ALL: one rule a key; the binding rule's place and key follow the five
-    /// fields; errors name their rule; a denial writes nothing at all.
-    All,
-    /// CL.THROTTLE: one key, one GCRA rule; the five fields in whole seconds, and
-    /// limited with retry -1 when the quantity is above the capacity (judged as a peek).
-    Throttle { over_capacity: bool },
-}
-
-/// A parsed call, of rules of one limiter (`R`, for the commands of one limiter) or of
-/// any kind (RL.ALL's [`Rule`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Call<R> {
-    pub command: &'static str,
-    pub shape: Shape,
-    /// How many keys the call names.
-    pub numkeys: usize,
-    /// (index of its key, rule), in the order the call gives the rules.
-    pub rules: SmallVec<[(usize, R); 1]>,
-    pub cost: i64,
-    pub at: Option<Micros>,
-}
-
-impl<R: Judge> Call<R> {
-    /// Where the keys are among the arguments (the command name is 0).
-    pub fn first_key(&self) -> usize {
-        match self.shape {
-            Shape::Single | Shape::Throttle { .. } => 1,
-            Shape::EachKey | Shape::All => 2,
-        }
-    }
-
-    /// The error of rule `i` (0-based) on key `name`, as the call reports it: as the
-    /// rule's command gives it (a single key), naming the key (several keys), or
-    /// naming the rule too (RL.ALL). `WRONGTYPE` and the server's OOM are as they are.
-    pub fn rule_error(&self, i: usize, name: &[u8], e: Error) -> Error {
-        if matches!(e, Error::WrongType | Error::OutOfMemory) {
-            return e;
-        }
-        let e = match self.shape {
-            Shape::Single | Shape::Throttle { .. } => e,
-            Shape::EachKey | Shape::All => e.for_key(name),
-        };
-        match (self.shape, self.rules.get(i)) {
-            (Shape::All, Some((_, rule))) => Error::InRule {
-                index: i + 1,
-                kind: rule.kind(),
-                inner: Box::new(e),
-            },
-            _ => e,
-        }
-    }
-
-    /// A single-key command: `CMD key <its arguments>`, after the command name.
-    pub fn single<'a>(args: &[&'a [u8]]) -> Result<Call<R>>
-    where
-        R: Syntax<'a> + Limiter,
-    {
-        let Some((_key, rest)) = args.split_first() else {
-            return Err(Error::WrongArity {
-                command: R::STATE.command,
-            });
-        };
-        let p = parse_single::<R>(rest)?;
-        Ok(Call {
-            command: R::STATE.command,
-            shape: Shape::Single,
-            numkeys: 1,
-            rules: SmallVec::from_buf([(0, p.rule)]),
-            cost: p.cost,
-            at: p.at,
-        })
-    }
-
-    /// The same rule on each of `numkeys` keys.
-    pub fn each_key(
-        command: &'static str,
-        numkeys: usize,
-        rule: R,
-        cost: i64,
-        at: Option<Micros>,
-    ) -> Call<R>
-    where
-        R: Clone,
-    {
-        Call {
-            command,
-            shape: Shape::EachKey,
-            numkeys,
-            rules: (0..numkeys).map(|k| (k, rule.clone())).collect(),
-            cost,
-            at,
-        }
-    }
-}
-
 /// `RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]`.
 pub fn fixed(args: &[&[u8]]) -> Result<Call<fixed::Rule>> {
     Call::single(args)
@@ -304,12 +206,12 @@ pub fn log<'a>(args: &[&'a [u8]]) -> Result<Call<log::Rule<'a>>> {
 pub fn throttle(args: &[&[u8]]) -> Result<Call<gcra::Rule>> {
     let Some((_key, rest)) = args.split_first() else {
         return Err(Error::WrongArity {
-            command: crate::throttle::COMMAND,
+            command: crate::limiters::throttle::COMMAND,
         });
     };
-    let t = crate::throttle::parse_args(rest)?;
+    let t = crate::limiters::throttle::parse_args(rest)?;
     Ok(Call {
-        command: crate::throttle::COMMAND,
+        command: crate::limiters::throttle::COMMAND,
         shape: Shape::Throttle {
             over_capacity: t.over_capacity,
         },
@@ -322,27 +224,13 @@ pub fn throttle(args: &[&[u8]]) -> Result<Call<gcra::Rule>> {
 
 /// `RL.MULTI numkeys key [key ...] LIMIT window limit [...] [COST n] [ALIGN] [AT ms]`.
 pub fn multi(args: &[&[u8]]) -> Result<Call<multi::Rule>> {
-    let r = multi::parse_args(args)?;
-    Ok(Call::each_key(
-        multi::STATE.command,
-        r.numkeys(),
-        r.rule().clone(),
-        r.cost(),
-        r.at(),
-    ))
+    multi::parse(args)
 }
 
 /// `RL.SLIDING numkeys key [key ...] LIMIT window limit [...] [BUCKETS n] [COST n]
 /// [AT ms]`.
 pub fn sliding(args: &[&[u8]]) -> Result<Call<sliding::Rule>> {
-    let r = sliding::parse_args(args)?;
-    Ok(Call::each_key(
-        sliding::STATE.command,
-        r.numkeys(),
-        r.rule().clone(),
-        r.cost(),
-        r.at(),
-    ))
+    sliding::parse(args)
 }
 
 /// `RL.ALL numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms]`: one rule per
@@ -362,7 +250,7 @@ pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
         }
         None => return Err(Error::WrongArity { command: COMMAND }),
     };
-    let (_, rest) = multikey::parse_keys(args)?;
+    let (_, rest) = windows::parse_keys(args)?;
     let mut rules: SmallVec<[(usize, Rule<'a>); 1]> = SmallVec::new();
     let mut i = 0;
     let mut opts = Options::default();
@@ -461,11 +349,9 @@ fn is_rule_keyword(word: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limiter::{decide, Settled};
-    use crate::units::UnixMillis;
-    use crate::verdict::Decision;
+    use crate::call::memory::{self, Key};
+    use crate::call::verdict::{Decision, Verdict};
     use proptest::prelude::*;
-    use std::collections::BTreeSet;
 
     fn parse(args: &[&'static str]) -> Result<Call<Rule<'static>>> {
         let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
@@ -543,104 +429,6 @@ mod tests {
         }
     }
 
-    /// Keys as the server holds them, for the rules to read and the effects to write.
-    #[derive(Clone, Debug, Default)]
-    struct Keys {
-        strings: Vec<Option<(Vec<u8>, Option<UnixMillis>)>>,
-        logs: Vec<BTreeSet<(u64, Vec<u8>)>>,
-    }
-
-    struct LogView<'a>(&'a BTreeSet<(u64, Vec<u8>)>);
-
-    impl LogView<'_> {
-        fn entries(&self) -> impl DoubleEndedIterator<Item = Result<log::Entry>> + '_ {
-            self.0
-                .iter()
-                .map(|(t, m)| log::parse_entry(m, *t as f64).ok_or_else(|| log::STATE.invalid()))
-        }
-    }
-
-    impl log::Index for LogView<'_> {
-        fn members(&self) -> usize {
-            self.0.len()
-        }
-        fn last(&self) -> Result<Option<log::Entry>> {
-            self.entries().next_back().transpose()
-        }
-        fn first_after(&self, after: Micros) -> Result<Option<log::Entry>> {
-            self.entries()
-                .find(|e| e.as_ref().map_or(true, |e| e.time > after))
-                .transpose()
-        }
-        fn last_through(&self, through: Micros) -> Result<Option<log::Entry>> {
-            self.entries()
-                .rev()
-                .find(|e| e.as_ref().map_or(true, |e| e.time <= through))
-                .transpose()
-        }
-        fn scan_after(&self, after: Micros, f: &mut dyn FnMut(log::Entry) -> bool) -> Result<()> {
-            for e in self.entries() {
-                let e = e?;
-                if e.time > after && !f(e) {
-                    break;
-                }
-            }
-            Ok(())
-        }
-    }
-
-    /// Judge every rule of `call` at `now`: the judgements, or the first error.
-    fn judge_all<'a>(
-        call: &Call<Rule<'a>>,
-        keys: &Keys,
-        now: Micros,
-    ) -> Vec<Judgement<Pending<'a>>> {
-        call.rules
-            .iter()
-            .map(|(k, rule)| {
-                let read = match rule.storage() {
-                    Storage::String => match &keys.strings[*k] {
-                        Some((value, expires_at)) => KeyRead::String {
-                            value,
-                            expires_at: *expires_at,
-                        },
-                        None => KeyRead::Missing,
-                    },
-                    Storage::SortedSet if keys.logs[*k].is_empty() => KeyRead::Missing,
-                    Storage::SortedSet => KeyRead::SortedSet(&LogView(&keys.logs[*k])),
-                };
-                rule.judge(read, now, call.cost).expect("valid state")
-            })
-            .collect()
-    }
-
-    /// The keys after `effects` (one per rule, in rule order).
-    fn apply(call: &Call<Rule>, keys: &mut Keys, effects: Vec<Effect<State>>) {
-        for ((k, _), effect) in call.rules.iter().zip(effects) {
-            match effect {
-                Effect::None => {}
-                Effect::ExpireAt(at) => {
-                    if let Some((_, e)) = keys.strings[*k].as_mut() {
-                        *e = Some(at);
-                    }
-                }
-                Effect::Set { state, expires_at } => match state.value() {
-                    Value::String(v) => {
-                        let mut out = Vec::new();
-                        v.encode(&mut out);
-                        keys.strings[*k] = Some((out, Some(expires_at)));
-                    }
-                    Value::LogEntry(a) => {
-                        let mut m = Vec::new();
-                        a.member(&mut m);
-                        keys.logs[*k].insert((a.time.0, m));
-                        keys.logs[*k].retain(|(t, _)| *t > a.trim_through.0);
-                    }
-                },
-            }
-        }
-    }
-
     /// The arguments of one random rule of each kind, on key position `pos`.
     fn rule_args(kind: usize, pos: usize, n: u64) -> Vec<String> {
         let p = (pos + 1).to_string();
@@ -668,7 +456,7 @@ mod tests {
         ) {
             let kinds: Vec<usize> = kinds.into_iter().collect();
             let n = kinds.len();
-            let mut keys = Keys { strings: vec![None; n], logs: vec![BTreeSet::new(); n] };
+            let mut keys: Vec<Option<Key>> = vec![None; n];
             let mut now = 1_700_000_000_000_000u64;
             for (dt, cost) in steps {
                 now += dt * 1_000;
@@ -680,34 +468,40 @@ mod tests {
                 args.extend(["COST".to_string(), cost.to_string()]);
                 let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
                 let call = all(&raw).expect("valid call");
-                let judged = judge_all(&call, &keys, Micros(now));
-                let decided = decide(&judged).expect("rules");
-                let every = judged.iter().all(|j| j.verdict.is_allowed());
-                prop_assert_eq!(decided.settled == Settled::Allowed, every);
-                let binding = &judged[decided.binding];
-                if every {
-                    let least = judged.iter().map(|j| j.verdict.remaining).min().unwrap();
-                    prop_assert_eq!(binding.verdict.remaining, least);
-                    prop_assert!(judged[..decided.binding].iter().all(|j| j.verdict.remaining > least));
-                    let rules = call.rules.clone();
-                    let effects = rules
+                // Each rule judged alone, as its own command, on a copy of its key.
+                let alone = |keys: &[Option<Key>], at: u64| -> Vec<Verdict> {
+                    call.rules
                         .iter()
-                        .zip(judged)
-                        .map(|((_, r), j)| r.write(j.pending, Settled::Allowed, Micros(now), call.cost).expect("room"))
-                        .collect();
-                    apply(&call, &mut keys, effects);
+                        .map(|(k, rule)| {
+                            let mut copy = vec![keys[*k].clone()];
+                            memory::run(&Call::one(rule.clone(), call.cost), &mut copy, Micros(at))
+                                .expect("valid state")
+                                .verdict
+                        })
+                        .collect()
+                };
+                let judged = alone(&keys, now);
+                let before = keys.clone();
+                let settled = memory::run(&call, &mut keys, Micros(now)).expect("valid state");
+                let every = judged.iter().all(|v| v.is_allowed());
+                prop_assert_eq!(settled.settled == Settled::Allowed, every);
+                prop_assert_eq!(settled.verdict, judged[settled.binding]);
+                if every {
+                    let least = judged.iter().map(|v| v.remaining).min().unwrap();
+                    prop_assert_eq!(settled.verdict.remaining, least);
+                    prop_assert!(judged[..settled.binding].iter().all(|v| v.remaining > least));
                 } else {
-                    let retry = |j: &Judgement<_>| match j.verdict.decision {
+                    let retry = |v: &Verdict| match v.decision {
                         Decision::Denied { retry_after } => Some(retry_after),
                         Decision::Allowed => None,
                     };
                     let most = judged.iter().filter_map(retry).max().unwrap();
-                    prop_assert_eq!(retry(binding), Some(most));
-                    prop_assert!(judged[..decided.binding].iter().all(|j| retry(j) < Some(most)));
+                    prop_assert_eq!(retry(&settled.verdict), Some(most));
+                    prop_assert!(judged[..settled.binding].iter().all(|v| retry(v) < Some(most)));
                     // Nothing is written; at now + retry_after every rule allows.
-                    let later = Micros(now + most.0);
-                    let again = judge_all(&call, &keys, later);
-                    prop_assert!(again.iter().all(|j| j.verdict.is_allowed()), "not all allowed after {most:?}");
+                    prop_assert_eq!(&keys, &before);
+                    let again = alone(&keys, now + most.0);
+                    prop_assert!(again.iter().all(|v| v.is_allowed()), "not all allowed after {most:?}");
                 }
             }
         }
@@ -720,15 +514,24 @@ mod tests {
 /// slower. They live on the heap now (a rule's LIMITs are shared between its keys).
 #[cfg(test)]
 mod sizes {
+    use super::{fixed, gcra, log, multi, sliding};
     use super::{Call, Pending, Rule, State};
-    use crate::limiter::{Judgement, Limiter};
-    use crate::{fixed, gcra, log, multi, sliding, Effect};
+    use crate::call::limiter::{Judgement, Limiter};
+    use crate::Effect;
     use std::mem::size_of;
 
     fn small<L: Limiter>() {
-        assert!(size_of::<L>() <= 48, "{}", L::KIND);
-        assert!(size_of::<Judgement<L::Pending>>() <= 136, "{}", L::KIND);
-        assert!(size_of::<Effect<L::State>>() <= 64, "{}", L::KIND);
+        assert!(size_of::<L>() <= 48, "{}", std::any::type_name::<L>());
+        assert!(
+            size_of::<Judgement<L::Pending>>() <= 136,
+            "{}",
+            std::any::type_name::<L>()
+        );
+        assert!(
+            size_of::<Effect<L::State>>() <= 64,
+            "{}",
+            std::any::type_name::<L>()
+        );
     }
 
     #[test]

@@ -3,23 +3,23 @@
 //! the call settled on. The one path every limiter command takes (see
 //! `commands/limit.rs`).
 
-use crate::args::KeyName;
-use crate::log_key::LogKey;
-use crate::string_key::StringKey;
-use ratelimit_core::limiter::{KeyRead, Storage, Value, Written};
+use crate::argv::KeyName;
+use crate::keys::sorted_set::SortedSetKey;
+use crate::keys::string::StringKey;
+use ratelimit_core::call::limiter::{KeyRead, Storage, Value, Written};
 use ratelimit_core::{Effect, Error};
 use redis_module::Context;
 
 pub enum LimiterKey<'a> {
     String(StringKey<'a>),
-    SortedSet(LogKey<'a>),
+    SortedSet(SortedSetKey<'a>),
 }
 
 impl<'a> LimiterKey<'a> {
     pub fn open(ctx: &'a Context, name: KeyName<'a>, storage: Storage) -> Result<Self, Error> {
         Ok(match storage {
             Storage::String => LimiterKey::String(StringKey::open(ctx, name)?),
-            Storage::SortedSet => LimiterKey::SortedSet(LogKey::open(ctx, name)?),
+            Storage::SortedSet => LimiterKey::SortedSet(SortedSetKey::open(ctx, name)?),
         })
     }
 
@@ -39,14 +39,14 @@ impl<'a> LimiterKey<'a> {
             (LimiterKey::String(k), Effect::ExpireAt(at)) => k.expire_at(*at),
             (LimiterKey::String(k), Effect::Set { state, expires_at }) => match state.value() {
                 Value::String(value) => k.store(value, *expires_at),
-                Value::LogEntry(_) => Err(Error::Internal("a log entry for a string key")),
+                Value::SortedSet(_) => Err(Error::Internal("a sorted set write for a string key")),
             },
             (LimiterKey::SortedSet(k), Effect::Set { state, expires_at }) => match state.value() {
-                Value::LogEntry(entry) => k.append(entry, *expires_at),
+                Value::SortedSet(w) => k.write(&w, *expires_at),
                 Value::String(_) => Err(Error::Internal("a string for a sorted-set key")),
             },
             (LimiterKey::SortedSet(_), Effect::ExpireAt(_)) => {
-                Err(Error::Internal("a lone expiry for a log"))
+                Err(Error::Internal("a lone expiry for a sorted set"))
             }
         }
     }

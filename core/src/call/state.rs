@@ -13,9 +13,9 @@
 //! and the glue reads the key, decides, writes the [`Effect`] and replies, the same way
 //! for every command.
 
-use crate::error::Error;
+use crate::call::verdict::Verdict;
+use crate::parse::error::Error;
 use crate::units::{Micros, UnixMillis};
-use crate::verdict::Verdict;
 
 /// What a key held when the call started: its decoded state and its absolute expiry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -24,16 +24,18 @@
 //! members, then searches by score, each step O(log n). Denials, peeks and errors
 //! write nothing.
 
-use crate::args::{in_order, parse_int, Opt, Options};
-use crate::duration::parse_duration;
-use crate::error::{Error, Result};
-use crate::limiter::{
-    parse_single, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
+use crate::call::limiter::{
+    Full, Judgement, KeyRead, Limiter, SetWrite, Settled, SortedSet, Storage, Syntax, Value, Walk,
+    Written,
 };
+use crate::call::state::{Effect, Encode, StateKind};
+use crate::call::verdict::{Decision, Verdict};
 use crate::limits::{MAX_LOG_LIMIT, MAX_META_LEN, MAX_SAFE_INTEGER};
-use crate::state::{Effect, StateKind};
+use crate::parse::args::{in_order, parse_int, Options};
+use crate::parse::duration::parse_duration;
+use crate::parse::error::{Error, Result};
+use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis};
-use crate::verdict::{Decision, Verdict};
 
 const COMMAND: &str = "RL.LOG";
 
@@ -139,38 +141,9 @@ impl<'a> Rule<'a> {
     }
 }
 
-/// A checked RL.LOG request (after the key).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Request<'a> {
-    rule: Rule<'a>,
-    cost: i64,
-    at: Option<Micros>,
-}
-
-impl<'a> Request<'a> {
-    pub fn rule(&self) -> &Rule<'a> {
-        &self.rule
-    }
-    pub fn cost(&self) -> i64 {
-        self.cost
-    }
-    pub fn at(&self) -> Option<Micros> {
-        self.at
-    }
-}
-
-/// `limit window [META value] [COST n] [AT unix_ms]`, checked in argument order, then
-/// the cost against the limit.
-pub fn parse_args<'a>(args: &[&'a [u8]]) -> Result<Request<'a>> {
-    let p = parse_single::<Rule>(args)?;
-    Ok(Request {
-        rule: p.rule,
-        cost: p.cost,
-        at: p.at,
-    })
-}
-
 impl<'a> Syntax<'a> for Rule<'a> {
+    const KIND: &'static str = "LOG";
+    const STATE: StateKind = STATE;
     const ARGS: usize = 2;
     const OPTIONS: &'static [Opt] = &[Opt::Meta];
     type Args = (i64, Micros);
@@ -230,9 +203,24 @@ impl Append<'_> {
     }
 }
 
+/// A member's bytes, as the set holds them.
+impl Encode for Append<'_> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        let mut member = Vec::new();
+        self.member(&mut member);
+        out.truncate(start);
+        out.extend_from_slice(&member);
+    }
+}
+
+/// One member added, the members that left the window removed.
 impl Written for Append<'_> {
     fn value(&self) -> Value<'_> {
-        Value::LogEntry(self)
+        Value::SortedSet(SetWrite {
+            add: Some((self, self.time)),
+            remove_through: Some(self.trim_through),
+        })
     }
 }
 
@@ -243,11 +231,20 @@ fn numbers_spent() -> Error {
 }
 
 impl<'a> Limiter for Rule<'a> {
-    const KIND: &'static str = "LOG";
-    const STATE: StateKind = STATE;
-    const STORAGE: Storage = Storage::SortedSet;
     type State = Append<'a>;
     type Pending = Option<Append<'a>>;
+
+    fn kind(&self) -> &'static str {
+        <Self as Syntax>::KIND
+    }
+
+    fn state_kind(&self) -> StateKind {
+        STATE
+    }
+
+    fn storage(&self) -> Storage {
+        Storage::SortedSet
+    }
 
     fn check_cost(&self, cost: i64) -> Result<()> {
         if cost > self.limit {
@@ -261,12 +258,10 @@ impl<'a> Limiter for Rule<'a> {
     }
 
     fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Self::Pending>> {
-        let judged = match key {
-            KeyRead::Missing => self.judge_index(&Empty, now, cost)?,
-            KeyRead::SortedSet(index) => self.judge_index(index, now, cost)?,
-            KeyRead::String { .. } => return Err(Error::WrongType),
-        };
-        Ok(judged)
+        match key.sorted_set()? {
+            None => self.judge_index(&Empty, now, cost),
+            Some(set) => self.judge_index(&SetIndex(set), now, cost),
+        }
     }
 
     fn write(
@@ -343,7 +338,7 @@ impl<'a> Rule<'a> {
             return Ok(Judgement {
                 verdict,
                 window_ms: self.window.floor_millis(),
-                booking: None,
+                extra: None,
                 pending: append,
             });
         }
@@ -363,7 +358,7 @@ impl<'a> Rule<'a> {
         Ok(Judgement {
             verdict,
             window_ms: self.window.floor_millis(),
-            booking: None,
+            extra: None,
             pending: None,
         })
     }
@@ -409,6 +404,46 @@ impl<'a> Rule<'a> {
             }
         }
         Ok(Micros(hi))
+    }
+}
+
+/// A log as its sorted set holds it: each member read as an entry.
+struct SetIndex<'s>(&'s dyn SortedSet);
+
+impl SetIndex<'_> {
+    /// The first entry `walk` visits.
+    fn one(&self, walk: Walk) -> Result<Option<Entry>> {
+        let mut found = None;
+        self.0.walk(walk, &mut |member, score| {
+            found = Some(entry(member, score)?);
+            Ok(false)
+        })?;
+        Ok(found)
+    }
+}
+
+/// A member and its score as an entry, or the invalid-state error.
+fn entry(member: &[u8], score: f64) -> Result<Entry> {
+    parse_entry(member, score).ok_or_else(|| STATE.invalid())
+}
+
+impl Index for SetIndex<'_> {
+    fn members(&self) -> usize {
+        self.0.len()
+    }
+    fn last(&self) -> Result<Option<Entry>> {
+        self.one(Walk::Through(Micros(u64::MAX)))
+    }
+    fn first_after(&self, after: Micros) -> Result<Option<Entry>> {
+        self.one(Walk::After(after))
+    }
+    fn last_through(&self, through: Micros) -> Result<Option<Entry>> {
+        self.one(Walk::Through(through))
+    }
+    fn scan_after(&self, after: Micros, f: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+        self.0.walk(Walk::After(after), &mut |member, score| {
+            Ok(f(entry(member, score)?))
+        })
     }
 }
 
@@ -740,7 +775,8 @@ mod tests {
     fn argument_errors() {
         let p = |a: &[&str]| {
             let raw: Vec<&[u8]> = a.iter().map(|s| s.as_bytes()).collect();
-            parse_args(&raw).map(|_| ())
+            let raw: Vec<&[u8]> = std::iter::once(&b"key"[..]).chain(raw).collect();
+            crate::limiters::log(&raw).map(|_| ())
         };
         assert_eq!(
             p(&["10001", "1m"]),

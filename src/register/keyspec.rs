@@ -1,7 +1,8 @@
 //! Arity, key specs and documentation through `RedisModule_SetCommandInfo` (Redis
 //! 7.0+), so that `COMMAND GETKEYS`, Cluster routing, `CROSSSLOT` and ACL key patterns
 //! see exactly the keys each command names, and `COMMAND DOCS` (and so `redis-cli`'s
-//! hints) describes its arguments (`command_docs.rs`); and the answer to a server that
+//! hints) describes its arguments (`command_docs.rs`), all from the command's entry in
+//! `ratelimit_core::commands::TABLE`; and the answer to a server that
 //! asks a command where its keys are.
 //!
 //! Why by hand and not with redis-module's `#[command]` attribute, which builds the
@@ -11,73 +12,61 @@
 //! the command (`getkeys-api`), not by key specs: the commands with `numkeys` answer
 //! those requests themselves ([`report_numkeys_positions`]).
 
+use super::command_docs::ServerText;
 use crate::api::api;
-use crate::args::Args;
-use crate::command_docs::{CommandDoc, ServerArgs};
-use ratelimit_core::multikey;
+use crate::argv::Args;
+use ratelimit_core::commands::{Access, Command, Keys};
+use ratelimit_core::limiters::windows;
 use redis_module::{raw, Context};
 use std::ffi::CStr;
 use std::mem::{size_of, zeroed};
 use std::os::raw::c_int;
 
-/// Where a command's keys are in its argument vector (the command name is index 0).
-#[derive(Clone, Copy, Debug)]
-pub enum KeySpec {
-    /// One key at index 1.
-    First,
-    /// `cmd numkeys key [key ...]`: the count at index 1, the keys after it.
-    NumKeys,
-    /// Every argument from this index to the end.
-    AllFrom(i32),
-    /// No keys (node-wide commands).
-    None,
-}
-
-impl KeySpec {
-    /// The legacy first key, last key and step given to `RedisModule_CreateCommand`:
-    /// what servers that ignore key specs route by.
-    pub fn legacy_range(self) -> (c_int, c_int, c_int) {
-        match self {
-            KeySpec::First => (1, 1, 1),
-            KeySpec::AllFrom(i) => (i, -1, 1),
-            KeySpec::NumKeys | KeySpec::None => (0, 0, 0),
-        }
-    }
-
-    /// Where the keys of a call are among its arguments: the first one's place and how
-    /// many (`None`: it names none, or `numkeys` is not valid: the command then refuses
-    /// the call with its own error before touching a key).
-    pub fn positions(self, args: &Args) -> Option<(usize, usize)> {
-        match self {
-            KeySpec::First => Some((1, 1)),
-            KeySpec::AllFrom(i) => usize::try_from(i)
-                .ok()
-                .map(|i| (i, args.len().saturating_sub(i))),
-            KeySpec::NumKeys => multikey::key_positions(args.after_name())
-                .map(|positions| (positions.start() + 1, positions.count())),
-            KeySpec::None => None,
-        }
+/// The legacy first key, last key and step given to `RedisModule_CreateCommand`: what
+/// servers that ignore key specs route by.
+pub fn legacy_range(keys: Keys) -> (c_int, c_int, c_int) {
+    match keys {
+        Keys::First => (1, 1, 1),
+        Keys::AllFrom(i) => (c_int::try_from(i).unwrap_or(0), -1, 1),
+        Keys::NumKeys | Keys::None => (0, 0, 0),
     }
 }
 
-/// The access a command has to its keys: a limiter reads and changes its state.
-pub const READ_WRITE_UPDATE: u64 = (raw::REDISMODULE_CMD_KEY_RW
-    | raw::REDISMODULE_CMD_KEY_ACCESS
-    | raw::REDISMODULE_CMD_KEY_UPDATE) as u64;
+/// Where the keys of a call are among its arguments: the first one's place and how many
+/// (`None`: it names none, or `numkeys` is not valid: the command then refuses the call
+/// with its own error before touching a key).
+pub fn positions(keys: Keys, args: &Args) -> Option<(usize, usize)> {
+    match keys {
+        Keys::First => Some((1, 1)),
+        Keys::AllFrom(i) => Some((i, args.len().saturating_sub(i))),
+        Keys::NumKeys => windows::key_positions(args.after_name())
+            .map(|positions| (positions.start() + 1, positions.count())),
+        Keys::None => None,
+    }
+}
 
-/// Changes keys without reading or returning their values (as EXPIRE).
-pub const WRITE_UPDATE: u64 =
-    (raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE) as u64;
+/// The key spec flags of an access.
+fn key_flags(access: Access) -> u64 {
+    let flags = match access {
+        // A limiter reads and changes its state.
+        Access::ReadWriteUpdate => {
+            raw::REDISMODULE_CMD_KEY_RW
+                | raw::REDISMODULE_CMD_KEY_ACCESS
+                | raw::REDISMODULE_CMD_KEY_UPDATE
+        }
+        // Changes keys without reading or returning their values (as EXPIRE).
+        Access::WriteUpdate => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE,
+        Access::None => 0,
+    };
+    flags as u64
+}
 
-/// Set `name`'s arity, key spec and documentation. Fails (the module then refuses to
-/// load) when the server lacks the API.
+/// Set the arity, key spec and documentation of `command`, registered as `name`. Fails
+/// (the module then refuses to load) when the server lacks the API.
 pub fn set_command_info(
     ctx: *mut raw::RedisModuleCtx,
     name: &CStr,
-    arity: i32,
-    keys: KeySpec,
-    key_flags: u64,
-    doc: &CommandDoc,
+    command: &Command,
 ) -> Result<(), String> {
     let (Ok(get_command), Ok(set_info)) = (
         api!(RedisModule_GetCommand),
@@ -88,8 +77,8 @@ pub fn set_command_info(
         );
     };
     // SAFETY: called from OnLoad with the module context; the name is NUL-terminated.
-    let command = unsafe { get_command(ctx, name.as_ptr()) };
-    if command.is_null() {
+    let registered = unsafe { get_command(ctx, name.as_ptr()) };
+    if registered.is_null() {
         return Err(format!("command {name:?} is not registered"));
     }
 
@@ -99,23 +88,24 @@ pub fn set_command_info(
         sizeof_keyspec: size_of::<raw::RedisModuleCommandKeySpec>(),
         sizeof_arg: size_of::<raw::RedisModuleCommandArg>(),
     };
+    let keys = command.keys;
     // Two specs: the real one and the all-zero terminator.
     // SAFETY: the key spec is plain C data for which all-zero is the terminator value.
     let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { zeroed() };
     let spec = &mut specs[0];
-    spec.flags = key_flags;
+    spec.flags = key_flags(command.access);
     match keys {
-        KeySpec::None => {}
-        KeySpec::First | KeySpec::AllFrom(_) | KeySpec::NumKeys => {
+        Keys::None => {}
+        Keys::First | Keys::AllFrom(_) | Keys::NumKeys => {
             spec.begin_search_type =
                 raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
             let pos = match keys {
-                KeySpec::AllFrom(i) => i,
+                Keys::AllFrom(i) => c_int::try_from(i).map_err(|_| "key position")?,
                 _ => 1,
             };
             spec.bs.index = raw::RedisModuleCommandKeySpec__bindgen_ty_1__bindgen_ty_1 { pos };
             match keys {
-                KeySpec::NumKeys => {
+                Keys::NumKeys => {
                     spec.find_keys_type =
                         raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
                     spec.fk.keynum = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_2 {
@@ -127,11 +117,7 @@ pub fn set_command_info(
                 _ => {
                     spec.find_keys_type =
                         raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-                    let lastkey = if matches!(keys, KeySpec::First) {
-                        0
-                    } else {
-                        -1
-                    };
+                    let lastkey = if matches!(keys, Keys::First) { 0 } else { -1 };
                     spec.fk.range = raw::RedisModuleCommandKeySpec__bindgen_ty_2__bindgen_ty_1 {
                         lastkey,
                         keystep: 1,
@@ -141,24 +127,24 @@ pub fn set_command_info(
             }
         }
     }
+    let mut text = ServerText::default();
     // SAFETY: all-zero is a valid "not set" value for every field of the info struct.
     let mut info: raw::RedisModuleCommandInfo = unsafe { zeroed() };
     info.version = &version;
-    info.arity = arity;
-    if !matches!(keys, KeySpec::None) {
+    info.arity = command.arity;
+    if !matches!(keys, Keys::None) {
         info.key_specs = specs.as_mut_ptr();
     }
-    info.summary = doc.summary.as_ptr();
-    info.complexity = doc.complexity.as_ptr();
-    info.since = doc.since.as_ptr();
-    if let Some(tips) = doc.tips {
-        info.tips = tips.as_ptr();
+    info.summary = text.c_str(command.summary)?;
+    info.complexity = text.c_str(command.complexity)?;
+    info.since = text.c_str(command.since)?;
+    if let Some(tips) = command.tips {
+        info.tips = text.c_str(tips)?;
     }
-    let mut args = ServerArgs::new(doc.args);
-    info.args = args.as_mut_ptr();
-    // SAFETY: `info` and everything it points to (the static strings, `specs`, `args`)
-    // live until the call returns; the server copies what it keeps.
-    let rc = unsafe { set_info(command, &info) };
+    info.args = text.args(command.args)?;
+    // SAFETY: `info` and everything it points to (`text`, `specs`) live until the call
+    // returns; the server copies what it keeps.
+    let rc = unsafe { set_info(registered, &info) };
     if rc != raw::REDISMODULE_OK as i32 {
         return Err(format!("RedisModule_SetCommandInfo failed for {name:?}"));
     }
@@ -183,7 +169,7 @@ pub fn report_numkeys_positions(ctx: &Context, args: &Args) {
     let Ok(key_at_pos) = api!(RedisModule_KeyAtPos) else {
         return;
     };
-    let Some(positions) = multikey::key_positions(args.after_name()) else {
+    let Some(positions) = windows::key_positions(args.after_name()) else {
         return;
     };
     for pos in positions {

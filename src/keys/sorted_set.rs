@@ -1,15 +1,15 @@
-//! Limiter state kept in a sorted set (RL.LOG's entries), beside `string_key.rs` for
+//! Limiter state kept in a sorted set (RL.LOG's entries), beside `string.rs` for
 //! strings: opening it (`WRONGTYPE` for another type), reading it through the module's
-//! sorted-set API (each read O(log n), no `RedisModule_Call`), and writing an entry:
-//! the member added, the members that left the window removed, the absolute expiry set,
+//! sorted-set API (walks in score order, each step O(log n)), and writing a change:
+//! a member added, the members scored at or below a time removed, the absolute expiry set,
 //! each replicated as the plain command it stands for (`ZADD`, `ZREMRANGEBYSCORE`,
 //! `PEXPIREAT` with absolute times) and announced with that command's keyspace event.
 
 use crate::api::api;
-use crate::args::KeyName;
+use crate::argv::KeyName;
 use crate::effects;
-use crate::open_key::OpenKey;
-use ratelimit_core::log::{self, Append, Entry};
+use crate::keys::open::OpenKey;
+use ratelimit_core::call::limiter::{SetWrite, SortedSet, Walk};
 use ratelimit_core::{Error, Micros, UnixMillis};
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};
 use smallvec::SmallVec;
@@ -25,7 +25,7 @@ thread_local! {
 }
 
 /// A sorted-set key opened for reading and writing, closed on drop.
-pub struct LogKey<'a> {
+pub struct SortedSetKey<'a> {
     ctx: &'a Context,
     name: KeyName<'a>,
     key: OpenKey,
@@ -33,7 +33,7 @@ pub struct LogKey<'a> {
     exists: bool,
 }
 
-impl<'a> LogKey<'a> {
+impl<'a> SortedSetKey<'a> {
     /// Open `name`; a key of another type is `WRONGTYPE`.
     pub fn open(ctx: &'a Context, name: KeyName<'a>) -> Result<Self, Error> {
         let key = OpenKey::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)?
@@ -45,7 +45,7 @@ impl<'a> LogKey<'a> {
             raw::REDISMODULE_KEYTYPE_ZSET => true,
             _ => return Err(Error::WrongType),
         };
-        Ok(LogKey {
+        Ok(SortedSetKey {
             ctx,
             name,
             key,
@@ -61,7 +61,7 @@ impl<'a> LogKey<'a> {
     /// Walk the members with a score in `[min, max]` (`min` excluded when `min_ex`), from
     /// the first (or from the last, `backwards`), while `f` asks for more. The range is
     /// stopped before returning, so the key can be written after.
-    fn walk(
+    fn range(
         &self,
         (min, min_ex): (f64, bool),
         max: f64,
@@ -124,50 +124,28 @@ impl<'a> LogKey<'a> {
         result
     }
 
-    /// The first (or last) member in a score range, read as a log entry.
-    fn one(&self, min: (f64, bool), max: f64, backwards: bool) -> Result<Option<Entry>, Error> {
-        let mut found = None;
-        self.walk(min, max, backwards, &mut |ele, score| {
-            found = Some(entry(ele, score)?);
-            Ok(false)
-        })?;
-        Ok(found)
-    }
-
-    /// Write an allowed request's entry, with the key's new absolute expiry.
-    pub fn append(&self, entry: &Append, expires_at: UnixMillis) -> Result<(), Error> {
-        let score = entry.time.0 as f64;
-        MEMBER.with(|buf| {
-            let mut member = buf
-                .try_borrow_mut()
-                .map_err(|_| Error::Internal("buffer"))?;
-            entry.member(&mut member);
-            let create = api!(RedisModule_CreateString)?;
-            let (add, free) = (api!(RedisModule_ZsetAdd)?, api!(RedisModule_FreeString)?);
-            // SAFETY: ctx is live; the buffer is copied into a new string.
-            let ele = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
-            if ele.is_null() {
-                return Err(Error::Internal("member"));
-            }
-            let mut flags: c_int = 0;
-            // SAFETY: the key is open for writing and empty or a sorted set; the
-            // server copies the member; the string is freed right after.
-            let rc = unsafe { add(self.key.ptr(), score, ele, &mut flags) };
-            // SAFETY: created above, not used after this.
-            unsafe { free(self.ctx.ctx, ele) };
-            if rc != OK {
-                return Err(Error::Internal("sorted set add"));
-            }
-            effects::member_added(self.ctx, self.name, entry.time, &member);
-            Ok(())
-        })?;
-        match self.remove_through(entry.trim_through)? {
-            Removed::None => {}
-            Removed::OneByOne => {
-                effects::members_removed_through(self.ctx, self.name, entry.trim_through, true)
-            }
-            Removed::ByCommand => {
-                effects::members_removed_through(self.ctx, self.name, entry.trim_through, false)
+    /// Write a change to the set (a member added, the members scored at or below a
+    /// time removed), with the key's new absolute expiry.
+    pub fn write(&self, w: &SetWrite, expires_at: UnixMillis) -> Result<(), Error> {
+        if let Some((member, score)) = w.add {
+            MEMBER.with(|buf| {
+                let mut bytes = buf
+                    .try_borrow_mut()
+                    .map_err(|_| Error::Internal("buffer"))?;
+                bytes.clear();
+                member.encode(&mut bytes);
+                self.add(&bytes, score)
+            })?;
+        }
+        if let Some(through) = w.remove_through {
+            match self.remove_through(through)? {
+                Removed::None => {}
+                Removed::OneByOne => {
+                    effects::members_removed_through(self.ctx, self.name, through, true)
+                }
+                Removed::ByCommand => {
+                    effects::members_removed_through(self.ctx, self.name, through, false)
+                }
             }
         }
         let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
@@ -176,6 +154,28 @@ impl<'a> LogKey<'a> {
             return Err(Error::Internal("set expire"));
         }
         effects::expiry_set(self.ctx, self.name, expires_at);
+        Ok(())
+    }
+
+    /// `ZADD key score member`, replicated and announced.
+    fn add(&self, member: &[u8], score: Micros) -> Result<(), Error> {
+        let create = api!(RedisModule_CreateString)?;
+        let (add, free) = (api!(RedisModule_ZsetAdd)?, api!(RedisModule_FreeString)?);
+        // SAFETY: ctx is live; the bytes are copied into a new string.
+        let ele = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
+        if ele.is_null() {
+            return Err(Error::Internal("member"));
+        }
+        let mut flags: c_int = 0;
+        // SAFETY: the key is open for writing and empty or a sorted set; the server
+        // copies the member; the string is freed right after.
+        let rc = unsafe { add(self.key.ptr(), score.0 as f64, ele, &mut flags) };
+        // SAFETY: created above, not used after this.
+        unsafe { free(self.ctx.ctx, ele) };
+        if rc != OK {
+            return Err(Error::Internal("sorted set add"));
+        }
+        effects::member_added(self.ctx, self.name, score, member);
         Ok(())
     }
 
@@ -191,7 +191,7 @@ impl<'a> LogKey<'a> {
         // The leaving members' bytes, one after the other, and where each ends.
         let mut bytes_of: Vec<u8> = Vec::new();
         let mut ends: SmallVec<[usize; 8]> = SmallVec::new();
-        self.walk(
+        self.range(
             (raw::REDISMODULE_NEGATIVE_INFINITE, false),
             through.0 as f64,
             false,
@@ -235,7 +235,7 @@ impl<'a> LogKey<'a> {
     fn remove_by_command(&self, through: Micros) -> Result<Removed, Error> {
         let opts = CallOptionsBuilder::new().errors_as_replies().build();
         let mut digits = Vec::new();
-        ratelimit_core::state::push_decimal(&mut digits, through.0);
+        ratelimit_core::call::state::push_decimal(&mut digits, through.0);
         let args: [&[u8]; 3] = [self.name.bytes(), b"-inf", &digits];
         match self
             .ctx
@@ -273,13 +273,8 @@ fn bytes<'s>(s: *mut raw::RedisModuleString) -> &'s [u8] {
     unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
 }
 
-/// A member and its score, read as a log entry, or the invalid-state error.
-fn entry(ele: *mut raw::RedisModuleString, score: f64) -> Result<Entry, Error> {
-    log::parse_entry(bytes(ele), score).ok_or_else(|| log::STATE.invalid())
-}
-
-impl log::Index for LogKey<'_> {
-    fn members(&self) -> usize {
+impl SortedSet for SortedSetKey<'_> {
+    fn len(&self) -> usize {
         if !self.exists {
             return 0;
         }
@@ -290,36 +285,45 @@ impl log::Index for LogKey<'_> {
         }
     }
 
-    fn last(&self) -> Result<Option<Entry>, Error> {
-        self.one(
-            (raw::REDISMODULE_NEGATIVE_INFINITE, false),
-            raw::REDISMODULE_POSITIVE_INFINITE,
-            true,
-        )
+    fn walk(
+        &self,
+        walk: Walk,
+        f: &mut dyn FnMut(&[u8], f64) -> Result<bool, Error>,
+    ) -> Result<(), Error> {
+        let (min, max, backwards) = match walk {
+            Walk::After(after) => (
+                (after.0 as f64, true),
+                raw::REDISMODULE_POSITIVE_INFINITE,
+                false,
+            ),
+            Walk::Through(through) => (
+                (raw::REDISMODULE_NEGATIVE_INFINITE, false),
+                through.0 as f64,
+                true,
+            ),
+        };
+        self.range(min, max, backwards, &mut |ele, score| f(bytes(ele), score))
     }
 
-    fn first_after(&self, after: Micros) -> Result<Option<Entry>, Error> {
-        self.one(
-            (after.0 as f64, true),
-            raw::REDISMODULE_POSITIVE_INFINITE,
-            false,
-        )
-    }
-
-    fn last_through(&self, through: Micros) -> Result<Option<Entry>, Error> {
-        self.one(
-            (raw::REDISMODULE_NEGATIVE_INFINITE, false),
-            through.0 as f64,
-            true,
-        )
-    }
-
-    fn scan_after(&self, after: Micros, f: &mut dyn FnMut(Entry) -> bool) -> Result<(), Error> {
-        self.walk(
-            (after.0 as f64, true),
-            raw::REDISMODULE_POSITIVE_INFINITE,
-            false,
-            &mut |ele, score| Ok(f(entry(ele, score)?)),
-        )
+    fn score(&self, member: &[u8]) -> Result<Option<f64>, Error> {
+        if !self.exists {
+            return Ok(None);
+        }
+        let (create, score_of, free) = (
+            api!(RedisModule_CreateString)?,
+            api!(RedisModule_ZsetScore)?,
+            api!(RedisModule_FreeString)?,
+        );
+        // SAFETY: ctx is live; the bytes are copied into a new string.
+        let ele = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
+        if ele.is_null() {
+            return Err(Error::Internal("member"));
+        }
+        let mut score = 0.0;
+        // SAFETY: the key is an open sorted set; the string is freed right after.
+        let rc = unsafe { score_of(self.key.ptr(), ele, &mut score) };
+        // SAFETY: created above, not used after this.
+        unsafe { free(self.ctx.ctx, ele) };
+        Ok((rc == OK).then_some(score))
     }
 }

@@ -1,7 +1,7 @@
 //! A key opened through the raw module API, closed when dropped.
 
 use crate::api::api;
-use crate::args::KeyName;
+use crate::argv::KeyName;
 use ratelimit_core::Error;
 use redis_module::{raw, Context};
 use std::os::raw::c_int;

@@ -42,7 +42,7 @@ pub enum Error {
         value: Vec<u8>,
     },
     /// A word where an option should be; `accepted`: the options of this call (a set
-    /// of [`crate::args::Opt`] bits, in their canonical order; 0: none listed).
+    /// of [`crate::parse::args::Opt`] bits, in their canonical order; 0: none listed).
     UnknownOption {
         value: Vec<u8>,
         accepted: u8,
@@ -93,7 +93,7 @@ pub enum Error {
         buckets: u64,
     },
     /// The key holds a value of the right type that is not state of this command
-    /// (built by [`crate::state::StateKind::invalid`]); `key` is named by commands with
+    /// (built by [`crate::call::state::StateKind::invalid`]); `key` is named by commands with
     /// several keys.
     InvalidState {
         command: &'static str,
@@ -282,10 +282,10 @@ impl fmt::Display for Error {
                 f,
                 "ERR unknown option '{}' (options here: {})",
                 echo(value),
-                crate::args::Opt::list(*accepted)
+                crate::parse::keyword::Opt::list(*accepted)
             ),
             Error::Order { inner, order } => write!(f, "{inner} ({order})"),
-            Error::RuleArity { kind } => match crate::usage::rule(kind) {
+            Error::RuleArity { kind } => match crate::commands::rule(kind) {
                 Some(syntax) => write!(
                     f,
                     "ERR wrong number of arguments for a {kind} rule (syntax: {syntax})"
@@ -353,7 +353,7 @@ impl fmt::Display for Error {
                 f,
                 "WRONGTYPE Operation against a key holding the wrong kind of value"
             ),
-            Error::WrongArity { command } => match crate::usage::command(command) {
+            Error::WrongArity { command } => match crate::commands::command(command) {
                 Some(syntax) => write!(
                     f,
                     "ERR wrong number of arguments for '{command}' command (syntax: {syntax})"

@@ -20,16 +20,19 @@
 //! last counted bucket leaves its window; windows a call does not name are kept until
 //! then.
 
-use crate::args::{check_count, Limit, Opt, Options};
-use crate::error::{Error, Result};
-use crate::limiter::{
-    Chooser, Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
+use crate::call::decision::Chooser;
+use crate::call::limiter::{
+    Full, Judgement, KeyRead, Limiter, Settled, Storage, Syntax, Value, Written,
 };
+use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
+use crate::call::verdict::{Decision, Verdict};
+use crate::call::Call;
+use crate::limiters::windows;
 use crate::limits::{DEFAULT_BUCKETS, MAX_BUCKETS, MAX_DURATION, MAX_SAFE_INTEGER};
-use crate::multikey::{self, KeyFull, MultiOutcome};
-use crate::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
+use crate::parse::args::{check_count, Limit, Options};
+use crate::parse::error::{Error, Result};
+use crate::parse::keyword::Opt;
 use crate::units::Micros;
-use crate::verdict::{Decision, Verdict};
 use smallvec::SmallVec;
 use std::rc::Rc;
 
@@ -48,71 +51,29 @@ pub struct Window {
     pub limit: i64,
 }
 
-/// A checked RL.SLIDING request.
-///
-/// Built only by [`Request::new`] (or [`parse_args`]): 1 to [`MAX_KEYS`](crate::limits::MAX_KEYS) keys, 1 to
-/// [`MAX_WINDOWS`](crate::limits::MAX_WINDOWS) windows with no window twice, each split by `buckets` into whole
-/// microseconds, `buckets` from 1 to [`MAX_BUCKETS`], and a cost from 0 to the smallest
-/// limit.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Request {
+/// The call of `RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT ...]
+/// [BUCKETS n] [COST n] [AT ms]`, checked: 1 to [`MAX_KEYS`](crate::limits::MAX_KEYS)
+/// keys, 1 to [`MAX_WINDOWS`](crate::limits::MAX_WINDOWS) windows with no window twice,
+/// each split by `buckets` into whole microseconds, `buckets` from 1 to
+/// [`MAX_BUCKETS`], and a cost from 0 to the smallest limit.
+pub fn call(
     numkeys: usize,
-    rule: Rule,
+    limits: &[Limit],
+    buckets: u64,
     cost: i64,
     at: Option<Micros>,
-}
-
-impl Request {
-    pub fn new(
-        numkeys: usize,
-        limits: &[Limit],
-        buckets: u64,
-        cost: i64,
-        at: Option<Micros>,
-    ) -> Result<Request> {
-        multikey::check_shape(numkeys, limits)?;
-        let rule = Rule::new(limits, buckets)?;
-        multikey::check_cost(limits, cost)?;
-        check_count("cost", cost, 0)?;
-        Ok(Request {
-            numkeys,
-            rule,
-            cost,
-            at,
-        })
-    }
-
-    /// The keys are the arguments at `1..=numkeys` (after the command name).
-    pub fn numkeys(&self) -> usize {
-        self.numkeys
-    }
-
-    pub fn at(&self) -> Option<Micros> {
-        self.at
-    }
-
-    pub fn cost(&self) -> i64 {
-        self.cost
-    }
-
-    pub fn buckets(&self) -> u64 {
-        self.rule.buckets
-    }
-
-    pub fn windows(&self) -> &[Window] {
-        &self.rule.windows
-    }
-
-    /// The rule every key is judged by.
-    pub fn rule(&self) -> &Rule {
-        &self.rule
-    }
+) -> Result<Call<Rule>> {
+    windows::check_shape(numkeys, limits)?;
+    let rule = Rule::new(limits, buckets)?;
+    windows::check_cost(limits, cost)?;
+    check_count("cost", cost, 0)?;
+    Ok(Call::each_key(COMMAND, numkeys, rule, cost, at))
 }
 
 /// Parse the arguments after the command name; every check that needs no key.
-pub fn parse_args(args: &[&[u8]]) -> Result<Request> {
-    let (numkeys, opts) = multikey::parse_call(args, COMMAND, Rule::OPTIONS)?;
-    Request::new(
+pub fn parse(args: &[&[u8]]) -> Result<Call<Rule>> {
+    let (numkeys, opts) = windows::parse_call(args, COMMAND, <Rule as Syntax>::OPTIONS)?;
+    call(
         numkeys,
         &opts.limits,
         opts.buckets.unwrap_or(DEFAULT_BUCKETS),
@@ -134,7 +95,7 @@ impl Rule {
     /// 1 to [`MAX_WINDOWS`](crate::limits::MAX_WINDOWS) LIMITs, no window twice, `buckets`
     /// from 1 to [`MAX_BUCKETS`] splitting every window into whole microseconds.
     pub fn new(limits: &[Limit], buckets: u64) -> Result<Rule> {
-        multikey::check_limits(limits)?;
+        windows::check_limits(limits)?;
         if buckets == 0 || buckets > MAX_BUCKETS {
             return Err(Error::InvalidBuckets {
                 value: buckets.to_string().into_bytes(),
@@ -175,6 +136,11 @@ impl Rule {
     }
 
     /// The reply for a rule without windows (never built): full capacity.
+    /// Buckets per window.
+    pub fn buckets(&self) -> u64 {
+        self.buckets
+    }
+
     fn untouched(&self) -> (Verdict, u64) {
         let first = self.windows.first();
         (
@@ -203,7 +169,7 @@ impl Rule {
         Judgement {
             verdict,
             window_ms,
-            booking: None,
+            extra: None,
             pending: Pending { stored, updated },
         }
     }
@@ -220,6 +186,8 @@ pub struct Pending {
 }
 
 impl<'a> Syntax<'a> for Rule {
+    const KIND: &'static str = "SLIDING";
+    const STATE: StateKind = STATE;
     const ARGS: usize = 0;
     const OPTIONS: &'static [Opt] = &[Opt::Limit, Opt::Buckets];
     type Args = ();
@@ -234,14 +202,23 @@ impl<'a> Syntax<'a> for Rule {
 }
 
 impl Limiter for Rule {
-    const KIND: &'static str = "SLIDING";
-    const STATE: StateKind = STATE;
-    const STORAGE: Storage = Storage::String;
     type State = State;
     type Pending = Pending;
 
+    fn kind(&self) -> &'static str {
+        <Self as Syntax>::KIND
+    }
+
+    fn state_kind(&self) -> StateKind {
+        STATE
+    }
+
+    fn storage(&self) -> Storage {
+        Storage::String
+    }
+
     fn check_cost(&self, cost: i64) -> Result<()> {
-        multikey::check_cost(&self.limits(), cost)
+        windows::check_cost(&self.limits(), cost)
     }
 
     fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Pending>> {
@@ -263,11 +240,11 @@ impl Limiter for Rule {
                 entries: entries.into_iter().collect(),
             })
         };
-        multikey::write_windows(stored, updated, names, (settled, now, cost), state)
+        windows::write_windows(stored, updated, names, (settled, now, cost), state)
     }
 }
 
-impl multikey::Window for Entry {
+impl windows::Window for Entry {
     fn window_ms(&self) -> u64 {
         self.window_ms
     }
@@ -558,28 +535,10 @@ fn judge(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) -> 
     }
 }
 
-/// Decide one request. `stored` has one element per key, in key order (`None`: the key
-/// does not exist). An allowed request that would leave a key with more than
-/// [`MAX_WINDOWS_PER_KEY`] windows is refused as a whole ([`KeyFull`]).
-pub fn decide(
-    stored: &[Option<Stored<State>>],
-    now: Micros,
-    req: &Request,
-) -> std::result::Result<MultiOutcome<State>, KeyFull> {
-    multikey::decide_each(
-        &req.rule,
-        stored,
-        now,
-        req.cost,
-        Rule::judge_stored,
-        req.rule.untouched(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::multikey::Binding;
+    use crate::limiters::windows::testing::{decide, Binding};
     use proptest::prelude::*;
 
     const T0: u64 = 1_700_000_000_000; // ms, on a second boundary
@@ -588,7 +547,7 @@ mod tests {
         Micros::from_millis(T0 + ms)
     }
 
-    fn req(numkeys: usize, limits: &[(u64, i64)], buckets: u64, cost: i64) -> Request {
+    fn req(numkeys: usize, limits: &[(u64, i64)], buckets: u64, cost: i64) -> Call<Rule> {
         let limits: Vec<Limit> = limits
             .iter()
             .map(|&(w, l)| Limit {
@@ -596,7 +555,7 @@ mod tests {
                 limit: l,
             })
             .collect();
-        Request::new(numkeys, &limits, buckets, cost, None).unwrap()
+        call(numkeys, &limits, buckets, cost, None).unwrap()
     }
 
     /// Run calls (ms after T0, cost) on keys sharing the request shape; the replies.
@@ -607,7 +566,7 @@ mod tests {
             Keys(vec![None; n])
         }
 
-        fn call(&mut self, t_ms: u64, r: &Request) -> (Verdict, Binding) {
+        fn call(&mut self, t_ms: u64, r: &Call<Rule>) -> (Verdict, Binding) {
             let out = decide(&self.0, at(t_ms), r).unwrap();
             for (k, e) in out.effects.iter().enumerate() {
                 match e {
@@ -774,7 +733,7 @@ mod tests {
     fn argument_errors() {
         let p = |args: &[&str]| {
             let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-            parse_args(&raw)
+            parse(&raw)
         };
         assert_eq!(
             p(&["1", "k", "LIMIT", "1s", "5", "BUCKETS", "7"]),
@@ -806,8 +765,13 @@ mod tests {
             "2", "a", "b", "buckets", "4", "LIMIT", "1s", "5", "COST", "2",
         ])
         .unwrap();
-        assert_eq!((ok.numkeys(), ok.buckets(), ok.cost()), (2, 4, 2));
-        assert_eq!(p(&["1", "k", "LIMIT", "1s", "5"]).unwrap().buckets(), 10);
+        assert_eq!((ok.numkeys, ok.rules[0].1.buckets(), ok.cost), (2, 4, 2));
+        assert_eq!(
+            p(&["1", "k", "LIMIT", "1s", "5"]).unwrap().rules[0]
+                .1
+                .buckets(),
+            10
+        );
     }
 
     fn config() -> impl Strategy<Value = (Vec<(u64, i64)>, u64)> {

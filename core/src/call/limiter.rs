@@ -1,0 +1,206 @@
+//! The one interface every limiter implements. It knows time, cost and state, and
+//! names no limiter: a limiter is a checked rule (RL.FIXED's limit and window, RL.GCRA's
+//! rate, ...) that judges what one key holds at a time for a cost ([`Limiter::judge`]):
+//! a [`Verdict`] with the five reply fields, and what it keeps to write the key once the
+//! whole call is settled ([`Limiter::write`]). The loop of a call (judge every key,
+//! decide all or nothing, write) is [`crate::call::Call::settle`], once for every call.
+//!
+//! Nothing here reads a clock or talks to a server: the glue opens each key as its
+//! rule's [`Storage`] says, hands its content over as a [`KeyRead`], and carries out
+//! the [`Effect`]s.
+
+use crate::call::state::{Effect, Encode, StateKind, Stored};
+use crate::call::verdict::Verdict;
+use crate::parse::args::Options;
+use crate::parse::error::{Error, Result};
+use crate::parse::keyword::Opt;
+use crate::units::{Micros, UnixMillis};
+
+/// The type of key a limiter keeps its state in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storage {
+    /// A plain string with an absolute expiry (counters, TATs, packed windows).
+    String,
+    /// A sorted set (members scored by time), read through [`SortedSet`].
+    SortedSet,
+}
+
+/// Which members of a sorted set a walk visits, and in which order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Walk {
+    /// Those with a score above this, lowest score first.
+    After(Micros),
+    /// Those with a score at or below this, highest score first.
+    Through(Micros),
+}
+
+/// A sorted-set key as a limiter reads it: its size, and walks over its members in
+/// score order (each member's bytes and score, while the visitor asks for more).
+pub trait SortedSet {
+    /// How many members the set holds.
+    fn len(&self) -> usize;
+    /// Whether it holds none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Visit the members `walk` names, in its order, while `f` answers `Ok(true)`; an
+    /// error from `f` ends the walk and is returned.
+    fn walk(&self, walk: Walk, f: &mut dyn FnMut(&[u8], f64) -> Result<bool>) -> Result<()>;
+    /// The score of `member`, if the set holds it.
+    fn score(&self, member: &[u8]) -> Result<Option<f64>>;
+}
+
+/// What a key holds, as a limiter reads it.
+#[derive(Clone, Copy)]
+pub enum KeyRead<'a> {
+    /// The key does not exist.
+    Missing,
+    /// A string key: its value and its absolute expiry (`None`: no TTL).
+    String {
+        value: &'a [u8],
+        expires_at: Option<UnixMillis>,
+    },
+    /// A sorted-set key.
+    SortedSet(&'a dyn SortedSet),
+}
+
+impl<'a> KeyRead<'a> {
+    /// The decoded state of a string limiter (`None`: no key); the invalid-state error
+    /// `parse` gives for a value that is not its state.
+    pub fn string_state<S>(
+        self,
+        parse: impl FnOnce(&[u8]) -> Result<S>,
+    ) -> Result<Option<Stored<S>>> {
+        match self {
+            KeyRead::Missing => Ok(None),
+            KeyRead::String { value, expires_at } => Ok(Some(Stored {
+                state: parse(value)?,
+                expires_at,
+            })),
+            KeyRead::SortedSet(_) => Err(Error::WrongType),
+        }
+    }
+
+    /// The sorted set of a limiter that keeps one (`None`: no key).
+    pub fn sorted_set(self) -> Result<Option<&'a dyn SortedSet>> {
+        match self {
+            KeyRead::Missing => Ok(None),
+            KeyRead::SortedSet(set) => Ok(Some(set)),
+            KeyRead::String { .. } => Err(Error::WrongType),
+        }
+    }
+}
+
+/// A limiter's verdict on one key, and what it keeps to write that key once the call
+/// is settled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Judgement<P> {
+    pub verdict: Verdict,
+    /// The window (ms) whose numbers the verdict carries: the limiter's window, or for
+    /// a limiter of several windows its binding window on this key.
+    pub window_ms: u64,
+    /// A sixth reply field of the limiter's own, when its command gives one (a
+    /// booking's delay).
+    pub extra: Option<i64>,
+    pub pending: P,
+}
+
+/// A write that would leave the key with more windows than a key may keep: the call
+/// is refused and nothing is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Full;
+
+/// What a key gets when the call is decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settled {
+    /// Every rule allowed: the request is recorded.
+    Allowed,
+    /// Some rule denied: nothing is consumed; a single command repairs a lost TTL.
+    Denied,
+}
+
+/// One rate-limiting algorithm, as a checked rule on one key; also a rule of any kind
+/// (RL.ALL's), which passes each call to the rule of its kind.
+pub trait Limiter {
+    /// What an [`Effect::Set`] stores.
+    type State: Written;
+    /// What a judgement keeps for [`Limiter::write`].
+    type Pending;
+
+    /// Its name as an RL.ALL rule (`FIXED`).
+    fn kind(&self) -> &'static str;
+    /// How errors name its state (with its command, `RL.FIXED`).
+    fn state_kind(&self) -> StateKind;
+    /// The type of key it keeps.
+    fn storage(&self) -> Storage;
+
+    /// A cost above the capacity can never be allowed: an error, not a denial.
+    fn check_cost(&self, cost: i64) -> Result<()>;
+
+    /// Judge the key's content at `now` for `cost` (checked by `check_cost`). Errors:
+    /// the key's content is not this limiter's state, or holds another type.
+    fn judge(&self, key: KeyRead<'_>, now: Micros, cost: i64) -> Result<Judgement<Self::Pending>>;
+
+    /// The write of a judgement once the call is settled.
+    fn write(
+        &self,
+        pending: Self::Pending,
+        settled: Settled,
+        now: Micros,
+        cost: i64,
+    ) -> std::result::Result<Effect<Self::State>, Full>;
+}
+
+/// How a limiter's rule is written in a call: the positional arguments after its key
+/// (or, in RL.ALL, after its key's position) and the options of its own. `COST` and
+/// `AT` belong to the call; they are never a rule's.
+pub trait Syntax<'a>: Sized {
+    /// Its name as an RL.ALL rule (`FIXED`).
+    const KIND: &'static str;
+    /// How errors name its state and its command.
+    const STATE: StateKind;
+    /// How many positional arguments follow the key.
+    const ARGS: usize;
+    /// Its own options (`ALIGN`, `BUCKETS`, `META`, `LIMIT`...).
+    const OPTIONS: &'static [Opt];
+    /// Options its command takes that RL.ALL does not (`DELAY`).
+    const COMMAND_OPTIONS: &'static [Opt] = &[];
+    /// The positional arguments, read in order.
+    type Args;
+    fn parse_args(args: &[&'a [u8]]) -> Result<Self::Args>;
+    /// The checked rule from its arguments and options. `opts.cost` is the call's
+    /// cost, for checks that come before the rule's other checks (RL.GCRA's `DELAY`).
+    fn build(args: Self::Args, opts: &Options<'a>) -> Result<Self>;
+}
+
+/// What a write stores: a string's value, or a change to a sorted set.
+pub enum Value<'a> {
+    String(&'a dyn Encode),
+    SortedSet(SetWrite<'a>),
+}
+
+/// A change to a sorted set: a member added (or its score updated) and the members
+/// scored at or below a time removed (`ZREMRANGEBYSCORE key -inf through`).
+#[derive(Clone, Copy)]
+pub struct SetWrite<'a> {
+    /// The member's bytes and its score.
+    pub add: Option<(&'a dyn Encode, Micros)>,
+    pub remove_through: Option<Micros>,
+}
+
+/// The stored form of a limiter's state.
+pub trait Written {
+    fn value(&self) -> Value<'_>;
+}
+
+impl Written for i64 {
+    fn value(&self) -> Value<'_> {
+        Value::String(self)
+    }
+}
+
+impl Written for Micros {
+    fn value(&self) -> Value<'_> {
+        Value::String(self)
+    }
+}

@@ -1,0 +1,82 @@
+//! The option keywords of the limiter commands (`COST`, `AT`, `ALIGN`, ...), as a set
+//! of bits: what a call accepts, and what an error lists.
+
+/// The keywords that may follow a command's positional arguments (or a rule's, in
+/// RL.ALL): each case-insensitive, each at most once (`LIMIT` excepted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opt {
+    /// `COST n`, default 1; 0 is a peek.
+    Cost,
+    /// `AT unix_ms`: the time to judge the request at instead of the server clock.
+    At,
+    /// `ALIGN`: fixed windows aligned to the Unix epoch.
+    Align,
+    /// `DELAY max_delay`: book a request that fits within this delay (GCRA).
+    Delay,
+    /// `BUCKETS n`: buckets per sliding window.
+    Buckets,
+    /// `META value`: what a log entry records besides its time (RL.LOG).
+    Meta,
+    /// `LIMIT window limit`, repeatable (RL.MULTI, RL.SLIDING).
+    Limit,
+}
+
+impl Opt {
+    const ALL: [Opt; 7] = [
+        Opt::Cost,
+        Opt::At,
+        Opt::Align,
+        Opt::Delay,
+        Opt::Buckets,
+        Opt::Meta,
+        Opt::Limit,
+    ];
+
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Opt::Cost => "COST",
+            Opt::At => "AT",
+            Opt::Align => "ALIGN",
+            Opt::Delay => "DELAY",
+            Opt::Buckets => "BUCKETS",
+            Opt::Meta => "META",
+            Opt::Limit => "LIMIT",
+        }
+    }
+
+    /// Its bit in a set of options.
+    pub const fn bit(self) -> u8 {
+        1 << self as u8
+    }
+
+    /// A set of options as bits.
+    pub const fn set(opts: &[Opt]) -> u8 {
+        let mut set = 0;
+        let mut i = 0;
+        while i < opts.len() {
+            set |= opts[i].bit();
+            i += 1;
+        }
+        set
+    }
+
+    /// The options of a set, in their canonical order: `COST, AT, ALIGN`.
+    pub fn list(set: u8) -> String {
+        Opt::ALL
+            .into_iter()
+            .filter(|o| set & o.bit() != 0)
+            .map(Opt::keyword)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The option `word` names, if any (case-insensitive).
+    pub fn named(word: &[u8]) -> Option<Opt> {
+        Opt::ALL
+            .into_iter()
+            .find(|o| word.eq_ignore_ascii_case(o.keyword().as_bytes()))
+    }
+}
+
+/// The options of `COST n` and `AT unix_ms`, which every limiter command takes.
+pub const COST_AT: [Opt; 2] = [Opt::Cost, Opt::At];

@@ -1,0 +1,127 @@
+//! CONTRIBUTING.md promises that a limiter is one file, one table entry, one twin
+//! function and its tests: every limiter the core lists is checked in each of those
+//! places, and every path the page names exists.
+
+use ratelimit_core::commands;
+use ratelimit_core::limiters;
+use std::path::Path;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The places a limiter of kind `kind` (its own command `command`) is missing from.
+fn missing(kind: &str, command: &str) -> Vec<String> {
+    let lower = kind.to_ascii_lowercase();
+    let mut missing = Vec::new();
+    let mut need = |ok: bool, what: String| {
+        if !ok {
+            missing.push(what);
+        }
+    };
+    for file in [
+        format!("core/src/limiters/{lower}.rs"),
+        format!("tests/{lower}.rs"),
+        format!("docs/{lower}.md"),
+    ] {
+        need(root().join(&file).is_file(), file);
+    }
+    need(
+        read("core/src/limiters/mod.rs").contains(&format!("({lower}::Rule")),
+        "its line in limiters! of core/src/limiters/mod.rs".to_string(),
+    );
+    need(
+        commands::TABLE.iter().any(|c| c.name == command),
+        format!("{command}'s entry in TABLE of core/src/commands.rs"),
+    );
+    need(
+        commands::rule(kind).is_some(),
+        "its rule's line in RULES of core/src/commands.rs".to_string(),
+    );
+    need(
+        read("src/register/mod.rs").contains(&format!("limit!(limiters::{lower})")),
+        "its command! row in src/register/mod.rs".to_string(),
+    );
+    need(
+        twin_function(kind),
+        format!("its twin function ({kind} in the twins' source)"),
+    );
+    need(
+        read("README.md").contains(command),
+        "its row in the README".to_string(),
+    );
+    need(
+        read("docs/all.md").contains(&format!("`{kind} i")),
+        "its rule in the rule table of docs/all.md".to_string(),
+    );
+    missing
+}
+
+/// Whether the twins' source defines the limiter of kind `kind`.
+fn twin_function(kind: &str) -> bool {
+    read("lua/prelude.lua").contains(&format!("LIMITERS.{kind} ="))
+}
+
+#[test]
+fn every_limiter_is_in_every_place_a_limiter_takes() {
+    let kinds = limiters::kinds();
+    assert!(kinds.len() >= 5, "{kinds:?}");
+    let gaps: Vec<String> = kinds
+        .iter()
+        .flat_map(|(kind, command)| {
+            missing(kind, command)
+                .into_iter()
+                .map(move |m| format!("{kind} ({command}): {m}"))
+        })
+        .collect();
+    assert!(gaps.is_empty(), "missing: {gaps:#?}");
+}
+
+#[test]
+fn a_missing_limiter_is_found() {
+    let gaps = missing("NOSUCH", "RL.NOSUCH");
+    assert!(gaps.len() >= 8, "{gaps:#?}");
+}
+
+#[test]
+fn every_path_contributing_names_exists() {
+    let page = read("CONTRIBUTING.md");
+    let mut named = 0;
+    for word in page.split('`') {
+        let path = word.trim_end_matches('/');
+        let looks_like_a_path = path.contains('/')
+            && !path.contains(' ')
+            && !path.contains('<')
+            && !path.contains('*')
+            && !path.contains("::")
+            && !path.starts_with("http")
+            && !path.starts_with('/')
+            && !path.contains('(')
+            && !path.contains('=');
+        if looks_like_a_path {
+            named += 1;
+            // A row of the layout table names paths inside its folder.
+            let exists = [
+                "",
+                "src",
+                "core/src",
+                "core",
+                "tests",
+                "clients/python",
+                "clients/python/src",
+                "bench",
+            ]
+            .iter()
+            .any(|base| root().join(base).join(path).exists());
+            assert!(
+                exists,
+                "CONTRIBUTING.md names `{path}`, which does not exist"
+            );
+        }
+    }
+    assert!(named > 20, "{named} paths");
+}
