@@ -147,8 +147,8 @@ impl Cluster {
         while source.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &s]).int() != 0 {
             assert!(
                 Instant::now() < deadline,
-                "the source still holds keys of slot {slot} after its migration:\n{}",
-                format!("{:?}", source.cmd(&["CLUSTER", "GETSLOTMIGRATIONS"]))
+                "the source still holds keys of slot {slot} after its migration:\n{:?}",
+                source.cmd(&["CLUSTER", "GETSLOTMIGRATIONS"])
             );
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -274,7 +274,8 @@ class RateLimiter(_Calls):
 
     def _run(self, call: Call, **kwargs: Any) -> Any:
         if self.strict is not None and call.keys:
-            argv, fallback = (call.argv, None) if not self.twins else self._twin_argv(call)
+            # Twins: the call's script (EVALSHA, then EVAL when the server lacks it).
+            argv, fallback = (call.argv, None) if not self.twins else self._twin_argv(call)[1:]
             reply, acked = _strict.run(self.client, argv, fallback, self.strict)
             return self.strict.settle(call.parse(reply, self._encode), acked, _strict.wrote(call))
         if not self.twins:
