@@ -664,6 +664,79 @@ mod tests {
         assert_eq!(seqs, [2, 3, 4]);
     }
 
+    /// A log of hand-written members `(time ms after T0, seq, cost)`.
+    fn written(members: &[(u64, u64, u64)]) -> Log {
+        let mut log = Log::default();
+        for (i, &(t, seq, cost)) in members.iter().enumerate() {
+            let member = format!("{seq:016}:{cost}:m{i}").into_bytes();
+            log.0.insert((at(t).0, member));
+        }
+        log
+    }
+
+    #[test]
+    fn members_that_contradict_each_other_are_invalid_state() {
+        let r = rule(3, 3_600_000);
+        for (what, members) in [
+            ("three numbered 1", vec![(0, 1, 1), (0, 1, 1), (0, 1, 1)]),
+            ("reversed", vec![(0, 3, 1), (1, 2, 1), (2, 1, 1)]),
+            (
+                "repeated in the middle",
+                vec![(0, 1, 1), (1, 2, 1), (2, 2, 1), (3, 3, 1)],
+            ),
+            (
+                "a gap after the first",
+                vec![(0, 1, 1), (1, 5, 1), (2, 6, 1)],
+            ),
+            (
+                "a gap before the newest",
+                vec![(0, 1, 1), (1, 2, 1), (2, 9, 1)],
+            ),
+            (
+                "a cost hiding a repeat",
+                vec![(0, 5, 5), (1, 5, 1), (2, 6, 1)],
+            ),
+        ] {
+            let log = written(&members);
+            assert_eq!(
+                r.judge_index(&log, at(10), 1).map(|_| ()),
+                Err(STATE.invalid()),
+                "{what}"
+            );
+        }
+        // As RL.LOG numbers them: fine, and one more fits.
+        let log = written(&[(0, 1, 1), (1, 3, 2)]);
+        let j = r.judge_index(&log, at(10), 0).expect("a log");
+        assert_eq!(j.verdict.remaining, 0);
+        let log = written(&[(0, 1, 1), (1, 2, 1)]);
+        assert!(r.judge_index(&log, at(10), 1).unwrap().verdict.is_allowed());
+    }
+
+    #[test]
+    fn an_entry_later_than_the_latest_at_is_invalid_state() {
+        let member = b"0000000000000001:1:x";
+        assert!(parse_entry(member, MAX_ENTRY_TIME.0 as f64).is_some());
+        assert!(parse_entry(member, (MAX_ENTRY_TIME.0 + 1) as f64).is_none());
+        // 2255-01-01, which a hand-written member once made the next call's time.
+        assert!(parse_entry(member, 8_993_462_400_000_000.0).is_none());
+    }
+
+    #[test]
+    fn a_write_removes_at_most_64_leaving_entries_and_never_counts_the_rest() {
+        let r = rule(200, 1_000);
+        let mut log = Log::default();
+        for _ in 0..150 {
+            assert!(log.call(at(0), &r, 1).is_allowed());
+        }
+        // A second later all 150 have left: each write removes the oldest 64.
+        for (n, left) in [(1, 150 - 64), (2, 150 - 128), (3, 0)] {
+            let v = log.call(at(1_000 + n), &r, 1);
+            assert!(v.is_allowed());
+            assert_eq!(v.remaining, 200 - n as i64, "only the new entries count");
+            assert_eq!(log.0.len() as u64, left + n, "after write {n}");
+        }
+    }
+
     #[test]
     fn one_member_per_request_whatever_its_cost() {
         let mut log = Log::default();
