@@ -65,10 +65,14 @@ def test_a_strict_grant_is_on_the_replica_when_it_is_answered(pair, tag, twins):
 
 def test_a_grant_no_replica_acknowledged_is_refused_or_let_through_as_chosen(pair, tag):
     primary, replica = pair
+    # With the replica up, a grant is acknowledged (a timeout long enough for a loaded
+    # machine: WAIT returns as soon as the replica acknowledges).
+    patient = RateLimiter(redis.Redis(port=primary.port), strict=Strict(timeout_ms=10_000))
+    assert patient.fixed(f"{tag}:a", 10, "1h", at=AT).allowed
+    assert patient.strict.last_acknowledged == 1
+    replica.stop()  # kill -9: nothing acknowledges from now on
     closed = RateLimiter(redis.Redis(port=primary.port), strict=Strict(timeout_ms=50))
     open_ = RateLimiter(redis.Redis(port=primary.port), strict=Strict(timeout_ms=50, fail_open=True))
-    assert closed.fixed(f"{tag}:a", 10, "1h", at=AT).allowed
-    replica.stop()  # kill -9: nothing acknowledges from now on
     r = closed.fixed(f"{tag}:a", 10, "1h", at=AT)
     assert not r.allowed and r.remaining == 0 and r.retry_after_ms == 50
     assert closed.strict.last_acknowledged == 0
