@@ -20,8 +20,8 @@ Cases (each ``--runs`` times):
   restarted on its files;
 - ``fresh``: a replica (started beforehand) attached with ``REPLICAOF`` once a tenth of
   the limit is granted, while the clients call; the primary killed as soon as the
-  replica reports ``master_link_status:up`` (before its primary has begun streaming to
-  it: it waits for the replica's first acknowledgement).
+  replica reports ``master_link_status:up`` (which it does before the writes that
+  followed its snapshot have reached it).
 
 Then a throughput phase (no failure): allowed calls a second of ``--clients`` client
 processes with two replicas (``steady``), the same with ``WAIT 1`` after each call
@@ -295,9 +295,9 @@ def run_case(case: str, binary: str, module: str, clients: int) -> dict:
             for r in replicas:
                 while not r.link_up():
                     time.sleep(0.01)
-            # A replica says its link is up before its primary streams to it (the
-            # primary waits for its first acknowledgement): wait until a write reaches
-            # both, as a deployment in steady state has it.
+            # A replica says its link is up before the writes that followed its
+            # snapshot have reached it: wait until a write reaches both, as a
+            # deployment in steady state has it.
             c = primary.client()
             try:
                 c.call("SET", "rl:synced", 1)
