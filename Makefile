@@ -15,7 +15,7 @@ RELEASE_SWEEP := $(TARGET_DIR)/release/ratelimit-sweep
 DEBUG_MODULE := $(TARGET_DIR)/debug/libredis_ratelimit.so
 DEBUG_SWEEP := $(TARGET_DIR)/debug/ratelimit-sweep
 
-.PHONY: help deps build run test lint unit integration integration-valkey python-client check-target-dir valkey bench bench-full bench-core bench-sweep test-binaries dist check-dist
+.PHONY: help deps build run test lint unit integration integration-valkey python-client check-target-dir valkey bench bench-full bench-core bench-sweep bench-failover bench-longest test-binaries dist check-dist
 
 help: ## Show this list
 	@echo "redis-ratelimit: make <target> [PORT=n]"
@@ -112,6 +112,16 @@ bench: ## Native commands against their twins, the floor module and the limits l
 bench-full: ## The long benchmark: more runs, 10 000 000 keys, the criterion benchmarks (bench/full/results.*)
 	@scripts/deps.sh bench
 	$(BENCH) --full $(BENCH_ARGS)
+
+bench-failover: build ## Grants given again when a primary is killed (steady, WAIT 1, appendfsync always, a fresh replica), and what strictness costs, on Redis and on Valkey 9
+	@scripts/deps.sh test
+	python3 -m bench.failover --module $(RELEASE_MODULE)
+	python3 -m bench.failover --module $(RELEASE_MODULE) --server $$(scripts/valkey.sh)
+
+bench-longest: build ## The longest single calls at the bounds (the slow log), on Redis and on Valkey 9
+	@scripts/deps.sh test
+	python3 -m bench.longest --module $(RELEASE_MODULE)
+	python3 -m bench.longest --module $(RELEASE_MODULE) --server $$(scripts/valkey.sh)
 
 bench-core: ## Micro-benchmarks of the pure algorithms (ns per decision)
 	@scripts/deps.sh build

@@ -61,9 +61,11 @@ fn missing(kind: &str, command: &str) -> Vec<String> {
     missing
 }
 
-/// Whether the twins' source defines the limiter of kind `kind`.
+/// Whether the twins' source (the Functions library) lists the limiter of kind `kind`
+/// among its rules.
 fn twin_function(kind: &str) -> bool {
-    read("lua/ratelimit.lua").contains(&format!("local {kind} = (function()"))
+    let library = read("lua/ratelimit.lua");
+    library.contains(&format!("kind = '{kind}'")) && library.contains(&format!("{kind} = {kind}"))
 }
 
 #[test]

@@ -30,7 +30,13 @@ local MAX_LOG_LIMIT = 10000 -- the largest limit (RL.LOG)
 
 local MAX_META_LEN = 256 -- bytes of a META value (RL.LOG)
 
-local MAX_END_MS = 9007199254740991 -- the latest window end in stored state (RL.MULTI)
+local MAX_END_MS = 4417804800000 -- the latest window end in stored state: MAX_AT_MS + MAX_DURATION_MS (RL.MULTI)
+
+local MAX_AT_US = 4102444800000000 -- MAX_AT_MS in µs: the latest log entry, the latest bucket start (RL.LOG, RL.SLIDING)
+
+local MAX_BUCKETS_PER_KEY = 1000 -- buckets one key keeps, its windows' BUCKETS added up (RL.SLIDING)
+
+local MAX_LOG_TRIM = 64 -- members that left the window one write removes, oldest first (RL.LOG)
 
 local MAX_BURST_WINDOW_US = 1576800000000000 -- 18250 days, 50 years (RL.GCRA)
 
@@ -582,6 +588,14 @@ local function limits_rule(L)
       local ends = L.ends(e)
       if not r.named[e.w] and ends and ends > now then merged[#merged + 1] = e end
     end
+    local buckets = 0
+    for _, e in ipairs(merged) do buckets = buckets + (e.n or 0) end
+    if L.command == 'RL.SLIDING' and (#merged > MAX_WINDOWS_PER_KEY or buckets > MAX_BUCKETS_PER_KEY) then
+      fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
+        .. ' windows or ' .. int(MAX_BUCKETS_PER_KEY) .. ' buckets: ' .. L.command .. ' keeps at most '
+        .. int(MAX_WINDOWS_PER_KEY) .. ' windows per key, their BUCKETS adding up to at most '
+        .. int(MAX_BUCKETS_PER_KEY) .. ' (use fewer distinct windows or buckets, or other keys)')
+    end
     if #merged > MAX_WINDOWS_PER_KEY then
       fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
         .. ' windows: ' .. L.command .. ' keeps at most ' .. int(MAX_WINDOWS_PER_KEY)
@@ -679,6 +693,7 @@ local SLIDING = (function()
     local bad = function() state_error(L, key, named) end
     if #raw == 0 then bad() end
     local entries, by_w = {}, {}
+    local total_buckets = 0
     for item in string.gmatch(raw .. ',', '([^,]*),') do
       local w, n, first, counts = string.match(item, '^(%d+):(%d+):(%d+):([%d%.]+)$')
       if not w then bad() end
@@ -695,7 +710,10 @@ local SLIDING = (function()
         list[#list + 1] = v
       end
       if #list > n + 1 then bad() end
-      if (first + #list) * (w * 1000 / n) + w * 1000 > MAX_SAFE_INTEGER then bad() end
+      -- No bucket later than a call writes into: the one holding the latest AT.
+      if (first + #list) * (w * 1000 / n) > MAX_AT_US + w * 1000 / n then bad() end
+      total_buckets = total_buckets + n
+      if total_buckets > MAX_BUCKETS_PER_KEY then bad() end
       if #entries > 0 and entries[#entries].w >= w then bad() end
       local e = { w = w, n = n, first = first, counts = list }
       entries[#entries + 1] = e
@@ -851,15 +869,24 @@ local LOG = (function()
       local seq, c, meta = string.match(pair[1], '^(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d):([1-9]%d*):(.*)$')
       seq = stored_number(seq, MAX_SAFE_INTEGER)
       c = c and #c <= 5 and tonumber(c)
-      local t = stored_number(pair[2], MAX_SAFE_INTEGER)
+      local t = stored_number(pair[2], MAX_AT_US)
       if not (seq and c and t) or c > MAX_LOG_LIMIT or seq < c or #meta > MAX_META_LEN then bad() end
       return { t = t, seq = seq, cost = c }
     end
     local newest, first
     local t = now
     if opened.exists then
-      if redis.call('ZCARD', key) > MAX_LOG_LIMIT then bad() end
-      newest = entry(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES'))
+      local members = redis.call('ZCARD', key)
+      if members > MAX_LOG_LIMIT then bad() end
+      local last_two = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
+      newest = entry({ last_two[#last_two - 1], last_two[#last_two] })
+      -- The members agree with each other as the module writes them: each one's units
+      -- follow the one before it, and the set holds no more members than the units from
+      -- its first member to its newest.
+      if #last_two == 4 and entry(last_two).seq ~= newest.seq - newest.cost then bad() end
+      local lowest = entry(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES'))
+      local units = newest.seq - (lowest.seq - lowest.cost)
+      if units < 0 or members > units then bad() end
       -- Time does not go back inside a log: a call older than its newest entry is
       -- judged, and recorded, at that entry's time.
       if newest then t = math.max(now, newest.t) end
@@ -867,7 +894,12 @@ local LOG = (function()
     local cutoff = math.max(t - r.window, 0)
     local after = '(' .. int(cutoff)
     if opened.exists then
-      first = entry(redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
+      local first_two = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 2)
+      first = entry(first_two)
+      if #first_two == 4 then
+        local second = entry({ first_two[3], first_two[4] })
+        if second.seq - second.cost ~= first.seq then bad() end
+      end
     end
     local counted, base = 0, 0
     if first then
@@ -891,9 +923,18 @@ local LOG = (function()
         end
         j.pending.allow = {
           { 'ZADD', key, t, string.format('%016d', seq) .. ':' .. int(cost) .. ':' .. r.meta },
-          { 'ZREMRANGEBYSCORE', key, '-inf', cutoff },
-          { 'PEXPIREAT', key, ceil_ms(t + r.window) },
         }
+        -- The members that left the window, oldest first, at most MAX_LOG_TRIM of them
+        -- (later writes remove the rest): no call does more than that.
+        if opened.exists then
+          local leaving = redis.call('ZRANGEBYSCORE', key, '-inf', int(cutoff), 'LIMIT', 0, MAX_LOG_TRIM)
+          if #leaving > 0 then
+            local zrem = { 'ZREM', key }
+            for _, m in ipairs(leaving) do zrem[#zrem + 1] = m end
+            j.pending.allow[#j.pending.allow + 1] = zrem
+          end
+        end
+        j.pending.allow[#j.pending.allow + 1] = { 'PEXPIREAT', key, ceil_ms(t + r.window) }
         newest_counted = t
       end
       j.fields = { 0, r.limit, r.limit - counted - cost, -1, reset(newest_counted) }
@@ -905,9 +946,11 @@ local LOG = (function()
     local target = base + over
     local must
     local scanned = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, SCAN_STEPS)
-    local last_seen
+    local last_seen, previous
     for i = 1, #scanned, 2 do
       local e = entry({ scanned[i], scanned[i + 1] })
+      if previous and e.seq - e.cost ~= previous.seq then bad() end
+      previous = e
       last_seen = e.t
       if e.seq >= target then
         must = e.t

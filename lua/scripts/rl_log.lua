@@ -24,6 +24,10 @@ local MAX_LOG_LIMIT = 10000 -- the largest limit (RL.LOG)
 
 local MAX_META_LEN = 256 -- bytes of a META value (RL.LOG)
 
+local MAX_AT_US = 4102444800000000 -- MAX_AT_MS in µs: the latest log entry, the latest bucket start (RL.LOG, RL.SLIDING)
+
+local MAX_LOG_TRIM = 64 -- members that left the window one write removes, oldest first (RL.LOG)
+
 local ECHO_MAX = 64 -- bytes of a bad argument quoted in an error
 
 -- Raise an error reply (caught by `run` below).
@@ -340,15 +344,24 @@ local LOG = (function()
       local seq, c, meta = string.match(pair[1], '^(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d):([1-9]%d*):(.*)$')
       seq = stored_number(seq, MAX_SAFE_INTEGER)
       c = c and #c <= 5 and tonumber(c)
-      local t = stored_number(pair[2], MAX_SAFE_INTEGER)
+      local t = stored_number(pair[2], MAX_AT_US)
       if not (seq and c and t) or c > MAX_LOG_LIMIT or seq < c or #meta > MAX_META_LEN then bad() end
       return { t = t, seq = seq, cost = c }
     end
     local newest, first
     local t = now
     if opened.exists then
-      if redis.call('ZCARD', key) > MAX_LOG_LIMIT then bad() end
-      newest = entry(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES'))
+      local members = redis.call('ZCARD', key)
+      if members > MAX_LOG_LIMIT then bad() end
+      local last_two = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
+      newest = entry({ last_two[#last_two - 1], last_two[#last_two] })
+      -- The members agree with each other as the module writes them: each one's units
+      -- follow the one before it, and the set holds no more members than the units from
+      -- its first member to its newest.
+      if #last_two == 4 and entry(last_two).seq ~= newest.seq - newest.cost then bad() end
+      local lowest = entry(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES'))
+      local units = newest.seq - (lowest.seq - lowest.cost)
+      if units < 0 or members > units then bad() end
       -- Time does not go back inside a log: a call older than its newest entry is
       -- judged, and recorded, at that entry's time.
       if newest then t = math.max(now, newest.t) end
@@ -356,7 +369,12 @@ local LOG = (function()
     local cutoff = math.max(t - r.window, 0)
     local after = '(' .. int(cutoff)
     if opened.exists then
-      first = entry(redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
+      local first_two = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 2)
+      first = entry(first_two)
+      if #first_two == 4 then
+        local second = entry({ first_two[3], first_two[4] })
+        if second.seq - second.cost ~= first.seq then bad() end
+      end
     end
     local counted, base = 0, 0
     if first then
@@ -380,9 +398,18 @@ local LOG = (function()
         end
         j.pending.allow = {
           { 'ZADD', key, t, string.format('%016d', seq) .. ':' .. int(cost) .. ':' .. r.meta },
-          { 'ZREMRANGEBYSCORE', key, '-inf', cutoff },
-          { 'PEXPIREAT', key, ceil_ms(t + r.window) },
         }
+        -- The members that left the window, oldest first, at most MAX_LOG_TRIM of them
+        -- (later writes remove the rest): no call does more than that.
+        if opened.exists then
+          local leaving = redis.call('ZRANGEBYSCORE', key, '-inf', int(cutoff), 'LIMIT', 0, MAX_LOG_TRIM)
+          if #leaving > 0 then
+            local zrem = { 'ZREM', key }
+            for _, m in ipairs(leaving) do zrem[#zrem + 1] = m end
+            j.pending.allow[#j.pending.allow + 1] = zrem
+          end
+        end
+        j.pending.allow[#j.pending.allow + 1] = { 'PEXPIREAT', key, ceil_ms(t + r.window) }
         newest_counted = t
       end
       j.fields = { 0, r.limit, r.limit - counted - cost, -1, reset(newest_counted) }
@@ -394,9 +421,11 @@ local LOG = (function()
     local target = base + over
     local must
     local scanned = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, SCAN_STEPS)
-    local last_seen
+    local last_seen, previous
     for i = 1, #scanned, 2 do
       local e = entry({ scanned[i], scanned[i + 1] })
+      if previous and e.seq - e.cost ~= previous.seq then bad() end
+      previous = e
       last_seen = e.t
       if e.seq >= target then
         must = e.t

@@ -26,7 +26,9 @@ local MAX_BUCKETS = 100 -- buckets per window (RL.SLIDING)
 
 local MAX_META_LEN = 256 -- bytes of a META value (RL.LOG)
 
-local MAX_END_MS = 9007199254740991 -- the latest window end in stored state (RL.MULTI)
+local MAX_END_MS = 4417804800000 -- the latest window end in stored state: MAX_AT_MS + MAX_DURATION_MS (RL.MULTI)
+
+local MAX_BUCKETS_PER_KEY = 1000 -- buckets one key keeps, its windows' BUCKETS added up (RL.SLIDING)
 
 local ECHO_MAX = 64 -- bytes of a bad argument quoted in an error
 
@@ -473,6 +475,14 @@ local function limits_rule(L)
     for _, e in ipairs(p.entries) do
       local ends = L.ends(e)
       if not r.named[e.w] and ends and ends > now then merged[#merged + 1] = e end
+    end
+    local buckets = 0
+    for _, e in ipairs(merged) do buckets = buckets + (e.n or 0) end
+    if L.command == 'RL.SLIDING' and (#merged > MAX_WINDOWS_PER_KEY or buckets > MAX_BUCKETS_PER_KEY) then
+      fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
+        .. ' windows or ' .. int(MAX_BUCKETS_PER_KEY) .. ' buckets: ' .. L.command .. ' keeps at most '
+        .. int(MAX_WINDOWS_PER_KEY) .. ' windows per key, their BUCKETS adding up to at most '
+        .. int(MAX_BUCKETS_PER_KEY) .. ' (use fewer distinct windows or buckets, or other keys)')
     end
     if #merged > MAX_WINDOWS_PER_KEY then
       fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)

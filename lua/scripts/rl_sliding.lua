@@ -28,6 +28,10 @@ local DEFAULT_BUCKETS = 10 -- buckets per window without BUCKETS (RL.SLIDING)
 
 local MAX_META_LEN = 256 -- bytes of a META value (RL.LOG)
 
+local MAX_AT_US = 4102444800000000 -- MAX_AT_MS in µs: the latest log entry, the latest bucket start (RL.LOG, RL.SLIDING)
+
+local MAX_BUCKETS_PER_KEY = 1000 -- buckets one key keeps, its windows' BUCKETS added up (RL.SLIDING)
+
 local ECHO_MAX = 64 -- bytes of a bad argument quoted in an error
 
 -- Raise an error reply (caught by `run` below).
@@ -382,6 +386,14 @@ local function limits_rule(L)
       local ends = L.ends(e)
       if not r.named[e.w] and ends and ends > now then merged[#merged + 1] = e end
     end
+    local buckets = 0
+    for _, e in ipairs(merged) do buckets = buckets + (e.n or 0) end
+    if L.command == 'RL.SLIDING' and (#merged > MAX_WINDOWS_PER_KEY or buckets > MAX_BUCKETS_PER_KEY) then
+      fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
+        .. ' windows or ' .. int(MAX_BUCKETS_PER_KEY) .. ' buckets: ' .. L.command .. ' keeps at most '
+        .. int(MAX_WINDOWS_PER_KEY) .. ' windows per key, their BUCKETS adding up to at most '
+        .. int(MAX_BUCKETS_PER_KEY) .. ' (use fewer distinct windows or buckets, or other keys)')
+    end
     if #merged > MAX_WINDOWS_PER_KEY then
       fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
         .. ' windows: ' .. L.command .. ' keeps at most ' .. int(MAX_WINDOWS_PER_KEY)
@@ -426,6 +438,7 @@ local SLIDING = (function()
     local bad = function() state_error(L, key, named) end
     if #raw == 0 then bad() end
     local entries, by_w = {}, {}
+    local total_buckets = 0
     for item in string.gmatch(raw .. ',', '([^,]*),') do
       local w, n, first, counts = string.match(item, '^(%d+):(%d+):(%d+):([%d%.]+)$')
       if not w then bad() end
@@ -442,7 +455,10 @@ local SLIDING = (function()
         list[#list + 1] = v
       end
       if #list > n + 1 then bad() end
-      if (first + #list) * (w * 1000 / n) + w * 1000 > MAX_SAFE_INTEGER then bad() end
+      -- No bucket later than a call writes into: the one holding the latest AT.
+      if (first + #list) * (w * 1000 / n) > MAX_AT_US + w * 1000 / n then bad() end
+      total_buckets = total_buckets + n
+      if total_buckets > MAX_BUCKETS_PER_KEY then bad() end
       if #entries > 0 and entries[#entries].w >= w then bad() end
       local e = { w = w, n = n, first = first, counts = list }
       entries[#entries + 1] = e

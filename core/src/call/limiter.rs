@@ -32,6 +32,8 @@ pub enum Walk {
     After(Micros),
     /// Those with a score at or below this, highest score first.
     Through(Micros),
+    /// All of them, lowest score first.
+    All,
 }
 
 /// A sorted-set key as a limiter reads it: its size, and walks over its members in
@@ -213,7 +215,9 @@ pub enum Value<'a> {
 }
 
 /// A change to a sorted set: a member added (or its score updated) and the members
-/// scored at or below a time removed (`ZREMRANGEBYSCORE key -inf through`).
+/// scored at or below a time removed, lowest score first (then in the set's order), at
+/// most [`MAX_LOG_TRIM`](crate::limits::MAX_LOG_TRIM) of them: `ZREM key member...` of
+/// the first of `ZRANGEBYSCORE key -inf through LIMIT 0 MAX_LOG_TRIM`.
 #[derive(Clone, Copy)]
 pub struct SetWrite<'a> {
     /// The member's bytes and its score.

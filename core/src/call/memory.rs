@@ -50,6 +50,13 @@ impl SortedSet for Members<'_> {
                     }
                 }
             }
+            Walk::All => {
+                for (score, member) in self.0.iter() {
+                    if !f(member, *score as f64)? {
+                        break;
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -107,7 +114,15 @@ pub fn apply<S: Written>(key: &mut Option<Key>, effect: &Effect<S>) {
                     members.insert((score.0, bytes));
                 }
                 if let Some(through) = w.remove_through {
-                    members.retain(|(s, _)| *s > through.0);
+                    let leaving: Vec<(u64, Vec<u8>)> = members
+                        .iter()
+                        .take_while(|(s, _)| *s <= through.0)
+                        .take(crate::limits::MAX_LOG_TRIM)
+                        .cloned()
+                        .collect();
+                    for m in &leaving {
+                        members.remove(m);
+                    }
                 }
                 *key = (!members.is_empty()).then_some(Key::SortedSet {
                     members,

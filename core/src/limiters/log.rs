@@ -30,12 +30,12 @@ use crate::call::limiter::{
 };
 use crate::call::state::{Effect, Encode, StateKind};
 use crate::call::verdict::{Decision, Verdict};
-use crate::limits::{MAX_LOG_LIMIT, MAX_META_LEN, MAX_SAFE_INTEGER};
+use crate::limits::{MAX_AT_MS, MAX_LOG_LIMIT, MAX_META_LEN, MAX_SAFE_INTEGER};
 use crate::parse::args::{in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
 use crate::parse::error::{Error, Result};
 use crate::parse::keyword::Opt;
-use crate::units::{Micros, UnixMillis};
+use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
 
 const COMMAND: &str = "RL.LOG";
 
@@ -68,12 +68,17 @@ impl Entry {
     }
 }
 
-/// Read a member and its score: a score that is a whole number of µs from 0 to 2^53 - 1,
+/// The latest time an entry can have: a log records a request at its time (the latest
+/// `AT`, or the server clock) or at its newest entry's, never later.
+pub const MAX_ENTRY_TIME: Micros = Micros(MAX_AT_MS * MICROS_PER_MS);
+
+/// Read a member and its score: a score that is a whole number of µs from 0 to
+/// [`MAX_ENTRY_TIME`] (a later one was not written by RL.LOG),
 /// a member `seq:cost:meta` with `seq` of 16 digits, `cost` from 1 to
 /// [`MAX_LOG_LIMIT`], `seq` at least `cost`, and a META of at most [`MAX_META_LEN`]
 /// bytes. Anything else was not written by RL.LOG.
 pub fn parse_entry(member: &[u8], score: f64) -> Option<Entry> {
-    if !(0.0..=MAX_SAFE_INTEGER as f64).contains(&score) || score.fract() != 0.0 {
+    if !(0.0..=MAX_ENTRY_TIME.0 as f64).contains(&score) || score.fract() != 0.0 {
         return None;
     }
     let seq = member.get(..SEQ_DIGITS)?;
@@ -112,6 +117,10 @@ pub trait Index {
     fn members(&self) -> usize;
     /// The member with the highest score (the last of `ZRANGE key 0 -1`).
     fn last(&self) -> Result<Option<Entry>>;
+    /// The member before the last one (`ZRANGE key -2 -2`).
+    fn before_last(&self) -> Result<Option<Entry>>;
+    /// The member with the lowest score (`ZRANGE key 0 0`).
+    fn first(&self) -> Result<Option<Entry>>;
     /// The first member with a score above `after`.
     fn first_after(&self, after: Micros) -> Result<Option<Entry>>;
     /// The last member with a score at or below `through`.
@@ -294,11 +303,28 @@ impl<'a> Rule<'a> {
             return Err(STATE.invalid());
         }
         let newest = index.last()?;
+        if let Some(n) = newest {
+            check_members(index, n)?;
+        }
         // Time does not go back inside a log: a call older than its newest entry is
         // judged, and recorded, at that entry's time.
         let t = newest.map_or(now, |n| n.time.max(now));
         let cutoff = Micros(t.0.saturating_sub(self.window.0));
-        let first = index.first_after(cutoff)?;
+        // The first counted member, and the one after it: their numbers follow.
+        let (mut first, mut broken) = (None, false);
+        index.scan_after(cutoff, &mut |e| match first {
+            None => {
+                first = Some(e);
+                true
+            }
+            Some(f) => {
+                broken = e.before() != f.seq;
+                false
+            }
+        })?;
+        if broken {
+            return Err(STATE.invalid());
+        }
         let (counted, base) = match (first, newest) {
             (Some(f), Some(n)) if n.seq >= f.before() => (n.seq - f.before(), f.before()),
             (Some(_), _) => return Err(STATE.invalid()),
@@ -376,14 +402,24 @@ impl<'a> Rule<'a> {
         let mut found = None;
         let mut last_seen = None;
         let mut steps = 0;
+        let mut previous: Option<Entry> = None;
+        let mut broken = false;
         index.scan_after(cutoff, &mut |e| {
             steps += 1;
+            if previous.is_some_and(|p| e.before() != p.seq) {
+                broken = true;
+                return false;
+            }
+            previous = Some(e);
             last_seen = Some(e.time);
             if e.seq >= target {
                 found = Some(e.time);
             }
             found.is_none() && steps < SCAN_STEPS
         })?;
+        if broken {
+            return Err(STATE.invalid());
+        }
         if let Some(time) = found {
             return Ok(time);
         }
@@ -405,6 +441,29 @@ impl<'a> Rule<'a> {
         }
         Ok(Micros(hi))
     }
+}
+
+/// Whether the members a call reads agree with each other, as the module writes them:
+/// every member's units follow the member before it (`seq - cost` is the previous
+/// member's `seq`, so numbers grow with scores and none repeats), and the set holds no
+/// more members than the units from its first member to its newest (`n`): each member
+/// has a cost of at least 1. A log that fails either would count fewer requests than it
+/// holds: it is refused as invalid state.
+fn check_members(index: &dyn Index, n: Entry) -> Result<()> {
+    if let Some(p) = index.before_last()? {
+        if p.seq != n.before() {
+            return Err(STATE.invalid());
+        }
+    }
+    let first = index.first()?.ok_or_else(|| STATE.invalid())?;
+    let units = n
+        .seq
+        .checked_sub(first.before())
+        .ok_or_else(|| STATE.invalid())?;
+    if index.members() as u64 > units {
+        return Err(STATE.invalid());
+    }
+    Ok(())
 }
 
 /// A log as its sorted set holds it: each member read as an entry.
@@ -434,6 +493,22 @@ impl Index for SetIndex<'_> {
     fn last(&self) -> Result<Option<Entry>> {
         self.one(Walk::Through(Micros(u64::MAX)))
     }
+    fn before_last(&self) -> Result<Option<Entry>> {
+        let mut seen = 0;
+        let mut found = None;
+        self.0
+            .walk(Walk::Through(Micros(u64::MAX)), &mut |member, score| {
+                seen += 1;
+                if seen == 2 {
+                    found = Some(entry(member, score)?);
+                }
+                Ok(seen < 2)
+            })?;
+        Ok(found)
+    }
+    fn first(&self) -> Result<Option<Entry>> {
+        self.one(Walk::All)
+    }
     fn first_after(&self, after: Micros) -> Result<Option<Entry>> {
         self.one(Walk::After(after))
     }
@@ -455,6 +530,12 @@ impl Index for Empty {
         0
     }
     fn last(&self) -> Result<Option<Entry>> {
+        Ok(None)
+    }
+    fn before_last(&self) -> Result<Option<Entry>> {
+        Ok(None)
+    }
+    fn first(&self) -> Result<Option<Entry>> {
         Ok(None)
     }
     fn first_after(&self, _: Micros) -> Result<Option<Entry>> {
@@ -514,7 +595,16 @@ mod tests {
                 let mut m = Vec::new();
                 state.member(&mut m);
                 self.0.insert((state.time.0, m));
-                self.0.retain(|(t, _)| *t > state.trim_through.0);
+                let leaving: Vec<(u64, Vec<u8>)> = self
+                    .0
+                    .iter()
+                    .take_while(|(t, _)| *t <= state.trim_through.0)
+                    .take(crate::limits::MAX_LOG_TRIM)
+                    .cloned()
+                    .collect();
+                for m in &leaving {
+                    self.0.remove(m);
+                }
             }
             j.verdict
         }
@@ -526,6 +616,12 @@ mod tests {
         }
         fn last(&self) -> Result<Option<Entry>> {
             self.entries().next_back().transpose()
+        }
+        fn before_last(&self) -> Result<Option<Entry>> {
+            self.entries().rev().nth(1).transpose()
+        }
+        fn first(&self) -> Result<Option<Entry>> {
+            self.entries().next().transpose()
         }
         fn first_after(&self, after: Micros) -> Result<Option<Entry>> {
             self.entries()
@@ -568,6 +664,79 @@ mod tests {
         // Members that left the window are removed at the next write; running totals.
         let seqs: Vec<u64> = log.entries().map(|e| e.unwrap().seq).collect();
         assert_eq!(seqs, [2, 3, 4]);
+    }
+
+    /// A log of hand-written members `(time ms after T0, seq, cost)`.
+    fn written(members: &[(u64, u64, u64)]) -> Log {
+        let mut log = Log::default();
+        for (i, &(t, seq, cost)) in members.iter().enumerate() {
+            let member = format!("{seq:016}:{cost}:m{i}").into_bytes();
+            log.0.insert((at(t).0, member));
+        }
+        log
+    }
+
+    #[test]
+    fn members_that_contradict_each_other_are_invalid_state() {
+        let r = rule(3, 3_600_000);
+        for (what, members) in [
+            ("three numbered 1", vec![(0, 1, 1), (0, 1, 1), (0, 1, 1)]),
+            ("reversed", vec![(0, 3, 1), (1, 2, 1), (2, 1, 1)]),
+            (
+                "repeated in the middle",
+                vec![(0, 1, 1), (1, 2, 1), (2, 2, 1), (3, 3, 1)],
+            ),
+            (
+                "a gap after the first",
+                vec![(0, 1, 1), (1, 5, 1), (2, 6, 1)],
+            ),
+            (
+                "a gap before the newest",
+                vec![(0, 1, 1), (1, 2, 1), (2, 9, 1)],
+            ),
+            (
+                "a cost hiding a repeat",
+                vec![(0, 5, 5), (1, 5, 1), (2, 6, 1)],
+            ),
+        ] {
+            let log = written(&members);
+            assert_eq!(
+                r.judge_index(&log, at(10), 1).map(|_| ()),
+                Err(STATE.invalid()),
+                "{what}"
+            );
+        }
+        // As RL.LOG numbers them: fine, and one more fits.
+        let log = written(&[(0, 1, 1), (1, 3, 2)]);
+        let j = r.judge_index(&log, at(10), 0).expect("a log");
+        assert_eq!(j.verdict.remaining, 0);
+        let log = written(&[(0, 1, 1), (1, 2, 1)]);
+        assert!(r.judge_index(&log, at(10), 1).unwrap().verdict.is_allowed());
+    }
+
+    #[test]
+    fn an_entry_later_than_the_latest_at_is_invalid_state() {
+        let member = b"0000000000000001:1:x";
+        assert!(parse_entry(member, MAX_ENTRY_TIME.0 as f64).is_some());
+        assert!(parse_entry(member, (MAX_ENTRY_TIME.0 + 1) as f64).is_none());
+        // 2255-01-01, which a hand-written member once made the next call's time.
+        assert!(parse_entry(member, 8_993_462_400_000_000.0).is_none());
+    }
+
+    #[test]
+    fn a_write_removes_at_most_64_leaving_entries_and_never_counts_the_rest() {
+        let r = rule(200, 1_000);
+        let mut log = Log::default();
+        for _ in 0..150 {
+            assert!(log.call(at(0), &r, 1).is_allowed());
+        }
+        // A second later all 150 have left: each write removes the oldest 64.
+        for (n, left) in [(1, 150 - 64), (2, 150 - 128), (3, 0)] {
+            let v = log.call(at(1_000 + n), &r, 1);
+            assert!(v.is_allowed());
+            assert_eq!(v.remaining, 200 - n as i64, "only the new entries count");
+            assert_eq!(log.0.len() as u64, left + n, "after write {n}");
+        }
     }
 
     #[test]

@@ -577,7 +577,11 @@ mod tests {
         );
         assert_eq!(State::parse(&s.encode()), Some(s));
         assert!(State::parse(b"1:0:0").is_some());
-        assert!(State::parse(b"315360000000:9007199254740991:9007199254740991").is_some());
+        assert!(State::parse(b"315360000000:9007199254740991:4417804800000").is_some());
+        // An end later than the latest AT plus the longest window was not written by a
+        // limiter: the year ~287 000, or one millisecond past the bound.
+        assert!(State::parse(b"60000:1:9007199254740991").is_none());
+        assert!(State::parse(b"60000:1:4417804800001").is_none());
         // A count above 2^53 - 1 was never written by a limiter (nor read by a twin).
         assert!(State::parse(b"1000:9007199254740992:0").is_none());
         assert!(State::parse(b"0001:007:0").is_some());

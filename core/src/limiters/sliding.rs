@@ -28,7 +28,9 @@ use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateKind,
 use crate::call::verdict::{Decision, Verdict};
 use crate::call::Call;
 use crate::limiters::windows;
-use crate::limits::{DEFAULT_BUCKETS, MAX_BUCKETS, MAX_DURATION, MAX_SAFE_INTEGER};
+use crate::limits::{
+    DEFAULT_BUCKETS, MAX_AT_US, MAX_BUCKETS, MAX_BUCKETS_PER_KEY, MAX_DURATION, MAX_SAFE_INTEGER,
+};
 use crate::parse::args::{check_count, Limit, Options};
 use crate::parse::error::{Error, Result};
 use crate::parse::keyword::Opt;
@@ -259,6 +261,10 @@ impl windows::Window for Entry {
         self.window_ms
     }
 
+    fn buckets(&self) -> u64 {
+        self.buckets
+    }
+
     /// Buckets count until the newest one leaves the window.
     fn ends_at(&self) -> Option<Micros> {
         Entry::ends_at(self)
@@ -387,6 +393,7 @@ impl State {
             return None;
         }
         let mut entries: Vec<Entry> = Vec::new();
+        let mut total_buckets = 0;
         for item in raw.split(|&b| b == b',') {
             let mut parts = item.split(|&b| b == b':');
             let (Some(w), Some(n), Some(first), Some(counts), None) = (
@@ -424,12 +431,15 @@ impl State {
             if list.len() as u64 > buckets + 1 {
                 return None;
             }
-            // Every time derived from it (when its last bucket leaves) below 2^53 µs.
+            // Its buckets no later than a call writes into: the one holding the latest
+            // AT (so every time derived from it stays below 2^53 µs).
             let width = window_ms * 1000 / buckets;
-            let end = (first + list.len() as u64)
-                .checked_mul(width)
-                .and_then(|t| t.checked_add(window_ms * 1000));
-            if !matches!(end, Some(end) if end <= MAX_SAFE_INTEGER) {
+            let end = (first + list.len() as u64).checked_mul(width);
+            if !matches!(end, Some(end) if end <= MAX_AT_US + width) {
+                return None;
+            }
+            total_buckets += buckets;
+            if total_buckets > MAX_BUCKETS_PER_KEY {
                 return None;
             }
             if entries.last().is_some_and(|e| e.window_ms >= window_ms) {

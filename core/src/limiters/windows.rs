@@ -6,7 +6,7 @@
 
 use crate::call::limiter::{Full, Settled};
 use crate::call::state::Effect;
-use crate::limits::{MAX_KEYS, MAX_WINDOWS, MAX_WINDOWS_PER_KEY};
+use crate::limits::{MAX_BUCKETS_PER_KEY, MAX_KEYS, MAX_WINDOWS, MAX_WINDOWS_PER_KEY};
 use crate::parse::args::{parse_int, Options};
 pub use crate::parse::args::{Limit, Limits};
 use crate::parse::error::{Error, Result};
@@ -174,6 +174,10 @@ pub fn key_positions(args: &[&[u8]]) -> Option<std::ops::RangeInclusive<usize>> 
 /// One window of a key that keeps several (RL.MULTI's counter, RL.SLIDING's buckets).
 pub trait Window {
     fn window_ms(&self) -> u64;
+    /// The buckets the window keeps (RL.SLIDING's `BUCKETS`; 0 for a counter).
+    fn buckets(&self) -> u64 {
+        0
+    }
     /// When the window stops counting anything (`None`: it counts nothing).
     fn ends_at(&self) -> Option<Micros>;
 }
@@ -182,7 +186,8 @@ pub trait Window {
 /// writes nothing; a denial consumes nothing but gives a key that lost its TTL the end
 /// of its last live window; an allowed request stores the named windows as `updated`
 /// has them (those that still count) with the windows the call does not name
-/// (`names`) kept while they have not ended, at most [`MAX_WINDOWS_PER_KEY`], as the
+/// (`names`) kept while they have not ended, at most [`MAX_WINDOWS_PER_KEY`] (and
+/// [`MAX_BUCKETS_PER_KEY`] buckets between them), as the
 /// state `state` makes of them (sorted by window; `None`: nothing to store).
 pub fn write_windows<E: Window + Clone, S>(
     stored: Option<(&[E], Option<UnixMillis>)>,
@@ -220,7 +225,9 @@ pub fn write_windows<E: Window + Clone, S>(
                 .cloned(),
         );
     }
-    if windows.len() > MAX_WINDOWS_PER_KEY {
+    if windows.len() > MAX_WINDOWS_PER_KEY
+        || windows.iter().map(Window::buckets).sum::<u64>() > MAX_BUCKETS_PER_KEY
+    {
         return Err(Full);
     }
     windows.sort_unstable_by_key(Window::window_ms);

@@ -3,8 +3,8 @@
 //! the same text.
 
 use crate::limits::{
-    ECHO_MAX, MAX_ALL_KEYS, MAX_AT_MS, MAX_BUCKETS, MAX_KEYS, MAX_LOG_LIMIT, MAX_META_LEN,
-    MAX_PATTERN_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS, MAX_WINDOWS_PER_KEY, MIN_AT_MS,
+    ECHO_MAX, MAX_ALL_KEYS, MAX_AT_MS, MAX_BUCKETS, MAX_BUCKETS_PER_KEY, MAX_KEYS, MAX_LOG_LIMIT,
+    MAX_META_LEN, MAX_PATTERN_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS, MAX_WINDOWS_PER_KEY, MIN_AT_MS,
 };
 use std::fmt;
 
@@ -457,6 +457,11 @@ impl fmt::Display for Error {
             Error::TooManyWindows => {
                 write!(f, "ERR too many LIMITs: at most {MAX_WINDOWS} windows")
             }
+            Error::KeyFull { key, command } if *command == "RL.SLIDING" => write!(
+                f,
+                "ERR the key '{}' would hold more than {MAX_WINDOWS_PER_KEY} windows or {MAX_BUCKETS_PER_KEY} buckets: {command} keeps at most {MAX_WINDOWS_PER_KEY} windows per key, their BUCKETS adding up to at most {MAX_BUCKETS_PER_KEY} (use fewer distinct windows or buckets, or other keys)",
+                echo(key)
+            ),
             Error::KeyFull { key, command } => write!(
                 f,
                 "ERR the key '{}' would hold more than {MAX_WINDOWS_PER_KEY} windows: {command} keeps at most {MAX_WINDOWS_PER_KEY} windows per key (use fewer distinct windows, or other keys)",

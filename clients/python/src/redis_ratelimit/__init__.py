@@ -5,6 +5,7 @@ their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` lib
   results as frozen dataclasses (:class:`RateLimit`, :class:`Throttle`, :class:`Sweep`);
 - policies (:class:`Fixed`, :class:`Gcra`, :class:`Multi`, :class:`Sliding`, :class:`Log`,
   :class:`All`): limits without their keys, for the middleware and RL.ALL;
+- :class:`Strict`: strict mode, a grant counted only once a replica holds it;
 - :func:`ratelimit_headers`: ``RateLimit-*``, the IETF draft's ``RateLimit-Policy`` and
   ``RateLimit``, ``Retry-After``;
 - :mod:`redis_ratelimit.wsgi` and :mod:`redis_ratelimit.asgi`: middleware that fails open;
@@ -17,6 +18,7 @@ from .client import RateLimiter
 from .headers import IETF_DRAFT, ceil_seconds, ratelimit_headers
 from .policies import All, Fixed, Gcra, Log, Multi, Policy, Sliding
 from .results import Quota, RateLimit, Sweep, Throttle
+from .strict import Strict
 from .twins import TwinUnavailable
 
 __version__ = "0.1.0"
@@ -35,6 +37,7 @@ __all__ = [
     "RateLimit",
     "RateLimiter",
     "Sliding",
+    "Strict",
     "Sweep",
     "Throttle",
     "TwinUnavailable",

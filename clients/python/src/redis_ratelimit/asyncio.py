@@ -12,6 +12,7 @@ from typing import Any
 
 import redis
 
+from . import strict as _strict
 from . import twins as _twins
 from .client import _any_node, _Calls, _known
 from .policies import Call
@@ -24,6 +25,11 @@ class AsyncRateLimiter(_Calls):
         return self._arun(call, **kwargs)
 
     async def _arun(self, call: Call, **kwargs: Any) -> Any:
+        if self.strict is not None and call.keys:
+            # Twins: the call's script (EVALSHA, then EVAL when the server lacks it).
+            argv, fallback = (call.argv, None) if not self.twins else self._twin_argv(call)[1:]
+            reply, acked = await _strict.arun(self.client, argv, fallback, self.strict)
+            return self.strict.settle(call.parse(reply, self._encode), acked, _strict.wrote(call))
         if not self.twins:
             reply = await self.client.execute_command(*call.argv, **kwargs)
         else:

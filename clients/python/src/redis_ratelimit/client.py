@@ -16,6 +16,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import redis
 
+from . import strict as _strict
 from . import twins as _twins
 from ._args import ONE_KEY, Duration, Instant, duration_arg, find_key, key_list
 from .policies import All, Call, Fixed, Gcra, Log, Multi, Policy, Sliding
@@ -70,11 +71,22 @@ class _Calls:
     :class:`~redis_ratelimit.policies.Call` and hands it to ``_run`` (which returns the
     result, or an awaitable of it)."""
 
-    def __init__(self, client: Any, *, twins: bool = False, lua_dir: Union[str, Path, None] = None):
+    def __init__(
+        self,
+        client: Any,
+        *,
+        twins: bool = False,
+        lua_dir: Union[str, Path, None] = None,
+        strict: Optional[_strict.Strict] = None,
+    ):
         self.client = client
         self.twins = twins
         self.lua_dir = lua_dir
         self._encode = _encoder(client)
+        #: Strict mode (:mod:`redis_ratelimit.strict`): each call followed by ``WAIT``.
+        self.strict = strict
+        if strict is not None:
+            _strict.check_client(client)
 
     def _run(self, call: Call, **kwargs: Any) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -257,10 +269,17 @@ class RateLimiter(_Calls):
         if not result.allowed:
             wait = result.retry_after          # a timedelta
 
-    ``twins=True`` runs the Lua twins instead of the module's commands.
+    ``twins=True`` runs the Lua twins instead of the module's commands;
+    ``strict=Strict()`` counts a grant only once a replica holds it
+    (:mod:`redis_ratelimit.strict`).
     """
 
     def _run(self, call: Call, **kwargs: Any) -> Any:
+        if self.strict is not None and call.keys:
+            # Twins: the call's script (EVALSHA, then EVAL when the server lacks it).
+            argv, fallback = (call.argv, None) if not self.twins else self._twin_argv(call)[1:]
+            reply, acked = _strict.run(self.client, argv, fallback, self.strict)
+            return self.strict.settle(call.parse(reply, self._encode), acked, _strict.wrote(call))
         if not self.twins:
             reply = self.client.execute_command(*call.argv, **kwargs)
         else:
