@@ -380,7 +380,8 @@ end
 -- RL.FIXED: a counter per window (see the interface of a limiter at the top).
 local FIXED = (function()
   local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', expiry = true, nargs = 2,
-    expected = 'a non-negative integer counter', options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
+    expected = 'a non-negative integer counter',
+    options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
     syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'FIXED i limit window [ALIGN]' }
   function L.parse_args(args, i)
@@ -625,7 +626,8 @@ end
 local MULTI = (function()
   local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:count:end_ms entries separated by commas',
-    options = { LIMIT = true, ALIGN = true }, accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true },
+    options = { LIMIT = true, ALIGN = true },
+    accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true },
     syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]' }
   limits_rule(L)
@@ -678,7 +680,8 @@ end)()
 local SLIDING = (function()
   local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:buckets:first:counts entries separated by commas',
-    options = { LIMIT = true, BUCKETS = true }, accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true },
+    options = { LIMIT = true, BUCKETS = true },
+    accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true },
     syntax = 'RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms]',
     rule_syntax = 'SLIDING i LIMIT window limit [LIMIT window limit ...] [BUCKETS n]' }
   limits_rule(L)
@@ -1180,7 +1183,9 @@ end
 
 -- The rules of RL.ALL by keyword.
 local RULES = { FIXED = FIXED, GCRA = GCRA, MULTI = MULTI, SLIDING = SLIDING, LOG = LOG }
-local ALL_OPTIONS = { COST = true, AT = true, ALIGN = true, DELAY = true, BUCKETS = true, META = true, LIMIT = true }
+local ALL_OPTIONS = {
+  COST = true, AT = true, ALIGN = true, DELAY = true, BUCKETS = true, META = true, LIMIT = true,
+}
 local COST_AT = { COST = true, AT = true }
 
 -- RL.ALL: numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms], with the rules
