@@ -93,6 +93,12 @@ export class Server {
     throw new Error("server failed to start:\n" + failures.join("\n"));
   }
 
+  /** Start again on the same port (after stop()). */
+  async restart() {
+    this.fixedPort = this.port;
+    return this.launch();
+  }
+
   log() {
     try {
       return readFileSync(join(this.dir, "server.log"), "utf8");
