@@ -56,7 +56,7 @@ def groups_of(r) -> List[Group]:
                 s = r.sp(row.name, kind, mode, p, "usec")
                 if s is None:
                     continue
-                label = {"native": row.name, "twin": "Lua twin", "script": "Lua script"}[kind]
+                label = {"native": row.name, "function": "Lua function", "twin": "Lua script (twin)", "script": "Lua script"}[kind]
                 bars.append(Bar("plain" if row.floor or row.reference else kind, label, *s))
             if not bars:
                 continue

@@ -57,7 +57,7 @@ def rx(vals: List[float]) -> str:
 
 
 def twin_script(c: Client, name: str) -> str:
-    return load_script(c, (ROOT / "lua" / "prelude.lua").read_text() + "\n" + (ROOT / "lua" / name).read_text())
+    return load_script(c, (ROOT / "lua" / "scripts" / name).read_text())
 
 
 # --- RL.ALL against the three single commands -------------------------------------------
@@ -88,7 +88,7 @@ def run_all_vs_singles(c: Client, opts) -> Tuple[Optional[Section], List[str]]:
     interleaved; the keys are written once first so that every request updates them."""
     if not command_exists(c, "RL.ALL"):
         return None, []
-    sha = twin_script(c, "all.lua")
+    sha = twin_script(c, "rl_all.lua")
     keys = 10_000
     requests = max(2_000, opts.requests // 3)
     batch = 16
@@ -149,7 +149,7 @@ def run_log_cost_units(c: Client, server: Server, opts, raw_log) -> Tuple[Option
     and twin."""
     if not command_exists(c, "RL.LOG"):
         return None, []
-    sha = twin_script(c, "log.lua")
+    sha = twin_script(c, "rl_log.lua")
     keys, requests = 1_000, max(20 * opts.clients, opts.requests // 3)
     runs: Dict[Tuple[str, int], List[float]] = {}
     for rep in range(opts.repeat):
@@ -239,7 +239,7 @@ def run_log_worst(c: Client, opts) -> Tuple[Optional[Section], List[str]]:
     """Each case, native and twin, on a new key per trial: median and longest."""
     if not command_exists(c, "RL.LOG"):
         return None, []
-    sha = twin_script(c, "log.lua")
+    sha = twin_script(c, "rl_log.lua")
     old = c.call("CONFIG", "GET", "slowlog-log-slower-than")
     rows, csv, problems = [], [], []
     try:

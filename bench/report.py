@@ -376,7 +376,7 @@ class Report:
             for kind in self.kinds(row):
                 if (row.name, kind, "allowed", 1) not in self.cells:
                     continue
-                label = {"native": row.name, "twin": f"{row.name} twin", "script": row.name}[kind]
+                label = {"native": row.name, "function": f"{row.name} function", "twin": f"{row.name} twin", "script": row.name}[kind]
                 rows.append([label, kind, *(pm(self.sp(row.name, kind, "allowed", 1, a), fmt_ms)
                                              for a in ("p50", "p99", "p999")),
                              pm(self.sp(row.name, kind, "allowed", 1, "rps"), fmt_int)])

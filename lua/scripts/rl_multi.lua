@@ -1,30 +1,33 @@
--- redis-ratelimit: the prelude shared by the Lua twins of the RL.* commands.
--- A twin is this file followed by its command's file, loaded as one script:
---   redis-cli SCRIPT LOAD "$(cat lua/prelude.lua lua/fixed.lua)"
--- It parses arguments, words errors and reads the clock exactly as the module does,
--- and holds every limiter (LIMITERS below) and the one way a call runs (run_call),
--- as the module's core does: each command's file is a few lines that call them.
--- Lua numbers are doubles: every integer here stays below 2^53, where they are exact,
--- as the module's counts do (at most 2^53 - 1), so both give the same replies and errors.
+-- rl_multi: the Lua twin of RL.MULTI as a self-contained script, for EVAL/EVALSHA where
+-- FUNCTION is not allowed (nothing to prepend):
+--   EVALSHA sha numkeys key [key ...] arg [arg ...]
+-- with RL.MULTI's keys and the rest of its arguments in the same order, as
+-- `FCALL rl_multi ...` of the library lua/ratelimit.lua.
+-- Written by lua/build.py from lua/ratelimit.lua: edit that file, then run
+-- `python3 lua/build.py` (a test fails when this file is stale).
 
 -- The module's bounds (core/src/limits.rs), mirrored under the same names; a test
 -- checks that they agree.
 local MAX_SAFE_INTEGER = 9007199254740991 -- 2^53 - 1
+
 local MIN_AT_MS = 1000000000000 -- 2001-09-09: a smaller AT is a time in seconds
+
 local MAX_AT_MS = 4102444800000 -- 2100-01-01
+
 local MAX_DURATION_MS = 315360000000 -- 3650 days
+
 local MAX_KEYS = 64 -- keys per call (RL.MULTI)
-local MAX_ALL_KEYS = 16 -- keys (one rule each) per call (RL.ALL)
+
 local MAX_WINDOWS = 16 -- LIMITs per call (RL.MULTI)
+
 local MAX_WINDOWS_PER_KEY = 32 -- windows one key keeps (RL.MULTI, RL.SLIDING)
+
 local MAX_BUCKETS = 100 -- buckets per window (RL.SLIDING)
-local DEFAULT_BUCKETS = 10 -- buckets per window without BUCKETS (RL.SLIDING)
-local MAX_LOG_LIMIT = 10000 -- the largest limit (RL.LOG)
+
 local MAX_META_LEN = 256 -- bytes of a META value (RL.LOG)
+
 local MAX_END_MS = 9007199254740991 -- the latest window end in stored state (RL.MULTI)
-local MAX_BURST_WINDOW_US = 1576800000000000 -- 18250 days, 50 years (RL.GCRA)
-local MAX_TAT_US = 5679244800000000 -- the latest AT plus the longest burst window (RL.GCRA)
-local MAX_TAT_DIGITS = 16 -- digits of MAX_TAT_US
+
 local ECHO_MAX = 64 -- bytes of a bad argument quoted in an error
 
 -- Raise an error reply (caught by `run` below).
@@ -90,6 +93,7 @@ end
 
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
 local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
+
 local function parse_duration(what, v)
   local digits, unit = string.match(v, '^(%d+)(%a*)$')
   local per = digits and UNIT_MS[unit]
@@ -151,25 +155,25 @@ end
 -- The options that follow a command's (or a rule's) positional arguments, as the
 -- module's one option parser reads them: `accepts` is a set of keywords among COST, AT,
 -- ALIGN, DELAY, BUCKETS, META and LIMIT (LIMIT window limit, repeatable); each other
--- one at most once, each value checked where it stands. Reads ARGV[first..#ARGV]; at a
+-- one at most once, each value checked where it stands. Reads args[first..#args]; at a
 -- word that is not accepted, stops there when `stop`, else calls `unknown(word)` when
 -- given (which raises), else refuses it. Returns the options and the index after them.
-local function parse_options(first, accepts, stop, unknown)
+local function parse_options(args, first, accepts, stop, unknown)
   local o = { cost = 1 }
   local seen = {}
-  local last = #ARGV
+  local last = #args
   local i = first
   while i <= last do
-    local w = string.upper(ARGV[i])
+    local w = string.upper(args[i])
     if not accepts[w] then
       if stop then break end
-      if unknown then unknown(ARGV[i]) end
+      if unknown then unknown(args[i]) end
       -- The options in the order error replies list them (the module's Opt order).
       local listed = {}
       for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT' }) do
         if accepts[k] then listed[#listed + 1] = k end
       end
-      fail("ERR unknown option '" .. echo(ARGV[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
+      fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
     end
     if w ~= 'LIMIT' then
       if seen[w] then fail('ERR option ' .. w .. ' given more than once') end
@@ -184,17 +188,17 @@ local function parse_options(first, accepts, stop, unknown)
         fail('ERR too many LIMITs: at most ' .. int(MAX_WINDOWS) .. ' windows')
       end
       if i + 2 > last then fail('ERR LIMIT needs a window and a limit') end
-      local wms = parse_duration('window', ARGV[i + 1])
-      local l = count_in_order('limit', ARGV[i + 2], 1, 'LIMIT window limit: the window comes first')
+      local wms = parse_duration('window', args[i + 1])
+      local l = count_in_order('limit', args[i + 2], 1, 'LIMIT window limit: the window comes first')
       if o.named[wms] then
-        fail("ERR window '" .. echo(ARGV[i + 1]) .. "' given more than once (" .. int(wms) .. ' ms)')
+        fail("ERR window '" .. echo(args[i + 1]) .. "' given more than once (" .. int(wms) .. ' ms)')
       end
       o.named[wms] = true
       o.limits[#o.limits + 1] = { wms, l }
       i = i + 3
     else
       if i + 1 > last then fail('ERR option ' .. w .. ' needs a value') end
-      local v = ARGV[i + 1]
+      local v = args[i + 1]
       if w == 'COST' then
         o.cost = parse_int('cost', v, 0)
       elseif w == 'AT' then
@@ -217,13 +221,6 @@ local function parse_options(first, accepts, stop, unknown)
     end
   end
   return o, i
-end
-
--- A set of keywords.
-local function set(...)
-  local s = {}
-  for i = 1, select('#', ...) do s[select(i, ...)] = true end
-  return s
 end
 
 -- A cost above the smallest LIMIT can never be allowed.
@@ -254,6 +251,7 @@ end
 local function floor_ms(us)
   return (us - us % 1000) / 1000
 end
+
 local function ceil_ms(us)
   return floor_ms(us + 999)
 end
@@ -280,11 +278,11 @@ local function read_string(key)
   return v, exp
 end
 
--- Run the command body; an error raised with `fail` (or by redis.call) becomes the
+-- Run a command's body f(...); an error raised with `fail` (or by redis.call) becomes the
 -- error reply. Redis 7.0's pcall hands error tables back as their message string;
 -- other servers keep the table: both are accepted.
-local function run(body)
-  local ok, res = pcall(body)
+local function run(f, ...)
+  local ok, res = pcall(f, ...)
   if ok then return res end
   if type(res) == 'table' and res.err then res = res.err end
   if type(res) == 'string' and string.match(res, '^%u+ ') then
@@ -306,52 +304,16 @@ end
 
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 
--- A stored RL.GCRA TAT in µs, as the module reads it (gcra::parse_tat), or nil: the
--- module's own (1 to MAX_TAT_DIGITS digits of µs) or redis-cell's (19 digits of ns,
--- from 10^18), rounded up to the µs; at most MAX_TAT_US either way. A 19-digit number
--- is above 2^53, so it is read as text: its first 16 digits, plus 1 unless the last 3
--- are 000.
-local function read_tat(s)
-  if not string.match(s, '^%d+$') then return nil end
-  local n
-  if #s <= MAX_TAT_DIGITS then
-    n = tonumber(s)
-  elseif #s == 19 and string.sub(s, 1, 1) ~= '0' then
-    n = tonumber(string.sub(s, 1, 16))
-    if string.sub(s, 17) ~= '000' then n = n + 1 end
-  else
-    return nil
-  end
-  if n > MAX_TAT_US then return nil end
-  return n
-end
-
--- Every limiter, as the module's core has them: a function per limiter that makes its
--- parts (so a twin builds only the ones it uses):
---   kind, command, expected        its rule keyword, its command, its state in errors
---   storage                        'string' or 'zset'
---   nargs, options, accepts        positional arguments after the key, the options of
---                                  its rule (in RL.ALL), those of its command (with
---                                  COST, AT and the command's own: DELAY)
---   parse_args(i), build(p, o)     the positional arguments at ARGV[i...], the rule
---   check_cost(r, cost)            a cost above the capacity: an error
---   judge(r, opened, key, named, now, cost)
---                                  -> { fields = five reply fields, window = ms,
---                                       retry = µs when denied, booking, pending }
---   write(r, key, pending, allowed, now, cost)
---                                  -> the commands to run (a list), raising before
---                                     any write when the key would be full
-local LIMITERS = {}
-
-LIMITERS.FIXED = function()
+-- RL.FIXED: a counter per window (see the interface of a limiter at the top).
+local FIXED = (function()
   local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', nargs = 2,
-    expected = 'a non-negative integer counter', options = set('ALIGN'), accepts = set('COST', 'AT', 'ALIGN'),
+    expected = 'a non-negative integer counter', options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
     syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'FIXED i limit window [ALIGN]' }
-  function L.parse_args(i)
+  function L.parse_args(args, i)
     local order = 'RL.FIXED key limit window: the limit comes first'
-    return { limit = count_in_order('limit', ARGV[i], 1, order),
-      window_ms = parse_duration('window', ARGV[i + 1]) }
+    return { limit = count_in_order('limit', args[i], 1, order),
+      window_ms = parse_duration('window', args[i + 1]) }
   end
   function L.build(r, o)
     r.align = o.align
@@ -410,80 +372,7 @@ LIMITERS.FIXED = function()
     return pending.deny
   end
   return L
-end
-
-LIMITERS.GCRA = function()
-  local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3,
-    expected = 'a theoretical arrival time in microseconds since the Unix epoch',
-    options = {}, accepts = set('COST', 'AT', 'DELAY'),
-    syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]',
-    rule_syntax = 'GCRA i max_burst count period' }
-  function L.parse_args(i)
-    local order = 'RL.GCRA key max_burst count period: the period comes last'
-    return { max_burst = count_in_order('max_burst', ARGV[i], 0, order),
-      count = count_in_order('count', ARGV[i + 1], 1, order),
-      period = parse_duration('period', ARGV[i + 2]) * 1000 }
-  end
-  -- Checked in the order of the errors: rate, burst window, cost, delay.
-  function L.build(r, o)
-    -- The emission interval T: period / count rounded up to a whole µs.
-    if r.count > r.period then
-      fail('ERR invalid rate: period / count must be at least 1 microsecond')
-    end
-    local rest = r.period % r.count
-    r.interval = (r.period - rest) / r.count
-    if rest > 0 then r.interval = r.interval + 1 end
-    r.capacity = r.max_burst + 1
-    r.window = r.interval * r.capacity
-    if r.window > MAX_BURST_WINDOW_US then
-      fail('ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)')
-    end
-    L.check_cost(r, o.cost)
-    if o.delay and r.window + o.delay > MAX_BURST_WINDOW_US then
-      fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
-    end
-    r.max_delay = o.delay
-    return r
-  end
-  function L.check_cost(r, cost)
-    if cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
-  end
-  function L.judge(r, opened, key, named, now, cost)
-    -- Only the value counts: the expiry always follows the TAT.
-    local tat = now
-    if opened.raw then
-      local stored = read_tat(opened.raw)
-      if not stored then state_error(L, key, named) end
-      -- A TAT in the past counts as now.
-      tat = math.max(stored, now)
-    end
-    local new_tat = tat + r.interval * cost
-    local ahead = new_tat - now
-    -- With DELAY, a request that fits within max_delay is booked.
-    local bound = r.window + (r.max_delay or 0)
-    local window_ms = ceil_ms(r.window)
-    if ahead <= bound then
-      local room = math.max(r.window - ahead, 0)
-      local j = { fields = { 0, r.capacity, (room - room % r.interval) / r.interval, -1, ceil_ms(ahead) },
-        window = window_ms, pending = {} }
-      if cost > 0 then j.pending.allow = { { 'SET', key, int(new_tat), 'PXAT', int(ceil_ms(new_tat)) } } end
-      if r.max_delay then j.booking = ceil_ms(math.max(ahead - r.window, 0)) end
-      return j
-    end
-    local behind = tat - now
-    local room = math.max(r.window - behind, 0)
-    local j = { fields = { 1, r.capacity, (room - room % r.interval) / r.interval,
-      math.max(1, ceil_ms(ahead - bound)), ceil_ms(behind) }, window = window_ms,
-      retry = ahead - bound, pending = {} }
-    if r.max_delay then j.booking = -1 end
-    return j
-  end
-  function L.write(r, key, pending, allowed)
-    if allowed then return pending.allow end
-    return nil
-  end
-  return L
-end
+end)()
 
 -- What RL.MULTI and RL.SLIDING share: their rule is their LIMITs (and options), their
 -- state one string per key of entries by window, their binding pair the denying window
@@ -567,14 +456,15 @@ local function limits_rule(L)
   end
 end
 
-LIMITERS.MULTI = function()
+-- RL.MULTI: a counter per window on each key, RL.FIXED's rules for each pair.
+local MULTI = (function()
   local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', nargs = 0,
     expected = 'window_ms:count:end_ms entries separated by commas',
-    options = set('LIMIT', 'ALIGN'), accepts = set('COST', 'AT', 'LIMIT', 'ALIGN'),
+    options = { LIMIT = true, ALIGN = true }, accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true },
     syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]' }
   limits_rule(L)
-  local F = LIMITERS.FIXED()
+  local F = FIXED
   function L.build(r, o)
     if not o.limits then fail('ERR at least one LIMIT window limit is needed') end
     return { limits = o.limits, named = o.named, align = o.align }
@@ -617,290 +507,7 @@ LIMITERS.MULTI = function()
     return fields, nil, { w = w, c = after, e = ends }
   end
   return L
-end
-
-LIMITERS.SLIDING = function()
-  local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', nargs = 0,
-    expected = 'window_ms:buckets:first:counts entries separated by commas',
-    options = set('LIMIT', 'BUCKETS'), accepts = set('COST', 'AT', 'LIMIT', 'BUCKETS'),
-    syntax = 'RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms]',
-    rule_syntax = 'SLIDING i LIMIT window limit [LIMIT window limit ...] [BUCKETS n]' }
-  limits_rule(L)
-  function L.build(r, o)
-    if not o.limits then fail('ERR at least one LIMIT window limit is needed') end
-    local n = o.buckets or DEFAULT_BUCKETS
-    for _, lw in ipairs(o.limits) do
-      if (lw[1] * 1000) % n ~= 0 then
-        fail('ERR a window of ' .. int(lw[1]) .. ' ms does not split into ' .. int(n)
-          .. ' buckets of whole microseconds (choose BUCKETS dividing ' .. int(lw[1]) .. '000)')
-      end
-    end
-    return { limits = o.limits, named = o.named, buckets = n }
-  end
-  -- a // b for integers below 2^53, exactly.
-  local function idiv(a, b)
-    return (a - a % b) / b
-  end
-  -- A key's entries, sorted by window ({ w, n, first, counts }), and by window; or an
-  -- error naming the key.
-  function L.parse_state(key, named, raw)
-    local bad = function() state_error(L, key, named) end
-    if #raw == 0 then bad() end
-    local entries, by_w = {}, {}
-    for item in string.gmatch(raw .. ',', '([^,]*),') do
-      local w, n, first, counts = string.match(item, '^(%d+):(%d+):(%d+):([%d%.]+)$')
-      if not w then bad() end
-      w = stored_number(w, MAX_DURATION_MS)
-      n = stored_number(n, MAX_BUCKETS)
-      first = stored_number(first, MAX_SAFE_INTEGER)
-      if not (w and n and first) or w == 0 or n == 0 or (w * 1000) % n ~= 0 then bad() end
-      local list, sum = {}, 0
-      for c in string.gmatch(counts .. '.', '([^%.]*)%.') do
-        local v = stored_number(c, MAX_SAFE_INTEGER)
-        if not v then bad() end
-        sum = sum + v
-        if sum > MAX_SAFE_INTEGER then bad() end
-        list[#list + 1] = v
-      end
-      if #list > n + 1 then bad() end
-      if (first + #list) * (w * 1000 / n) + w * 1000 > MAX_SAFE_INTEGER then bad() end
-      if #entries > 0 and entries[#entries].w >= w then bad() end
-      local e = { w = w, n = n, first = first, counts = list }
-      entries[#entries + 1] = e
-      by_w[w] = e
-    end
-    return entries, by_w
-  end
-  local function width(e)
-    return e.w * 1000 / e.n
-  end
-  -- The number of the newest bucket with a count, or nil.
-  local function newest(e)
-    for i = #e.counts, 1, -1 do
-      if e.counts[i] ~= 0 then return e.first + i - 1 end
-    end
-    return nil
-  end
-  -- When the newest counted bucket leaves the window, or nil.
-  local function ends_at(e)
-    local m = newest(e)
-    if not m then return nil end
-    return (m + 1) * width(e) + e.w * 1000
-  end
-  local function add(e, j, c)
-    if #e.counts == 0 then e.first = j end
-    if j < e.first then
-      local shift, moved = e.first - j, {}
-      for i = 1, shift do moved[i] = 0 end
-      for i, v in ipairs(e.counts) do moved[shift + i] = v end
-      e.counts, e.first = moved, j
-    end
-    local i = j - e.first + 1
-    for x = #e.counts + 1, i do e.counts[x] = 0 end
-    e.counts[i] = e.counts[i] + c
-  end
-  -- Drop the buckets before `lo` and the empty ones at both ends.
-  local function trim(e, lo)
-    local drop = math.min(math.max(lo - e.first, 0), #e.counts)
-    local lead = drop
-    while lead < #e.counts and e.counts[lead + 1] == 0 do lead = lead + 1 end
-    local kept = {}
-    for i = lead + 1, #e.counts do kept[#kept + 1] = e.counts[i] end
-    e.counts, e.first = kept, e.first + lead
-    while #e.counts > 0 and e.counts[#e.counts] == 0 do e.counts[#e.counts] = nil end
-  end
-  -- The same counts in n buckets: each count goes to the new bucket holding the last
-  -- microsecond of its old one.
-  local function rebucketed(e, n)
-    local old, new = width(e), e.w * 1000 / n
-    local out = { w = e.w, n = n, first = 0, counts = {} }
-    for i, c in ipairs(e.counts) do
-      if c ~= 0 then add(out, idiv((e.first + i) * old - 1, new), c) end
-    end
-    return out
-  end
-  local function copy(e)
-    local counts = {}
-    for i, v in ipairs(e.counts) do counts[i] = v end
-    return { w = e.w, n = e.n, first = e.first, counts = counts }
-  end
-  -- One (key, window) pair at `now`: the reply fields, the entry after an allowed
-  -- request, and retry_after in µs (nil when allowed).
-  local function pair(stored, now, w_ms, limit, n, cost)
-    local window = w_ms * 1000
-    local bw = window / n
-    local e
-    if stored and stored.n == n then
-      e = copy(stored)
-    elseif stored then
-      e = rebucketed(stored, n)
-    else
-      e = { w = w_ms, n = n, first = 0, counts = {} }
-    end
-    -- A call judged before the newest bucket starts is judged at its start.
-    local m = newest(e)
-    local t = math.max(now, m and m * bw or 0)
-    local current = idiv(t, bw)
-    local lo = idiv(math.max(t - window, 0), bw)
-    trim(e, lo)
-    local counted = 0
-    for _, c in ipairs(e.counts) do counted = counted + c end
-    local function leaves(j) return (j + 1) * bw + window end
-    local function reset()
-      local mm = newest(e)
-      if not mm then return 0 end
-      return math.max(leaves(mm) - now, 0)
-    end
-    if counted + cost <= limit then
-      if cost > 0 then add(e, current, cost) end
-      return { 0, limit, limit - counted - cost, -1, ceil_ms(reset()) }, e, nil
-    end
-    local left, retry = counted, leaves(e.first + #e.counts - 1)
-    for i, c in ipairs(e.counts) do
-      left = left - c
-      if left + cost <= limit then
-        retry = leaves(e.first + i - 1)
-        break
-      end
-    end
-    local wait = retry - now
-    return { 1, limit, math.max(limit - counted, 0), math.max(1, ceil_ms(wait)), ceil_ms(reset()) }, e, wait
-  end
-  function L.encode(entries)
-    local parts = {}
-    for i, e in ipairs(entries) do
-      local counts = {}
-      for j, c in ipairs(e.counts) do counts[j] = int(c) end
-      parts[i] = int(e.w) .. ':' .. int(e.n) .. ':' .. int(e.first) .. ':' .. table.concat(counts, '.')
-    end
-    return table.concat(parts, ',')
-  end
-  L.ends = ends_at
-  function L.judge_window(r, entry, w, limit, now, cost)
-    local fields, e, wait = pair(entry, now, w, limit, r.buckets, cost)
-    return fields, wait, e
-  end
-  return L
-end
-
-LIMITERS.LOG = function()
-  local L = { kind = 'LOG', command = 'RL.LOG', storage = 'zset', nargs = 2,
-    expected = 'a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch',
-    options = set('META'), accepts = set('COST', 'AT', 'META'),
-    syntax = 'RL.LOG key limit window [META value] [COST n] [AT unix_ms]',
-    rule_syntax = 'LOG i limit window [META value]' }
-  -- How many counted members a denial reads one by one before it searches by score.
-  local SCAN_STEPS = 8
-  function L.parse_args(i)
-    local v = ARGV[i]
-    local limit = string.match(v, '^%-?%d+$') and tonumber(v)
-    if not limit or limit < 1 or limit > MAX_LOG_LIMIT then
-      local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_LOG_LIMIT)
-      if looks_like_a_duration(v) then msg = msg .. ' (RL.LOG key limit window: the limit comes first)' end
-      fail(msg)
-    end
-    return { limit = limit, window_ms = parse_duration('window', ARGV[i + 1]) }
-  end
-  function L.build(r, o)
-    r.window = r.window_ms * 1000
-    r.meta = o.meta or ''
-    return r
-  end
-  function L.check_cost(r, cost)
-    if cost > r.limit then cost_over(cost, 'limit', r.limit) end
-  end
-  function L.judge(r, opened, key, named, now, cost)
-    local bad = function() state_error(L, key, named) end
-    -- The entry a ZRANGE ... WITHSCORES reply starts with, or nil: seq (16 digits), its
-    -- cost and its time; anything else is not a log.
-    local function entry(pair)
-      if #pair == 0 then return nil end
-      local seq, c, meta = string.match(pair[1], '^(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d):([1-9]%d*):(.*)$')
-      seq = stored_number(seq, MAX_SAFE_INTEGER)
-      c = c and #c <= 5 and tonumber(c)
-      local t = stored_number(pair[2], MAX_SAFE_INTEGER)
-      if not (seq and c and t) or c > MAX_LOG_LIMIT or seq < c or #meta > MAX_META_LEN then bad() end
-      return { t = t, seq = seq, cost = c }
-    end
-    local newest, first
-    local t = now
-    if opened.exists then
-      if redis.call('ZCARD', key) > MAX_LOG_LIMIT then bad() end
-      newest = entry(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES'))
-      -- Time does not go back inside a log: a call older than its newest entry is
-      -- judged, and recorded, at that entry's time.
-      if newest then t = math.max(now, newest.t) end
-    end
-    local cutoff = math.max(t - r.window, 0)
-    local after = '(' .. int(cutoff)
-    if opened.exists then
-      first = entry(redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
-    end
-    local counted, base = 0, 0
-    if first then
-      base = first.seq - first.cost
-      if newest.seq < base then bad() end
-      counted = newest.seq - base
-    end
-    local function reset(n)
-      if not n then return 0 end
-      return ceil_ms(math.max(n + r.window - now, 0))
-    end
-    local newest_counted = (counted > 0) and newest.t or nil
-    local over = counted + cost - r.limit
-    if over <= 0 then
-      local j = { window = r.window_ms, pending = {} }
-      if cost > 0 then
-        local seq = (newest and newest.seq or 0) + cost
-        if seq > MAX_SAFE_INTEGER then
-          fail('ERR the log has numbered ' .. int(MAX_SAFE_INTEGER)
-            .. ' units since it began: delete the key (or let it expire) to start a new log')
-        end
-        j.pending.allow = {
-          { 'ZADD', key, int(t), string.format('%016d', seq) .. ':' .. int(cost) .. ':' .. r.meta },
-          { 'ZREMRANGEBYSCORE', key, '-inf', int(cutoff) },
-          { 'PEXPIREAT', key, int(ceil_ms(t + r.window)) },
-        }
-        newest_counted = t
-      end
-      j.fields = { 0, r.limit, r.limit - counted - cost, -1, reset(newest_counted) }
-      return j
-    end
-    -- Denied: when the counted members that must leave for `cost` to fit have left,
-    -- that is the first member whose running total reaches base + over: the first few
-    -- one by one, then a search by score (running totals grow with scores).
-    local target = base + over
-    local must
-    local scanned = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, SCAN_STEPS)
-    local last_seen
-    for i = 1, #scanned, 2 do
-      local e = entry({ scanned[i], scanned[i + 1] })
-      last_seen = e.t
-      if e.seq >= target then
-        must = e.t
-        break
-      end
-    end
-    if not must then
-      local lo, hi = cutoff, newest.t
-      if last_seen then lo = math.max(last_seen - 1, cutoff) end
-      while lo + 1 < hi do
-        local mid = lo + ((hi - lo) - (hi - lo) % 2) / 2
-        local e = entry(redis.call('ZREVRANGEBYSCORE', key, int(mid), '-inf', 'WITHSCORES', 'LIMIT', 0, 1))
-        if e and e.seq >= target then hi = mid else lo = mid end
-      end
-      must = hi
-    end
-    local retry = math.max(must + r.window - now, 1)
-    return { fields = { 1, r.limit, math.max(r.limit - counted, 0), math.max(1, ceil_ms(retry)),
-      reset(newest_counted) }, window = r.window_ms, retry = retry, pending = {} }
-  end
-  function L.write(r, key, pending, allowed)
-    if allowed then return pending.allow end
-    return nil
-  end
-  return L
-end
+end)()
 
 -- Open a key as limiter L keeps it: its raw value and expiry (strings), or whether it
 -- exists (sorted sets); WRONGTYPE for another type.
@@ -929,13 +536,12 @@ local function rule_step(call, i, f, ...)
   fail('ERR rule ' .. int(i) .. ' (' .. call.rules[i].L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
 end
 
--- Run a parsed call, as the module does: `call` = { shape = 'single' | 'each' | 'all',
--- keys = the key names, rules = list of { k = key index, L = limiter, r = rule },
+-- Run a parsed call of several keys, as the module does: `call` = { shape = 'each' |
+-- 'all', keys = the key names, rules = list of { k = key index, L = limiter, r = rule },
 -- cost, at }. Open every key, judge every rule, decide all or nothing, write every
 -- key (nothing at all when RL.ALL is denied), reply with the binding rule's numbers.
 local function run_call(call)
   local now = now_us(call.at)
-  local named = call.shape ~= 'single'
   local keys, rules = call.keys, call.rules
   local opened = {}
   for i, rule in ipairs(rules) do
@@ -943,7 +549,7 @@ local function run_call(call)
   end
   local judged = {}
   for i, rule in ipairs(rules) do
-    judged[i] = rule_step(call, i, rule.L.judge, rule.r, opened[rule.k], keys[rule.k], named, now, call.cost)
+    judged[i] = rule_step(call, i, rule.L.judge, rule.r, opened[rule.k], keys[rule.k], true, now, call.cost)
   end
   -- The binding rule: the denying one with the largest retry (ties: the first), else
   -- the one with the least remaining (ties: the first).
@@ -968,53 +574,50 @@ local function run_call(call)
     end
   end
   for _, c in ipairs(writes) do redis.call(unpack(c)) end
-  local j = judged[bind]
-  local reply = j.fields
-  if call.shape == 'single' then
-    if j.booking then reply[6] = j.booking end
-  elseif call.shape == 'each' then
-    reply[6] = call.keys[call.rules[bind].k]
-    reply[7] = j.window
+  local reply = judged[bind].fields
+  if call.shape == 'each' then
+    reply[6] = keys[rules[bind].k]
+    reply[7] = judged[bind].window
   else
     reply[6] = bind
-    reply[7] = call.keys[call.rules[bind].k]
+    reply[7] = keys[rules[bind].k]
   end
   return reply
 end
 
--- A single-key command: `EVALSHA sha 1 key <its arguments>`.
-local function single_command(L)
-  if #KEYS ~= 1 or #ARGV < L.nargs then arity_error(L.command, L.syntax) end
-  local p = L.parse_args(1)
-  local o = parse_options(1 + L.nargs, L.accepts, false)
-  local r = L.build(p, o)
-  L.check_cost(r, o.cost)
-  return run_call({ shape = 'single', keys = KEYS, rules = { { k = 1, L = L, r = r } }, cost = o.cost,
-    at = o.at })
+-- The error of a call with the wrong number of keys: it names the function (or the
+-- script, which has the function's name) and the number of keys it takes.
+local function keys_error(name, takes, got)
+  fail("ERR wrong number of keys for '" .. name .. "': it takes " .. takes .. ', got ' .. int(got))
 end
 
--- The keys of a call with numkeys (EVALSHA's): from 1 to `max`, each at most once.
-local function check_keys(max)
-  if #KEYS < 1 or #KEYS > max then
-    fail("ERR invalid numkeys '" .. int(#KEYS) .. "': must be an integer from 1 to " .. int(max))
-  end
+-- The keys of a call with numkeys (FCALL's or EVALSHA's): from 1 to `max`, each at most
+-- once.
+local function check_keys(keys, max, name)
+  if #keys < 1 or #keys > max then keys_error(name, '1 to ' .. int(max), #keys) end
   local seen_key = {}
-  for _, key in ipairs(KEYS) do
+  for _, key in ipairs(keys) do
     if seen_key[key] then fail("ERR key '" .. echo(key) .. "' given more than once") end
     seen_key[key] = true
   end
 end
 
--- The call shape of RL.MULTI and RL.SLIDING: numkeys (EVALSHA's) from 1 to MAX_KEYS
--- distinct KEYS, then LIMIT window limit triples among the options, the same rule on
+-- The call shape of RL.MULTI and RL.SLIDING: numkeys (FCALL's) from 1 to MAX_KEYS
+-- distinct keys, then LIMIT window limit triples among the options, the same rule on
 -- every key.
-local function each_key_command(L)
-  if 2 + #KEYS + #ARGV < 6 then arity_error(L.command, L.syntax) end
-  check_keys(MAX_KEYS)
-  local o = parse_options(1, L.accepts, false)
+local function each_key_command(keys, args, L, name)
+  if 2 + #keys + #args < 6 then arity_error(L.command, L.syntax) end
+  check_keys(keys, MAX_KEYS, name)
+  local o = parse_options(args, 1, L.accepts, false)
   local r = L.build({}, o)
   L.check_cost(r, o.cost)
   local rules = {}
-  for k = 1, #KEYS do rules[k] = { k = k, L = L, r = r } end
-  return run_call({ shape = 'each', keys = KEYS, rules = rules, cost = o.cost, at = o.at })
+  for k = 1, #keys do rules[k] = { k = k, L = L, r = r } end
+  return run_call({ shape = 'each', keys = keys, rules = rules, cost = o.cost, at = o.at })
 end
+
+local function rl_multi(keys, args)
+  return run(each_key_command, keys, args, MULTI, 'rl_multi')
+end
+
+return rl_multi(KEYS, ARGV)
