@@ -10,7 +10,7 @@ const repoLua = join(pkg, "..", "..", "lua");
 const lua = join(pkg, "lua");
 if (existsSync(join(repoLua, "prelude.lua")) || existsSync(join(repoLua, "ratelimit.lua"))) {
   rmSync(lua, { recursive: true, force: true });
-  cpSync(repoLua, lua, { recursive: true, filter: (src) => !src.includes(`${join(repoLua, "published")}`) });
+  cpSync(repoLua, lua, { recursive: true, filter: (src) => !src.startsWith(join(repoLua, "published")) && !src.endsWith(".py") });
 }
 if (!existsSync(lua)) throw new Error(`no lua/ to build with (looked in ${repoLua})`);
 

@@ -128,10 +128,10 @@ export class Server {
 }
 
 export class Cluster {
-  static async start(n = 3) {
+  static async start(n = 3, { module = true } = {}) {
     const c = new Cluster();
     c.nodes = [];
-    for (let i = 0; i < n; i++) c.nodes.push(await Server.start({ cluster: true }));
+    for (let i = 0; i < n; i++) c.nodes.push(await Server.start({ cluster: true, module }));
     const cli = process.env.REDIS_CLI || "redis-cli";
     const out = spawnSync(
       cli,

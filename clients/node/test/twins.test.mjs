@@ -4,10 +4,10 @@
 // that says what to do.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { Redis } from "ioredis";
-import { createClient } from "redis";
+import { Redis, Cluster as IoCluster } from "ioredis";
+import { createClient, createCluster } from "redis";
 import { RateLimiter, ModuleMissingError, Gcra, Fixed, Sliding, luaSources } from "redis-ratelimit";
-import { Server, tag, memoryLogger } from "./helpers.mjs";
+import { Server, Cluster, tag, memoryLogger } from "./helpers.mjs";
 
 const T = 1_900_000_000_000;
 let native, bare, noFunctions;
@@ -119,5 +119,27 @@ test("without twins, a server without the module is an error that says what to d
     await assert.rejects(rl.sweep(0, "1h"), ModuleMissingError);
   } finally {
     await c.close();
+  }
+});
+
+test("in a Cluster without the module: the library on every primary, calls routed by their keys", async () => {
+  const cluster = await Cluster.start(3, { module: false });
+  const io = new IoCluster([{ host: "127.0.0.1", port: cluster.port }]);
+  const nr = await createCluster({ rootNodes: [{ url: `redis://127.0.0.1:${cluster.port}` }] }).connect();
+  const n = new Redis({ port: native.port, host: "127.0.0.1" });
+  try {
+    for (const client of [io, nr]) {
+      const t = tag();
+      const rl = new RateLimiter(client, { twins: true });
+      assert.deepEqual(await workload(rl, t), await workload(new RateLimiter(n), t));
+      // Keys in other slots, so that more than one primary answers.
+      for (const k of ["a", "b", "c", "d", "e", "f"]) assert.equal((await rl.fixed(`untagged:${t.slice(1, -1)}:${k}`, 1, "1m")).allowed, true);
+      assert.equal(rl.twinRunner.mode, luaSources().library ? "functions" : "scripts");
+    }
+  } finally {
+    io.disconnect();
+    await nr.close();
+    n.disconnect();
+    await cluster.remove();
   }
 });
