@@ -12,15 +12,18 @@ const WINDOW_MS = 60_000;
 const app = express();
 app.set("etag", false);
 const key = () => "bench-client"; // one client: every request on one hot key, in every variant
+// Every request is limited: no timeout short enough for a loaded machine to turn calls
+// into fail-open requests, no breaker to skip them.
+const patient = { timeoutMs: 60_000, breaker: false };
 
 if (variant === "redis-ratelimit") {
   const { Fixed } = await import("redis-ratelimit");
   const { rateLimit } = await import("redis-ratelimit/express");
-  app.use(rateLimit({ client: redis, policy: new Fixed({ limit: LIMIT, window: `${WINDOW_MS}ms` }), key, prefix: `b:${variant}:` }));
+  app.use(rateLimit({ client: redis, policy: new Fixed({ limit: LIMIT, window: `${WINDOW_MS}ms` }), key, prefix: `b:${variant}:`, ...patient }));
 } else if (variant === "redis-ratelimit-gcra") {
   const { Gcra } = await import("redis-ratelimit");
   const { rateLimit } = await import("redis-ratelimit/express");
-  app.use(rateLimit({ client: redis, policy: new Gcra({ maxBurst: LIMIT - 1, count: 1_000_000, period: `${WINDOW_MS}ms` }), key, prefix: `b:${variant}:` }));
+  app.use(rateLimit({ client: redis, policy: new Gcra({ maxBurst: LIMIT - 1, count: 1_000_000, period: `${WINDOW_MS}ms` }), key, prefix: `b:${variant}:`, ...patient }));
 } else if (variant === "express-rate-limit+redis-ratelimit" || variant === "express-rate-limit+rate-limit-redis") {
   const { rateLimit } = await import("express-rate-limit");
   const sendCommand = (command, ...args) => redis.call(command, ...args);

@@ -2,16 +2,20 @@
 // middleware, RL.FIXED and RL.GCRA; express-rate-limit on its store) against the same app
 // on express-rate-limit with rate-limit-redis and on rate-limiter-flexible's
 // RateLimiterRedis: the same Redis server with the module, the same ioredis client, the
-// same load (autocannon, a fixed count of requests), one run, on this machine. Reported
-// as ratios to the best of the other libraries measured in the same run; nothing is
-// asserted but that every request was answered 200 (the limits are far above the load).
+// same load (autocannon, a fixed count of requests), one run, on this machine. The apps
+// run side by side and are loaded in turn, round after round, so that a change in the
+// machine's load falls on all of them; each row is the median of its rounds, with the
+// lowest and highest. Reported as ratios to the best of the other libraries measured in
+// the same run; nothing is asserted but that every request was answered 200 (the limits
+// are far above the load).
 //
-//   node bench/express.mjs [--requests N] [--connections C]
+//   node bench/express.mjs [--requests N] [--connections C] [--rounds R]
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import autocannon from "autocannon";
+import { Redis } from "ioredis";
 import { Server } from "../test/helpers.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -19,7 +23,8 @@ const arg = (name, dflt) => {
   const i = process.argv.indexOf(name);
   return i >= 0 ? Number(process.argv[i + 1]) : dflt;
 };
-const REQUESTS = arg("--requests", 40_000);
+const REQUESTS = arg("--requests", 20_000);
+const ROUNDS = arg("--rounds", 3);
 const CONNECTIONS = arg("--connections", 16);
 const VARIANTS = [
   ["unlimited", "no limiter (the ceiling)"],
@@ -46,34 +51,74 @@ function load(url, amount) {
   return autocannon({ url, amount, connections: CONNECTIONS, pipelining: 1 });
 }
 
+/** Commands the server ran and the CPU time it spent in them (INFO commandstats),
+ * INFO itself left out: what one request of an app costs Redis, whatever the load. */
+async function serverWork(redis) {
+  const text = await redis.info("commandstats");
+  let calls = 0;
+  let usec = 0;
+  for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
+    if (m[1] === "info") continue;
+    calls += Number(m[2]);
+    usec += Number(m[3]);
+  }
+  return { calls, usec };
+}
+
 const server = await Server.start();
+const stats = new Redis({ port: server.port, host: "127.0.0.1" });
 const rows = [];
+const apps = [];
 try {
-  for (const [variant, what] of VARIANTS) {
-    const { child, port } = await startApp(variant, server.port);
-    try {
-      const url = `http://127.0.0.1:${port}/`;
-      await load(url, Math.min(5_000, REQUESTS)); // warm up: connections, JIT, scripts loaded
+  for (const [variant] of VARIANTS) apps.push(await startApp(variant, server.port));
+  const runs = VARIANTS.map(() => []);
+  for (let round = 0; round <= ROUNDS; round++) {
+    for (let i = 0; i < VARIANTS.length; i++) {
+      const url = `http://127.0.0.1:${apps[i].port}/`;
+      if (round === 0) {
+        await load(url, Math.min(5_000, REQUESTS)); // warm up: connections, JIT, scripts loaded
+        continue;
+      }
+      const before = await serverWork(stats);
       const r = await load(url, REQUESTS);
-      const ok = r["2xx"];
-      const rps = r.requests.total / (r.duration || 1);
-      rows.push({ variant, what, rps, p50: r.latency.p50, p99: r.latency.p99, ok, other: r.non2xx + r.errors + r.timeouts });
-      console.error(`${variant}: ${Math.round(rps)} req/s (${ok} x 200, ${r.non2xx} other, ${r.errors} errors)`);
-    } finally {
-      child.kill();
-      await once(child, "exit");
+      const work = await serverWork(stats);
+      runs[i].push({
+        rps: r.requests.total / (r.duration || 1),
+        p50: r.latency.p50,
+        p99: r.latency.p99,
+        ok: r["2xx"],
+        other: r.non2xx + r.errors + r.timeouts,
+        calls: (work.calls - before.calls) / r.requests.total,
+        usec: (work.usec - before.usec) / r.requests.total,
+      });
+      console.error(`round ${round} ${VARIANTS[i][0]}: ${Math.round(runs[i].at(-1).rps)} req/s`);
     }
   }
+  VARIANTS.forEach(([variant, what], i) => {
+    const sorted = [...runs[i]].sort((a, b) => a.rps - b.rps);
+    const mid = sorted[Math.floor(sorted.length / 2)];
+    const sum = (f) => runs[i].reduce((n, x) => n + x[f], 0);
+    const n = runs[i].length;
+    rows.push({ variant, what, rps: mid.rps, lo: sorted[0].rps, hi: sorted.at(-1).rps, p50: mid.p50, p99: mid.p99, ok: sum("ok"), other: sum("other"), calls: sum("calls") / n, usec: sum("usec") / n });
+  });
 } finally {
+  for (const { child } of apps) {
+    child.kill();
+    await once(child, "exit").catch(() => {});
+  }
+  stats.disconnect();
   await server.remove();
 }
 const best = Math.max(...rows.filter((r) => OTHERS.includes(r.variant)).map((r) => r.rps));
-console.log(`\nExpress on Node ${process.version}, ${REQUESTS} requests per row over ${CONNECTIONS} connections, one Redis server with the module, one run`);
+console.log(`\nExpress on Node ${process.version}: ${ROUNDS} rounds of ${REQUESTS} requests per app over ${CONNECTIONS} connections, one Redis server with the module, one run`);
 console.log("ratio: requests per second over the best of rate-limit-redis and rate-limiter-flexible in this run\n");
-console.log("| app | req/s | ratio | p50 ms | p99 ms | answered 200 |");
-console.log("|---|---:|---:|---:|---:|---:|");
+console.log("Redis commands and Redis CPU µs per request: from INFO commandstats around each load\n");
+console.log("| app | req/s (median) | lowest–highest | ratio | p50 ms | p99 ms | Redis commands / request | Redis µs / request | answered 200 |");
+console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const r of rows) {
-  console.log(`| ${r.what} | ${Math.round(r.rps)} | ${(r.rps / best).toFixed(2)} | ${r.p50} | ${r.p99} | ${r.ok}/${r.ok + r.other} |`);
+  console.log(
+    `| ${r.what} | ${Math.round(r.rps)} | ${Math.round(r.lo)}–${Math.round(r.hi)} | ${(r.rps / best).toFixed(2)} | ${r.p50} | ${r.p99} | ${r.calls.toFixed(2)} | ${r.usec.toFixed(1)} | ${r.ok}/${r.ok + r.other} |`,
+  );
 }
 if (rows.some((r) => r.other > 0)) {
   console.error("some requests were not answered 200: see the table");

@@ -48,8 +48,10 @@ export interface ClientRateLimitInfo {
 /** The parts of express-rate-limit's options the store reads. */
 export interface StoreInitOptions {
   windowMs: number;
-  limit?: number | ((...args: unknown[]) => unknown);
-  max?: number | ((...args: unknown[]) => unknown);
+  // biome-ignore lint: express-rate-limit's (request, response) => number
+  limit?: number | ((...args: any[]) => unknown);
+  // biome-ignore lint: the same, under its older name
+  max?: number | ((...args: any[]) => unknown);
   skipFailedRequests?: boolean;
 }
 

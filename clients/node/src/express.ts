@@ -57,7 +57,7 @@ function send(res: ExpressResponse, decision: Extract<Decision, { kind: "limited
 /** Express middleware; `policy` (or `routes`) says what limits a request. Use it on the
  * app (`app.use(...)`) or on one route (`app.post("/login", rateLimit({...}), handler)`). */
 export function rateLimit<Req extends ExpressRequest = ExpressRequest>(options: ExpressOptions<Req>): ExpressMiddleware {
-  const core = new LimiterCore<Req>({ key: clientAddress as (req: Req) => Key, ...options });
+  const core = new LimiterCore<Req>({ ...options, key: options.key ?? (clientAddress as (req: Req) => Key) });
   const middleware = async (req: ExpressRequest, res: ExpressResponse, next: NextFunction) => {
     let decision: Decision;
     try {

@@ -58,7 +58,7 @@ function reject(reply: FastifyReplyLike, d: Extract<Decision, { kind: "limited" 
 
 /** The plugin: register it with `app.register(fastifyRateLimit, options)`. */
 export async function fastifyRateLimit(fastify: FastifyLike, options: FastifyOptions): Promise<void> {
-  const core = new LimiterCore<FastifyRequestLike>({ key: (req) => req.ip as Key, ...options });
+  const core = new LimiterCore<FastifyRequestLike>({ ...options, key: options.key ?? ((req) => req.ip as Key) });
   fastify.decorateRequest("rateLimit", null);
   fastify.decorate?.("rateLimit", { limiter: core.limiter, breaker: core.breaker, core } satisfies FastifyRateLimitState);
   fastify.addHook("onRequest", async (request, reply) => {

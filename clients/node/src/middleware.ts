@@ -184,10 +184,7 @@ export class LimiterCore<Req> {
     if (policy === null) return { kind: "pass" };
     const keyFn = this.o.key;
     const identity = keyFn ? await keyFn(req) : undefined;
-    if (identity === null || identity === undefined) {
-      if (keyFn) return { kind: "pass" };
-      return { kind: "pass" };
-    }
+    if (identity === null || identity === undefined) return { kind: "pass" };
     const keys = this.keysFor(policy, identity);
     const cost = typeof this.o.cost === "function" ? this.o.cost(req) : (this.o.cost ?? 1);
     if (this.breaker && !this.breaker.allow()) return this.unavailable();
