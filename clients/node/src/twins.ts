@@ -91,7 +91,8 @@ export class TwinRunner {
   }
 
   async run(fn: string, keys: Key[], args: Arg[]): Promise<unknown> {
-    const inLibrary = this.sources.library?.includes(fn) ?? false;
+    const library = this.sources.library ?? "";
+    const inLibrary = library.includes(`'${fn}'`) || library.includes(`"${fn}"`);
     if (this.mode !== "scripts" && inLibrary) {
       try {
         const reply = await this.transport.send(["FCALL", fn, keys.length, ...keys, ...args], keys);
