@@ -2,7 +2,7 @@
 // middleware, RL.FIXED and RL.GCRA; express-rate-limit on its store) against the same app
 // on express-rate-limit with rate-limit-redis and on rate-limiter-flexible's
 // RateLimiterRedis: the same Redis server with the module, the same ioredis client, the
-// same load (autocannon, a fixed count of requests), one run, on this machine. The apps
+// same load (a fixed count of requests over keep-alive connections), one run, on this machine. The apps
 // run side by side and are loaded in turn, round after round, so that a change in the
 // machine's load falls on all of them; each row is the median of its rounds, with the
 // lowest and highest. Reported as ratios to the best of the other libraries measured in
@@ -14,7 +14,8 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import autocannon from "autocannon";
+import { Agent, request } from "node:http";
+import { performance } from "node:perf_hooks";
 import { Redis } from "ioredis";
 import { Server } from "../test/helpers.mjs";
 
@@ -23,7 +24,7 @@ const arg = (name, dflt) => {
   const i = process.argv.indexOf(name);
   return i >= 0 ? Number(process.argv[i + 1]) : dflt;
 };
-const REQUESTS = arg("--requests", 20_000);
+const REQUESTS = arg("--requests", 30_000);
 const ROUNDS = arg("--rounds", 3);
 const CONNECTIONS = arg("--connections", 16);
 const VARIANTS = [
@@ -47,8 +48,45 @@ async function startApp(variant, redisPort) {
   throw new Error(`${variant}: the app did not start`);
 }
 
-function load(url, amount) {
-  return autocannon({ url, amount, connections: CONNECTIONS, pipelining: 1 });
+/** `amount` GET requests over CONNECTIONS keep-alive connections, each connection one
+ * request at a time: the elapsed time, the statuses and the latencies (ms). */
+async function load(url, amount) {
+  const agent = new Agent({ keepAlive: true, maxSockets: CONNECTIONS });
+  const latencies = [];
+  let ok = 0;
+  let other = 0;
+  let sent = 0;
+  const one = () =>
+    new Promise((resolve) => {
+      const t0 = performance.now();
+      const req = request(url, { agent }, (res) => {
+        res.resume();
+        res.on("end", () => {
+          latencies.push(performance.now() - t0);
+          if (res.statusCode === 200) ok++;
+          else other++;
+          resolve();
+        });
+      });
+      req.on("error", () => {
+        other++;
+        resolve();
+      });
+      req.end();
+    });
+  const worker = async () => {
+    while (sent < amount) {
+      sent++;
+      await one();
+    }
+  };
+  const start = performance.now();
+  await Promise.all(Array.from({ length: CONNECTIONS }, worker));
+  const seconds = (performance.now() - start) / 1000;
+  agent.destroy();
+  latencies.sort((a, b) => a - b);
+  const pct = (p) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] * 10) / 10;
+  return { rps: amount / seconds, p50: pct(50), p99: pct(99), ok, other };
 }
 
 /** Commands the server ran and the CPU time it spent in them (INFO commandstats),
@@ -83,13 +121,9 @@ try {
       const r = await load(url, REQUESTS);
       const work = await serverWork(stats);
       runs[i].push({
-        rps: r.requests.total / (r.duration || 1),
-        p50: r.latency.p50,
-        p99: r.latency.p99,
-        ok: r["2xx"],
-        other: r.non2xx + r.errors + r.timeouts,
-        calls: (work.calls - before.calls) / r.requests.total,
-        usec: (work.usec - before.usec) / r.requests.total,
+        ...r,
+        calls: (work.calls - before.calls) / REQUESTS,
+        usec: (work.usec - before.usec) / REQUESTS,
       });
       console.error(`round ${round} ${VARIANTS[i][0]}: ${Math.round(runs[i].at(-1).rps)} req/s`);
     }
