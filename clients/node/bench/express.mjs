@@ -32,7 +32,7 @@ const VARIANTS = [
   ["redis-ratelimit", "this package's middleware, RL.FIXED"],
   ["redis-ratelimit-gcra", "this package's middleware, RL.GCRA"],
   ["express-rate-limit+redis-ratelimit", "express-rate-limit, this package's store (RL.FIXED)"],
-  ["express-rate-limit+rate-limit-redis", "express-rate-limit, rate-limit-redis (INCR + PEXPIRE script)"],
+  ["express-rate-limit+rate-limit-redis", "express-rate-limit, rate-limit-redis (its script)"],
   ["rate-limiter-flexible", "rate-limiter-flexible, RateLimiterRedis"],
 ];
 const OTHERS = ["express-rate-limit+rate-limit-redis", "rate-limiter-flexible"];
