@@ -390,6 +390,7 @@ fn model_call(m: &mut Model, args: &[String]) -> Value {
     };
     match out.effect {
         Effect::None => {}
+        Effect::Delete => *m = Model::Missing,
         Effect::Set { state, expires_at } => {
             *m = Model::Counter(Stored {
                 state,

@@ -404,6 +404,7 @@ fn apply(models: &mut [Option<KeyModel>], effects: Vec<(usize, Effect<State>)>) 
     for (k, e) in effects {
         match e {
             Effect::None => {}
+            Effect::Delete => models[k] = None,
             Effect::Set { state, expires_at } => {
                 let mut value = Vec::new();
                 state.encode(&mut value);
