@@ -520,7 +520,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     for w in &windows {
         many_windows.extend(["LIMIT", w.as_str(), "5"]);
     }
-    let arity = "ERR wrong number of arguments for 'RL.MULTI' command (syntax: RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms])";
+    let arity = "ERR wrong number of arguments for 'RL.MULTI' command (syntax: RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE])";
     let numkeys = |v: &str| format!("ERR invalid numkeys '{v}': must be an integer from 1 to 64");
     // (arguments, error, whether the twin gives the same error: EVALSHA words the
     // errors about its own numkeys argument itself)

@@ -74,6 +74,17 @@ pub enum Counts {
     KeysExpired,
 }
 
+/// Which settle counters a limiter command has besides its verdicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settles {
+    /// None: the command takes neither `REFUND` nor `FORCE`.
+    No,
+    /// `_refunds` and `_forced`: calls with `REFUND`, with `FORCE`.
+    Flags,
+    /// Those, and `_bans_started` and `_denied_by_ban` (RL.ALL's BAN rule).
+    FlagsAndBans,
+}
+
 /// Everything about one command.
 #[derive(Debug)]
 pub struct Command {
@@ -102,6 +113,8 @@ pub struct Command {
     /// The prefix of its `INFO ratelimit` fields (`fixed_calls`).
     pub info: &'static str,
     pub counts: Counts,
+    /// Its `INFO ratelimit` counters of settled requests and bans.
+    pub settles: Settles,
     /// Registered only when `ratelimit.cl-throttle` is yes and the name is free.
     pub optional: bool,
 }
@@ -317,6 +330,7 @@ const LIMITER: Command = Command {
     probe: Probe::Set,
     info: "",
     counts: Counts::Verdicts,
+    settles: Settles::No,
     optional: false,
 };
 
@@ -337,6 +351,7 @@ pub const TABLE: [Command; 9] = [
         flags: "write fast",
         acl: "write fast",
         info: "fixed",
+        settles: Settles::Flags,
         ..LIMITER
     },
     Command {
@@ -362,6 +377,7 @@ pub const TABLE: [Command; 9] = [
         flags: "write fast",
         acl: "write fast",
         info: "gcra",
+        settles: Settles::Flags,
         ..LIMITER
     },
     // Keys come from the numkeys key spec (the server then marks the command
@@ -377,6 +393,7 @@ pub const TABLE: [Command; 9] = [
         args: &[NUMKEYS, KEYS, LIMITS, COST, ALIGN, AT, SETTLE],
         keys: Keys::NumKeys,
         info: "multi",
+        settles: Settles::Flags,
         ..LIMITER
     },
     // The call shape of RL.MULTI.
@@ -389,6 +406,7 @@ pub const TABLE: [Command; 9] = [
         args: &[NUMKEYS, KEYS, LIMITS, BUCKETS, COST, AT, SETTLE],
         keys: Keys::NumKeys,
         info: "sliding",
+        settles: Settles::Flags,
         ..LIMITER
     },
     // Counting is O(log n), but a write removes every entry that has left the window
@@ -409,6 +427,7 @@ pub const TABLE: [Command; 9] = [
             SETTLE,
         ],
         info: "log",
+        settles: Settles::Flags,
         ..LIMITER
     },
     // One rule of any limiter per key, all or nothing: the keys follow numkeys (as
@@ -422,6 +441,7 @@ pub const TABLE: [Command; 9] = [
         args: &[NUMKEYS, KEYS, RULES_ARG, COST, AT, SETTLE],
         keys: Keys::NumKeys,
         info: "all",
+        settles: Settles::FlagsAndBans,
         ..LIMITER
     },
     // As EXPIRE: the keys' TTLs change, their values are neither read nor returned.

@@ -83,6 +83,10 @@ pub struct Settlement<S> {
     /// The first rule (in the call's order) whose write stores a value: the key the
     /// server's `maxmemory` rule is asked about.
     pub first_set: Option<usize>,
+    /// Denied by a gate (RL.ALL's BAN rule while a ban runs), no other rule judged.
+    pub gated: bool,
+    /// A penalty binds the denied call (a strike started a ban).
+    pub penalized: bool,
 }
 
 impl<R: Limiter> Call<R> {
@@ -143,6 +147,8 @@ impl<R: Limiter> Call<R> {
                     extra: j.extra,
                     writes: SmallVec::new(),
                     first_set: None,
+                    gated: true,
+                    penalized: false,
                 });
             }
             if let Some(slot) = judged.get_mut(i) {
@@ -176,6 +182,7 @@ impl<R: Limiter> Call<R> {
         let (mut verdict, mut window_ms, mut extra) = (b.verdict, b.window_ms, b.extra);
         let mut writes: SmallVec<[(usize, Effect<R::State>); 4]> = SmallVec::new();
         let mut first_set = None;
+        let mut penalized = false;
         let rules = self.rules.iter().zip(judged).enumerate();
         let rules = rules.filter_map(|(i, ((_, rule), j))| j.map(|j| (i, rule, j)));
         for (i, rule, j) in rules {
@@ -194,6 +201,7 @@ impl<R: Limiter> Call<R> {
                     Some(penalty) => {
                         if let Some(v) = penalty.binds {
                             (verdict, binding, window_ms, extra) = (v, i, j.window_ms, None);
+                            penalized = true;
                         }
                         penalty.effect
                     }
@@ -220,6 +228,8 @@ impl<R: Limiter> Call<R> {
             extra,
             writes,
             first_set,
+            gated: false,
+            penalized,
         })
     }
 
