@@ -558,7 +558,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (vec!["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [REFUND|FORCE])".into()),
         (vec!["0", "a", "FIXED", "1", "5", "1m"], "ERR invalid numkeys '0': must be an integer from 1 to 16".into()),
         (vec!["2", "a", "a", "FIXED", "1", "5", "1m"], "ERR key 'a' given more than once".into()),
-        (vec!["1", "a", "FIXD", "1", "5", "1m"], "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING or LOG followed by its key's position (COST and AT come after the rules)".into()),
+        (vec!["1", "a", "FIXD", "1", "5", "1m"], "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING, LOG or BAN followed by its key's position (COST and AT come after the rules)".into()),
         (vec!["1", "a", "FIXED", "2", "5", "1m"], "ERR rule 1 (FIXED): invalid key position '2': must be an integer from 1 to 1 (the keys' places after numkeys)".into()),
         (vec!["1", "a", "FIXED", "x", "5", "1m"], "ERR rule 1 (FIXED): invalid key position 'x': must be an integer from 1 to 1 (the keys' places after numkeys)".into()),
         (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "GCRA", "1", "1", "1", "1s"], "ERR rule 2 (GCRA): key 1 is already named by rule 1: one rule per key".into()),
@@ -575,7 +575,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "6"], "ERR rule 1 (FIXED): cost 6 exceeds the limit 5: the request can never be allowed".into()),
         (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "GCRA", "2", "1", "1", "1s", "COST", "3"], "ERR rule 2 (GCRA): cost 3 exceeds the burst capacity 2: the request can never be allowed".into()),
         (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "COST", "1", "GCRA", "2", "1", "1", "1s"], "ERR COST and AT come after every rule".into()),
-        (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "FOO"], "ERR unknown option 'FOO' (options here: COST, AT)".into()),
+        (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "FOO"], "ERR unknown option 'FOO' (options here: COST, AT, REFUND, FORCE)".into()),
         (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "-1"], format!("ERR invalid cost '-1': must be an integer from 0 to {max}")),
         (vec!["1", "a", "FIXED", "1", "5", "1m", "AT", "x"], "ERR invalid AT 'x': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into()),
         // The key holds a counter: not RL.MULTI's state.

@@ -536,7 +536,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         ),
         (
             vec!["3", "k", "j", "LIMIT", "1s", "10"],
-            "ERR unknown option '1s' (options here: COST, AT, ALIGN, LIMIT)".into(),
+            "ERR unknown option '1s' (options here: COST, AT, ALIGN, LIMIT, REFUND, FORCE)".into(),
             true,
         ),
         (
@@ -620,7 +620,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (vec!["1", "k", "LIMIT", "1s", "10", "AT"], "ERR option AT needs a value".into(), true),
         (
             vec!["1", "k", "LIMIT", "1s", "10", "LIMITS", "1s", "10"],
-            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT)".into(),
+            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT, REFUND, FORCE)".into(),
             true,
         ),
     ];

@@ -457,3 +457,133 @@ fn info_counts_refunds_forced_requests_and_bans() {
     );
     assert_eq!(get("ratelimit_cl_throttle_refunds"), None);
 }
+
+/// A reply with the key names' namespace replaced, to compare replies of calls made
+/// on different keys.
+fn norm(v: &Value, ns: &str) -> String {
+    match v {
+        Value::Nil => "nil".into(),
+        Value::Int(i) => i.to_string(),
+        Value::Bulk(b) => String::from_utf8_lossy(b).replace(ns, "NS"),
+        Value::Status(s) => s.clone(),
+        Value::Error(e) => format!("error {}", e.replace(ns, "NS")),
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(|x| norm(x, ns)).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// What a key holds, as plain commands read it: its type, value and absolute expiry.
+fn key_view(c: &mut Client, key: &str) -> String {
+    let t = c.cmd(&["TYPE", key]).text();
+    let v = match t.as_str() {
+        "string" => c.cmd(&["GET", key]).text(),
+        "zset" => norm(&c.cmd(&["ZRANGE", key, "0", "-1", "WITHSCORES"]), ""),
+        _ => String::new(),
+    };
+    format!("{t} {v} {}", c.cmd(&["PEXPIRETIME", key]).int())
+}
+
+/// The command, its function and its script give the same replies (error texts
+/// included) and leave the same states, call by call, on keys of their own; and the
+/// three mixed at random on one set of keys give the command's replies and states:
+/// taking, refunding and forcing on every limiter, and RL.ALL with a BAN rule.
+#[test]
+fn differential_command_function_and_script_mixed_on_one_key() {
+    let s = Server::start();
+    let mut c = s.client();
+    let [functions, scripts] = common::Twins::both(&mut c);
+    // (function, command, key suffixes, arguments after the keys, numkeys shape)
+    let calls: &[(&str, &str, &[&str], &str, bool)] = &[
+        ("fixed", "RL.FIXED", &["f"], "5 2s", false),
+        ("fixed", "RL.FIXED", &["f"], "5 2s ALIGN", false),
+        ("gcra", "RL.GCRA", &["g"], "2 1 1s", false),
+        (
+            "multi",
+            "RL.MULTI",
+            &["m1", "m2"],
+            "LIMIT 1s 3 LIMIT 1m 8",
+            true,
+        ),
+        (
+            "sliding",
+            "RL.SLIDING",
+            &["s"],
+            "LIMIT 10s 6 BUCKETS 5",
+            true,
+        ),
+        ("log", "RL.LOG", &["l"], "4 10s META who", false),
+        (
+            "all",
+            "RL.ALL",
+            &["a", "l2", "b"],
+            "FIXED 1 3 1m LOG 2 4 10s BAN 3 2 5s 20s",
+            true,
+        ),
+        (
+            "all",
+            "RL.ALL",
+            &["g", "a"],
+            "GCRA 1 2 1 1s FIXED 2 3 1m",
+            true,
+        ),
+    ];
+    let twin = |t: &common::Twins, f: &str| match f {
+        "fixed" => t.fixed.clone(),
+        "gcra" => t.gcra.clone(),
+        "multi" => t.multi.clone(),
+        "sliding" => t.sliding.clone(),
+        "log" => t.log.clone(),
+        _ => t.all.clone(),
+    };
+    let suffixes = ["f", "g", "m1", "m2", "s", "l", "a", "l2", "b"];
+    for seed in common::Rng::seeds(&[1, 2, 3]) {
+        let mut rng = common::Rng::new(seed);
+        let base = at_base(HOUR, MINUTE);
+        let ns = |side: &str| format!("{{d{seed}}}{side}:");
+        let mut ms = 0;
+        for step in 0..150 {
+            ms += rng.range(0, 900);
+            let &(f, cmd, keys, args, numkeys) = rng.pick(calls);
+            let cost = rng.range(0, 5).to_string();
+            let flag = *rng.pick(&["", "", " REFUND", " FORCE", " REFUND FORCE"]);
+            let rest = format!("{args} COST {cost} AT {}{flag}", base + ms);
+            let rest: Vec<&str> = rest.split_whitespace().collect();
+            let argv = |side: usize, space: &str| -> Vec<String> {
+                let names: Vec<String> = keys.iter().map(|k| format!("{space}{k}")).collect();
+                match side {
+                    0 => {
+                        let mut v = vec![cmd.to_string()];
+                        if numkeys {
+                            v.push(names.len().to_string());
+                        }
+                        v.extend(names);
+                        v.extend(rest.iter().map(|a| a.to_string()));
+                        v
+                    }
+                    1 => twin(&functions, f).argv(&names, &rest),
+                    _ => twin(&scripts, f).argv(&names, &rest),
+                }
+            };
+            let spaces = [ns("n"), ns("f"), ns("s")];
+            let replies: Vec<String> = (0..3)
+                .map(|side| norm(&c.cmd(&argv(side, &spaces[side])), &spaces[side]))
+                .collect();
+            let ctx = format!("seed {seed} step {step}: {cmd} {}", rest.join(" "));
+            assert_eq!(replies[1], replies[0], "{ctx}: function");
+            assert_eq!(replies[2], replies[0], "{ctx}: script");
+            // The mixed keys: a side at random.
+            let side = rng.range(0, 3) as usize;
+            let mixed = norm(&c.cmd(&argv(side, &ns("x"))), &ns("x"));
+            assert_eq!(mixed, replies[0], "{ctx}: mixed, side {side}");
+            for k in suffixes {
+                let want = key_view(&mut c, &format!("{}{k}", ns("n")));
+                for space in [ns("f"), ns("s"), ns("x")] {
+                    let got = key_view(&mut c, &format!("{space}{k}"));
+                    assert_eq!(got, want, "{ctx}: key {space}{k}");
+                }
+            }
+        }
+    }
+}

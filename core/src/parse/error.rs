@@ -466,7 +466,7 @@ impl fmt::Display for Error {
             ),
             Error::UnknownRule { value } => write!(
                 f,
-                "ERR unknown rule '{}': a rule is FIXED, GCRA, MULTI, SLIDING or LOG followed by its key's position (COST and AT come after the rules)",
+                "ERR unknown rule '{}': a rule is FIXED, GCRA, MULTI, SLIDING, LOG or BAN followed by its key's position (COST and AT come after the rules)",
                 echo(value)
             ),
             Error::InvalidPosition { value, numkeys } => write!(
