@@ -57,7 +57,7 @@ class RateLimitMiddleware:
             return
         try:
             result = await asyncio.wait_for(
-                self.limiter.check(policy, s.keys_for(policy, identity), cost=s.cost_for(scope)), s.timeout
+                self.limiter.check(*s.with_ban(policy, s.keys_for(policy, identity)), cost=s.cost_for(scope)), s.timeout
             )
         except Exception as exc:
             if not is_outage(exc):

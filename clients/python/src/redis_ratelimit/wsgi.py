@@ -86,7 +86,7 @@ class RateLimitMiddleware:
         if policy is None or identity is None:
             return self.app(environ, start_response)
         try:
-            result = self.limiter.check(policy, s.keys_for(policy, identity), cost=s.cost_for(environ))
+            result = self.limiter.check(*s.with_ban(policy, s.keys_for(policy, identity)), cost=s.cost_for(environ))
         except Exception as exc:
             if not is_outage(exc):
                 raise
