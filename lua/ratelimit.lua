@@ -1037,7 +1037,8 @@ local LOG = (function()
           give, given = give - back, given + back
           rems[#rems + 1] = { 'ZREM', key, e.member }
           if back < e.cost then
-            adds[1] = { 'ZADD', key, e.t, string.format('%016d', e.seq - back) .. ':' .. int(e.cost - back) .. ':' .. e.meta }
+            local rest = string.format('%016d', e.seq - back) .. ':' .. int(e.cost - back) .. ':' .. e.meta
+            adds[1] = { 'ZADD', key, e.t, rest }
             left_newest = e.t
             break
           end
@@ -1380,8 +1381,10 @@ end
 
 -- The rules of RL.ALL by keyword.
 local RULES = { FIXED = FIXED, GCRA = GCRA, MULTI = MULTI, SLIDING = SLIDING, LOG = LOG, BAN = BAN }
-local ALL_OPTIONS = { COST = true, AT = true, ALIGN = true, DELAY = true, BUCKETS = true, META = true, LIMIT = true,
-  ID = true, REFUND = true, FORCE = true }
+local ALL_OPTIONS = {
+  COST = true, AT = true, ALIGN = true, DELAY = true, BUCKETS = true, META = true, LIMIT = true,
+  ID = true, REFUND = true, FORCE = true,
+}
 local CALL_OPTIONS = { COST = true, AT = true, REFUND = true, FORCE = true }
 
 -- RL.ALL: numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms], with the rules

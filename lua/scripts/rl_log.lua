@@ -409,7 +409,8 @@ local LOG = (function()
           give, given = give - back, given + back
           rems[#rems + 1] = { 'ZREM', key, e.member }
           if back < e.cost then
-            adds[1] = { 'ZADD', key, e.t, string.format('%016d', e.seq - back) .. ':' .. int(e.cost - back) .. ':' .. e.meta }
+            local rest = string.format('%016d', e.seq - back) .. ':' .. int(e.cost - back) .. ':' .. e.meta
+            adds[1] = { 'ZADD', key, e.t, rest }
             left_newest = e.t
             break
           end
