@@ -14,22 +14,28 @@
 -- fails when they are stale. So every definition at the top level of this file is a
 -- `local function name(...)` or a `local NAME = ...`, and the build follows the names.
 --
--- Each limiter (FIXED, GCRA, MULTI, SLIDING, LOG below) is a table of its parts, built
+-- Each limiter (FIXED, GCRA, MULTI, SLIDING, LOG, BAN below) is a table of its parts, built
 -- once when the library loads, as the module's core has them:
 --   kind, command, expected        its rule keyword, its command, its state in errors
 --   storage, expiry                'string' or 'zset'; whether a string's expiry is read
 --   nargs, options, accepts        positional arguments after the key, the options of
 --                                  its rule (in RL.ALL), those of its command (with
---                                  COST, AT and the command's own: DELAY)
+--                                  COST, AT, REFUND, FORCE and the command's own: DELAY)
 --   parse_args(args, i)            the positional arguments at args[i...]
 --   build(p, o)                    the rule, from them and the options
 --   check_cost(r, cost)            a cost above the capacity: an error
---   judge(r, opened, key, named, now, cost)
+--   judge(r, opened, key, named, now, cost, mode)
 --                                  -> { fields = five reply fields, window = ms,
---                                       retry = µs when denied, booking, pending }
+--                                       retry = µs when denied (or, with over = true,
+--                                       forced over the limit: written all the same),
+--                                       booking, pending }; mode is 'take', 'refund'
+--                                       (REFUND) or 'force' (FORCE)
 --   write(r, key, pending, allowed, now, cost)
 --                                  -> the commands to run (a list), raising before
 --                                     any write when the key would be full
+--   gate, penalty(r, pending, cost, mode)
+--                                  a rule judged first whose denial ends the call
+--                                  (BAN), and what it writes when another rule denies
 -- A call of one key runs them in run_one, a call of several in run_call (RL.MULTI,
 -- RL.SLIDING, RL.ALL), as the module does.
 --
