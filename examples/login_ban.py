@@ -80,4 +80,5 @@ if __name__ == "__main__":
         rl = RateLimiter(client)
         for i in range(6):
             r = attempt(rl, "demo")
-            print(f"attempt {i + 1}:", "ok" if r.allowed else f"refused by rule {r.rule}, retry in {r.retry_after_ms} ms")
+            why = "ok" if r.allowed else f"refused by rule {r.rule}, retry in {r.retry_after_ms} ms"
+            print(f"attempt {i + 1}:", why)
