@@ -528,6 +528,13 @@ fn differential_command_function_and_script_mixed_on_one_key() {
             "GCRA 1 2 1 1s FIXED 2 3 1m",
             true,
         ),
+        (
+            "all",
+            "RL.ALL",
+            &["f", "g", "s"],
+            "FIXED 1 1 2s GCRA 2 0 1 1s SLIDING 3 LIMIT 10s 7 BUCKETS 5",
+            true,
+        ),
     ];
     let twin = |t: &common::Twins, f: &str| match f {
         "fixed" => t.fixed.clone(),

@@ -174,12 +174,13 @@ impl<R: Limiter> Call<R> {
         } else {
             Settled::Allowed
         };
-        let (_, mut binding) = chooser.finish().ok_or(Error::Internal("no rule"))?;
+        // The chooser's verdict: a forced request over a limit waits for every rule.
+        let (mut verdict, mut binding) = chooser.finish().ok_or(Error::Internal("no rule"))?;
         let b = judged
             .get(binding)
             .and_then(Option::as_ref)
             .ok_or(Error::Internal("binding rule"))?;
-        let (mut verdict, mut window_ms, mut extra) = (b.verdict, b.window_ms, b.extra);
+        let (mut window_ms, mut extra) = (b.window_ms, b.extra);
         let mut writes: SmallVec<[(usize, Effect<R::State>); 4]> = SmallVec::new();
         let mut first_set = None;
         let mut penalized = false;

@@ -479,6 +479,20 @@ fn all_applies_the_flag_to_every_rule() {
         }
     );
     assert_eq!(s.string("a"), Some(("12".into(), 60_000)));
+    // Regression: the reply of a forced call waited for the rules over their limit
+    // only, not for a rule left exactly full (the sliding window, full until 12 s).
+    let mut s = Server::default();
+    let all = "RL.ALL 3 k j i FIXED 1 1 2s GCRA 2 0 1 1s SLIDING 3 LIMIT 10s 7 BUCKETS 5";
+    let r = s.call(0, &format!("{all} COST 7 FORCE")).unwrap();
+    assert_eq!(
+        r,
+        Reply {
+            fields: [1, 1, 0, 12_000, 7_000],
+            binding: 2
+        }
+    );
+    assert_eq!(s.call(11_999, all).unwrap().fields[0], 1);
+    assert_eq!(s.call(12_000, all).unwrap().fields[0], 0);
 }
 
 #[test]
@@ -651,7 +665,8 @@ fn a_ban_after_strikes_denies_every_call_until_it_ends() {
     );
 }
 
-/// A random limiter rule on key `k`, as its command writes it, with a small capacity.
+/// A random limiter rule on key `k`, as its command writes it, with a small capacity
+/// (or RL.ALL with rules of three kinds on `k` and two more keys).
 fn command() -> impl Strategy<Value = String> {
     prop_oneof![
         (1i64..8, prop_oneof![Just("1s"), Just("10s")], any::<bool>()).prop_map(|(l, w, a)| {
@@ -668,6 +683,9 @@ fn command() -> impl Strategy<Value = String> {
             .prop_map(|(a, b, n)| format!("RL.SLIDING 1 k LIMIT 1s {a} LIMIT 10s {b} BUCKETS {n}")),
         (1i64..8, prop_oneof![Just("1s"), Just("10s")])
             .prop_map(|(l, w)| format!("RL.LOG k {l} {w} META m")),
+        (1i64..8, 0i64..4, 1i64..12).prop_map(|(l, b, s)| format!(
+            "RL.ALL 3 k j i FIXED 1 {l} 2s GCRA 2 {b} 1 1s SLIDING 3 LIMIT 10s {s} BUCKETS 5"
+        )),
     ]
 }
 
