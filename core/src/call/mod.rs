@@ -10,12 +10,16 @@
 //! CL.THROTTLE key ...                   one key, redis-cell's reply [`Shape::Throttle`]
 //! ```
 //!
-//! Settling a call: judge every key with its rule at the call's time and cost; the call
-//! is allowed iff every rule allows ([`decision::decide`], which also picks the binding
-//! rule whose numbers the reply carries); then each key gets its rule's write (a denial
-//! consumes nothing: a single command still gives a key that lost its TTL its expiry
-//! back, RL.ALL writes nothing at all). The glue opens the keys, hands what they hold to
-//! [`Call::settle`], and applies the [`Settlement`]'s effects in key order.
+//! Settling a call: judge every key with its rule at the call's time, cost and mode
+//! (taken as it fits, or `REFUND`, `FORCE`); a *gate* (RL.ALL's BAN rule) is judged
+//! first, and when it denies, the call ends there, its other keys unread. The call is
+//! allowed iff no rule denies (a request forced over a limit is written all the same,
+//! [`Decision::Over`](crate::call::verdict::Decision::Over)); the binding rule's numbers
+//! are the reply's ([`decision::Chooser`]). Then each key gets its rule's write (a
+//! denial consumes nothing: a single command still gives a key that lost its TTL its
+//! expiry back; RL.ALL writes nothing but a rule's *penalty*, a BAN rule's strike, which
+//! binds the reply when it starts a ban). The glue opens the keys, hands what they hold
+//! to [`Call::settle`], and applies the [`Settlement`]'s effects in key order.
 
 pub mod decision;
 pub mod limiter;
