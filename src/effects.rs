@@ -100,6 +100,40 @@ pub fn member_added(ctx: &Context, key: KeyName, score: Micros, member: &[u8]) {
     };
 }
 
+/// The effects of `DEL key` (a refund that left the state full again): the signal,
+/// the `del` event, and the same command replicated.
+pub fn key_deleted(ctx: &Context, key: KeyName) {
+    signal_modified(ctx, key);
+    notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"del", key);
+    let Ok(replicate) = api!(RedisModule_Replicate) else {
+        return;
+    };
+    // SAFETY: the format "s" matches (string).
+    unsafe { replicate(ctx.ctx, c"DEL".as_ptr(), c"s".as_ptr(), key.ptr()) };
+}
+
+/// The effects of `ZREM key member` (a refund's write): the signal, the `zrem` event
+/// and the same command replicated.
+pub fn member_removed(ctx: &Context, key: KeyName, member: &[u8]) {
+    signal_modified(ctx, key);
+    notify(ctx, raw::REDISMODULE_NOTIFY_ZSET, c"zrem", key);
+    let Ok(replicate) = api!(RedisModule_Replicate) else {
+        return;
+    };
+    // SAFETY: the format "sb" matches (string, buffer + length); the buffer is live
+    // for the call, which copies it.
+    unsafe {
+        replicate(
+            ctx.ctx,
+            c"ZREM".as_ptr(),
+            c"sb".as_ptr(),
+            key.ptr(),
+            member.as_ptr() as *const c_char,
+            member.len(),
+        )
+    };
+}
+
 /// The effects of `ZREM key member...` that removed every member named: the `zrem`
 /// event and the same command replicated (the key was signalled by the write it goes
 /// with).

@@ -518,7 +518,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     for w in &windows {
         many_windows.extend(["LIMIT", w.as_str(), "5"]);
     }
-    let arity = "ERR wrong number of arguments for 'RL.MULTI' command (syntax: RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms])";
+    let arity = "ERR wrong number of arguments for 'RL.MULTI' command (syntax: RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE])";
     let numkeys = |v: &str| format!("ERR invalid numkeys '{v}': must be an integer from 1 to 64");
     // (arguments, error, whether the twin gives the same error: FCALL and EVALSHA word
     // the errors about their own numkeys argument themselves, and a twin's error for a
@@ -620,7 +620,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (vec!["1", "k", "LIMIT", "1s", "10", "AT"], "ERR option AT needs a value".into(), true),
         (
             vec!["1", "k", "LIMIT", "1s", "10", "LIMITS", "1s", "10"],
-            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT)".into(),
+            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT, REFUND, FORCE)".into(),
             true,
         ),
     ];
@@ -851,6 +851,7 @@ fn apply(models: &mut [Option<KeyModel>], effects: Vec<(usize, Effect<State>)>) 
     for (k, e) in effects {
         match e {
             Effect::None => {}
+            Effect::Delete => models[k] = None,
             Effect::Set { state, expires_at } => {
                 models[k] = Some(KeyModel {
                     value: state.encode(),

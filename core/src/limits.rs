@@ -38,6 +38,9 @@ pub const DEFAULT_BUCKETS: u64 = 10;
 /// RL.LOG: the largest `limit` (a log keeps one entry per allowed request: memory and
 /// the work of a call grow with it).
 pub const MAX_LOG_LIMIT: i64 = 10_000;
+/// The most members (and the largest cost of one member) a log may hold: twice the
+/// largest limit, as `FORCE` may fill a window to twice its limit.
+pub const MAX_LOG_MEMBERS: usize = 2 * MAX_LOG_LIMIT as usize;
 /// RL.LOG: the longest `META` value, in bytes.
 pub const MAX_META_LEN: usize = 256;
 /// RL.LOG: the most members that left the window one write removes (the oldest

@@ -189,7 +189,7 @@ local function parse_options(args, first, accepts, stop, unknown)
       if unknown then unknown(args[i]) end
       -- The options in the order error replies list them (the module's Opt order).
       local listed = {}
-      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT' }) do
+      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE' }) do
         if accepts[k] then listed[#listed + 1] = k end
       end
       fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
@@ -200,6 +200,8 @@ local function parse_options(args, first, accepts, stop, unknown)
     end
     if w == 'ALIGN' then
       o.align = true
+      i = i + 1
+    elseif w == 'REFUND' or w == 'FORCE' then
       i = i + 1
     elseif w == 'LIMIT' then
       if not o.limits then o.limits, o.named = {}, {} end
@@ -240,6 +242,24 @@ local function parse_options(args, first, accepts, stop, unknown)
     end
   end
   return o, i
+end
+
+-- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
+-- 'force'; at most one of them, and neither with DELAY.
+local function settle_mode(o)
+  if o.REFUND and o.FORCE then
+    fail('ERR REFUND and FORCE cannot be given together: a request is either given back or forced')
+  end
+  local mode = (o.REFUND and 'refund') or (o.FORCE and 'force') or 'take'
+  if mode ~= 'take' and o.delay then
+    fail('ERR ' .. string.upper(mode) .. ' cannot be given with DELAY: a settled request is not booked')
+  end
+  return mode
+end
+
+-- The error of a FORCE that would store `what` past the bounds every reader accepts.
+local function force_out_of_bounds(what)
+  fail('ERR FORCE would store ' .. what .. ': nothing was written')
 end
 
 -- A cost above the smallest LIMIT can never be allowed.
@@ -333,24 +353,32 @@ local function limits_rule(L)
   -- (its entries, and the same by window) and L.judge_window(r, entry, w, limit, now,
   -- cost) (the window's five fields, µs to wait when denied, and the window after an
   -- allowed request, nil when it keeps none).
-  function L.judge(r, opened, key, named, now, cost)
+  function L.judge(r, opened, key, named, now, cost, mode)
     local entries, by_w = {}, {}
     if opened.raw then entries, by_w = L.parse_state(key, named, opened.raw) end
-    local best, updates = {}, {}
+    local best, updates = { full = 0 }, {}
     for _, lw in ipairs(r.limits) do
       local w, limit = lw[1], lw[2]
-      local fields, retry, update = L.judge_window(r, by_w[w], w, limit, now, cost)
+      local fields, retry, update = L.judge_window(r, by_w[w], w, limit, now, cost, mode)
       L.offer(best, fields, retry, w)
       if update then updates[#updates + 1] = update end
     end
     -- The key's expiry: nil when it lost its TTL, 0 when there is no key.
     local exp = 0
     if opened.raw then exp = opened.exp end
-    return { fields = best.fields, window = best.window, retry = best.retry,
+    local j = { fields = best.fields, window = best.window, retry = best.retry,
       pending = { entries = entries, exp = exp, updates = updates } }
+    if mode == 'force' and j.retry then
+      -- Over: a request of cost 1 fits when every window has room again.
+      j.retry, j.over = math.max(j.retry, best.full), true
+      j.fields[4] = math.max(1, ceil_ms(j.retry))
+    end
+    return j
   end
-  -- Offer a window's verdict to the binding choice of one key.
+  -- Offer a window's verdict to the binding choice of one key (`best.full`: the
+  -- longest reset of the windows allowed with nothing remaining, in µs of whole ms).
   function L.offer(best, fields, retry, w)
+    if not retry and fields[3] <= 0 then best.full = math.max(best.full, fields[5] * 1000) end
     if retry then
       if not best.retry or retry > best.retry then
         best.retry, best.fields, best.window = retry, fields, w
@@ -399,6 +427,11 @@ local function limits_rule(L)
         .. ' windows: ' .. L.command .. ' keeps at most ' .. int(MAX_WINDOWS_PER_KEY)
         .. ' windows per key (use fewer distinct windows, or other keys)')
     end
+    -- Nothing left to keep (a refund gave everything back): the key goes.
+    if #merged == 0 then
+      if p.exp ~= 0 then return { { 'DEL', key } } end
+      return nil
+    end
     table.sort(merged, function(a, b) return a.w < b.w end)
     local latest = 0
     for _, e in ipairs(merged) do
@@ -414,8 +447,8 @@ local SLIDING = (function()
   local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:buckets:first:counts entries separated by commas',
     options = { LIMIT = true, BUCKETS = true },
-    accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true },
-    syntax = 'RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms]',
+    accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true, REFUND = true, FORCE = true },
+    syntax = 'RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms] [REFUND|FORCE]',
     rule_syntax = 'SLIDING i LIMIT window limit [LIMIT window limit ...] [BUCKETS n]' }
   limits_rule(L)
   function L.build(r, o)
@@ -522,7 +555,7 @@ local SLIDING = (function()
   end
   -- One (key, window) pair at `now`: the reply fields, the entry after an allowed
   -- request, and retry_after in µs (nil when allowed).
-  local function pair(stored, now, w_ms, limit, n, cost)
+  local function pair(stored, now, w_ms, limit, n, cost, mode)
     local window = w_ms * 1000
     local bw = window / n
     local e
@@ -547,19 +580,45 @@ local SLIDING = (function()
       if not mm then return 0 end
       return math.max(leaves(mm) - now, 0)
     end
+    -- When enough of the oldest buckets (which count `total`) have left for `c` to fit.
+    local function fits_at(total, c)
+      local left, at = total, leaves(e.first + #e.counts - 1)
+      for i, v in ipairs(e.counts) do
+        left = left - v
+        if left + c <= limit then
+          at = leaves(e.first + i - 1)
+          break
+        end
+      end
+      return at
+    end
+    if mode == 'refund' then
+      -- Newest buckets first, never below 0.
+      local give = cost
+      for i = #e.counts, 1, -1 do
+        if give == 0 then break end
+        local back = math.min(give, e.counts[i])
+        e.counts[i], give = e.counts[i] - back, give - back
+      end
+      trim(e, e.first)
+      local left = 0
+      for _, c in ipairs(e.counts) do left = left + c end
+      return { 0, limit, math.max(limit - left, 0), -1, ceil_ms(reset()) }, e, nil
+    elseif mode == 'force' then
+      local after = counted + cost
+      if after > MAX_SAFE_INTEGER then force_out_of_bounds('a count above 9007199254740991') end
+      if cost > 0 then add(e, current, cost) end
+      if after <= limit then
+        return { 0, limit, limit - after, -1, ceil_ms(reset()) }, e, nil
+      end
+      local wait = fits_at(after, 1) - now
+      return { 1, limit, 0, math.max(1, ceil_ms(wait)), ceil_ms(reset()) }, e, wait
+    end
     if counted + cost <= limit then
       if cost > 0 then add(e, current, cost) end
       return { 0, limit, limit - counted - cost, -1, ceil_ms(reset()) }, e, nil
     end
-    local left, retry = counted, leaves(e.first + #e.counts - 1)
-    for i, c in ipairs(e.counts) do
-      left = left - c
-      if left + cost <= limit then
-        retry = leaves(e.first + i - 1)
-        break
-      end
-    end
-    local wait = retry - now
+    local wait = fits_at(counted, cost) - now
     return { 1, limit, math.max(limit - counted, 0), math.max(1, ceil_ms(wait)), ceil_ms(reset()) }, e, wait
   end
   function L.encode(entries)
@@ -572,8 +631,8 @@ local SLIDING = (function()
     return table.concat(parts, ',')
   end
   L.ends = ends_at
-  function L.judge_window(r, entry, w, limit, now, cost)
-    local fields, e, wait = pair(entry, now, w, limit, r.buckets, cost)
+  function L.judge_window(r, entry, w, limit, now, cost, mode)
+    local fields, e, wait = pair(entry, now, w, limit, r.buckets, cost, mode)
     return fields, wait, e
   end
   return L
@@ -612,39 +671,74 @@ end
 -- key (nothing at all when RL.ALL is denied), reply with the binding rule's numbers.
 local function run_call(call)
   local now = now_us(call.at)
-  local keys, rules = call.keys, call.rules
+  local keys, rules, mode = call.keys, call.rules, call.mode or 'take'
   local opened = {}
   for i, rule in ipairs(rules) do
     opened[rule.k] = rule_step(call, i, open_key, rule.L, keys[rule.k])
   end
   local judged = {}
-  for i, rule in ipairs(rules) do
-    judged[i] = rule_step(call, i, rule.L.judge, rule.r, opened[rule.k], keys[rule.k], true, now, call.cost)
+  local function judge(i)
+    local rule = rules[i]
+    judged[i] = rule_step(call, i, rule.L.judge, rule.r, opened[rule.k], keys[rule.k], true, now, call.cost, mode)
+    return judged[i]
   end
-  -- The binding rule: the denying one with the largest retry (ties: the first), else
-  -- the one with the least remaining (ties: the first).
-  local bind, denied
-  for i, j in ipairs(judged) do
-    if j.retry then
-      if not denied or j.retry > judged[bind].retry then bind, denied = i, true end
-    elseif not denied and (not bind or j.fields[3] < judged[bind].fields[3]) then
-      bind = i
+  -- Gates first (the BAN rule): one that denies ends the call, the other rules not
+  -- judged and nothing written; it binds.
+  local gates_only = true
+  for i, rule in ipairs(rules) do
+    if rule.L.gate then
+      if judge(i).retry then
+        local reply = judged[i].fields
+        reply[6], reply[7] = i, keys[rule.k]
+        return reply
+      end
+    else
+      gates_only = false
     end
   end
+  -- The binding rule: the denying (or forced over) one with the largest retry (ties:
+  -- the first), else the one with the least remaining (ties: the first). A gate that
+  -- allows binds only a call of gates.
+  local bind, denied, blocked, full = nil, false, false, 0
+  for i, rule in ipairs(rules) do
+    local j = judged[i] or judge(i)
+    if not rule.L.gate or gates_only then
+      if j.retry then
+        if not denied or j.retry > judged[bind].retry then bind, denied = i, true end
+        if not j.over then blocked = true end
+      else
+        if j.fields[3] <= 0 then full = math.max(full, j.fields[5] * 1000) end
+        if not denied and (not bind or j.fields[3] < judged[bind].fields[3]) then bind = i end
+      end
+    end
+  end
+  local reply = judged[bind].fields
+  if judged[bind].over then
+    -- Forced over: a request of cost 1 fits when every rule has room again.
+    reply[4] = math.max(1, ceil_ms(math.max(judged[bind].retry, full)))
+  end
   -- Every key's writes first (a key that would be full refuses the whole request
-  -- before anything is written), then the writes.
+  -- before anything is written), then the writes. RL.ALL's denial writes nothing but
+  -- a penalty (a strike), which binds when it starts a ban.
   local writes = {}
-  if not denied or call.shape ~= 'all' then
+  if not blocked or call.shape ~= 'all' then
     for i, rule in ipairs(rules) do
-      local res = rule_step(call, i, rule.L.write, rule.r, keys[rule.k], judged[i].pending, not denied, now,
+      local res = rule_step(call, i, rule.L.write, rule.r, keys[rule.k], judged[i].pending, not blocked, now,
         call.cost)
       if res then
         for _, c in ipairs(res) do writes[#writes + 1] = c end
       end
     end
+  else
+    for i, rule in ipairs(rules) do
+      local p = rule.L.penalty and rule.L.penalty(rule.r, judged[i].pending, call.cost, mode)
+      if p then
+        for _, c in ipairs(p.writes) do writes[#writes + 1] = c end
+        if p.binds then reply, bind = p.binds, i end
+      end
+    end
   end
   for _, c in ipairs(writes) do redis.call(unpack(c)) end
-  local reply = judged[bind].fields
   if call.shape == 'each' then
     reply[6] = keys[rules[bind].k]
     reply[7] = judged[bind].window
@@ -724,11 +818,12 @@ local function each_key_command(keys, args, L, name)
     if 2 + #ks + #as < 6 then arity_error(L.command, L.syntax) end
     check_keys(ks, MAX_KEYS, name)
     local o = parse_options(as, 1, L.accepts, false)
+    local mode = settle_mode(o)
     local r = L.build({}, o)
-    L.check_cost(r, o.cost)
+    if mode == 'take' then L.check_cost(r, o.cost) end
     local rules = {}
     for k = 1, #ks do rules[k] = { k = k, L = L, r = r } end
-    return { shape = 'each', keys = ks, rules = rules, cost = o.cost, at = o.at }
+    return { shape = 'each', keys = ks, rules = rules, cost = o.cost, at = o.at, mode = mode }
   end, keys, args, MAX_KEYS)
   return run_call(call)
 end

@@ -8,7 +8,7 @@ use crate::clock::request_time;
 use crate::effects;
 use crate::keys::limiter::LimiterKey;
 use crate::reply;
-use crate::stats::Tally;
+use crate::stats::{self, Tally};
 use ratelimit_core::call::limiter::Limiter;
 use ratelimit_core::call::{Call, Settlement, Shape};
 use ratelimit_core::limiters::throttle;
@@ -52,6 +52,13 @@ pub fn run<'a, R: Limiter>(
         let (_, key) = keys.get(*i).ok_or(Error::Internal("written key"))?;
         key.apply(effect)?;
     }
+    // Counted once the call has written all it writes.
+    stats::settled(
+        call.command,
+        call.mode,
+        settlement.penalized,
+        settlement.gated,
+    );
     let binding = keys
         .get(settlement.binding)
         .map(|(name, _)| *name)

@@ -139,6 +139,9 @@ impl<'a> SortedSetKey<'a> {
                 self.add(&bytes, score)
             })?;
         }
+        for member in w.remove {
+            self.remove(member)?;
+        }
         if let Some(through) = w.remove_through {
             self.remove_through(through)?;
         }
@@ -148,6 +151,41 @@ impl<'a> SortedSetKey<'a> {
             return Err(Error::Internal("set expire"));
         }
         effects::expiry_set(self.ctx, self.name, expires_at);
+        Ok(())
+    }
+
+    /// `ZREM key member`, replicated and announced (a refund's write).
+    fn remove(&self, member: &[u8]) -> Result<(), Error> {
+        let (create, rem, free) = (
+            api!(RedisModule_CreateString)?,
+            api!(RedisModule_ZsetRem)?,
+            api!(RedisModule_FreeString)?,
+        );
+        // SAFETY: ctx is live; the bytes are copied into a new string.
+        let ele = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
+        if ele.is_null() {
+            return Err(Error::Internal("member"));
+        }
+        let mut deleted: c_int = 0;
+        // SAFETY: the key is an open sorted set; the string is freed right after.
+        let rc = unsafe { rem(self.key.ptr(), ele, &mut deleted) };
+        // SAFETY: created above, not used after this.
+        unsafe { free(self.ctx.ctx, ele) };
+        if rc != OK {
+            return Err(Error::Internal("sorted set remove"));
+        }
+        if deleted != 0 {
+            effects::member_removed(self.ctx, self.name, member);
+        }
+        Ok(())
+    }
+
+    /// Delete the key (a refund that gave everything back), replicated as `DEL`.
+    pub fn delete(&self) -> Result<(), Error> {
+        if self.exists {
+            self.key.delete()?;
+            effects::key_deleted(self.ctx, self.name);
+        }
         Ok(())
     }
 

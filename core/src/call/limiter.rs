@@ -184,6 +184,38 @@ pub trait Limiter {
         settled: Settled,
         req: &Request,
     ) -> std::result::Result<Effect<Self::State>, Full>;
+
+    /// Whether the rule is judged before the others and, when it denies, ends the call
+    /// there: the other keys are neither read nor written (RL.ALL's BAN rule while a
+    /// ban runs). Such a rule binds an allowed call only when it is the call's only
+    /// rule.
+    fn gates(&self) -> bool {
+        false
+    }
+
+    /// What the rule does in a call of several rules (RL.ALL) that another rule denied,
+    /// where nothing else is written: by default nothing; a penalty box records a
+    /// strike (its write) and binds the call when that strike starts a ban.
+    fn penalty(&self, _pending: Self::Pending, _req: &Request) -> Option<Penalty<Self::State>> {
+        None
+    }
+}
+
+/// A rule's part in a call another rule denied ([`Limiter::penalty`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Penalty<S> {
+    pub effect: Effect<S>,
+    /// The verdict the call then replies with, this rule binding (a ban starts).
+    pub binds: Option<Verdict>,
+}
+
+impl<S> Penalty<S> {
+    pub fn map<T>(self, f: impl FnOnce(S) -> T) -> Penalty<T> {
+        Penalty {
+            effect: self.effect.map(f),
+            binds: self.binds,
+        }
+    }
 }
 
 /// How a limiter's rule is written in a call: the positional arguments after its key
@@ -214,12 +246,15 @@ pub enum Value<'a> {
     SortedSet(SetWrite<'a>),
 }
 
-/// A change to a sorted set: a member added (or its score updated) and the members
-/// scored at or below a time removed, lowest score first (then in the set's order), at
-/// most [`MAX_LOG_TRIM`](crate::limits::MAX_LOG_TRIM) of them: `ZREM key member...` of
-/// the first of `ZRANGEBYSCORE key -inf through LIMIT 0 MAX_LOG_TRIM`.
+/// A change to a sorted set, in this order: a member added (or its score updated),
+/// members removed by name (`ZREM`, never the one added), and the members scored at or
+/// below a time removed, lowest score first (then in the set's order), at most
+/// [`MAX_LOG_TRIM`](crate::limits::MAX_LOG_TRIM) of them: `ZREM key member...` of the
+/// first of `ZRANGEBYSCORE key -inf through LIMIT 0 MAX_LOG_TRIM`.
 #[derive(Clone, Copy)]
 pub struct SetWrite<'a> {
+    /// Members removed by name.
+    pub remove: &'a [Vec<u8>],
     /// The member's bytes and its score.
     pub add: Option<(&'a dyn Encode, Micros)>,
     pub remove_through: Option<Micros>,

@@ -87,6 +87,7 @@ pub fn read<'a>(key: &'a Option<Key>, members: &'a Option<Members<'a>>) -> KeyRe
 pub fn apply<S: Written>(key: &mut Option<Key>, effect: &Effect<S>) {
     match effect {
         Effect::None => {}
+        Effect::Delete => *key = None,
         Effect::ExpireAt(at) => match key {
             Some(Key::String { expires_at, .. }) | Some(Key::SortedSet { expires_at, .. }) => {
                 *expires_at = Some(*at)
@@ -107,6 +108,7 @@ pub fn apply<S: Written>(key: &mut Option<Key>, effect: &Effect<S>) {
                     Some(Key::SortedSet { members, .. }) => members,
                     _ => BTreeSet::new(),
                 };
+                members.retain(|(_, m)| !w.remove.contains(m));
                 if let Some((member, score)) = w.add {
                     let mut bytes = Vec::new();
                     member.encode(&mut bytes);

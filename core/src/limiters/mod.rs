@@ -2,6 +2,7 @@
 //! rule of any kind that list makes (RL.ALL's rules, their keywords and their parser);
 //! and each limiter command's parser, which gives the [`Call`] the glue settles.
 
+pub mod ban;
 pub mod fixed;
 pub mod gcra;
 pub mod log;
@@ -10,15 +11,19 @@ pub mod sliding;
 pub mod throttle;
 pub mod windows;
 
+#[cfg(test)]
+mod settle_tests;
+
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax, Value, Written,
+    Full, Judgement, KeyRead, Limiter, Mode, Penalty, Request, Settled, Storage, Syntax, Value,
+    Written,
 };
 use crate::call::state::{Effect, StateKind};
 use crate::call::{Call, Shape};
 use crate::limits::MAX_ALL_KEYS;
 use crate::parse::args::{parse_int, AtOther, Options};
 use crate::parse::error::{Error, Result};
-use crate::parse::keyword::{Opt, COST_AT};
+use crate::parse::keyword::{Opt, COST_AT, SETTLE};
 use smallvec::SmallVec;
 
 /// Every limiter, once: `Variant(its rule type)`. Adding a limiter is its core file,
@@ -117,6 +122,21 @@ macro_rules! limiters {
                     _ => Ok(Effect::None),
                 }
             }
+
+            fn gates(&self) -> bool {
+                match self {
+                    $(Rule::$variant(r) => Limiter::gates(r),)*
+                }
+            }
+
+            fn penalty(&self, pending: Pending<'a>, req: &Request) -> Option<Penalty<State<'a>>> {
+                match (self, pending) {
+                    $((Rule::$variant(r), Pending::$variant(p)) => {
+                        Limiter::penalty(r, p, req).map(|p| p.map(State::$variant))
+                    })*
+                    _ => None,
+                }
+            }
         }
 
         impl Written for State<'_> {
@@ -166,6 +186,7 @@ limiters! {
     Multi(multi::Rule),
     Sliding(sliding::Rule),
     Log(log::Rule<'a>),
+    Ban(ban::Rule),
 }
 
 /// One rule of RL.ALL after its key position: its positional arguments and its own
@@ -268,8 +289,9 @@ fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
     let mut opts = Options::default();
     while let Some(word) = rest.get(i) {
         let index = rules.len() + 1;
-        if Opt::named(word).is_some_and(|o| COST_AT.contains(&o)) {
-            opts = Options::parse(&rest[i..], Opt::set(&COST_AT)).map_err(|e| match e {
+        if Opt::named(word).is_some_and(|o| COST_AT.contains(&o) || SETTLE.contains(&o)) {
+            let accepts = Opt::set(&COST_AT) | Opt::set(&SETTLE);
+            opts = Options::parse(&rest[i..], accepts).map_err(|e| match e {
                 Error::UnknownOption { value, .. } if is_rule_keyword(&value) => {
                     Error::RuleAfterOptions
                 }
@@ -337,12 +359,25 @@ fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
             key: args.get(k + 1).map_or_else(Vec::new, |k| k.to_vec()),
         });
     }
-    for (i, (_, rule)) in rules.iter().enumerate() {
-        rule.check_cost(opts.cost).map_err(|e| Error::InRule {
+    // At most one penalty box per call.
+    let mut bans = rules.iter().enumerate().filter(|(_, (_, r))| r.gates());
+    if let (Some(_), Some((i, (_, rule)))) = (bans.next(), bans.next()) {
+        return Err(Error::InRule {
             index: i + 1,
             kind: rule.kind(),
-            inner: Box::new(e),
-        })?;
+            inner: Box::new(Error::SecondBan),
+        });
+    }
+    let mode = opts.mode()?;
+    // A refund or a forced request of any cost can be settled.
+    if mode == Mode::Take {
+        for (i, (_, rule)) in rules.iter().enumerate() {
+            rule.check_cost(opts.cost).map_err(|e| Error::InRule {
+                index: i + 1,
+                kind: rule.kind(),
+                inner: Box::new(e),
+            })?;
+        }
     }
     Ok(Call {
         command: COMMAND,
@@ -351,7 +386,7 @@ fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
         rules,
         cost: opts.cost,
         at: opts.at,
-        mode: Mode::Take,
+        mode,
     })
 }
 
@@ -420,12 +455,12 @@ mod tests {
     #[test]
     fn errors_name_their_rule() {
         let cases: &[(&[&'static str], &str)] = &[
-            (&["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms])"),
+            (&["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [REFUND|FORCE])"),
             (&["1", "a", "FIXED", "1", "5"], "ERR rule 1 (FIXED): wrong number of arguments for a FIXED rule (syntax: FIXED i limit window [ALIGN])"),
             (&["1", "a", "FIXED", "1", "1m", "5"], "ERR rule 1 (FIXED): invalid limit '1m': must be an integer from 1 to 9007199254740991 (RL.FIXED key limit window: the limit comes first)"),
-            (&["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "BUCKETS"], "ERR unknown option 'BUCKETS' (options here: COST, AT)"),
+            (&["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "BUCKETS"], "ERR unknown option 'BUCKETS' (options here: COST, AT, REFUND, FORCE)"),
             (&["17", "a", "FIXED", "1"], "ERR invalid numkeys '17': must be an integer from 1 to 16"),
-            (&["1", "a", "NOPE", "1", "5", "1m"], "ERR unknown rule 'NOPE': a rule is FIXED, GCRA, MULTI, SLIDING or LOG followed by its key's position (COST and AT come after the rules)"),
+            (&["1", "a", "NOPE", "1", "5", "1m"], "ERR unknown rule 'NOPE': a rule is FIXED, GCRA, MULTI, SLIDING, LOG or BAN followed by its key's position (COST and AT come after the rules)"),
             (&["1", "a", "LOG", "0", "5", "1m"], "ERR rule 1 (LOG): invalid key position '0': must be an integer from 1 to 1 (the keys' places after numkeys)"),
             (&["2", "a", "b", "LOG", "1", "5", "1m", "LOG", "1", "5", "1m"], "ERR rule 2 (LOG): key 1 is already named by rule 1: one rule per key"),
             (&["2", "a", "b", "LOG", "2", "5", "1m"], "ERR key 1 'a' is named by no rule: every key needs exactly one rule"),
@@ -506,7 +541,9 @@ mod tests {
                     prop_assert!(judged[..settled.binding].iter().all(|v| v.remaining > least));
                 } else {
                     let retry = |v: &Verdict| match v.decision {
-                        Decision::Denied { retry_after } => Some(retry_after),
+                        Decision::Denied { retry_after } | Decision::Over { retry_after } => {
+                            Some(retry_after)
+                        }
                         Decision::Allowed => None,
                     };
                     let most = judged.iter().filter_map(retry).max().unwrap();

@@ -4,13 +4,13 @@
 //! a call (the same as every call's, [`crate::call::limiter::decide`]), with the *binding*
 //! pair whose numbers the reply carries.
 
-use crate::call::limiter::{Full, Settled};
+use crate::call::limiter::{Full, Mode, Settled};
 use crate::call::state::Effect;
 use crate::limits::{MAX_BUCKETS_PER_KEY, MAX_KEYS, MAX_WINDOWS, MAX_WINDOWS_PER_KEY};
 use crate::parse::args::{parse_int, Options};
 pub use crate::parse::args::{Limit, Limits};
 use crate::parse::error::{Error, Result};
-use crate::parse::keyword::{Opt, COST_AT};
+use crate::parse::keyword::{Opt, COST_AT, SETTLE};
 use crate::units::{Micros, UnixMillis};
 use smallvec::SmallVec;
 
@@ -106,17 +106,18 @@ pub fn parse_call<'a>(
     args: &[&'a [u8]],
     command: &'static str,
     own: &[Opt],
-) -> Result<(usize, Options<'a>)> {
+) -> Result<(usize, Options<'a>, Mode)> {
     // numkeys, one key, LIMIT window limit.
     if args.len() < 5 {
         return Err(Error::WrongArity { command });
     }
     let (numkeys, rest) = parse_keys(args)?;
-    let opts = Options::parse(rest, Opt::set(&COST_AT) | Opt::set(own))?;
+    let opts = Options::parse(rest, Opt::set(&COST_AT) | Opt::set(own) | Opt::set(&SETTLE))?;
+    let mode = opts.mode()?;
     if opts.limits.is_empty() {
         return Err(Error::MissingLimit);
     }
-    Ok((numkeys, opts))
+    Ok((numkeys, opts, mode))
 }
 
 /// The checks every command with RL.MULTI's call shape makes of its keys and LIMITs:
@@ -232,7 +233,12 @@ pub fn write_windows<E: Window + Clone, S>(
     }
     windows.sort_unstable_by_key(Window::window_ms);
     let Some(end) = windows.iter().filter_map(Window::ends_at).max() else {
-        return Ok(Effect::None);
+        // Nothing left to keep (a refund gave everything back): the key goes.
+        return Ok(if stored.is_some() {
+            Effect::Delete
+        } else {
+            Effect::None
+        });
     };
     Ok(state(windows).map_or(Effect::None, |state| Effect::Set {
         state,

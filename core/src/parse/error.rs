@@ -220,6 +220,23 @@ pub enum Error {
     OptionNotInRule {
         option: &'static str,
     },
+    /// `REFUND` and `FORCE` in one call.
+    RefundAndForce,
+    /// `REFUND` or `FORCE` with `DELAY`.
+    SettleWithDelay {
+        flag: &'static str,
+    },
+    /// `FORCE` would store a state past the bounds every reader accepts (`what`: a
+    /// count above 2^53 - 1, a TAT beyond the latest AT plus the longest burst window).
+    ForceOutOfBounds {
+        what: &'static str,
+    },
+    /// RL.LOG: `FORCE` would leave the window holding more than twice the limit.
+    LogForceOverTwice {
+        limit: i64,
+    },
+    /// RL.ALL: a second BAN rule in one call.
+    SecondBan,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -492,6 +509,27 @@ impl fmt::Display for Error {
                 f,
                 "ERR the log has numbered {MAX_SAFE_INTEGER} units since it began: delete the key (or let it expire) to start a new log"
             ),
+            Error::RefundAndForce => write!(
+                f,
+                "ERR REFUND and FORCE cannot be given together: a request is either given back or forced"
+            ),
+            Error::SettleWithDelay { flag } => write!(
+                f,
+                "ERR {flag} cannot be given with DELAY: a settled request is not booked"
+            ),
+            Error::ForceOutOfBounds { what } => write!(
+                f,
+                "ERR FORCE would store {what}: nothing was written"
+            ),
+            Error::LogForceOverTwice { limit } => write!(
+                f,
+                "ERR FORCE would leave the log holding more than twice its limit ({}): nothing was written",
+                limit.saturating_mul(2)
+            ),
+            Error::SecondBan => write!(
+                f,
+                "ERR at most one BAN rule per call"
+            ),
             Error::InRule { index, kind, inner } => {
                 let text = inner.to_string();
                 let text = text.strip_prefix("ERR ").unwrap_or(&text);
@@ -504,7 +542,7 @@ impl fmt::Display for Error {
             ),
             Error::UnknownRule { value } => write!(
                 f,
-                "ERR unknown rule '{}': a rule is FIXED, GCRA, MULTI, SLIDING or LOG followed by its key's position (COST and AT come after the rules)",
+                "ERR unknown rule '{}': a rule is FIXED, GCRA, MULTI, SLIDING, LOG or BAN followed by its key's position (COST and AT come after the rules)",
                 echo(value)
             ),
             Error::InvalidPosition { value, numkeys } => write!(
@@ -734,6 +772,13 @@ mod tests {
                 key: b"k\n".to_vec(),
             },
             Error::RuleAfterOptions,
+            Error::RefundAndForce,
+            Error::SettleWithDelay { flag: "FORCE" },
+            Error::ForceOutOfBounds {
+                what: "a count above 9007199254740991",
+            },
+            Error::LogForceOverTwice { limit: 5 },
+            Error::SecondBan,
             Error::InvalidState {
                 key: Some(b"k\r\n".to_vec()),
                 command: "RL.MULTI",

@@ -4,7 +4,10 @@ their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` lib
 - :class:`RateLimiter` / :class:`redis_ratelimit.asyncio.AsyncRateLimiter`: every command,
   results as frozen dataclasses (:class:`RateLimit`, :class:`Throttle`, :class:`Sweep`);
 - policies (:class:`Fixed`, :class:`Gcra`, :class:`Multi`, :class:`Sliding`, :class:`Log`,
-  :class:`All`): limits without their keys, for the middleware and RL.ALL;
+  :class:`All`, and :class:`Ban`, RL.ALL's penalty box): limits without their keys, for
+  the middleware and RL.ALL; ``refund=``/``force=`` on every call, and
+  :meth:`RateLimiter.reserve` / :meth:`Reservation.settle` to settle a cost known only
+  afterwards;
 - :class:`Strict`: strict mode, a grant counted only once a replica holds it;
 - :func:`ratelimit_headers`: ``RateLimit-*``, the IETF draft's ``RateLimit-Policy`` and
   ``RateLimit``, ``Retry-After``;
@@ -16,7 +19,8 @@ their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` lib
 from ._middleware import CircuitBreaker, ModuleMissing
 from .client import RateLimiter
 from .headers import IETF_DRAFT, ceil_seconds, ratelimit_headers
-from .policies import All, Fixed, Gcra, Log, Multi, Policy, Sliding
+from .client import Reservation
+from .policies import All, Ban, Fixed, Gcra, Log, Multi, Policy, Sliding
 from .results import Quota, RateLimit, Sweep, Throttle
 from .strict import Strict
 from .twins import TwinUnavailable
@@ -26,6 +30,7 @@ __version__ = "0.1.0"
 __all__ = [
     "All",
     "CircuitBreaker",
+    "Ban",
     "Fixed",
     "Gcra",
     "IETF_DRAFT",
@@ -36,6 +41,7 @@ __all__ = [
     "Quota",
     "RateLimit",
     "RateLimiter",
+    "Reservation",
     "Sliding",
     "Strict",
     "Sweep",

@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import redis
 
 from .headers import ratelimit_headers
-from .policies import Policy
+from .policies import All, Ban, Policy
 from .results import RateLimit
 
 log = logging.getLogger("redis_ratelimit")
@@ -170,6 +170,7 @@ class Settings:
         breaker: Optional[CircuitBreaker] = _DEFAULT_BREAKER,
         limited_body: Optional[Callable[[RateLimit], Any]] = None,
         limited_content_type: Optional[str] = None,
+        ban: Optional[Ban] = None,
     ):
         if timeout is None or timeout <= 0:
             raise ValueError("the middleware needs a positive timeout, in seconds")
@@ -191,6 +192,9 @@ class Settings:
         self.draft_headers = draft_headers
         self.x_prefix = x_prefix
         self.headers_when_allowed = headers_when_allowed
+        if ban is not None and not isinstance(ban, Ban):
+            raise TypeError(f"ban takes a Ban policy (strikes, window, duration), not {ban!r}")
+        self.ban = ban
 
     def policy_for(self, request: Any, method: str, path: str) -> Optional[Policy]:
         best: Tuple[int, Optional[Policy]] = (-1, None)
@@ -207,6 +211,17 @@ class Settings:
     def keys_for(self, policy: Policy, identity: Union[str, Sequence[str]]) -> List[str]:
         idents = [identity] if isinstance(identity, (str, bytes)) else list(identity)
         return [f"{self.prefix}{policy.name}:{i.decode() if isinstance(i, bytes) else i}" for i in idents]
+
+    def with_ban(self, policy: Policy, keys: List[str]) -> Tuple[Policy, List[str]]:
+        """The policy and keys a request is checked with: as they are, or with the
+        ``ban`` penalty box added (one RL.ALL call: the policy's rules on their keys, and
+        a BAN rule on the first identity's ban key, so a caller refused ``strikes`` times
+        within its window is refused for its duration)."""
+        if self.ban is None:
+            return policy, keys
+        rules = list(policy.rules) if isinstance(policy, All) else [policy] * len(keys)
+        ban_key = keys[0].replace(f"{self.prefix}{policy.name}:", f"{self.prefix}{self.ban.name}:", 1)
+        return All(rules + [self.ban], name=policy.name), keys + [ban_key]
 
     def cost_for(self, request: Any) -> int:
         return self.cost(request) if callable(self.cost) else self.cost

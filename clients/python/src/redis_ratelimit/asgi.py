@@ -66,7 +66,7 @@ class RouteLimiter:
         s, guard = self.settings, self.guard
         if not guard.allow():
             return None
-        keys = s.keys_for(policy, identity)
+        policy, keys = s.with_ban(policy, s.keys_for(policy, identity))
         twins = self.twins_limiter if guard.use_twins and self.twins_limiter is not None else None
         try:
             result = await asyncio.wait_for((twins or self.limiter).check(policy, keys, cost=cost), s.timeout)

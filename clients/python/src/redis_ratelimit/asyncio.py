@@ -14,12 +14,26 @@ import redis
 
 from . import strict as _strict
 from . import twins as _twins
-from .client import _any_node, _Calls, _known
+from .client import Reservation, _any_node, _Calls, _known
 from .policies import Call
+
+
+class AsyncReservation(Reservation):
+    """A :class:`redis_ratelimit.client.Reservation` whose ``settle`` is awaited."""
+
+    async def settle(self, actual: int, *, at: Any = None) -> Any:  # type: ignore[override]
+        pending = Reservation.settle(self, actual, at=at)
+        return None if pending is None else await pending
 
 
 class AsyncRateLimiter(_Calls):
     """Every method of :class:`redis_ratelimit.RateLimiter`, returning an awaitable."""
+
+    def _reservation(self, result: Any, policy: Any, keys: Any, estimate: int, at: Any) -> Any:
+        async def reserved() -> AsyncReservation:
+            return AsyncReservation(self, policy, keys, estimate, at, await result)
+
+        return reserved()
 
     def _run(self, call: Call, **kwargs: Any) -> Any:
         return self._arun(call, **kwargs)

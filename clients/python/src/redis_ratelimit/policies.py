@@ -9,6 +9,7 @@ Each policy knows its command's arguments and how to read its reply::
     Sliding([("1s", 10), ("1m", 100)])                  # RL.SLIDING
     Log(limit=20, window="1m")                          # RL.LOG
     All([Gcra(9, 10, "1s", name="burst"), Fixed(10_000, "1d", name="daily")])  # RL.ALL
+    All([Fixed(5, "1m"), Ban(strikes=3, window="10m", duration="1h")])  # RL.ALL, a penalty box
 
 ``name`` is the policy's name in the HTTP ``RateLimit-Policy`` and ``RateLimit``
 fields, and in the middleware's key prefix.
@@ -309,6 +310,27 @@ class All(Policy):
 
     def rule_args(self, position: int) -> List[Any]:
         raise ValueError("RL.ALL rules cannot nest")
+
+
+@dataclass(frozen=True)
+class Ban(Policy):
+    """RL.ALL's BAN rule, a penalty box: after ``strikes`` refused calls within
+    ``window``, every call naming it is refused for ``duration`` (``DEL`` of its key
+    lifts the ban). A rule of :class:`All` only: it has no command of its own."""
+
+    strikes: int
+    window: Duration
+    duration: Duration
+    name: str = "ban"
+
+    def quotas(self, nkeys: int = 1) -> Tuple[Quota, ...]:
+        return (Quota(self.name, self.strikes, duration_ms(self.duration)),)
+
+    def call(self, keys, cost=1, at=None) -> Call:
+        return All([self]).call(keys, cost, at)
+
+    def rule_args(self, position: int) -> List[Any]:
+        return ["BAN", position, self.strikes, duration_arg(self.window), duration_arg(self.duration)]
 
 
 def quota_window_s(quota: Quota) -> Optional[int]:

@@ -107,7 +107,7 @@ class RateLimitMiddleware:
         guard = self.guard
         if not guard.allow():
             return None
-        keys = self.settings.keys_for(policy, identity)
+        policy, keys = self.settings.with_ban(policy, self.settings.keys_for(policy, identity))
         twins = self.twins_limiter if guard.use_twins and self.twins_limiter is not None else None
         try:
             result = (twins or self.limiter).check(policy, keys, cost=cost)
