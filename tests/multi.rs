@@ -1167,12 +1167,12 @@ fn numkeys_mistakes_say_what_was_meant() {
         (
             "RL.MULTI",
             &["1", "ip:1", "LIMIT", "1m", "10", "LIMITS", "1s", "10"],
-            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT)",
+            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT, REFUND, FORCE)",
         ),
         (
             "RL.ALL",
             &["1", "a", "FIXD", "1", "5", "1m"],
-            "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING or LOG followed by its key's position (COST and AT come after the rules)",
+            "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING, LOG or BAN followed by its key's position (COST and AT come after the rules)",
         ),
     ];
     for (command, args, want) in cases {
