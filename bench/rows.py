@@ -140,7 +140,7 @@ ROWS: List[Row] = [
         keys=FIRST,
         denied="RL.FIXED rl:fixed:__rand_int__ 1 1h",
         floor_of="FLOOR.FIXED",
-        target=1.10,
+        target=1.05,
         about="fixed window; allowed: limit 1 000 000 per hour; denied: limit 1, key at its limit",
     ),
     Row(
@@ -150,7 +150,7 @@ ROWS: List[Row] = [
         keys=FIRST,
         denied="RL.GCRA rl:gcra:__rand_int__ 0 1 1h",
         floor_of="FLOOR.FIXED",
-        target=1.10,
+        target=1.05,
         about="GCRA; allowed: 1 000 000 per second with a burst of 1 000 000; denied: 1 per hour, no burst, key used",
     ),
     Row(
@@ -171,7 +171,7 @@ ROWS: List[Row] = [
         keys=NUMKEYS,
         denied="RL.MULTI 2 rl:multi:ip:__rand_int__ rl:multi:user:__rand_int__ LIMIT 1m 1 LIMIT 1h 1 LIMIT 1d 1",
         floor_of="FLOOR.MULTI",
-        target=1.15,
+        target=1.4,
         share=0.4,
         about="2 identifiers x 3 windows, all or nothing; denied: limit 1 in every window",
     ),
@@ -193,7 +193,7 @@ ROWS: List[Row] = [
         denied="RL.SLIDING 2 rl:sliding:ip:__rand_int__ rl:sliding:user:__rand_int__ "
         "LIMIT 1m 1 LIMIT 1h 1 LIMIT 1d 1",
         floor_of="FLOOR.MULTI",
-        target=1.15,
+        target=1.4,
         share=0.3,
         about="sliding windows, 2 identifiers x 3 windows of 10 buckets, all or nothing (the RL.MULTI row's "
         "windows); denied: limit 1 in every window",
