@@ -40,6 +40,11 @@ pub const DEFAULT_BUCKETS: u64 = 10;
 pub const MAX_LOG_LIMIT: i64 = 10_000;
 /// RL.LOG: the longest `META` value, in bytes.
 pub const MAX_META_LEN: usize = 256;
+/// RL.LEASE: the largest `limit` (leases held at once on one key: a key keeps one
+/// member per lease, and a denial reads the earliest of them).
+pub const MAX_LEASE_LIMIT: i64 = 10_000;
+/// RL.LEASE, RL.RELEASE: the longest lease id, in bytes.
+pub const MAX_ID_LEN: usize = 256;
 /// RL.MULTI: the largest `end_ms` accepted in stored state.
 pub const MAX_END_MS: u64 = MAX_SAFE_INTEGER;
 

@@ -23,7 +23,7 @@ pub mod memory;
 pub mod state;
 pub mod verdict;
 
-use crate::call::limiter::{KeyRead, Limiter, Mode, Request, Settled, Syntax};
+use crate::call::limiter::{Field, KeyRead, Limiter, Mode, Request, Settled, Syntax, Token};
 use crate::call::state::{Effect, Encode, Outcome, Stored};
 use crate::call::verdict::Verdict;
 use crate::parse::args::Options;
@@ -76,6 +76,9 @@ pub struct Settlement<S> {
     pub window_ms: u64,
     /// The binding rule's sixth reply field of its own, if any.
     pub extra: Option<i64>,
+    /// The reply field of the first rule that gives one whatever the binding rule
+    /// ([`Limiter::reply_field`]: a lease's id), if any.
+    pub field: Option<Field>,
     /// The writes, in key order: (the rule's place, its effect); none for a rule that
     /// writes nothing.
     pub writes: SmallVec<[(usize, Effect<S>); 4]>,
@@ -106,19 +109,44 @@ impl<R: Limiter> Call<R> {
     }
 
     /// Settle the call at `now`, reading the key of rule `i` with `read(i)` (as the
-    /// module reads it, its errors those of rule `i`); `name(i)` is that key's name. The
-    /// one loop of every limiter call.
+    /// module reads it, its errors those of rule `i`); `name(i)` is that key's name.
     pub fn settle_with<'k, 'n>(
         &self,
         now: Micros,
         read: impl Fn(usize) -> Result<KeyRead<'k>>,
         name: impl Fn(usize) -> &'n [u8],
     ) -> Result<Settlement<R::State>> {
-        let req = Request {
+        self.settle_request(&self.request(now, None), read, name)
+    }
+
+    /// The request every rule of the call judges at `now`; `token`: the name the glue
+    /// made for it, when [`Call::wants_token`].
+    pub fn request(&self, now: Micros, token: Option<Token>) -> Request {
+        Request {
             now,
             cost: self.cost,
             mode: self.mode,
-        };
+            token,
+        }
+    }
+
+    /// Whether a rule of the call records a name the call does not give (a lease
+    /// without `ID`): the glue then makes a [`Token`] for the request. A peek records
+    /// nothing.
+    pub fn wants_token(&self) -> bool {
+        self.cost > 0 && self.rules.iter().any(|(_, r)| r.wants_token())
+    }
+
+    /// Settle the call's request `req`, reading the key of rule `i` with `read(i)` (as
+    /// the module reads it, its errors those of rule `i`); `name(i)` is that key's name.
+    /// The one loop of every limiter call.
+    pub fn settle_request<'k, 'n>(
+        &self,
+        req: &Request,
+        read: impl Fn(usize) -> Result<KeyRead<'k>>,
+        name: impl Fn(usize) -> &'n [u8],
+    ) -> Result<Settlement<R::State>> {
+        let req = *req;
         let mut judged: SmallVec<[_; 4]> = SmallVec::new();
         for (i, (_, rule)) in self.rules.iter().enumerate() {
             let judgement = read(i)
@@ -132,6 +160,11 @@ impl<R: Limiter> Call<R> {
             .get(decided.binding)
             .ok_or(Error::Internal("binding rule"))?;
         let (verdict, window_ms, extra) = (binding.verdict, binding.window_ms, binding.extra);
+        let field = self
+            .rules
+            .iter()
+            .zip(&judged)
+            .find_map(|((_, rule), j)| rule.reply_field(&j.pending, decided.settled));
         let mut writes: SmallVec<[(usize, Effect<R::State>); 4]> = SmallVec::new();
         let mut first_set = None;
         // RL.ALL's denial writes nothing at all.
@@ -164,6 +197,7 @@ impl<R: Limiter> Call<R> {
             binding: decided.binding,
             window_ms,
             extra,
+            field,
             writes,
             first_set,
         })
