@@ -121,6 +121,34 @@ pub fn members_removed_through(ctx: &Context, key: KeyName, through: Micros, not
     };
 }
 
+/// The effects of `ZREM key member` that removed it: the signal, the `zrem` event, and
+/// the same command replicated.
+pub fn member_removed(ctx: &Context, key: KeyName, member: &[u8]) {
+    signal_modified(ctx, key);
+    notify(ctx, raw::REDISMODULE_NOTIFY_ZSET, c"zrem", key);
+    let Ok(replicate) = api!(RedisModule_Replicate) else {
+        return;
+    };
+    // SAFETY: the format "sb" matches (string, buffer + length); the buffer is live for
+    // the call, which copies it.
+    unsafe {
+        replicate(
+            ctx.ctx,
+            c"ZREM".as_ptr(),
+            c"sb".as_ptr(),
+            key.ptr(),
+            member.as_ptr() as *const c_char,
+            member.len(),
+        )
+    };
+}
+
+/// The `del` event of a key a removal emptied (the server deleted it; the replicated
+/// removal empties it on replicas too).
+pub fn key_deleted(ctx: &Context, key: KeyName) {
+    notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"del", key);
+}
+
 /// A time in µs as the API's signed integer (times here are below 2^53).
 fn micros(t: Micros) -> i64 {
     i64::try_from(t.0).unwrap_or(i64::MAX)

@@ -3,13 +3,14 @@
 //! key, settle the call (pure, in core: judge, decide, the writes), check memory,
 //! apply the writes, reply with the binding rule's numbers.
 
+use crate::api::api;
 use crate::argv::{Args, KeyName};
 use crate::clock::request_time;
 use crate::effects;
 use crate::keys::limiter::LimiterKey;
 use crate::reply;
 use crate::stats::Tally;
-use ratelimit_core::call::limiter::Limiter;
+use ratelimit_core::call::limiter::{Limiter, Token, TOKEN_LEN};
 use ratelimit_core::call::{Call, Settlement, Shape};
 use ratelimit_core::limiters::throttle;
 use ratelimit_core::Error;
@@ -43,7 +44,12 @@ pub fn run<'a, R: Limiter>(
         None => Err(Error::Internal("rule key")),
     };
     let name_of = |i: usize| keys.get(i).map_or(&b""[..], |(name, _)| name.bytes());
-    let settlement = call.settle_with(now, read, name_of)?;
+    let token = if call.wants_token() {
+        Some(token()?)
+    } else {
+        None
+    };
+    let settlement = call.settle_request(&call.request(now, token), read, name_of)?;
     let first_set = settlement
         .first_set
         .and_then(|i| keys.get(i).map(|(name, _)| *name));
@@ -62,14 +68,15 @@ pub fn run<'a, R: Limiter>(
 /// The reply of a call, with the numbers of its binding rule (on key `name`).
 fn reply<R, S>(ctx: &Context, call: &Call<R>, s: &Settlement<S>, name: KeyName) -> Tally {
     match call.shape {
-        Shape::Single => match s.extra {
+        Shape::Single => match (s.extra, &s.field) {
             // A sixth field of the limiter's own (RL.GCRA's DELAY: the delay in ms, 0:
-            // act now, -1: not booked).
-            Some(extra) => reply::verdict_and(ctx, &s.verdict, extra),
-            None => reply::verdict(ctx, &s.verdict),
+            // act now, -1: not booked; RL.LEASE's id or nil).
+            (Some(extra), _) => reply::verdict_and(ctx, &s.verdict, extra),
+            (None, Some(field)) => reply::verdict_and_field(ctx, &s.verdict, field),
+            (None, None) => reply::verdict(ctx, &s.verdict),
         },
         Shape::EachKey => reply::binding_verdict(ctx, &s.verdict, name, s.window_ms),
-        Shape::All => reply::rule_verdict(ctx, &s.verdict, s.binding + 1, name),
+        Shape::All => reply::rule_verdict(ctx, &s.verdict, s.binding + 1, name, s.field.as_ref()),
         Shape::Throttle { over_capacity } => {
             let fields = throttle::reply(&s.verdict, over_capacity);
             reply::integers(ctx, &fields);
@@ -80,4 +87,14 @@ fn reply<R, S>(ctx: &Context, call: &Call<R>, s: &Settlement<S>, name: KeyName) 
             }
         }
     }
+}
+
+/// A name for a call that records one it was not given (a lease without `ID`): random
+/// hex digits from the server's generator.
+fn token() -> Result<Token, Error> {
+    let random_hex = api!(RedisModule_GetRandomHexChars)?;
+    let mut token = [0u8; TOKEN_LEN];
+    // SAFETY: the server writes exactly `TOKEN_LEN` bytes into the buffer.
+    unsafe { random_hex(token.as_mut_ptr().cast(), TOKEN_LEN) };
+    Ok(Token(token))
 }

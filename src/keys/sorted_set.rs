@@ -138,22 +138,79 @@ impl<'a> SortedSetKey<'a> {
             })?;
         }
         if let Some(through) = w.remove_through {
-            match self.remove_through(through)? {
-                Removed::None => {}
-                Removed::OneByOne => {
-                    effects::members_removed_through(self.ctx, self.name, through, true)
-                }
-                Removed::ByCommand => {
-                    effects::members_removed_through(self.ctx, self.name, through, false)
-                }
+            self.remove_expired(through)?;
+        }
+        self.expire_at(expires_at)
+    }
+
+    /// `ZREMRANGEBYSCORE key -inf through`, replicated and announced (a key it empties
+    /// is deleted, and announced so).
+    pub fn remove_expired(&self, through: Micros) -> Result<(), Error> {
+        match self.remove_through(through)? {
+            Removed::None => {}
+            Removed::OneByOne => {
+                effects::members_removed_through(self.ctx, self.name, through, true);
+                self.announce_if_deleted()?;
+            }
+            Removed::ByCommand => {
+                effects::members_removed_through(self.ctx, self.name, through, false)
             }
         }
+        Ok(())
+    }
+
+    /// `PEXPIREAT key at`, replicated and announced.
+    pub fn expire_at(&self, expires_at: UnixMillis) -> Result<(), Error> {
         let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
-        // SAFETY: the key is open for writing and holds the set just written.
+        // SAFETY: the key is open for writing and holds a set.
         if unsafe { set_abs_expire(self.key.ptr(), effects::millis(expires_at)) } != OK {
             return Err(Error::Internal("set expire"));
         }
         effects::expiry_set(self.ctx, self.name, expires_at);
+        Ok(())
+    }
+
+    /// `ZREM key member`, replicated and announced (a key it empties is deleted, and
+    /// announced so).
+    pub fn remove_member(&self, member: &[u8]) -> Result<(), Error> {
+        let (create, rem, free) = (
+            api!(RedisModule_CreateString)?,
+            api!(RedisModule_ZsetRem)?,
+            api!(RedisModule_FreeString)?,
+        );
+        // SAFETY: ctx is live; the bytes are copied into a new string.
+        let ele = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
+        if ele.is_null() {
+            return Err(Error::Internal("member"));
+        }
+        let mut deleted: c_int = 0;
+        // SAFETY: the key is open for writing; the string is freed right after.
+        let rc = unsafe { rem(self.key.ptr(), ele, &mut deleted) };
+        // SAFETY: created above, not used after this.
+        unsafe { free(self.ctx.ctx, ele) };
+        if rc != OK {
+            return Err(Error::Internal("sorted set remove"));
+        }
+        if deleted != 0 {
+            effects::member_removed(self.ctx, self.name, member);
+            self.announce_if_deleted()?;
+        }
+        Ok(())
+    }
+
+    /// Whether the key is gone (its last member removed).
+    pub fn is_gone(&self) -> Result<bool, Error> {
+        let key_type = api!(RedisModule_KeyType)?;
+        // SAFETY: the key is open.
+        Ok(unsafe { key_type(self.key.ptr()) } as isize == raw::REDISMODULE_KEYTYPE_EMPTY)
+    }
+
+    /// The `del` event of a key that its removals through the key API emptied (the
+    /// server deletes it, as `ZREM` does, without saying so).
+    fn announce_if_deleted(&self) -> Result<(), Error> {
+        if self.is_gone()? {
+            effects::key_deleted(self.ctx, self.name);
+        }
         Ok(())
     }
 
@@ -214,8 +271,9 @@ impl<'a> SortedSetKey<'a> {
                 return Err(Error::Internal("member"));
             }
             let mut deleted: c_int = 0;
-            // SAFETY: the key is an open sorted set (it holds the entry just added, so
-            // it is never emptied here); the string is freed right after.
+            // SAFETY: the key is open for writing (a removal that empties it leaves an
+            // empty key, which the last removal here is); the string is freed right
+            // after.
             let rc = unsafe { rem(self.key.ptr(), ele, &mut deleted) };
             // SAFETY: created above, not used after this.
             unsafe { free(self.ctx.ctx, ele) };
