@@ -45,7 +45,8 @@ fn leases_up_to_the_limit_renew_expire_at_the_ms_and_release() {
     let t = at_base(2 * HOUR, HOUR);
     let at = |ms: u64| (t + ms).to_string();
     // Two at a time, each held 10 s unless renewed.
-    let steps: &[(u64, &[&str], [i64; 5], Option<&str>)] = &[
+    type Step = (u64, &'static [&'static str], [i64; 5], Option<&'static str>);
+    let steps: &[Step] = &[
         (0, &["ID", "job-1"], [0, 2, 1, -1, 10_000], Some("job-1")),
         (
             1_000,
