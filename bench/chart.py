@@ -20,7 +20,7 @@ def esc(s: str) -> str:
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-COLORS = {"native": "#1f6fb4", "twin": "#e8822e", "script": "#b39b2f", "plain": "#7a7a7a"}
+COLORS = {"native": "#1f6fb4", "function": "#e8822e", "twin": "#f2b27a", "script": "#b39b2f", "plain": "#7a7a7a"}
 
 
 @dataclass
@@ -36,7 +36,7 @@ class Bar:
 class Group:
     title: str
     bars: List[Bar]
-    ratio: Optional[Tuple[float, float, float]] = None  # twin (or script) ÷ native, per run
+    ratio: Optional[Tuple[float, float, float]] = None  # function (or script) ÷ native, per run
     ratio_of: str = ""  # what the ratio is over ("native" or a command)
     reference: bool = False
     row: str = ""
@@ -56,7 +56,8 @@ def groups_of(r) -> List[Group]:
                 s = r.sp(row.name, kind, mode, p, "usec")
                 if s is None:
                     continue
-                label = {"native": row.name, "twin": "Lua twin", "script": "Lua script"}[kind]
+                label = {"native": row.name, "function": "Lua function", "twin": "Lua script (twin)",
+                         "script": "Lua script"}[kind]
                 bars.append(Bar("plain" if row.floor or row.reference else kind, label, *s))
             if not bars:
                 continue
@@ -132,7 +133,8 @@ def chart(r) -> str:
         f'{esc(r.info["server"].split(" (")[0])}</text>',
     ]
     lx, ly = 20, 70
-    for kind, label in (("native", "RL.* command (native)"), ("twin", "its Lua twin"),
+    for kind, label in (("native", "RL.* command (native)"), ("function", "its Lua function"),
+                        ("twin", "its Lua script"),
                         ("script", "other Lua script"), ("plain", "floor module, plain command")):
         out.append(f'<rect x="{lx}" y="{ly - 10}" width="12" height="12" fill="{COLORS[kind]}"/>')
         out.append(f'<text x="{lx + 17}" y="{ly}" fill="#333">{label}</text>')

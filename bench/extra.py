@@ -57,7 +57,7 @@ def rx(vals: List[float]) -> str:
 
 
 def twin_script(c: Client, name: str) -> str:
-    return load_script(c, (ROOT / "lua" / "prelude.lua").read_text() + "\n" + (ROOT / "lua" / name).read_text())
+    return load_script(c, (ROOT / "lua" / "scripts" / name).read_text())
 
 
 # --- RL.ALL against the three single commands -------------------------------------------
@@ -75,12 +75,19 @@ def all_lines(i: int, sha: str) -> Dict[str, List[List[str]]]:
         "three single commands": [["RL.GCRA", g, "1000000", "1000000", "1s"],
                                   ["RL.FIXED", f, "1000000", "1h"],
                                   ["RL.SLIDING", "1", s, "LIMIT", "1m", "1000000"]],
-        "RL.ALL twin": [["EVALSHA", sha, "3", g, f, s, *ALL_RULES]],
+        "RL.ALL function": [["FCALL", "rl_all", "3", g, f, s, *ALL_RULES]],
+        "three single functions": [["FCALL", "rl_gcra", "1", g, "1000000", "1000000", "1s"],
+                                   ["FCALL", "rl_fixed", "1", f, "1000000", "1h"],
+                                   ["FCALL", "rl_sliding", "1", s, "LIMIT", "1m", "1000000"]],
+        "RL.ALL script": [["EVALSHA", sha, "3", g, f, s, *ALL_RULES]],
     }
 
 
 ALL_STATS = {"RL.ALL": ("rl.all",), "three single commands": ("rl.gcra", "rl.fixed", "rl.sliding"),
-             "RL.ALL twin": ("evalsha",)}
+             "RL.ALL function": ("fcall",), "three single functions": ("fcall",),
+             "RL.ALL script": ("evalsha",)}
+# Calls counted per request under each way's stats.
+ALL_CALLS = {"three single functions": 3}
 
 
 def run_all_vs_singles(c: Client, opts) -> Tuple[Optional[Section], List[str]]:
@@ -88,7 +95,8 @@ def run_all_vs_singles(c: Client, opts) -> Tuple[Optional[Section], List[str]]:
     interleaved; the keys are written once first so that every request updates them."""
     if not command_exists(c, "RL.ALL"):
         return None, []
-    sha = twin_script(c, "all.lua")
+    sha = twin_script(c, "rl_all.lua")
+    c.call("FUNCTION", "LOAD", "REPLACE", (ROOT / "lua" / "ratelimit.lua").read_text())
     keys = 10_000
     requests = max(2_000, opts.requests // 3)
     batch = 16
@@ -111,16 +119,18 @@ def run_all_vs_singles(c: Client, opts) -> Tuple[Optional[Section], List[str]]:
             st = commandstats(c)
             total = sum(st.get(name, {}).get("usec", 0) for name in ALL_STATS[way])
             calls = [st.get(name, {}).get("calls", 0) for name in ALL_STATS[way]]
-            if any(n != requests for n in calls):
+            if any(n != requests * ALL_CALLS.get(way, 1) for n in calls):
                 return None, [f"RL.ALL against the three commands: {way}: {calls} calls counted for {requests}"]
             runs[way].append(total / requests)
     c.call("FLUSHALL")
     base = runs["RL.ALL"]
+    functions = runs["three single functions"]
     rows, csv = [], []
     for way, vals in runs.items():
         r = ratio_runs(vals, base)
-        rows.append([way, " + ".join(s.upper() for s in ALL_STATS[way]), us(vals),
-                     "1×" if way == "RL.ALL" else rx(r)])
+        rows.append([way, " + ".join(s.upper() for s in ALL_STATS[way]) + (" × 3" if way in ALL_CALLS else ""),
+                     us(vals), "1×" if way == "RL.ALL" else rx(r),
+                     rx(ratio_runs(vals, functions)) if way == "RL.ALL function" else "–"])
         csv.append(dict(command=f"RL.ALL vs {way}", variant="all-vs-singles", mode="allowed", pipeline=batch,
                         clients=1, requests=requests, keyspace=keys, runs=len(vals),
                         usec_per_call=spread(vals)[0], usec_per_call_min=min(vals), usec_per_call_max=max(vals),
@@ -133,12 +143,13 @@ def run_all_vs_singles(c: Client, opts) -> Tuple[Optional[Section], List[str]]:
              f"sent three ways from one connection, {batch} requests per pipeline, {requests:,} requests per run "
              f"on {keys:,} identifiers whose keys exist, {opts.repeat} runs of each in turn: as RL.ALL, as the "
              "three single commands in one pipeline (which is not atomic: another client can act between them, "
-             "and a request denied by one is still counted by the others), and as RL.ALL's twin. *Server "
-             "µs/request*: the `usec` of every command the request sends over the requests (median, min–max); "
-             "*÷ RL.ALL*: run by run.")
-    headers = ["Sent as", "Commands", "Server µs/request", "÷ RL.ALL"]
+             "and a request denied by one is still counted by the others), as RL.ALL's function and the three "
+             "single functions (FCALL), and as RL.ALL's script (EVALSHA). *Server µs/request*: the `usec` of "
+             "every command the request sends over the requests (median, min–max); *÷ RL.ALL*, *÷ three "
+             "functions*: run by run.")
+    headers = ["Sent as", "Commands", "Server µs/request", "÷ RL.ALL", "÷ three functions"]
     return Section("RL.ALL against the three single commands", intro, headers, rows,
-                   [False, False, True, True], csv), []
+                   [False, False, True, True, True], csv), []
 
 
 # --- RL.LOG: COST 100 against COST 1 ----------------------------------------------------
@@ -149,7 +160,7 @@ def run_log_cost_units(c: Client, server: Server, opts, raw_log) -> Tuple[Option
     and twin."""
     if not command_exists(c, "RL.LOG"):
         return None, []
-    sha = twin_script(c, "log.lua")
+    sha = twin_script(c, "rl_log.lua")
     keys, requests = 1_000, max(20 * opts.clients, opts.requests // 3)
     runs: Dict[Tuple[str, int], List[float]] = {}
     for rep in range(opts.repeat):
@@ -239,7 +250,7 @@ def run_log_worst(c: Client, opts) -> Tuple[Optional[Section], List[str]]:
     """Each case, native and twin, on a new key per trial: median and longest."""
     if not command_exists(c, "RL.LOG"):
         return None, []
-    sha = twin_script(c, "log.lua")
+    sha = twin_script(c, "rl_log.lua")
     old = c.call("CONFIG", "GET", "slowlog-log-slower-than")
     rows, csv, problems = [], [], []
     try:

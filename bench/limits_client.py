@@ -48,10 +48,10 @@ IDS = 10_000
 # algorithm, the library's strategy, the native command (its key at index 1 or after a
 # numkeys at index 1), the twin's file under lua/
 ALGORITHMS = [
-    ("fixed window", FixedWindowRateLimiter, ["RL.FIXED", "{key}", str(LIMIT), WINDOW], "fixed.lua"),
-    ("moving window", MovingWindowRateLimiter, ["RL.LOG", "{key}", str(LIMIT), WINDOW], "log.lua"),
+    ("fixed window", FixedWindowRateLimiter, ["RL.FIXED", "{key}", str(LIMIT), WINDOW], "rl_fixed.lua"),
+    ("moving window", MovingWindowRateLimiter, ["RL.LOG", "{key}", str(LIMIT), WINDOW], "rl_log.lua"),
     ("sliding window counter", SlidingWindowCounterRateLimiter,
-     ["RL.SLIDING", "1", "{key}", "LIMIT", WINDOW, str(LIMIT)], "sliding.lua"),
+     ["RL.SLIDING", "1", "{key}", "LIMIT", WINDOW, str(LIMIT)], "rl_sliding.lua"),
 ]
 
 SENT: Counter = Counter()
@@ -199,7 +199,6 @@ def main() -> int:
     rnd = random.Random(7)
     url = f"redis://127.0.0.1:{o.port}"
     admin = redis.Redis(port=o.port)
-    prelude = (ROOT / "lua" / "prelude.lua").read_text()
     notes: List[str] = []  # left out because the module has no such command
     failures: List[str] = []  # any other error: the benchmark fails
 
@@ -232,18 +231,18 @@ def main() -> int:
             return lambda k: r.execute_command(*[a.replace("{key}", k) for a in native])
 
         entries.append((algo, "native", native[0], native_hit, keys))
-        twin_path = ROOT / "lua" / twin_file
+        twin_path = ROOT / "lua" / "scripts" / twin_file
         if not twin_path.is_file():
             notes.append(f"{algo}: twin skipped, lua/{twin_file} does not exist")
             continue
-        sha = admin.script_load(prelude + "\n" + twin_path.read_text())
+        sha = admin.script_load(twin_path.read_text())
         rest = native[3:] if numkeys else native[2:]
 
         def twin_hit(rest=rest, sha=sha):
             r = redis.Redis(port=o.port)
             return lambda k: r.evalsha(sha, 1, k, *rest)
 
-        entries.append((algo, "twin", f"lua/{twin_file}", twin_hit, keys))
+        entries.append((algo, "twin", f"lua/scripts/{twin_file}", twin_hit, keys))
     # The article's 1 s / 10 s / 15 s sliding windows: its pattern against RL.SLIDING.
     algo = "sliding windows 1 s, 10 s, 15 s"
     keys = [f"peer:article:{i:06d}" for i in range(IDS)]
@@ -257,7 +256,7 @@ def main() -> int:
             return lambda k: r.execute_command(*[a.replace("{key}", k) for a in article])
 
         entries.append((algo, "native", "RL.SLIDING", sliding_hit, keys))
-        sliding_sha = admin.script_load(prelude + "\n" + (ROOT / "lua" / "sliding.lua").read_text())
+        sliding_sha = admin.script_load((ROOT / "lua" / "scripts" / "rl_sliding.lua").read_text())
 
         def sliding_twin():
             r = redis.Redis(port=o.port)

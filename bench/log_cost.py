@@ -51,8 +51,8 @@ def run_log_cost(c: Client, server: Server, opts, raw_log):
     if not command_exists(c, "RL.LOG"):
         return results, problems
     fill = load_script(c, FILL)
-    twin_path = ROOT / "lua" / "log.lua"
-    twin = load_script(c, (ROOT / "lua" / "prelude.lua").read_text() + "\n" + twin_path.read_text())
+    twin_path = ROOT / "lua" / "scripts" / "rl_log.lua"
+    twin = load_script(c, twin_path.read_text())
     at = 4_000_000_000_000  # far ahead: nothing leaves the window during the run
     requests = log_requests(opts)
     for n in SIZES:

@@ -372,7 +372,7 @@ def run_all(targets: List[Target], opts, raw_log) -> Measured:
             base_kind = "A" if "A" in got else "native"
             base = got.get(base_kind)
             for k, p in got.items():
-                if k in ("twin", "B") and base is not None and p[:3] != base[:3]:
+                if k in ("twin", "function", "B") and base is not None and p[:3] != base[:3]:
                     m.problems[(name, k, mode)] = f"answered {p!r} where {base_kind} answered {base!r}"
     return m
 

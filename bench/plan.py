@@ -30,8 +30,9 @@ def parse_line(line: str) -> List[str]:
     return shlex.split(line)
 
 
-def twin_argv(native: List[str], keys: str, sha: str) -> List[str]:
-    """The EVALSHA call of a twin from its native command line: same keys, same rest."""
+def twin_argv(native: List[str], keys: str, sha: str, call: str = "EVALSHA") -> List[str]:
+    """The EVALSHA (or FCALL) call of a twin from its native command line: same keys,
+    same rest."""
     rest = native[1:]
     if keys == FIRST:
         ks, argv = rest[:1], rest[1:]
@@ -43,7 +44,7 @@ def twin_argv(native: List[str], keys: str, sha: str) -> List[str]:
         ks, argv = rest[i:], rest[:i]
     else:
         raise ValueError(f"unknown key position {keys!r}")
-    return ["EVALSHA", sha, str(len(ks)), *ks, *argv]
+    return [call, sha, str(len(ks)), *ks, *argv]
 
 
 def command_exists(c: Client, name: str) -> bool:
@@ -59,7 +60,9 @@ def build_plan(c: Client, rows: List[Row], keyspace: int, denied_keyspace: int):
     """The variants to run, and a note for every row or part of one left out."""
     variants: List[Variant] = []
     notes: List[str] = []
-    prelude_path = ROOT / "lua" / "prelude.lua"
+    # The Functions library, once: each twin row runs its function (FCALL) and its
+    # script (EVALSHA).
+    c.call("FUNCTION", "LOAD", "REPLACE", (ROOT / "lua" / "ratelimit.lua").read_text())
     for row in rows:
         if row.native:
             argv = parse_line(row.native)
@@ -71,12 +74,13 @@ def build_plan(c: Client, rows: List[Row], keyspace: int, denied_keyspace: int):
                 lines["denied"] = parse_line(row.denied)
             variants.append(Variant(row, "native", argv[0].lower(), lines))
             if row.twin:
-                twin_path = ROOT / "lua" / row.twin
+                twin_path = ROOT / "lua" / "scripts" / f"{row.twin}.lua"
                 if not twin_path.is_file():
-                    notes.append(f"{row.name}: twin skipped, lua/{row.twin} does not exist")
+                    notes.append(f"{row.name}: twin skipped, lua/scripts/{row.twin}.lua does not exist")
                 else:
-                    text = prelude_path.read_text() + "\n" + twin_path.read_text()
-                    sha = load_script(c, text)
+                    fl = {m: twin_argv(a, row.keys, row.twin, "FCALL") for m, a in lines.items()}
+                    variants.append(Variant(row, "function", "fcall", fl))
+                    sha = load_script(c, twin_path.read_text())
                     tl = {m: twin_argv(a, row.keys, sha) for m, a in lines.items()}
                     variants.append(Variant(row, "twin", "evalsha", tl))
         elif row.script and row.call:

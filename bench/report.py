@@ -233,14 +233,16 @@ class Report:
 
     def other_kind(self, row: Row) -> Optional[str]:
         kinds = self.kinds(row)
+        if "function" in kinds:
+            return "function"
         return "twin" if "twin" in kinds else "script" if "script" in kinds else None
 
     def vs(self, row: Row, mode: str, pipeline: int, attr: str = "usec") -> Tuple[Spread, Optional[str]]:
         """The twin's (or script's) figure over the native command's, per repetition,
         and what it is over."""
         other = self.other_kind(row)
-        if other == "twin":
-            return paired(self.cell(row.name, "twin", mode, pipeline), self.cell(row.name, "native", mode, pipeline),
+        if other in ("function", "twin"):
+            return paired(self.cell(row.name, other, mode, pipeline), self.cell(row.name, "native", mode, pipeline),
                           attr), "native"
         if other == "script" and row.against:
             return paired(self.cell(row.name, "script", mode, pipeline),
@@ -287,25 +289,55 @@ class Report:
                 vs_floor = f"{ratio_range(fr)} {row.floor_of}" if fr else "–"
                 thr = []
                 for pp in self.o.pipelines:
-                    if other_kind != "twin":
+                    if other_kind not in ("function", "twin"):
                         thr.append("–")
                     elif (row.name, "native", mode, pp) not in self.cells:
                         thr.append(self.not_run(mode, pp))
                     else:
                         thr.append(ratio_range(paired(self.cell(row.name, "native", mode, pp),
-                                                      self.cell(row.name, "twin", mode, pp), "rps")))
+                                                      self.cell(row.name, other_kind, mode, pp), "rps")))
                 mem_n = self.memory.get((row.name, "native"))
                 mem_o = self.memory.get((row.name, other_kind)) if other_kind else None
+                script = self.sp(row.name, "twin", mode, p, "usec") if other_kind == "function" else None
                 rows.append([
                     row.name, mode, us_range(native),
                     (us_range(other) + (" (script)" if other_kind == "script" else "")) if other else "–",
+                    us_range(script) if script else "–",
                     vs_text, vs_floor, " / ".join(thr),
                     f"{mem_n[0]:.0f}" if mem_n else "–", f"{mem_o[0]:.0f}" if mem_o else "–",
                 ])
-        headers = ["Command", "Mode", "Native µs/call", "Twin µs/call", "Twin ÷ native",
-                   "÷ floor", "Native ÷ twin req/s (P" + " / P".join(map(str, self.o.pipelines)) + ")",
+        headers = ["Command", "Mode", "Native µs/call", "Lua function µs/call", "Lua script µs/call",
+                   "Function ÷ native", "÷ floor",
+                   "Native ÷ function req/s (P" + " / P".join(map(str, self.o.pipelines)) + ")",
                    "Bytes/key native", "Bytes/key twin"]
-        return md_table(headers, rows, [False, False, True, True, True, True, True, True, True])
+        return md_table(headers, rows, [False, False, True, True, True, True, True, True, True, True])
+
+    def lua_table(self) -> List[str]:
+        """Each twin's function and script against the hand-written script of the same
+        job and reply (the rows named "<command> hand-written script"), and the native
+        command against the function: same run, run by run."""
+        p = self.headline
+        rows = []
+        for row in self.rows_in_order():
+            hand = f"{row.name} hand-written script"
+            if "function" not in self.kinds(row):
+                continue
+            for mode in MODES:
+                hw = self.cell(hand, "script", mode, p)
+                fn = self.cell(row.name, "function", mode, p)
+                if fn is None:
+                    continue
+                sc = self.cell(row.name, "twin", mode, p)
+                nat = self.cell(row.name, "native", mode, p)
+                rows.append([
+                    row.name, mode, us_range(self.sp(hand, "script", mode, p, "usec")) if hw else "–",
+                    ratio_range(paired(fn, hw, "usec")) if hw else "–",
+                    ratio_range(paired(sc, hw, "usec")) if hw and sc else "–",
+                    ratio_range(paired(nat, fn, "usec")) if nat else "–",
+                ])
+        headers = ["Command", "Mode", "Hand-written µs/call", "Function ÷ hand-written",
+                   "Script ÷ hand-written", "Native ÷ function"]
+        return md_table(headers, rows, [False, False, True, True, True, True])
 
     def throughput_table(self) -> List[str]:
         pipelines = sorted(set(self.o.pipelines) | set(self.o.denied_pipelines))
@@ -376,7 +408,7 @@ class Report:
             for kind in self.kinds(row):
                 if (row.name, kind, "allowed", 1) not in self.cells:
                     continue
-                label = {"native": row.name, "twin": f"{row.name} twin", "script": row.name}[kind]
+                label = {"native": row.name, "function": f"{row.name} function", "twin": f"{row.name} twin", "script": row.name}[kind]
                 rows.append([label, kind, *(pm(self.sp(row.name, kind, "allowed", 1, a), fmt_ms)
                                              for a in ("p50", "p99", "p999")),
                              pm(self.sp(row.name, kind, "allowed", 1, "rps"), fmt_int)])
@@ -495,12 +527,26 @@ class Report:
                 three = [float(x) for x in runs.get("RL.ALL vs three single commands", "").split(";") if x]
                 out.append(Target("RL.ALL ÷ the three single commands (server time)", *ratios(a, three), 1.0, True,
                                   s.title))
+                fn = [float(x) for x in runs.get("RL.ALL vs RL.ALL function", "").split(";") if x]
+                fns = [float(x) for x in runs.get("RL.ALL vs three single functions", "").split(";") if x]
+                out.append(Target("RL.ALL's function ÷ the three single functions (server time)", *ratios(fn, fns),
+                                  1.5, True, s.title))
         for name, bound in (("RL.ALL", 5.0), ("RL.LOG", 5.0)):
             r = row(name)
             if r:
                 vs, _ = self.vs(r, "allowed", self.headline)
-                out.append(Target(f"{name} twin ÷ native (allowed, P{self.headline})", *(vs or (None,) * 3), bound,
+                out.append(Target(f"{name} function ÷ native (allowed, P{self.headline})", *(vs or (None,) * 3), bound,
                                   False, "Server cost per call"))
+        # The twins against hand-written scripts of the same job and reply.
+        for name in ("RL.FIXED", "RL.GCRA", "RL.SLIDING"):
+            hand = self.cell(f"{name} hand-written script", "script", "allowed", self.headline)
+            for kind, form, bound in (("function", "function (FCALL)", 1.5), ("twin", "script (EVALSHA)", 2.0)):
+                mine = self.cell(name, kind, "allowed", self.headline)
+                if hand is None or mine is None:
+                    continue
+                out.append(Target(f"{name} {form} ÷ hand-written script (allowed, P{self.headline})",
+                                  *(paired(mine, hand, "usec") or (None,) * 3), bound, True,
+                                  "The twins against hand-written scripts"))
         if self.r.peers:
             res = self.r.peers["results"]
             lib = next((r for r in res if r["algorithm"] == "moving window" and r["variant"] == "limits"), None)
@@ -547,6 +593,8 @@ class Report:
         for title, table in (
                 (f"Server cost per call (INFO commandstats, pipeline {self.headline}), median (min–max), "
                  "and memory per key:", self.cost_table() if self.cells else []),
+                ("The Lua forms against hand-written scripts of the same job and reply:",
+                 self.lua_table() if self.cells else []),
                 ("Client side (redis-benchmark): requests/s, latency percentiles, server µs per call "
                  "(median ±half the min–max range):", self.throughput_table() if self.cells else []),
                 ("Against the floor (allowed mode):", self.floor_table()),
@@ -585,16 +633,24 @@ class Report:
             "## Server cost per call (the fair comparison)",
             "",
             f"Microseconds the server spends in one call (`INFO commandstats`, `usec_per_call` of the command, "
-            f"or of `evalsha` for a twin), pipeline {self.headline}: the median of the runs, and their min–max in "
-            f"brackets. *Twin ÷ native*: how many times the native command's cost the twin costs (for a script: "
-            f"how many times the cost of the native command named), taken run by run (the two run back to back), "
+            f"of `fcall` for a twin's function, of `evalsha` for its script), pipeline {self.headline}: the median "
+            f"of the runs, and their min–max in brackets. The native command against the fastest Lua form, its "
+            f"function in the library `lua/ratelimit.lua`; the same twin as a self-contained script beside it. "
+            f"*Function ÷ native*: how many times the native command's cost the function costs (for a script row: "
+            f"how many times the cost of the native command named), taken run by run (they run back to back), "
             f"median and min–max. *÷ floor*: the native command's cost over that of the floor module's command "
-            f"for the same shape of work (below). *Native ÷ twin req/s*: the throughput gain clients see"
+            f"for the same shape of work (below). *Native ÷ function req/s*: the throughput gain clients see"
             + ("" if self.o.full or self.o.denied_pipelines == self.o.pipelines else
                f"; `{FULL}`: measured by `make bench-full` only") +
             ". *Bytes/key*: `MEMORY USAGE` of a key written twice.",
             "",
             *self.cost_table(),
+            "",
+            "The twins against hand-written scripts of the same job and the same reply (`bench/lua/`: no argument "
+            "checks, the server's relative TTLs; the twins check every argument and bound as the command does and "
+            "keep absolute times), same run, run by run:",
+            "",
+            *self.lua_table(),
             "",
             "![Server cost per call, native commands and their Lua twins](results.svg)",
             "",

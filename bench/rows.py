@@ -5,7 +5,7 @@ called with the same arguments (`lua/prelude.lua` + `lua/<twin>` as one script, 
 KEYS and the rest as ARGV, in the same order), so a pair is one line:
 
     Row("RL.GCRA", native="RL.GCRA rl:gcra:__rand_int__ 1000000 1000000 1s",
-        twin="gcra.lua", denied="RL.GCRA rl:gcra:__rand_int__ 0 1 1h"),
+        twin="rl_gcra", denied="RL.GCRA rl:gcra:__rand_int__ 0 1 1h"),
 
 `__rand_int__` is redis-benchmark's placeholder: each occurrence becomes a random
 12-digit number below the key space (100 000 keys by default, 1 000 in the denied mode).
@@ -35,7 +35,9 @@ class Row:
     name: str
     # The native command line, run as it is (None for a script-only row).
     native: Optional[str] = None
-    # The twin's file under lua/, loaded after lua/prelude.lua.
+    # The twin's function (`rl_fixed`): run as FCALL of the library lua/ratelimit.lua
+    # (the "function" variant) and as EVALSHA of its script lua/scripts/<function>.lua
+    # (the "twin" variant).
     twin: Optional[str] = None
     # Where the keys of `native` are (FIRST, NUMKEYS or all_from(i)).
     keys: str = FIRST
@@ -133,7 +135,7 @@ ROWS: List[Row] = [
     Row(
         "RL.FIXED",
         native="RL.FIXED rl:fixed:__rand_int__ 1000000 1h",
-        twin="fixed.lua",
+        twin="rl_fixed",
         keys=FIRST,
         denied="RL.FIXED rl:fixed:__rand_int__ 1 1h",
         floor_of="FLOOR.FIXED",
@@ -143,7 +145,7 @@ ROWS: List[Row] = [
     Row(
         "RL.GCRA",
         native="RL.GCRA rl:gcra:__rand_int__ 1000000 1000000 1s",
-        twin="gcra.lua",
+        twin="rl_gcra",
         keys=FIRST,
         denied="RL.GCRA rl:gcra:__rand_int__ 0 1 1h",
         floor_of="FLOOR.FIXED",
@@ -153,7 +155,7 @@ ROWS: List[Row] = [
     Row(
         "RL.GCRA DELAY",
         native="RL.GCRA rl:gcrad:__rand_int__ 0 1000000 1s DELAY 1h",
-        twin="gcra.lua",
+        twin="rl_gcra",
         keys=FIRST,
         denied="RL.GCRA rl:gcrad:__rand_int__ 0 1 1h DELAY 1ms",
         floor_of="FLOOR.FIXED",
@@ -164,7 +166,7 @@ ROWS: List[Row] = [
         "RL.MULTI",
         native="RL.MULTI 2 rl:multi:ip:__rand_int__ rl:multi:user:__rand_int__ "
         "LIMIT 1s 1000000 LIMIT 1m 1000000 LIMIT 1h 1000000",
-        twin="multi.lua",
+        twin="rl_multi",
         keys=NUMKEYS,
         denied="RL.MULTI 2 rl:multi:ip:__rand_int__ rl:multi:user:__rand_int__ LIMIT 1m 1 LIMIT 1h 1 LIMIT 1d 1",
         floor_of="FLOOR.MULTI",
@@ -185,7 +187,7 @@ ROWS: List[Row] = [
         "RL.SLIDING",
         native="RL.SLIDING 2 rl:sliding:ip:__rand_int__ rl:sliding:user:__rand_int__ "
         "LIMIT 1s 1000000 LIMIT 1m 1000000 LIMIT 1h 1000000",
-        twin="sliding.lua",
+        twin="rl_sliding",
         keys=NUMKEYS,
         denied="RL.SLIDING 2 rl:sliding:ip:__rand_int__ rl:sliding:user:__rand_int__ "
         "LIMIT 1m 1 LIMIT 1h 1 LIMIT 1d 1",
@@ -206,7 +208,7 @@ ROWS: List[Row] = [
     Row(
         "RL.LOG",
         native="RL.LOG rl:log:__rand_int__ 10000 1h META user:42",
-        twin="log.lua",
+        twin="rl_log",
         keys=FIRST,
         denied="RL.LOG rl:log:__rand_int__ 1 1h META user:42",
         about="moving log; allowed: 10 000 per hour, a few entries per key; denied: limit 1, key used "
@@ -224,7 +226,7 @@ ROWS: List[Row] = [
         "RL.ALL",
         native="RL.ALL 3 rl:all:g:__rand_int__ rl:all:f:__rand_int__ rl:all:s:__rand_int__ "
         "GCRA 1 1000000 1000000 1s FIXED 2 1000000 1h SLIDING 3 LIMIT 1m 1000000",
-        twin="all.lua",
+        twin="rl_all",
         keys=NUMKEYS,
         denied="RL.ALL 3 rl:all:g:__rand_int__ rl:all:f:__rand_int__ rl:all:s:__rand_int__ "
         "GCRA 1 0 1 1h FIXED 2 1 1h SLIDING 3 LIMIT 1h 1",
@@ -235,7 +237,7 @@ ROWS: List[Row] = [
     Row(
         "CL.THROTTLE",
         native="CL.THROTTLE rl:cell:__rand_int__ 99999 1 1",
-        twin="throttle.lua",
+        twin="cl_throttle",
         keys=FIRST,
         denied="CL.THROTTLE rl:cell:__rand_int__ 0 1 3600",
         floor_of="FLOOR.FIXED",
@@ -245,12 +247,42 @@ ROWS: List[Row] = [
     Row(
         "RL.BULKEXPIRE",
         native="RL.BULKEXPIRE 60 " + " ".join(["rl:bulk:__rand_int__"] * 100),
-        twin="bulkexpire.lua",
+        twin="rl_bulkexpire",
         keys=all_from(2),
         setup="SET rl:bulk:__rand_int__ x",
         fill="EXPIRE rl:bulk:__rand_int__ 60",
         share=0.1,
         about="100 keys per call (made without TTL first; later calls find most with a TTL, as in a re-run)",
+    ),
+    Row(
+        "RL.FIXED hand-written script",
+        script="bench/lua/fixed_minimal.lua",
+        call="1 rl:hfixed:__rand_int__ 1000000 3600000",
+        denied="1 rl:hfixed:__rand_int__ 1 3600000",
+        against="RL.FIXED",
+        about="the least a hand-written script does for RL.FIXED's job and reply (GET, SET PX or INCRBY, "
+        "PTTL; five fields), no argument checks: the baseline of the twin's function and script",
+    ),
+    Row(
+        "RL.GCRA hand-written script",
+        script="bench/lua/gcra_minimal.lua",
+        call="1 rl:hgcra:__rand_int__ 1000000 1000000 1000",
+        denied="1 rl:hgcra:__rand_int__ 0 1 3600000",
+        against="RL.GCRA",
+        about="the least a hand-written GCRA script does for RL.GCRA's job and reply (TIME, GET, SET PX; "
+        "five fields), no argument checks: the baseline of the twin's function and script",
+    ),
+    Row(
+        "RL.SLIDING hand-written script",
+        script="bench/lua/sliding_minimal.lua",
+        call="2 rl:hsliding:ip:__rand_int__ rl:hsliding:user:__rand_int__ 1000 1000000 60000 1000000 "
+        "3600000 1000000",
+        denied="2 rl:hsliding:ip:__rand_int__ rl:hsliding:user:__rand_int__ 60000 1 3600000 1 86400000 1",
+        against="RL.SLIDING",
+        share=0.3,
+        about="a hand-written sliding-window-counter script for RL.SLIDING's job and reply (2 keys x 3 "
+        "windows of 10 buckets, a hash per key: TIME, HMGET, HINCRBY, PEXPIRE; seven fields), no argument "
+        "checks: the baseline of the twin's function and script",
     ),
     Row(
         "INCR+PEXPIRE script",

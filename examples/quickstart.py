@@ -52,19 +52,20 @@ def over_limit_multi(r, identifiers, limits=((1, 10), (60, 125), (3600, 250)), n
     return r.execute_command(*args)[0] == 1
 
 
-# The Lua twins: lua/prelude.lua followed by the command's file, as one script. Point
-# RATELIMIT_LUA_DIR at a copy of lua/ when this file is not next to it.
+# The Lua twins: lua/scripts/<function>.lua, one self-contained script per command (the
+# same code as the Functions library lua/ratelimit.lua). Point RATELIMIT_LUA_DIR at a
+# copy of lua/ when this file is not next to it.
 LUA_DIR = os.environ.get(
     "RATELIMIT_LUA_DIR",
     os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "lua"),
 )
 
 
-def load_twin(r, name: str, lua_dir: str = LUA_DIR):
-    """The twin of RL.<NAME> as a redis-py Script (EVALSHA, loaded on first use)."""
-    with open(os.path.join(lua_dir, "prelude.lua")) as prelude:
-        with open(os.path.join(lua_dir, name + ".lua")) as body:
-            return r.register_script(prelude.read() + body.read())
+def load_twin(r, function: str, lua_dir: str = LUA_DIR):
+    """The script of a twin (``rl_gcra``...) as a redis-py Script (EVALSHA, loaded on
+    first use)."""
+    with open(os.path.join(lua_dir, "scripts", function + ".lua")) as script:
+        return r.register_script(script.read())
 
 
 def self_check(r, prefix: str):
@@ -121,7 +122,7 @@ def self_check(r, prefix: str):
     scripted = RateLimiter(r, twins=True).gcra(other, 2, 1, "10s", at=t)
     assert native[1] == RateLimit(True, 3, 1, -1, 20000), native
     assert scripted == RateLimit(True, 3, 0, -1, 30000), scripted
-    twin = load_twin(r, "gcra")
+    twin = load_twin(r, "rl_gcra")
     assert twin(keys=[other], args=[2, 1, "10s", "AT", t]) == [1, 3, 0, 10000, 30000]
 
 
@@ -140,5 +141,5 @@ if __name__ == "__main__":
         sys.exit("usage: python examples/quickstart.py [--check]")
     else:
         calls(client)
-        twin = load_twin(client, "gcra")
+        twin = load_twin(client, "rl_gcra")
         print("twin", twin(keys=["rl:gcra:user:42"], args=[2, 1, "2s", "COST", 0]))

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{at_base, Client, Cluster, Rng, Server, Twins, Value, HOUR};
+use common::{at_base, Client, Cluster, Rng, Server, Twin, Twins, Value, HOUR};
 
 /// The five integers a limiter reply starts with.
 fn five(v: &Value) -> Vec<i64> {
@@ -18,19 +18,26 @@ fn strings(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
 }
 
-/// `RL.ALL` (native) or its twin's `EVALSHA` with the same arguments.
-fn all_line(twin: Option<&str>, keys: &[String], rest: &[String]) -> Vec<String> {
-    let mut v = match twin {
-        None => vec!["RL.ALL".to_string(), keys.len().to_string()],
-        Some(sha) => vec![
-            "EVALSHA".to_string(),
-            sha.to_string(),
-            keys.len().to_string(),
-        ],
-    };
-    v.extend(keys.iter().cloned());
-    v.extend(rest.iter().cloned());
-    v
+/// `RL.ALL` (native) or its twin's call (`FCALL` or `EVALSHA`) with the same arguments.
+fn all_line(twin: Option<&Twin>, keys: &[String], rest: &[String]) -> Vec<String> {
+    match twin {
+        None => {
+            let mut v = vec!["RL.ALL".to_string(), keys.len().to_string()];
+            v.extend(keys.iter().cloned());
+            v.extend(rest.iter().cloned());
+            v
+        }
+        Some(t) => t.argv(keys, rest),
+    }
+}
+
+/// A side's letter in key names: n (native), f (function), t (script).
+fn letter(twin: Option<&Twin>) -> &'static str {
+    match twin {
+        None => "n",
+        Some(t) if t.call == "FCALL" => "f",
+        Some(_) => "t",
+    }
 }
 
 /// A key's state as a plain client reads it: type, value (GET, or the sorted set's
@@ -153,10 +160,10 @@ const KINDS: [&str; 5] = ["FIXED", "GCRA", "MULTI", "SLIDING", "LOG"];
 fn a_denial_by_one_rule_consumes_nothing_in_the_others() {
     let s = Server::start();
     let mut c = s.client();
-    let t = Twins::load(&mut c);
+    let [tf, ts] = Twins::both(&mut c);
     let at = at_base(2 * HOUR, HOUR);
-    for twin in [None, Some(t.all.as_str())] {
-        let side = if twin.is_some() { "t" } else { "n" };
+    for twin in [None, Some(&tf.all), Some(&ts.all)] {
+        let side = letter(twin);
         let keys: Vec<String> = ["user:7", "acct:3", "ip:1"]
             .iter()
             .map(|k| format!("{{{side}}}{k}"))
@@ -219,9 +226,9 @@ fn a_denial_by_one_rule_consumes_nothing_in_the_others() {
 fn a_denial_writes_nothing_not_even_a_lost_ttl() {
     let s = Server::start();
     let mut c = s.client();
-    let t = Twins::load(&mut c);
+    let [tf, ts] = Twins::both(&mut c);
     let at = at_base(2 * HOUR, HOUR).to_string();
-    for twin in [None, Some(t.all.as_str())] {
+    for twin in [None, Some(&tf.all), Some(&ts.all)] {
         c.cmd(&["SET", "{d}bare", "1"]);
         c.cmd(&["DEL", "{d}full"]);
         let keys = strings(&["{d}bare", "{d}full"]);
@@ -247,11 +254,12 @@ fn a_denial_writes_nothing_not_even_a_lost_ttl() {
 fn a_single_rule_is_its_own_command() {
     let s = Server::start();
     let mut c = s.client();
-    let t = Twins::load(&mut c);
+    let forms = Twins::both(&mut c);
     c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KA"]);
     let mut sub = s.client();
     sub.cmd(&["PSUBSCRIBE", "__keyspace@0__:*"]);
-    let twin_of = |kind: &str| match kind {
+    // The function and the script in turn, step by step.
+    let twin_of = |t: &Twins, kind: &str| match kind {
         "FIXED" => t.fixed.clone(),
         "GCRA" => t.gcra.clone(),
         "MULTI" => t.multi.clone(),
@@ -271,7 +279,8 @@ fn a_single_rule_is_its_own_command() {
             let at = now.to_string();
             let own_key = format!("own:{seed}:{kind}");
             let own = c.cmd(&rule.own_command(&own_key, &cost, &at));
-            // The command's twin, on its own key: EVALSHA takes the same arguments.
+            let t = &forms[step % 2];
+            // The command's twin, on its own key: FCALL and EVALSHA take the same arguments.
             let twin_key = format!("twin:{seed}:{kind}");
             let mut line = rule.own_command(&twin_key, &cost, &at);
             let numkeys = if line[1] == "1" {
@@ -279,10 +288,8 @@ fn a_single_rule_is_its_own_command() {
             } else {
                 vec!["1".to_string()]
             };
-            line.splice(
-                0..1,
-                [vec!["EVALSHA".to_string(), twin_of(kind)], numkeys].concat(),
-            );
+            let tw = twin_of(t, kind);
+            line.splice(0..1, [vec![tw.call.to_string(), tw.id], numkeys].concat());
             let twin = c.cmd(&line);
             // Its reply names its own key where the command's names the command's.
             let renamed = match &own {
@@ -304,7 +311,7 @@ fn a_single_rule_is_its_own_command() {
                 "seed {seed} step {step} twin of {rule:?} cost {cost}"
             );
             assert_eq!(key_state(&mut c, &twin_key), key_state(&mut c, &own_key));
-            for (side, twin) in [("n", None), ("t", Some(t.all.as_str()))] {
+            for (side, twin) in [("n", None), ("t", Some(&t.all))] {
                 let key = format!("all:{side}:{seed}:{kind}");
                 let r = c.cmd(&all_line(
                     twin,
@@ -377,14 +384,17 @@ fn a_single_rule_is_its_own_command() {
 fn random_walks_judge_each_rule_as_its_own_command() {
     let s = Server::start();
     let mut c = s.client();
-    let t = Twins::load(&mut c);
-    let singles = [
-        ("FIXED", t.fixed.clone()),
-        ("GCRA", t.gcra.clone()),
-        ("MULTI", t.multi.clone()),
-        ("SLIDING", t.sliding.clone()),
-        ("LOG", t.log.clone()),
-    ];
+    let [tf, ts] = Twins::both(&mut c);
+    let singles = |t: &Twins| {
+        [
+            t.fixed.clone(),
+            t.gcra.clone(),
+            t.multi.clone(),
+            t.sliding.clone(),
+            t.log.clone(),
+        ]
+    };
+    let singles = [singles(&tf), singles(&ts)];
     let mut outcomes = [0usize; 3];
     for seed in Rng::seeds(&[21, 22, 23]) {
         let mut rng = Rng::new(seed);
@@ -401,16 +411,16 @@ fn random_walks_judge_each_rule_as_its_own_command() {
             if rng.chance(25) {
                 // A single command (or its twin) on one key of both sides.
                 let i = rng.range(0, 5) as usize;
-                for side in ["n", "t"] {
+                for side in ["n", "f", "t"] {
                     let mut line = rules[i].own_command(&key(side, i), &cost, &at);
                     if rng.chance(50) {
-                        let (_, sha) = &singles[i];
+                        let tw = &singles[rng.range(0, 2) as usize][i];
                         let n = if matches!(KINDS[i], "MULTI" | "SLIDING") {
                             3
                         } else {
                             2
                         };
-                        let mut v = strings(&["EVALSHA", sha, "1"]);
+                        let mut v = strings(&[tw.call, &tw.id, "1"]);
                         v.extend(line.drain(n - 1..));
                         line = v;
                     }
@@ -451,7 +461,8 @@ fn random_walks_judge_each_rule_as_its_own_command() {
                 .map(|&i| key_state(&mut c, &key("n", i)))
                 .collect();
             let mut replies = Vec::new();
-            for (side, twin) in [("n", None), ("t", Some(t.all.as_str()))] {
+            for twin in [None, Some(&tf.all), Some(&ts.all)] {
+                let side = letter(twin);
                 let mut keys = vec![String::new(); chosen.len()];
                 for (r, &i) in chosen.iter().enumerate() {
                     keys[key_of_rule[r]] = key(side, i);
@@ -503,19 +514,21 @@ fn random_walks_judge_each_rule_as_its_own_command() {
                     assert_eq!(got, before[r], "{ctx}: denied, {} unchanged", KINDS[i]);
                 }
             }
-            // The twin: the same reply (its own key names) and the same states.
-            let (twin_reply, twin_keys) = &replies[1];
-            assert_eq!(twin_reply.array()[..6], items[..6], "{ctx}: twin");
-            assert_eq!(
-                twin_reply.array()[6].text(),
-                twin_keys[key_of_rule[binding]]
-            );
-            for &i in &chosen {
-                let (n, t) = (
-                    key_state(&mut c, &key("n", i)),
-                    key_state(&mut c, &key("t", i)),
+            // The function and the script: the same reply (their own key names) and the
+            // same states.
+            for (twin_reply, twin_keys) in &replies[1..] {
+                assert_eq!(twin_reply.array()[..6], items[..6], "{ctx}: twin");
+                assert_eq!(
+                    twin_reply.array()[6].text(),
+                    twin_keys[key_of_rule[binding]]
                 );
-                assert_eq!(n, t, "{ctx}: twin state of {}", KINDS[i]);
+            }
+            for &i in &chosen {
+                let n = key_state(&mut c, &key("n", i));
+                for side in ["f", "t"] {
+                    let t = key_state(&mut c, &key(side, i));
+                    assert_eq!(n, t, "{ctx}: twin ({side}) state of {}", KINDS[i]);
+                }
             }
             outcomes[usize::from(!allowed)] += 1;
             if chosen.len() > 1 {
@@ -533,7 +546,7 @@ fn random_walks_judge_each_rule_as_its_own_command() {
 fn bad_inputs_are_errors_that_write_nothing() {
     let s = Server::start();
     let mut c = s.client();
-    let t = Twins::load(&mut c);
+    let forms = Twins::both(&mut c);
     let at = at_base(2 * HOUR, HOUR).to_string();
     c.cmd(&["SET", "a", "1", "PX", "1000000"]);
     let before = key_state(&mut c, "a");
@@ -580,14 +593,19 @@ fn bad_inputs_are_errors_that_write_nothing() {
         native.extend(args.iter().copied());
         let r = c.cmd(&native);
         assert_eq!(r.err(), Some(want.as_str()), "native {args:?}");
-        // The twin: EVALSHA takes numkeys itself (0 keys is its own error).
-        if args[0] != "0" {
-            let n: usize = args[0].parse().unwrap();
-            let mut twin = vec!["EVALSHA", t.all.as_str()];
-            twin.extend(args.iter().take(n + 1).copied());
-            twin.extend(args.iter().skip(n + 1).copied());
+        // The twin: FCALL and EVALSHA take numkeys themselves; a number of keys the
+        // twin does not take is an error that names it.
+        let n: usize = args[0].parse().unwrap();
+        let want = if (1..=16).contains(&n) {
+            want.clone()
+        } else {
+            format!("ERR wrong number of keys for 'rl_all': it takes 1 to 16, got {n}")
+        };
+        for t in &forms {
+            let mut twin = vec![t.all.call, t.all.id.as_str()];
+            twin.extend(args.iter().copied());
             let r = c.cmd(&twin);
-            assert_eq!(r.err(), Some(want.as_str()), "twin {args:?}");
+            assert_eq!(r.err(), Some(want.as_str()), "{} {args:?}", t.all.name());
         }
         assert_eq!(key_state(&mut c, "a"), before, "{args:?} changed a");
         assert_eq!(c.cmd(&["DBSIZE"]).int(), 1, "{args:?} wrote");
@@ -600,12 +618,12 @@ fn bad_inputs_are_errors_that_write_nothing() {
 fn a_full_key_refuses_the_whole_call() {
     let s = Server::start();
     let mut c = s.client();
-    let t = Twins::load(&mut c);
+    let [tf, ts] = Twins::both(&mut c);
     let at = at_base(2 * HOUR, HOUR);
     let far = at + 10 * HOUR;
     let windows: Vec<String> = (1..=32).map(|i| format!("{}:1:{far}", i * 1000)).collect();
     c.cmd(&["SET", "{f}m", &windows.join(","), "PXAT", &far.to_string()]);
-    for twin in [None, Some(t.all.as_str())] {
+    for twin in [None, Some(&tf.all), Some(&ts.all)] {
         let keys = strings(&["{f}a", "{f}m"]);
         let rest = strings(&[
             "FIXED",

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{at_base, Client, Rng, Server, Twins, Value, MINUTE};
+use common::{at_base, Client, Rng, Server, Twin, Twins, Value, MINUTE};
 
 const MAX: &str = "9007199254740991"; // 2^53 - 1
 const OVER: &str = "9007199254740992"; // 2^53
@@ -18,8 +18,9 @@ enum Keys {
     NumKeys,
 }
 
-/// The twin of `args` (a full command line): `EVALSHA sha numkeys keys... rest...`.
-fn twin_line(sha: &str, keys: Keys, args: &[String]) -> Vec<String> {
+/// The twin of `args` (a full command line): `FCALL name numkeys keys... rest...` or
+/// `EVALSHA sha numkeys keys... rest...`.
+fn twin_line(twin: &Twin, keys: Keys, args: &[String]) -> Vec<String> {
     let rest = &args[1..];
     let (ks, argv) = match keys {
         Keys::First => rest.split_at(1),
@@ -29,10 +30,7 @@ fn twin_line(sha: &str, keys: Keys, args: &[String]) -> Vec<String> {
             (ks, argv)
         }
     };
-    let mut line = vec!["EVALSHA".to_string(), sha.to_string(), ks.len().to_string()];
-    line.extend(ks.iter().cloned());
-    line.extend(argv.iter().cloned());
-    line
+    twin.argv(ks, argv)
 }
 
 fn strings(a: &[&str]) -> Vec<String> {
@@ -44,7 +42,7 @@ fn strings(a: &[&str]) -> Vec<String> {
 /// same state (restored with DUMP/RESTORE), so both judge the same state.
 fn both(
     c: &mut Client,
-    sha: &str,
+    sha: &Twin,
     keys: Keys,
     args: &[String],
     key_names: &[String],
@@ -82,57 +80,64 @@ fn both(
 fn counts_above_two_to_the_53_are_refused_alike_by_every_command_and_twin() {
     let s = Server::start();
     let mut c = s.client();
-    let t = Twins::load(&mut c);
-    let at = at_base(MINUTE, MINUTE).to_string();
-    let cases: Vec<(&str, Keys, Vec<String>, String)> = vec![
-        (
-            t.fixed.as_str(),
-            Keys::First,
-            strings(&["RL.FIXED", "k", OVER, "1h", "AT", &at]),
-            format!("ERR invalid limit '{OVER}': must be an integer from 1 to {MAX}"),
-        ),
-        (
-            t.fixed.as_str(),
-            Keys::First,
-            strings(&["RL.FIXED", "k", "5", "1h", "COST", OVER, "AT", &at]),
-            format!("ERR invalid cost '{OVER}': must be an integer from 0 to {MAX}"),
-        ),
-        (
-            t.gcra.as_str(),
-            Keys::First,
-            strings(&["RL.GCRA", "k", OVER, "1", "1s", "AT", &at]),
-            format!("ERR invalid max_burst '{OVER}': must be an integer from 0 to {MAX}"),
-        ),
-        (
-            t.gcra.as_str(),
-            Keys::First,
-            strings(&["RL.GCRA", "k", "1", OVER, "1s", "AT", &at]),
-            format!("ERR invalid count '{OVER}': must be an integer from 1 to {MAX}"),
-        ),
-        (
-            t.multi.as_str(),
-            Keys::NumKeys,
-            strings(&["RL.MULTI", "1", "k", "LIMIT", "1h", OVER, "AT", &at]),
-            format!("ERR invalid limit '{OVER}': must be an integer from 1 to {MAX}"),
-        ),
-        (
-            t.sliding.as_str(),
-            Keys::NumKeys,
-            strings(&["RL.SLIDING", "1", "k", "LIMIT", "3650d", OVER, "COST", OVER]),
-            format!("ERR invalid limit '{OVER}': must be an integer from 1 to {MAX}"),
-        ),
-        (
-            t.log.as_str(),
-            Keys::First,
-            strings(&["RL.LOG", "k", "5", "1h", "COST", OVER, "AT", &at]),
-            format!("ERR invalid cost '{OVER}': must be an integer from 0 to {MAX}"),
-        ),
-    ];
-    for (sha, keys, args, want) in cases {
-        let (native, twin) = both(&mut c, sha, keys, &args, &["k".to_string()]);
-        assert_eq!(native.err(), Some(want.as_str()), "{args:?}");
-        assert_eq!(twin.err(), Some(want.as_str()), "twin of {args:?}");
-        assert_eq!(c.cmd(&["EXISTS", "k"]).int(), 0, "{args:?} wrote");
+    for t in Twins::both(&mut c) {
+        c.cmd(&["FLUSHALL"]);
+        let at = at_base(MINUTE, MINUTE).to_string();
+        let cases: Vec<(&Twin, Keys, Vec<String>, String)> = vec![
+            (
+                &t.fixed,
+                Keys::First,
+                strings(&["RL.FIXED", "k", OVER, "1h", "AT", &at]),
+                format!("ERR invalid limit '{OVER}': must be an integer from 1 to {MAX}"),
+            ),
+            (
+                &t.fixed,
+                Keys::First,
+                strings(&["RL.FIXED", "k", "5", "1h", "COST", OVER, "AT", &at]),
+                format!("ERR invalid cost '{OVER}': must be an integer from 0 to {MAX}"),
+            ),
+            (
+                &t.gcra,
+                Keys::First,
+                strings(&["RL.GCRA", "k", OVER, "1", "1s", "AT", &at]),
+                format!("ERR invalid max_burst '{OVER}': must be an integer from 0 to {MAX}"),
+            ),
+            (
+                &t.gcra,
+                Keys::First,
+                strings(&["RL.GCRA", "k", "1", OVER, "1s", "AT", &at]),
+                format!("ERR invalid count '{OVER}': must be an integer from 1 to {MAX}"),
+            ),
+            (
+                &t.multi,
+                Keys::NumKeys,
+                strings(&["RL.MULTI", "1", "k", "LIMIT", "1h", OVER, "AT", &at]),
+                format!("ERR invalid limit '{OVER}': must be an integer from 1 to {MAX}"),
+            ),
+            (
+                &t.sliding,
+                Keys::NumKeys,
+                strings(&["RL.SLIDING", "1", "k", "LIMIT", "3650d", OVER, "COST", OVER]),
+                format!("ERR invalid limit '{OVER}': must be an integer from 1 to {MAX}"),
+            ),
+            (
+                &t.log,
+                Keys::First,
+                strings(&["RL.LOG", "k", "5", "1h", "COST", OVER, "AT", &at]),
+                format!("ERR invalid cost '{OVER}': must be an integer from 0 to {MAX}"),
+            ),
+        ];
+        for (sha, keys, args, want) in cases {
+            let (native, twin) = both(&mut c, sha, keys, &args, &["k".to_string()]);
+            assert_eq!(native.err(), Some(want.as_str()), "{args:?}");
+            assert_eq!(
+                twin.err(),
+                Some(want.as_str()),
+                "{} of {args:?}",
+                sha.name()
+            );
+            assert_eq!(c.cmd(&["EXISTS", "k"]).int(), 0, "{args:?} wrote");
+        }
     }
 }
 
@@ -143,27 +148,30 @@ fn counts_above_two_to_the_53_are_refused_alike_by_every_command_and_twin() {
 fn a_sliding_window_filled_to_the_largest_limit_stays_readable() {
     let s = Server::start();
     let mut c = s.client();
-    let t = Twins::load(&mut c);
-    let k = vec!["k".to_string()];
-    let call = |cost: &str| strings(&["RL.SLIDING", "1", "k", "LIMIT", "3650d", MAX, "COST", cost]);
-    let (native, twin) = both(&mut c, &t.sliding, Keys::NumKeys, &call(MAX), &k);
-    assert_eq!(native.array()[..3], twin.array()[..3]);
-    assert_eq!(
-        native.array()[..3],
-        [Value::Int(0), Value::Int(9007199254740991), Value::Int(0)]
-    );
-    for cost in ["1", "0"] {
-        let (native, twin) = both(&mut c, &t.sliding, Keys::NumKeys, &call(cost), &k);
-        assert!(
-            !native.is_err() && !twin.is_err(),
-            "COST {cost}: {native:?} / {twin:?}"
-        );
+    for t in Twins::both(&mut c) {
+        c.cmd(&["FLUSHALL"]);
+        let k = vec!["k".to_string()];
+        let call =
+            |cost: &str| strings(&["RL.SLIDING", "1", "k", "LIMIT", "3650d", MAX, "COST", cost]);
+        let (native, twin) = both(&mut c, &t.sliding, Keys::NumKeys, &call(MAX), &k);
+        assert_eq!(native.array()[..3], twin.array()[..3]);
         assert_eq!(
-            native.array()[0],
-            Value::Int(i64::from(cost == "1")),
-            "COST {cost}"
+            native.array()[..3],
+            [Value::Int(0), Value::Int(9007199254740991), Value::Int(0)]
         );
-        assert_eq!(native.array()[..3], twin.array()[..3], "COST {cost}");
+        for cost in ["1", "0"] {
+            let (native, twin) = both(&mut c, &t.sliding, Keys::NumKeys, &call(cost), &k);
+            assert!(
+                !native.is_err() && !twin.is_err(),
+                "COST {cost}: {native:?} / {twin:?}"
+            );
+            assert_eq!(
+                native.array()[0],
+                Value::Int(i64::from(cost == "1")),
+                "COST {cost}"
+            );
+            assert_eq!(native.array()[..3], twin.array()[..3], "COST {cost}");
+        }
     }
 }
 
@@ -174,30 +182,33 @@ fn a_sliding_window_filled_to_the_largest_limit_stays_readable() {
 fn the_twins_read_the_largest_counters_the_commands_write() {
     let s = Server::start();
     let mut c = s.client();
-    let t = Twins::load(&mut c);
-    let at = at_base(MINUTE, MINUTE).to_string();
-    let k = vec!["k".to_string()];
-    let fixed = |cost: &str| strings(&["RL.FIXED", "k", MAX, "1h", "COST", cost, "AT", &at]);
-    let (native, twin) = both(&mut c, &t.fixed, Keys::First, &fixed(MAX), &k);
-    assert_eq!(native, twin);
-    assert_eq!(c.cmd(&["GET", "k"]).text(), MAX);
-    for cost in ["0", "1"] {
-        let (native, twin) = both(&mut c, &t.fixed, Keys::First, &fixed(cost), &k);
-        assert!(!native.is_err(), "{native:?}");
-        assert_eq!(native, twin, "COST {cost}");
-    }
-    c.cmd(&["DEL", "k"]);
-    let multi = |cost: &str| {
-        strings(&[
-            "RL.MULTI", "1", "k", "LIMIT", "1h", MAX, "LIMIT", "1m", MAX, "COST", cost, "AT", &at,
-        ])
-    };
-    let (native, twin) = both(&mut c, &t.multi, Keys::NumKeys, &multi(MAX), &k);
-    assert_eq!(native, twin);
-    for cost in ["0", "1"] {
-        let (native, twin) = both(&mut c, &t.multi, Keys::NumKeys, &multi(cost), &k);
-        assert!(!native.is_err(), "{native:?}");
-        assert_eq!(native, twin, "COST {cost}");
+    for t in Twins::both(&mut c) {
+        c.cmd(&["FLUSHALL"]);
+        let at = at_base(MINUTE, MINUTE).to_string();
+        let k = vec!["k".to_string()];
+        let fixed = |cost: &str| strings(&["RL.FIXED", "k", MAX, "1h", "COST", cost, "AT", &at]);
+        let (native, twin) = both(&mut c, &t.fixed, Keys::First, &fixed(MAX), &k);
+        assert_eq!(native, twin);
+        assert_eq!(c.cmd(&["GET", "k"]).text(), MAX);
+        for cost in ["0", "1"] {
+            let (native, twin) = both(&mut c, &t.fixed, Keys::First, &fixed(cost), &k);
+            assert!(!native.is_err(), "{native:?}");
+            assert_eq!(native, twin, "COST {cost}");
+        }
+        c.cmd(&["DEL", "k"]);
+        let multi = |cost: &str| {
+            strings(&[
+                "RL.MULTI", "1", "k", "LIMIT", "1h", MAX, "LIMIT", "1m", MAX, "COST", cost, "AT",
+                &at,
+            ])
+        };
+        let (native, twin) = both(&mut c, &t.multi, Keys::NumKeys, &multi(MAX), &k);
+        assert_eq!(native, twin);
+        for cost in ["0", "1"] {
+            let (native, twin) = both(&mut c, &t.multi, Keys::NumKeys, &multi(cost), &k);
+            assert!(!native.is_err(), "{native:?}");
+            assert_eq!(native, twin, "COST {cost}");
+        }
     }
 }
 
@@ -219,123 +230,127 @@ fn count(rng: &mut Rng, min: i64) -> i64 {
 fn whatever_a_call_writes_the_command_and_its_twin_both_read() {
     let s = Server::start();
     let mut c = s.client();
-    let t = Twins::load(&mut c);
-    for seed in Rng::seeds(&[21, 2153]) {
-        let mut rng = Rng::new(seed);
-        let base = at_base(MINUTE, MINUTE);
-        let mut now = base;
-        for step in 0..400 {
-            now += rng.range(0, 3_000);
-            let at = now.to_string();
-            let kind = rng.range(0, 5);
-            let (sha, keys, call, peek, names): (
-                &str,
-                Keys,
-                Vec<String>,
-                Vec<String>,
-                Vec<String>,
-            ) = match kind {
-                0 => {
-                    let limit = count(&mut rng, 1);
-                    let cost =
-                        rng.irange(0, limit.min(5) + 1)
-                            .max(if rng.chance(30) { limit } else { 0 });
-                    let w = rng.pick(&["1s", "10s", "1h"]).to_string();
-                    let mut args = strings(&["RL.FIXED", "f", &limit.to_string(), &w]);
-                    if rng.chance(30) {
-                        args.push("ALIGN".into());
-                    }
-                    let mut peek = args.clone();
-                    args.extend(strings(&["COST", &cost.to_string(), "AT", &at]));
-                    peek.extend(strings(&["COST", "0", "AT", &at]));
-                    (&t.fixed, Keys::First, args, peek, vec!["f".into()])
-                }
-                1 => {
-                    let period = *rng.pick(&[1_000u64, 60_000, 86_400_000]);
-                    let burst = rng.irange(0, 1_000);
-                    let count = rng.irange(1, 1_000);
-                    let cost = rng.irange(0, burst + 2);
-                    let base_args = strings(&[
-                        "RL.GCRA",
-                        "g",
-                        &burst.to_string(),
-                        &count.to_string(),
-                        &format!("{period}ms"),
-                    ]);
-                    let mut args = base_args.clone();
-                    args.extend(strings(&["COST", &cost.to_string(), "AT", &at]));
-                    let mut peek = base_args;
-                    peek.extend(strings(&["COST", "0", "AT", &at]));
-                    (&t.gcra, Keys::First, args, peek, vec!["g".into()])
-                }
-                2 | 3 => {
-                    let name = if kind == 2 { "RL.MULTI" } else { "RL.SLIDING" };
-                    let (a, b) = if kind == 2 {
-                        ("{m}a", "{m}b")
-                    } else {
-                        ("{s}a", "{s}b")
-                    };
-                    let mut base_args = strings(&[name, "2", a, b]);
-                    let mut smallest = i64::MAX;
-                    for w in ["1s", "1m", "1h"] {
-                        if rng.chance(60) || w == "1s" {
-                            let l = count(&mut rng, 1);
-                            smallest = smallest.min(l);
-                            base_args.extend(strings(&["LIMIT", w, &l.to_string()]));
+    for t in Twins::both(&mut c) {
+        c.cmd(&["FLUSHALL"]);
+        for seed in Rng::seeds(&[21, 2153]) {
+            let mut rng = Rng::new(seed);
+            let base = at_base(MINUTE, MINUTE);
+            let mut now = base;
+            for step in 0..400 {
+                now += rng.range(0, 3_000);
+                let at = now.to_string();
+                let kind = rng.range(0, 5);
+                let (sha, keys, call, peek, names): (
+                    &Twin,
+                    Keys,
+                    Vec<String>,
+                    Vec<String>,
+                    Vec<String>,
+                ) = match kind {
+                    0 => {
+                        let limit = count(&mut rng, 1);
+                        let cost = rng.irange(0, limit.min(5) + 1).max(if rng.chance(30) {
+                            limit
+                        } else {
+                            0
+                        });
+                        let w = rng.pick(&["1s", "10s", "1h"]).to_string();
+                        let mut args = strings(&["RL.FIXED", "f", &limit.to_string(), &w]);
+                        if rng.chance(30) {
+                            args.push("ALIGN".into());
                         }
+                        let mut peek = args.clone();
+                        args.extend(strings(&["COST", &cost.to_string(), "AT", &at]));
+                        peek.extend(strings(&["COST", "0", "AT", &at]));
+                        (&t.fixed, Keys::First, args, peek, vec!["f".into()])
                     }
-                    let cost = if rng.chance(20) {
-                        smallest
-                    } else {
-                        rng.irange(0, smallest.min(4) + 1)
-                    };
-                    let mut args = base_args.clone();
-                    args.extend(strings(&["COST", &cost.to_string(), "AT", &at]));
-                    let mut peek = base_args;
-                    peek.extend(strings(&["COST", "0", "AT", &at]));
-                    let sha = if kind == 2 { &t.multi } else { &t.sliding };
-                    (sha, Keys::NumKeys, args, peek, vec![a.into(), b.into()])
-                }
-                _ => {
-                    let limit = rng.irange(1, 10_001);
-                    let cost = if rng.chance(20) {
-                        limit
-                    } else {
-                        rng.irange(0, limit.min(4) + 1)
-                    };
-                    let base_args = strings(&["RL.LOG", "l", &limit.to_string(), "1s"]);
-                    let mut args = base_args.clone();
-                    args.extend(strings(&[
-                        "META",
-                        "u",
-                        "COST",
-                        &cost.to_string(),
-                        "AT",
-                        &at,
-                    ]));
-                    let mut peek = base_args;
-                    peek.extend(strings(&["COST", "0", "AT", &at]));
-                    (&t.log, Keys::First, args, peek, vec!["l".into()])
-                }
-            };
-            let reply = if rng.chance(50) {
-                c.cmd(&call)
-            } else {
-                c.cmd(&twin_line(sha, keys, &call))
-            };
-            assert!(
-                !reply.is_err(),
-                "seed {seed} step {step}: {call:?} -> {reply:?}"
-            );
-            let (native, twin) = both(&mut c, sha, keys, &peek, &names);
-            assert!(
-                !native.is_err() && !twin.is_err(),
-                "seed {seed} step {step}: after {call:?} ({reply:?}) a peek gets {native:?} / {twin:?}"
-            );
-            assert_eq!(native, twin, "seed {seed} step {step}: peek after {call:?}");
-        }
-        for k in ["f", "g", "{m}a", "{m}b", "{s}a", "{s}b", "l"] {
-            c.cmd(&["DEL", k]);
+                    1 => {
+                        let period = *rng.pick(&[1_000u64, 60_000, 86_400_000]);
+                        let burst = rng.irange(0, 1_000);
+                        let count = rng.irange(1, 1_000);
+                        let cost = rng.irange(0, burst + 2);
+                        let base_args = strings(&[
+                            "RL.GCRA",
+                            "g",
+                            &burst.to_string(),
+                            &count.to_string(),
+                            &format!("{period}ms"),
+                        ]);
+                        let mut args = base_args.clone();
+                        args.extend(strings(&["COST", &cost.to_string(), "AT", &at]));
+                        let mut peek = base_args;
+                        peek.extend(strings(&["COST", "0", "AT", &at]));
+                        (&t.gcra, Keys::First, args, peek, vec!["g".into()])
+                    }
+                    2 | 3 => {
+                        let name = if kind == 2 { "RL.MULTI" } else { "RL.SLIDING" };
+                        let (a, b) = if kind == 2 {
+                            ("{m}a", "{m}b")
+                        } else {
+                            ("{s}a", "{s}b")
+                        };
+                        let mut base_args = strings(&[name, "2", a, b]);
+                        let mut smallest = i64::MAX;
+                        for w in ["1s", "1m", "1h"] {
+                            if rng.chance(60) || w == "1s" {
+                                let l = count(&mut rng, 1);
+                                smallest = smallest.min(l);
+                                base_args.extend(strings(&["LIMIT", w, &l.to_string()]));
+                            }
+                        }
+                        let cost = if rng.chance(20) {
+                            smallest
+                        } else {
+                            rng.irange(0, smallest.min(4) + 1)
+                        };
+                        let mut args = base_args.clone();
+                        args.extend(strings(&["COST", &cost.to_string(), "AT", &at]));
+                        let mut peek = base_args;
+                        peek.extend(strings(&["COST", "0", "AT", &at]));
+                        let sha = if kind == 2 { &t.multi } else { &t.sliding };
+                        (sha, Keys::NumKeys, args, peek, vec![a.into(), b.into()])
+                    }
+                    _ => {
+                        let limit = rng.irange(1, 10_001);
+                        let cost = if rng.chance(20) {
+                            limit
+                        } else {
+                            rng.irange(0, limit.min(4) + 1)
+                        };
+                        let base_args = strings(&["RL.LOG", "l", &limit.to_string(), "1s"]);
+                        let mut args = base_args.clone();
+                        args.extend(strings(&[
+                            "META",
+                            "u",
+                            "COST",
+                            &cost.to_string(),
+                            "AT",
+                            &at,
+                        ]));
+                        let mut peek = base_args;
+                        peek.extend(strings(&["COST", "0", "AT", &at]));
+                        (&t.log, Keys::First, args, peek, vec!["l".into()])
+                    }
+                };
+                let reply = if rng.chance(50) {
+                    c.cmd(&call)
+                } else {
+                    c.cmd(&twin_line(sha, keys, &call))
+                };
+                assert!(
+                    !reply.is_err(),
+                    "seed {seed} step {step}: {call:?} -> {reply:?}"
+                );
+                let (native, twin) = both(&mut c, sha, keys, &peek, &names);
+                assert!(
+                    !native.is_err() && !twin.is_err(),
+                    "seed {seed} step {step}: after {call:?} ({reply:?}) a peek gets {native:?} / {twin:?}"
+                );
+                assert_eq!(native, twin, "seed {seed} step {step}: peek after {call:?}");
+            }
+            for k in ["f", "g", "{m}a", "{m}b", "{s}a", "{s}b", "l"] {
+                c.cmd(&["DEL", k]);
+            }
         }
     }
 }
@@ -348,47 +363,49 @@ fn whatever_a_call_writes_the_command_and_its_twin_both_read() {
 fn at_in_seconds_is_refused_by_every_command_and_twin() {
     let s = Server::start();
     let mut c = s.client();
-    let t = Twins::load(&mut c);
-    let want = "ERR invalid AT '1732480000': AT takes a Unix time in milliseconds, from 1000000000000 (2001-09-09) to 4102444800000; this looks like seconds";
-    let calls: Vec<(&str, Keys, Vec<String>)> = vec![
-        (
-            &t.fixed,
-            Keys::First,
-            strings(&["RL.FIXED", "user:3", "10", "1m"]),
-        ),
-        (
-            &t.gcra,
-            Keys::First,
-            strings(&["RL.GCRA", "user:3", "9", "10", "1m"]),
-        ),
-        (
-            &t.multi,
-            Keys::NumKeys,
-            strings(&["RL.MULTI", "1", "user:3", "LIMIT", "1m", "10"]),
-        ),
-        (
-            &t.sliding,
-            Keys::NumKeys,
-            strings(&["RL.SLIDING", "1", "user:3", "LIMIT", "1m", "10"]),
-        ),
-        (
-            &t.log,
-            Keys::First,
-            strings(&["RL.LOG", "user:3", "10", "1m"]),
-        ),
-        (
-            &t.all,
-            Keys::NumKeys,
-            strings(&["RL.ALL", "1", "user:3", "FIXED", "1", "10", "1m"]),
-        ),
-    ];
-    for (sha, keys, mut call) in calls {
-        call.extend(strings(&["AT", "1732480000"]));
-        for _ in 0..12 {
-            let (native, twin) = both(&mut c, sha, keys, &call, &["user:3".to_string()]);
-            assert_eq!(native.err(), Some(want), "{call:?}");
-            assert_eq!(twin.err(), Some(want), "twin of {call:?}");
+    for t in Twins::both(&mut c) {
+        c.cmd(&["FLUSHALL"]);
+        let want = "ERR invalid AT '1732480000': AT takes a Unix time in milliseconds, from 1000000000000 (2001-09-09) to 4102444800000; this looks like seconds";
+        let calls: Vec<(&Twin, Keys, Vec<String>)> = vec![
+            (
+                &t.fixed,
+                Keys::First,
+                strings(&["RL.FIXED", "user:3", "10", "1m"]),
+            ),
+            (
+                &t.gcra,
+                Keys::First,
+                strings(&["RL.GCRA", "user:3", "9", "10", "1m"]),
+            ),
+            (
+                &t.multi,
+                Keys::NumKeys,
+                strings(&["RL.MULTI", "1", "user:3", "LIMIT", "1m", "10"]),
+            ),
+            (
+                &t.sliding,
+                Keys::NumKeys,
+                strings(&["RL.SLIDING", "1", "user:3", "LIMIT", "1m", "10"]),
+            ),
+            (
+                &t.log,
+                Keys::First,
+                strings(&["RL.LOG", "user:3", "10", "1m"]),
+            ),
+            (
+                &t.all,
+                Keys::NumKeys,
+                strings(&["RL.ALL", "1", "user:3", "FIXED", "1", "10", "1m"]),
+            ),
+        ];
+        for (sha, keys, mut call) in calls {
+            call.extend(strings(&["AT", "1732480000"]));
+            for _ in 0..12 {
+                let (native, twin) = both(&mut c, sha, keys, &call, &["user:3".to_string()]);
+                assert_eq!(native.err(), Some(want), "{call:?}");
+                assert_eq!(twin.err(), Some(want), "{} of {call:?}", sha.name());
+            }
+            assert_eq!(c.cmd(&["EXISTS", "user:3"]).int(), 0);
         }
-        assert_eq!(c.cmd(&["EXISTS", "user:3"]).int(), 0);
     }
 }

@@ -115,20 +115,31 @@ fn bulkexpire_bad_inputs_are_errors_that_write_nothing() {
             "ERR wrong number of arguments for 'RL.BULKEXPIRE' command (syntax: RL.BULKEXPIRE seconds key [key ...])".into(),
         ),
     ];
-    let twins = Twins::load(&mut c);
+    let forms = Twins::both(&mut c);
     for (args, want) in &cases {
         let mut native = vec!["RL.BULKEXPIRE"];
         native.extend(args);
         assert_eq!(c.cmd(&native).err(), Some(want.as_str()), "{args:?}");
-        // The twin: the keys as KEYS, the duration as ARGV[1].
-        let mut twin: Vec<String> = vec!["EVALSHA".into(), twins.bulkexpire.clone()];
+        // The twin: the keys as its keys, the duration as its argument; without a key,
+        // its error names it.
         let (dur, keys) = args
             .split_first()
             .map_or((None, &[][..]), |(d, k)| (Some(d.to_string()), k));
-        twin.push(keys.len().to_string());
-        twin.extend(keys.iter().map(|k| k.to_string()));
-        twin.extend(dur);
-        assert_eq!(c.cmd(&twin).err(), Some(want.as_str()), "twin {args:?}");
+        let dur: Vec<String> = dur.into_iter().collect();
+        let want = if keys.is_empty() {
+            "ERR wrong number of keys for 'rl_bulkexpire': it takes 1 or more, got 0"
+        } else {
+            want.as_str()
+        };
+        for t in &forms {
+            let twin = t.bulkexpire.argv(keys, &dur);
+            assert_eq!(
+                c.cmd(&twin).err(),
+                Some(want),
+                "{} {args:?}",
+                t.bulkexpire.name()
+            );
+        }
         assert_eq!(exp(&mut c, "k"), -1, "{args:?} wrote");
         assert_eq!(c.cmd(&["DBSIZE"]).int(), 1);
     }
@@ -245,9 +256,10 @@ fn build_universe(c: &mut Client, rng: &mut Rng, dbs: &[&str], names: &[String])
 fn bulkexpire_native_and_twin_agree() {
     let s = Server::start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
-    // db 1: native only; db 2: twin only; db 3: either, at random.
-    let dbs = ["1", "2", "3"];
+    let [functions, scripts] = Twins::both(&mut c);
+    // db 1: native only; db 2: the function only; db 3: the script only; db 4: any of
+    // them, at random.
+    let dbs = ["1", "2", "3", "4"];
     for seed in Rng::seeds(&[11, 12, 13]) {
         let mut rng = Rng::new(seed);
         c.cmd(&["FLUSHALL"]);
@@ -275,12 +287,14 @@ fn bulkexpire_native_and_twin_agree() {
             let mut windows = Vec::new();
             for db in dbs {
                 c.cmd(&["SELECT", db]);
-                let twin = db == "2" || (db == "3" && rng.chance(50));
-                let cmd: Vec<String> = if twin {
-                    let mut v = vec!["EVALSHA".into(), twins.bulkexpire.clone(), n.to_string()];
-                    v.extend(keys.iter().cloned());
-                    v.push(dur.clone());
-                    v
+                let side = match db {
+                    "4" => rng.range(0, 3),
+                    _ => db.parse::<u64>().expect("db") - 1,
+                };
+                let twin =
+                    [None, Some(&functions.bulkexpire), Some(&scripts.bulkexpire)][side as usize];
+                let cmd: Vec<String> = if let Some(t) = twin {
+                    t.argv(&keys, &[dur.clone()])
                 } else {
                     let mut v = vec!["RL.BULKEXPIRE".to_string(), dur.clone()];
                     v.extend(keys.iter().cloned());
@@ -290,8 +304,9 @@ fn bulkexpire_native_and_twin_agree() {
                 replies.push(c.cmd(&cmd));
                 windows.push((before, unix_ms() as i64));
             }
-            assert_eq!(replies[0], replies[1], "native vs twin, {ctx}");
-            assert_eq!(replies[0], replies[2], "native vs mixed, {ctx}");
+            assert_eq!(replies[0], replies[1], "native vs function, {ctx}");
+            assert_eq!(replies[0], replies[2], "native vs script, {ctx}");
+            assert_eq!(replies[0], replies[3], "native vs mixed, {ctx}");
             // Keys just given a TTL got exactly the call's time + duration on their
             // side; every other key kept its expiry.
             let set: BTreeSet<String> = match &replies[0] {

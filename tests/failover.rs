@@ -13,7 +13,7 @@ fn a_promoted_replica_continues_where_the_primary_left_off() {
     let primary = Server::start();
     let with_module = primary.start_replica(true);
     let mut c = primary.client();
-    let twins = Twins::load(&mut c);
+    let twins = Twins::both(&mut c);
     let at = at_base(HOUR, SECOND);
     workload::run(&mut c, &twins, 21, 800, at, true);
     wait_for_replicas(&mut c, 1);
@@ -29,8 +29,13 @@ fn a_promoted_replica_continues_where_the_primary_left_off() {
         r.cmd(&["REPLICAOF", "NO", "ONE"]),
         Value::Status("OK".into())
     );
-    let twins_r = Twins::load(&mut r); // scripts are not replicated by SCRIPT LOAD
-    assert_eq!(twins_r.fixed, twins.fixed);
+    // The replica has the library (FUNCTION LOAD is replicated) but not the scripts
+    // (SCRIPT LOAD is not): the workload's twins work on it once the scripts are loaded.
+    let library = r.cmd(&["FCALL", "rl_fixed", "1", "f", "1", "1h", "COST", "0"]);
+    assert_eq!(library.ints()[..3], [0, 1, 1], "{library:?}");
+    let scripts = Twins::load(&mut r);
+    assert_eq!(scripts.fixed, twins[1].fixed);
+    let twins_r = [Twins::functions(&mut r), scripts];
     // The same continuation (every call with AT, so both judge at the same times) on
     // the old primary and on the promoted replica: same replies, same state.
     let later = at + 60_000;

@@ -301,21 +301,22 @@ fn binary_keys_and_long_garbage_do_not_hurt() {
 #[test]
 fn concurrent_clients_get_exactly_the_limit() {
     let s = Server::start();
-    let twins = Twins::load(&mut s.client());
+    let forms = Twins::both(&mut s.client());
     let limit = 1_000;
     let threads: Vec<_> = (0..8)
         .map(|t| {
             let port = s.port;
-            let sha = twins.fixed.clone();
+            let twin = forms[(t / 2) % 2].fixed.clone();
             std::thread::spawn(move || {
                 let mut c = Client::connect(port).expect("connect");
                 let mut allowed = 0;
                 for i in 0..300 {
-                    // Half the clients use the twin, on the same key.
+                    // Half the clients use the twin (its function or its script), on the
+                    // same key.
                     let r = if t % 2 == 0 {
                         c.cmd(&["RL.FIXED", "hot", "1000", "1h"])
                     } else {
-                        c.cmd(&["EVALSHA", &sha, "1", "hot", "1000", "1h"])
+                        c.cmd(&twin.argv(&["hot"], &["1000", "1h"]))
                     };
                     let f = r.ints();
                     assert_eq!(f.len(), 5, "client {t} call {i}: {r:?}");
@@ -459,7 +460,7 @@ fn random_args(rng: &mut Rng, now_ms: u64) -> Vec<String> {
 fn differential_native_twin_and_model() {
     let s = Server::start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let [tf, ts] = Twins::both(&mut c);
     for seed in Rng::seeds(&[1, 2, 3, 4]) {
         let mut rng = Rng::new(seed);
         let mut now = at_base(HOUR, MINUTE);
@@ -468,10 +469,12 @@ fn differential_native_twin_and_model() {
         for step in 0..600 {
             now += *rng.pick(&[0u64, 0, 1, 3, 50, 120, 400, 999, 1_000, 2_500, 61_000]);
             let k = rng.range(0, names.len() as u64) as usize;
-            // Three physical keys share one history: native only, twin only, mixed.
+            // Four physical keys share one history: native only, function only, script
+            // only, and the three mixed.
             let keys = [
                 format!("n:{seed}:{}", names[k]),
-                format!("t:{seed}:{}", names[k]),
+                format!("f:{seed}:{}", names[k]),
+                format!("s:{seed}:{}", names[k]),
                 format!("m:{seed}:{}", names[k]),
             ];
             if rng.chance(3) {
@@ -498,23 +501,19 @@ fn differential_native_twin_and_model() {
             let want = model_call(&mut models[k], &args);
             let mut native = vec!["RL.FIXED".to_string(), keys[0].clone()];
             native.extend(args.iter().cloned());
-            let mut twin = vec![
-                "EVALSHA".to_string(),
-                twins.fixed.clone(),
-                "1".into(),
-                keys[1].clone(),
-            ];
-            twin.extend(args.iter().cloned());
-            let mut mixed = if rng.chance(50) {
-                native.clone()
-            } else {
-                twin.clone()
+            let function = tf.fixed.argv(&keys[1..2], &args);
+            let script = ts.fixed.argv(&keys[2..3], &args);
+            let mut mixed = match rng.range(0, 3) {
+                0 => native.clone(),
+                1 => function.clone(),
+                _ => script.clone(),
             };
             let i = if mixed[0] == "RL.FIXED" { 1 } else { 3 };
-            mixed[i] = keys[2].clone();
+            mixed[i] = keys[3].clone();
             let ctx = format!("seed {seed} step {step} key {} args {args:?}", names[k]);
             assert_eq!(c.cmd(&native), want, "native, {ctx}");
-            assert_eq!(c.cmd(&twin), want, "twin, {ctx}");
+            assert_eq!(c.cmd(&function), want, "function, {ctx}");
+            assert_eq!(c.cmd(&script), want, "script, {ctx}");
             assert_eq!(c.cmd(&mixed), want, "mixed ({}), {ctx}", mixed[0]);
             let expected = models[k].observed();
             for key in &keys {

@@ -341,7 +341,7 @@ const TARGETS: &[Target] = &[
     },
     Target {
         name: "RL.FIXED twin",
-        prefix: |t| vec![s("EVALSHA"), t.fixed.clone().into_bytes(), s("1")],
+        prefix: |t| vec![s(t.fixed.call), t.fixed.id.clone().into_bytes(), s("1")],
         valid: valid_fixed,
         well_formed: five_ints,
     },
@@ -353,7 +353,7 @@ const TARGETS: &[Target] = &[
     },
     Target {
         name: "RL.GCRA twin",
-        prefix: |t| vec![s("EVALSHA"), t.gcra.clone().into_bytes(), s("1")],
+        prefix: |t| vec![s(t.gcra.call), t.gcra.id.clone().into_bytes(), s("1")],
         valid: valid_gcra,
         well_formed: gcra_reply,
     },
@@ -366,7 +366,7 @@ const TARGETS: &[Target] = &[
     },
     Target {
         name: "RL.MULTI twin",
-        prefix: |t| vec![s("EVALSHA"), t.multi.clone().into_bytes()],
+        prefix: |t| vec![s(t.multi.call), t.multi.id.clone().into_bytes()],
         valid: valid_multi,
         well_formed: multi_reply,
     },
@@ -378,7 +378,7 @@ const TARGETS: &[Target] = &[
     },
     Target {
         name: "RL.LOG twin",
-        prefix: |t| vec![s("EVALSHA"), t.log.clone().into_bytes(), s("1")],
+        prefix: |t| vec![s(t.log.call), t.log.id.clone().into_bytes(), s("1")],
         valid: valid_log,
         well_formed: five_ints,
     },
@@ -390,7 +390,7 @@ const TARGETS: &[Target] = &[
     },
     Target {
         name: "RL.SLIDING twin",
-        prefix: |t| vec![s("EVALSHA"), t.sliding.clone().into_bytes()],
+        prefix: |t| vec![s(t.sliding.call), t.sliding.id.clone().into_bytes()],
         valid: valid_sliding,
         well_formed: multi_reply,
     },
@@ -402,7 +402,7 @@ const TARGETS: &[Target] = &[
     },
     Target {
         name: "RL.ALL twin",
-        prefix: |t| vec![s("EVALSHA"), t.all.clone().into_bytes()],
+        prefix: |t| vec![s(t.all.call), t.all.id.clone().into_bytes()],
         valid: valid_all,
         well_formed: all_reply,
     },
@@ -414,7 +414,13 @@ const TARGETS: &[Target] = &[
     },
     Target {
         name: "CL.THROTTLE twin",
-        prefix: |t| vec![s("EVALSHA"), t.throttle.clone().into_bytes(), s("1")],
+        prefix: |t| {
+            vec![
+                s(t.throttle.call),
+                t.throttle.id.clone().into_bytes(),
+                s("1"),
+            ]
+        },
         valid: valid_throttle,
         well_formed: five_ints,
     },
@@ -426,7 +432,7 @@ const TARGETS: &[Target] = &[
     },
     Target {
         name: "RL.BULKEXPIRE twin",
-        prefix: |t| vec![s("EVALSHA"), t.bulkexpire.clone().into_bytes()],
+        prefix: |t| vec![s(t.bulkexpire.call), t.bulkexpire.id.clone().into_bytes()],
         valid: valid_bulkexpire_twin,
         well_formed: bulk_strings,
     },
@@ -457,7 +463,7 @@ fn expired_keys(c: &mut Client) -> i64 {
 fn random_argument_vectors() {
     let s = Server::start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let forms = Twins::both(&mut c);
     // Keys with millisecond windows would expire between two digests: only writes
     // (and the lazy expiry of a key a call opens, counted in INFO) may change the
     // dataset here.
@@ -479,7 +485,8 @@ fn random_argument_vectors() {
                         _ => c.cmd(&["SET", &key, "junk", "PX", "100000"]),
                     };
                 }
-                let mut call = (target.prefix)(&twins);
+                // A twin target calls the function and the script in turn.
+                let mut call = (target.prefix)(&forms[i % 2]);
                 if rng.chance(50) {
                     // A valid call with up to three tokens replaced, inserted or dropped.
                     let mut args = (target.valid)(&mut rng);
@@ -536,7 +543,7 @@ fn random_argument_vectors() {
 fn calls_that_try_to_grow_state_and_work_stay_bounded() {
     let s = Server::start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let forms = Twins::both(&mut c);
     c.cmd(&["DEBUG", "POPULATE", "2000", "pop", "8"]);
     let at = (common::unix_ms() + 3_600_000).to_string();
     for seed in Rng::seeds(&[303, 404]) {
@@ -545,7 +552,8 @@ fn calls_that_try_to_grow_state_and_work_stay_bounded() {
         for i in 0..600 {
             let twin = rng.chance(50);
             let mut call: Vec<String> = if twin {
-                vec!["EVALSHA".into(), twins.multi.clone()]
+                let t = &forms[i % 2].multi;
+                vec![t.call.into(), t.id.clone()]
             } else {
                 vec!["RL.MULTI".into()]
             };

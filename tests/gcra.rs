@@ -14,10 +14,10 @@ use ratelimit_core::UnixMillis;
 /// The native command or its Lua twin.
 type Limiter = Side;
 
-/// Both sides, with the twin loaded into the server behind `c`.
-fn limiters(c: &mut Client) -> [Limiter; 2] {
-    let twins = Twins::load(c);
-    [Side::native("RL.GCRA"), Side::twin("RL.GCRA", twins.gcra)]
+/// The native command, its function and its script, loaded into the server behind `c`.
+fn limiters(c: &mut Client) -> Vec<Limiter> {
+    let [tf, ts] = Twins::both(c);
+    Side::all("RL.GCRA", [tf.gcra, ts.gcra])
 }
 
 /// The state a TAT of `tat_us` is stored as.
@@ -431,11 +431,23 @@ fn bad_inputs_are_errors_that_write_nothing() {
     }
     // No key at all.
     assert_eq!(c.cmd(&["RL.GCRA"]).err(), Some(arity.as_str()));
-    let twin = limiters(&mut c)[1].twin.clone().expect("twin");
-    assert_eq!(
-        c.cmd(&["EVALSHA", &twin, "0", "1", "1", "1s"]).err(),
-        Some(arity.as_str())
-    );
+    // A twin called with no key: the error names the function (or its script).
+    for rl in &limiters(&mut c)[1..] {
+        let twin = rl.twin.clone().expect("twin");
+        assert_eq!(
+            c.cmd(&twin.argv::<&str, &str>(&[], &["1", "1", "1s"]))
+                .err(),
+            Some("ERR wrong number of keys for 'rl_gcra': it takes exactly 1, got 0"),
+            "{}",
+            rl.name()
+        );
+        assert_eq!(
+            c.cmd(&twin.argv(&["a", "b"], &["1", "1", "1s"])).err(),
+            Some("ERR wrong number of keys for 'rl_gcra': it takes exactly 1, got 2"),
+            "{}",
+            rl.name()
+        );
+    }
 }
 
 #[test]
@@ -571,7 +583,8 @@ fn outside_value(rng: &mut Rng, now_ms: u64) -> String {
 fn differential_native_twin_and_model() {
     let s = Server::start();
     let mut c = s.client();
-    let [native, twin] = limiters(&mut c);
+    let sides = limiters(&mut c);
+    let (native, function, script) = (&sides[0], &sides[1], &sides[2]);
     for seed in Rng::seeds(&[1, 2, 3, 4]) {
         let mut rng = Rng::new(seed);
         let mut now = at_base(HOUR, MINUTE);
@@ -580,10 +593,12 @@ fn differential_native_twin_and_model() {
         for step in 0..600 {
             now += *rng.pick(&[0u64, 0, 0, 1, 3, 50, 120, 400, 999, 1_000, 2_500, 61_000]);
             let k = rng.range(0, names.len() as u64) as usize;
-            // Three physical keys share one history: native only, twin only, mixed.
+            // Four physical keys share one history: native only, function only, script
+            // only, and the three mixed.
             let keys = [
                 format!("n:{seed}:{}", names[k]),
-                format!("t:{seed}:{}", names[k]),
+                format!("f:{seed}:{}", names[k]),
+                format!("s:{seed}:{}", names[k]),
                 format!("m:{seed}:{}", names[k]),
             ];
             if rng.chance(4) {
@@ -601,12 +616,17 @@ fn differential_native_twin_and_model() {
             let args = random_args(&mut rng, now);
             let argv: Vec<&str> = args.iter().map(String::as_str).collect();
             let want = model_call(&mut models[k], &args);
-            let mixed = if rng.chance(50) { &native } else { &twin };
+            let mixed = &sides[rng.range(0, 3) as usize];
             let ctx = format!("seed {seed} step {step} key {} args {args:?}", names[k]);
             assert_eq!(native.call(&mut c, &keys[0], &argv), want, "native, {ctx}");
-            assert_eq!(twin.call(&mut c, &keys[1], &argv), want, "twin, {ctx}");
             assert_eq!(
-                mixed.call(&mut c, &keys[2], &argv),
+                function.call(&mut c, &keys[1], &argv),
+                want,
+                "function, {ctx}"
+            );
+            assert_eq!(script.call(&mut c, &keys[2], &argv), want, "script, {ctx}");
+            assert_eq!(
+                mixed.call(&mut c, &keys[3], &argv),
                 want,
                 "mixed ({}), {ctx}",
                 mixed.name()
@@ -632,7 +652,7 @@ fn concurrent_clients_never_get_more_than_the_bound() {
     let start = unix_us();
     let handles: Vec<_> = (0..8)
         .map(|i| {
-            let rl = rls[i % 2].clone();
+            let rl = rls[i % rls.len()].clone();
             let port = s.port;
             std::thread::spawn(move || {
                 let mut c = Client::connect(port).expect("connect");
@@ -765,7 +785,7 @@ fn delay_at_high_and_low_rates_is_exact_to_the_millisecond() {
 
 #[test]
 fn concurrent_workers_book_distinct_slots_spaced_by_the_interval() {
-    // 8 workers × 25 bookings on one key, half through the twin, all at the same
+    // 8 workers × 25 bookings on one key, some through each form of the twin, all at the same
     // instant (AT): 10 per second, no burst (T = 100 ms), DELAY 1 hour. Every booking
     // gets a slot of its own: the 200 delays are exactly 0, T, 2T, ... 199 T.
     const T_MS: i64 = 100;
@@ -775,7 +795,7 @@ fn concurrent_workers_book_distinct_slots_spaced_by_the_interval() {
     let at = at_base(HOUR, MINUTE).to_string();
     let handles: Vec<_> = (0..8)
         .map(|i| {
-            let rl = rls[i % 2].clone();
+            let rl = rls[i % rls.len()].clone();
             let port = s.port;
             let at = at.clone();
             std::thread::spawn(move || {

@@ -6,19 +6,25 @@
 
 mod common;
 
-use common::{at_base, Client, Cluster, Rng, Server, Twins, Value, HOUR};
+use common::{at_base, Client, Cluster, Rng, Server, Twin, Twins, Value, HOUR};
 use ratelimit_core::call::memory::{self, Key};
 use ratelimit_core::limiters;
 
-/// `None`: the command; `Some(sha)`: the twin.
-fn sides(c: &mut Client) -> [Option<String>; 2] {
-    [None, Some(Twins::load(c).log)]
+/// `None`: the command; `Some(twin)`: its function, then its script.
+fn sides(c: &mut Client) -> [Option<Twin>; 3] {
+    let [f, s] = Twins::both(c);
+    [None, Some(f.log), Some(s.log)]
 }
 
-fn call(c: &mut Client, side: &Option<String>, key: &str, args: &[&str]) -> Value {
+/// "native", "function" or "script".
+fn side_name(side: &Option<Twin>) -> &'static str {
+    side.as_ref().map_or("native", Twin::name)
+}
+
+fn call(c: &mut Client, side: &Option<Twin>, key: &str, args: &[&str]) -> Value {
     let mut v: Vec<&str> = match side {
         None => vec!["RL.LOG", key],
-        Some(sha) => vec!["EVALSHA", sha, "1", key],
+        Some(t) => vec![t.call, &t.id, "1", key],
     };
     v.extend_from_slice(args);
     c.cmd(&v)
@@ -39,7 +45,7 @@ fn an_exact_moving_window_that_remembers_who_used_it() {
     let mut c = s.client();
     let t = at_base(2 * HOUR, HOUR);
     for side in sides(&mut c) {
-        let key = format!("rl:ip:1.2.3.4:{}", side.is_some());
+        let key = format!("rl:ip:1.2.3.4:{}", side_name(&side));
         let at = |ms: u64| (t + ms).to_string();
         // 3 per minute from one address, three users behind it.
         for (ms, user, remaining) in [(0, "alice", 2), (10_000, "bob", 1), (20_000, "alice", 0)] {
@@ -103,7 +109,7 @@ fn costs_peeks_and_binary_metadata() {
     let mut c = s.client();
     let at = at_base(2 * HOUR, HOUR).to_string();
     for side in sides(&mut c) {
-        let key = format!("c:{}", side.is_some());
+        let key = format!("c:{}", side_name(&side));
         let meta = "a\u{0}b:c\r\n";
         let r = call(
             &mut c,
@@ -184,7 +190,7 @@ fn wrong_type_and_foreign_sorted_sets_are_left_alone() {
 fn bad_inputs_are_errors_that_write_nothing() {
     let s = Server::start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let forms = Twins::both(&mut c);
     let at = at_base(2 * HOUR, HOUR).to_string();
     c.cmd(&["RL.LOG", "k", "5", "1m", "AT", &at]);
     let before = entries(&mut c, "k");
@@ -217,8 +223,15 @@ fn bad_inputs_are_errors_that_write_nothing() {
         } else {
             assert!(native.is_err(), "native {args:?}");
         }
-        let twin = call(&mut c, &Some(twins.log.clone()), "k", args);
-        assert_eq!(twin.err(), Some(want.as_str()), "twin {args:?}");
+        for twins in &forms {
+            let twin = call(&mut c, &Some(twins.log.clone()), "k", args);
+            assert_eq!(
+                twin.err(),
+                Some(want.as_str()),
+                "{} {args:?}",
+                twins.log.name()
+            );
+        }
         assert_eq!(entries(&mut c, "k"), before, "{args:?} changed the key");
         assert_eq!(c.cmd(&["DBSIZE"]).int(), 1);
     }
@@ -226,14 +239,14 @@ fn bad_inputs_are_errors_that_write_nothing() {
 
 #[test]
 fn concurrent_clients_never_get_more_than_the_limit() {
-    // 8 clients, half through the twin, 300 requests each on one log of 1 000 per
+    // 8 clients, some through each form of the twin, 300 requests each on one log of 1 000 per
     // hour: exactly 1 000 are allowed, and the log holds exactly 1 000 entries.
     let s = Server::start();
     let mut c = s.client();
     let sides = sides(&mut c);
     let threads: Vec<_> = (0..8)
         .map(|i| {
-            let side = sides[i % 2].clone();
+            let side = sides[i % 3].clone();
             let port = s.port;
             std::thread::spawn(move || {
                 let mut c = Client::connect(port).expect("connect");
@@ -345,7 +358,8 @@ fn random_args(rng: &mut Rng, now_ms: u64) -> Vec<String> {
 fn differential_native_twin_and_model() {
     let s = Server::start();
     let mut c = s.client();
-    let sha = Twins::load(&mut c).log;
+    let [tf, ts] = Twins::both(&mut c);
+    let sides = [None, Some(tf.log), Some(ts.log)];
     let mut calls = [0usize; 3];
     for seed in Rng::seeds(&[1, 2, 3, 4]) {
         let mut rng = Rng::new(seed);
@@ -355,7 +369,7 @@ fn differential_native_twin_and_model() {
         for step in 0..500 {
             now += *rng.pick(&[0u64, 0, 1, 3, 50, 120, 400, 999, 1_000, 2_500, 61_000]);
             let k = rng.range(0, names.len() as u64) as usize;
-            let keys = ["n", "t", "m"].map(|ns| format!("{ns}:{seed}:{}", names[k]));
+            let keys = ["n", "f", "s", "m"].map(|ns| format!("{ns}:{seed}:{}", names[k]));
             if rng.chance(3) {
                 for key in &keys {
                     c.cmd(&["DEL", key]);
@@ -367,12 +381,9 @@ fn differential_native_twin_and_model() {
             let want = predict(&mut models[k], &args);
             let ctx = format!("seed {seed} step {step} key {} args {args:?}", names[k]);
             let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-            let mixed: Option<String> = if rng.chance(50) {
-                None
-            } else {
-                Some(sha.clone())
-            };
-            for (key, side) in keys.iter().zip([None, Some(sha.clone()), mixed]) {
+            let mixed = sides[rng.range(0, 3) as usize].clone();
+            let [n, f, s] = sides.clone();
+            for (key, side) in keys.iter().zip([n, f, s, mixed]) {
                 let got = call(&mut c, &side, key, &argv);
                 assert_eq!(got, want, "{key}, {ctx}");
                 let stored: Vec<(String, u64)> = entries(&mut c, key)
@@ -436,7 +447,7 @@ fn an_older_at_never_puts_more_than_the_limit_in_a_window() {
     let mut c = s.client();
     let t = at_base(2 * HOUR, HOUR);
     for side in sides(&mut c) {
-        let key = format!("ooo:{}", side.is_some());
+        let key = format!("ooo:{}", side_name(&side));
         for ms in [72u64, 73, 75, 86, 66, 67] {
             let r = call(
                 &mut c,
@@ -504,8 +515,8 @@ fn a_call_of_any_cost_reaches_replicas_as_one_zadd() {
     }
     common::wait_for_replicas(&mut c, 1);
     let mut rc = replica.client();
-    assert_eq!(replica_calls(&mut rc, "zadd"), 2, "one ZADD per call");
-    for i in 0..2 {
+    assert_eq!(replica_calls(&mut rc, "zadd"), 3, "one ZADD per call");
+    for i in 0..3 {
         let key = format!("big:{i}");
         assert_eq!(entries(&mut rc, &key), entries(&mut c, &key), "{key}");
         assert_eq!(

@@ -153,56 +153,46 @@ fn events(sub: &mut common::Client, n: usize) -> Vec<(String, String)> {
 fn limiter_writes_send_the_same_keyspace_events_as_their_twins() {
     let s = Server::start();
     let mut c = s.client();
-    let twins = common::Twins::load(&mut c);
+    let [functions, scripts] = common::Twins::both(&mut c);
     c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KA"]);
     let mut sub = s.client();
     sub.cmd(&["PSUBSCRIBE", "__keyspace@0__:*"]);
-    // For each pair: a write in a new window, a write in the same window, a denial
+    // For each side: a write in a new window, a write in the same window, a denial
     // that gives a counter without TTL its TTL, and a denial that writes nothing.
-    let calls = |native: bool, k: &str| -> Vec<Vec<String>> {
-        let (head, sha): (Vec<&str>, &str) = if native {
-            (vec!["RL.FIXED"], "")
-        } else {
-            (vec!["EVALSHA"], twins.fixed.as_str())
-        };
-        let mut base: Vec<String> = head.iter().map(|s| s.to_string()).collect();
-        if !native {
-            base.extend([sha.to_string(), "1".into()]);
+    let call = |twin: Option<&common::Twin>, k: &str, args: &[&str]| -> Vec<String> {
+        match twin {
+            None => [&["RL.FIXED", k], args]
+                .concat()
+                .iter()
+                .map(|a| a.to_string())
+                .collect(),
+            Some(t) => t.argv(&[k], args),
         }
-        let with = |args: &[&str]| {
-            let mut v = base.clone();
-            v.push(k.to_string());
-            v.extend(args.iter().map(|s| s.to_string()));
-            v
-        };
-        vec![with(&["2", "1h"]), with(&["2", "1h"]), with(&["2", "1h"])]
     };
-    for (native, k) in [(true, "n"), (false, "t")] {
-        for call in calls(native, k) {
-            c.cmd(&call);
+    for (twin, k) in [
+        (None, "n"),
+        (Some(&functions.fixed), "f"),
+        (Some(&scripts.fixed), "s"),
+    ] {
+        for _ in 0..3 {
+            c.cmd(&call(twin, k, &["2", "1h"]));
         }
-        c.cmd(&["SET", &format!("{k}:bare"), "2"]);
         let bare = format!("{k}:bare");
-        let repair: Vec<String> = if native {
-            ["RL.FIXED", &bare, "2", "1h"].map(String::from).to_vec()
-        } else {
-            ["EVALSHA", &twins.fixed, "1", &bare, "2", "1h"]
-                .map(String::from)
-                .to_vec()
-        };
-        assert_eq!(c.cmd(&repair).ints()[0], 1);
+        c.cmd(&["SET", &bare, "2"]);
+        assert_eq!(c.cmd(&call(twin, &bare, &["2", "1h"])).ints()[0], 1);
     }
     c.cmd(&["SET", "end", "x"]);
-    let mut got = events(&mut sub, 13);
+    let mut got = events(&mut sub, 19);
     assert_eq!(got.pop(), Some(("end".to_string(), "set".to_string())));
-    let (native, twin): (Vec<_>, Vec<_>) = got.into_iter().partition(|(k, _)| k.starts_with('n'));
-    let strip = |v: Vec<(String, String)>| -> Vec<(String, String)> {
-        v.into_iter()
-            .map(|(k, e)| (k[1..].to_string(), e))
+    let side = |p: char| -> Vec<(String, String)> {
+        got.iter()
+            .filter(|(k, _)| k.starts_with(p))
+            .map(|(k, e)| (k[1..].to_string(), e.clone()))
             .collect()
     };
-    let native = strip(native);
-    assert_eq!(native, strip(twin));
+    let (native, function, script) = (side('n'), side('f'), side('s'));
+    assert_eq!(native, function, "the function");
+    assert_eq!(native, script, "the script");
     let expected: Vec<(String, String)> = [
         ("", "set"),
         ("", "expire"),
@@ -226,6 +216,7 @@ fn denials_and_peeks_leave_watched_keys_alone() {
     let mut c = s.client();
     let mut watcher = s.client();
     let twins = common::Twins::load(&mut c);
+    let functions = common::Twins::functions(&mut c);
     c.cmd(&["RL.FIXED", "f", "1", "1h"]);
     c.cmd(&["RL.GCRA", "g", "0", "1", "1h"]);
     c.cmd(&["RL.MULTI", "1", "m", "LIMIT", "1h", "1"]);
@@ -240,10 +231,11 @@ fn denials_and_peeks_leave_watched_keys_alone() {
         (vec!["RL.FIXED", "f", "1", "1h"], "f", false),
         (vec!["RL.FIXED", "f", "1", "1h", "COST", "0"], "f", false),
         (
-            vec!["EVALSHA", &twins.fixed, "1", "f", "1", "1h"],
+            vec!["EVALSHA", &twins.fixed.id, "1", "f", "1", "1h"],
             "f",
             false,
         ),
+        (vec!["FCALL", "rl_fixed", "1", "f", "1", "1h"], "f", false),
         (vec!["RL.GCRA", "g", "0", "1", "1h"], "g", false),
         (
             vec!["RL.GCRA", "g", "5", "1", "1h", "COST", "0"],
@@ -283,8 +275,38 @@ fn denials_and_peeks_leave_watched_keys_alone() {
         ),
         (
             vec![
-                "EVALSHA", &twins.all, "2", "{a}f", "{a}l", "FIXED", "1", "1", "1h", "LOG", "2",
-                "5", "1h",
+                "EVALSHA",
+                &twins.all.id,
+                "2",
+                "{a}f",
+                "{a}l",
+                "FIXED",
+                "1",
+                "1",
+                "1h",
+                "LOG",
+                "2",
+                "5",
+                "1h",
+            ],
+            "{a}l",
+            false,
+        ),
+        (
+            vec![
+                "FCALL",
+                &functions.all.id,
+                "2",
+                "{a}f",
+                "{a}l",
+                "FIXED",
+                "1",
+                "1",
+                "1h",
+                "LOG",
+                "2",
+                "5",
+                "1h",
             ],
             "{a}l",
             false,

@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{at_base, state, unix_ms, workload, Client, Cluster, Rng, Server, Twins, Value, HOUR};
+use common::{
+    at_base, state, unix_ms, workload, Client, Cluster, Rng, Server, Twin, Twins, Value, HOUR,
+};
 use ratelimit_core::call::limiter::KeyRead;
 use ratelimit_core::limiters::multi::{self, State};
 use ratelimit_core::Effect;
@@ -16,8 +18,9 @@ fn multi(c: &mut Client, args: &[&str]) -> Value {
     c.cmd(&v)
 }
 
-fn twin(c: &mut Client, sha: &str, args: &[&str]) -> Value {
-    let mut v = vec!["EVALSHA", sha];
+/// A twin's call (FCALL or EVALSHA) with the command's arguments, numkeys first.
+fn twin(c: &mut Client, t: &Twin, args: &[&str]) -> Value {
+    let mut v = vec![t.call, t.id.as_str()];
     v.extend_from_slice(args);
     c.cmd(&v)
 }
@@ -148,17 +151,14 @@ fn article_example_ip_and_user_at_10_per_second_120_per_minute_240_per_hour() {
 fn a_denied_call_leaves_every_counter_of_every_key_as_it_was() {
     let s = Server::start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let [tf, ts] = Twins::both(&mut c);
     let t = at_base(2 * HOUR, HOUR);
     let at = |ms: u64| (t + ms).to_string();
-    for (ns, native) in [("n", true), ("t", false)] {
+    for (ns, side) in [("n", None), ("f", Some(&tf.multi)), ("s", Some(&ts.multi))] {
         let [a, b, cc, d] = ["a", "b", "c", "d"].map(|k| format!("{ns}:{k}"));
-        let mut run = |args: &[&str]| {
-            if native {
-                multi(&mut c, args)
-            } else {
-                twin(&mut c, &twins.multi, args)
-            }
+        let mut run = |args: &[&str]| match side {
+            None => multi(&mut c, args),
+            Some(t) => twin(&mut c, t, args),
         };
         let r = run(&[
             "3",
@@ -198,12 +198,9 @@ fn a_denied_call_leaves_every_counter_of_every_key_as_it_was() {
         );
         let keys = [&a, &b, &cc, &d];
         let before: Vec<_> = keys.iter().map(|k| state(&mut c, k)).collect();
-        let mut run = |args: &[&str]| {
-            if native {
-                multi(&mut c, args)
-            } else {
-                twin(&mut c, &twins.multi, args)
-            }
+        let mut run = |args: &[&str]| match side {
+            None => multi(&mut c, args),
+            Some(t) => twin(&mut c, t, args),
         };
         // b's minute is full: nothing else may change, d is not created.
         for (i, cost) in ["1", "2"].iter().enumerate() {
@@ -437,7 +434,8 @@ fn wrong_type_and_invalid_state_are_errors_that_write_nothing() {
     let before = snapshot(&mut c);
     let mut bad_keys: Vec<String> = (0..bad_values.len()).map(|i| format!("bad{i}")).collect();
     bad_keys.push("fixed".into());
-    for sha in [None, Some(twins.multi.as_str())] {
+    let functions = Twins::functions(&mut c);
+    for sha in [None, Some(&twins.multi), Some(&functions.multi)] {
         for key in &bad_keys {
             let args = ["2", "ok", key, "LIMIT", "1m", "5", "AT", &t];
             let r = match sha {
@@ -447,7 +445,7 @@ fn wrong_type_and_invalid_state_are_errors_that_write_nothing() {
             assert_eq!(
                 r.err(),
                 Some(format!("ERR the key '{key}' does not hold RL.MULTI state (expected window_ms:count:end_ms entries separated by commas)").as_str()),
-                "{key} ({sha:?})"
+                "{key} ({:?})", sha.map(Twin::name)
             );
         }
         let args = ["2", "ok", "list", "LIMIT", "1m", "5"];
@@ -507,7 +505,7 @@ fn a_key_that_lost_its_ttl_gets_it_back_on_a_denied_request() {
 fn bad_inputs_are_errors_that_write_nothing() {
     let s = Server::start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let forms = Twins::both(&mut c);
     let t = at_base(2 * HOUR, HOUR).to_string();
     multi(&mut c, &["1", "k", "LIMIT", "1m", "5", "AT", &t]);
     let before = state(&mut c, "k");
@@ -522,14 +520,15 @@ fn bad_inputs_are_errors_that_write_nothing() {
     }
     let arity = "ERR wrong number of arguments for 'RL.MULTI' command (syntax: RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms])";
     let numkeys = |v: &str| format!("ERR invalid numkeys '{v}': must be an integer from 1 to 64");
-    // (arguments, error, whether the twin gives the same error: EVALSHA words the
-    // errors about its own numkeys argument itself)
+    // (arguments, error, whether the twin gives the same error: FCALL and EVALSHA word
+    // the errors about their own numkeys argument themselves, and a twin's error for a
+    // number of keys it does not take names it)
     let cases: Vec<(Vec<&str>, String, bool)> = vec![
-        (vec!["0", "k", "LIMIT", "1s", "10"], numkeys("0"), true),
+        (vec!["0", "k", "LIMIT", "1s", "10"], numkeys("0"), false),
         (vec!["-1", "k", "LIMIT", "1s", "10"], numkeys("-1"), false),
         (vec!["x", "k", "LIMIT", "1s", "10"], numkeys("x"), false),
         (vec!["1.5", "k", "LIMIT", "1s", "10"], numkeys("1.5"), false),
-        (many_keys.clone(), numkeys("65"), true),
+        (many_keys.clone(), numkeys("65"), false),
         (
             vec!["9", "k", "LIMIT", "1s", "10"],
             "ERR invalid numkeys '9': only 4 arguments follow it".into(),
@@ -631,17 +630,38 @@ fn bad_inputs_are_errors_that_write_nothing() {
             Some(want.as_str()),
             "native {args:?}"
         );
-        if *same_in_twin {
-            assert_eq!(
-                twin(&mut c, &twins.multi, args).err(),
-                Some(want.as_str()),
-                "twin {args:?}"
-            );
-        } else {
-            assert!(twin(&mut c, &twins.multi, args).is_err(), "twin {args:?}");
+        for twins in &forms {
+            let t = &twins.multi;
+            if *same_in_twin {
+                assert_eq!(
+                    twin(&mut c, t, args).err(),
+                    Some(want.as_str()),
+                    "{} {args:?}",
+                    t.name()
+                );
+            } else {
+                assert!(twin(&mut c, t, args).is_err(), "{} {args:?}", t.name());
+            }
         }
         assert_eq!(state(&mut c, "k"), before, "{args:?} changed the key");
         assert_eq!(c.cmd(&["DBSIZE"]).int(), 1, "{args:?} created a key");
+    }
+    // A twin given no key, or more than 64, names itself and what it takes.
+    for twins in &forms {
+        for (args, got) in [
+            (&["0", "k", "LIMIT", "1s", "10"][..], 0),
+            (&many_keys[..], 65),
+        ] {
+            assert_eq!(
+                twin(&mut c, &twins.multi, args).err(),
+                Some(
+                    format!("ERR wrong number of keys for 'rl_multi': it takes 1 to 64, got {got}")
+                        .as_str()
+                ),
+                "{}",
+                twins.multi.name()
+            );
+        }
     }
     assert!(c
         .cmd(&["RL.MULTI"])
@@ -708,7 +728,7 @@ fn concurrent_clients_never_get_more_than_the_limit_between_them() {
 fn the_largest_call_and_binary_keys() {
     let s = Server::start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let [tf, ts] = Twins::both(&mut c);
     let t = at_base(2 * HOUR, HOUR).to_string();
     let keys: Vec<Vec<u8>> = (0..64u8)
         .map(|i| vec![b'k', 0, b'\r', b'\n', 0xff, i])
@@ -717,8 +737,12 @@ fn the_largest_call_and_binary_keys() {
     for (cmd, name) in [
         (vec![b"RL.MULTI".to_vec()], "native"),
         (
-            vec![b"EVALSHA".to_vec(), twins.multi.clone().into_bytes()],
-            "twin",
+            vec![b"FCALL".to_vec(), tf.multi.id.clone().into_bytes()],
+            "function",
+        ),
+        (
+            vec![b"EVALSHA".to_vec(), ts.multi.id.clone().into_bytes()],
+            "script",
         ),
     ] {
         let mut args = cmd;
@@ -734,8 +758,12 @@ fn the_largest_call_and_binary_keys() {
         args.extend([b"AT".to_vec(), t.clone().into_bytes()]);
         let r = c.cmd(&args);
         let items = r.array();
-        // The twin's call is the second on the same keys.
-        let remaining = if name == "native" { 84 } else { 83 };
+        // The function's call is the second on the same keys, the script's the third.
+        let remaining = match name {
+            "native" => 84,
+            "function" => 83,
+            _ => 82,
+        };
         // The smallest limit (85, the 16th window) binds, on the first key.
         assert_eq!(
             items[..5].iter().map(Value::int).collect::<Vec<_>>(),
@@ -747,7 +775,7 @@ fn the_largest_call_and_binary_keys() {
     }
     let v = c.cmd(&[b"GET".to_vec(), keys[63].clone()]).text();
     assert_eq!(v.split(',').count(), 16);
-    assert!(v.starts_with("60000:2:"), "{v}");
+    assert!(v.starts_with("60000:3:"), "{v}");
     // A binary key in an error is quoted on one line.
     c.cmd(&[b"SET".to_vec(), b"bad\r\n".to_vec(), b"x".to_vec()]);
     let r = c.cmd(&[&b"RL.MULTI"[..], b"1", b"bad\r\n", b"LIMIT", b"1s", b"1"]);
@@ -844,21 +872,21 @@ const NAMES: [&str; 4] = ["a", "b", "c", "d"];
 fn differential_native_twin_and_model() {
     let s = Server::start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let [tf, ts] = Twins::both(&mut c);
     let mut calls = [0usize; 3]; // allowed, denied, errors
     for seed in Rng::seeds(&[1, 2, 3, 4]) {
         let mut rng = Rng::new(seed);
         let mut now = at_base(2 * HOUR, HOUR);
         let mut models: Vec<Option<KeyModel>> = vec![None; NAMES.len()];
-        // Three physical keys share each logical key's history: native only, twin
-        // only, and both mixed.
+        // Four physical keys share each logical key's history: native only, function
+        // only, script only, and the three mixed.
         let physical = |ns: &str, k: usize| format!("{ns}:{seed}:{}", NAMES[k]);
         for step in 0..500 {
             now += *rng.pick(&[0u64, 0, 1, 3, 50, 120, 400, 999, 1_000, 2_500, 61_000]);
             if rng.chance(5) {
                 // A write from outside.
                 let k = rng.range(0, NAMES.len() as u64) as usize;
-                let keys = ["n", "t", "m"].map(|ns| physical(ns, k));
+                let keys = ["n", "f", "s", "m"].map(|ns| physical(ns, k));
                 match rng.range(0, 6) {
                     0 => {
                         for key in &keys {
@@ -919,17 +947,22 @@ fn differential_native_twin_and_model() {
             let names =
                 |ns: &str| -> Vec<String> { idx.iter().map(|&k| physical(ns, k)).collect() };
             let ctx = format!("seed {seed} step {step} keys {idx:?} args {rest:?}");
-            let mixed_native = rng.chance(50);
+            let mixed = rng.range(0, 3);
             let mut effects = None;
-            for ns in ["n", "t", "m"] {
+            for ns in ["n", "f", "s", "m"] {
                 let names = names(ns);
                 let (want, eff) = predict(&models, &idx, &names, &rest);
                 effects.get_or_insert(eff);
-                let native = ns == "n" || (ns == "m" && mixed_native);
-                let mut args: Vec<String> = if native {
-                    vec!["RL.MULTI".into()]
-                } else {
-                    vec!["EVALSHA".into(), twins.multi.clone()]
+                let side = match ns {
+                    "n" => 0,
+                    "f" => 1,
+                    "s" => 2,
+                    _ => mixed,
+                };
+                let mut args: Vec<String> = match side {
+                    0 => vec!["RL.MULTI".into()],
+                    1 => vec![tf.multi.call.into(), tf.multi.id.clone()],
+                    _ => vec![ts.multi.call.into(), ts.multi.id.clone()],
                 };
                 args.push(names.len().to_string());
                 args.extend(names.iter().cloned());
@@ -948,7 +981,7 @@ fn differential_native_twin_and_model() {
             apply(&mut models, effects.unwrap_or_default());
             for (k, m) in models.iter().enumerate() {
                 let want = observed(m);
-                for ns in ["n", "t", "m"] {
+                for ns in ["n", "f", "s", "m"] {
                     let key = physical(ns, k);
                     assert_eq!(state(&mut c, &key), want, "state of {key}, {ctx}");
                 }
@@ -1008,7 +1041,9 @@ fn cluster_routes_hash_tagged_calls_and_refuses_cross_slot_ones() {
     let mut cc = cluster.client();
     let mut shas = Vec::new();
     for (_, c) in cc.nodes.iter_mut() {
-        shas.push(Twins::load(c).multi);
+        shas.push(Twins::load(c).multi.id);
+        // The library, on every primary.
+        Twins::functions(c);
     }
     let t = at_base(2 * HOUR, HOUR).to_string();
     let mut owners = std::collections::BTreeSet::new();
@@ -1032,6 +1067,15 @@ fn cluster_routes_hash_tagged_calls_and_refuses_cross_slot_ones() {
             ([0, 10, 8, -1, 1_000], ip.clone(), 1_000),
             "user {user}"
         );
+        // And the function.
+        let r = cc.cmd(&[
+            "FCALL", "rl_multi", "2", &ip, &id, "LIMIT", "1s", "10", "LIMIT", "1m", "120", "AT", &t,
+        ]);
+        assert_eq!(
+            split(&r),
+            ([0, 10, 7, -1, 1_000], ip.clone(), 1_000),
+            "user {user}"
+        );
         // The key lives on the node that owns its slot.
         let slot = cc.nodes[0].1.cmd(&["CLUSTER", "KEYSLOT", &ip]).int();
         let owner = cc
@@ -1051,7 +1095,7 @@ fn cluster_routes_hash_tagged_calls_and_refuses_cross_slot_ones() {
             assert!(e.starts_with(&format!("MOVED {slot} ")), "node {i}: {r:?}");
         }
         let r = cc.nodes[owner].1.cmd(&["GET", &id]);
-        assert!(r.text().starts_with("1000:2:"), "{r:?}");
+        assert!(r.text().starts_with("1000:3:"), "{r:?}");
     }
     assert!(owners.len() >= 2, "keys spread over the nodes: {owners:?}");
     assert!(cc.moved > 0, "some calls were redirected");
@@ -1060,6 +1104,10 @@ fn cluster_routes_hash_tagged_calls_and_refuses_cross_slot_ones() {
         let r = c.cmd(&["RL.MULTI", "2", "{a}:ip", "{b}:id", "LIMIT", "1s", "10"]);
         assert!(r.err().unwrap_or("").starts_with("CROSSSLOT"), "{r:?}");
         let r = c.cmd(&["EVALSHA", sha, "2", "{a}:ip", "{b}:id", "LIMIT", "1s", "10"]);
+        assert!(r.err().unwrap_or("").starts_with("CROSSSLOT"), "{r:?}");
+        let r = c.cmd(&[
+            "FCALL", "rl_multi", "2", "{a}:ip", "{b}:id", "LIMIT", "1s", "10",
+        ]);
         assert!(r.err().unwrap_or("").starts_with("CROSSSLOT"), "{r:?}");
         assert_eq!(
             c.cmd(&[

@@ -12,7 +12,7 @@ use common::{at_base, states, Server, Twins, Value, HOUR, SECOND};
 fn every_command_survives_an_aof_restart_after_a_crash() {
     let mut s = Server::builder().aof(true).start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let twins = Twins::both(&mut c);
     workload::run(&mut c, &twins, 11, 600, at_base(HOUR, SECOND), true);
     let before = snapshot(&mut c);
     assert!(before.len() > 20, "the workload wrote too little");
@@ -29,7 +29,7 @@ fn every_command_survives_an_aof_restart_after_a_crash() {
 fn every_command_survives_an_rdb_restart() {
     let mut s = Server::builder().config("save", "3600 1").start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let twins = Twins::both(&mut c);
     workload::run(&mut c, &twins, 13, 600, at_base(HOUR, SECOND), true);
     let before = snapshot(&mut c);
     assert!(before.len() > 20, "the workload wrote too little");
@@ -60,7 +60,7 @@ fn fixed_in_place_writes_survive_an_rdb_reload() {
 fn gcra_aof_restart_after_a_crash_keeps_tat_and_expiry() {
     let mut s = Server::builder().aof(true).start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let twins = Twins::both(&mut c);
     let keys: Vec<String> = (0..8).map(|i| format!("user:{i}")).collect();
     workload::gcra_traffic(&mut c, &twins, &keys, 100, 11);
     let before = states(&mut c, &keys);
@@ -76,7 +76,7 @@ fn gcra_aof_restart_after_a_crash_keeps_tat_and_expiry() {
 fn multi_aof_restart_after_a_crash_restores_values_and_expiry_times() {
     let mut s = Server::builder().aof(true).start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let twins = Twins::functions(&mut c);
     let keys = workload::multi_calls(&mut c, &twins.multi, 11);
     let want = states(&mut c, &keys);
     drop(c);

@@ -8,7 +8,8 @@ mod common;
 use common::keyspace::expiries;
 use common::workload::{self, snapshot};
 use common::{
-    at_base, state, states, wait_for_replicas, Client, Rng, Server, Twins, Value, HOUR, SECOND,
+    at_base, state, states, wait_for_replicas, Client, Rng, Server, Twin, Twins, Value, HOUR,
+    SECOND,
 };
 
 #[test]
@@ -17,7 +18,7 @@ fn every_command_replicas_with_and_without_the_module_hold_the_primarys_state() 
     let with_module = primary.start_replica(true);
     let without_module = primary.start_replica(false);
     let mut c = primary.client();
-    let twins = Twins::load(&mut c);
+    let twins = Twins::both(&mut c);
     let at = at_base(HOUR, SECOND);
     workload::run(&mut c, &twins, 21, 800, at, true);
     wait_for_replicas(&mut c, 2);
@@ -99,7 +100,7 @@ fn gcra_replicas_hold_the_primarys_tat_and_expiry() {
     let with_module = primary.start_replica(true);
     let without_module = primary.start_replica(false);
     let mut c = primary.client();
-    let twins = Twins::load(&mut c);
+    let twins = Twins::both(&mut c);
     let keys: Vec<String> = (0..12).map(|i| format!("user:{i}")).collect();
     workload::gcra_traffic(&mut c, &twins, &keys, 300, 7);
     wait_for_replicas(&mut c, 2);
@@ -134,7 +135,7 @@ fn multi_replicas_with_and_without_the_module_hold_the_same_state() {
     let with = primary.start_replica(true);
     let without = primary.start_replica(false);
     let mut c = primary.client();
-    let twins = Twins::load(&mut c);
+    let twins = Twins::functions(&mut c);
     let keys = workload::multi_calls(&mut c, &twins.multi, 7);
     wait_for_replicas(&mut c, 2);
     let want = states(&mut c, &keys);
@@ -156,7 +157,7 @@ fn multi_replicas_with_and_without_the_module_hold_the_same_state() {
 /// runs), `BUCKETS` that change between calls (so stored buckets are moved), costs, peeks
 /// and errors, `AT` ahead of the clock (now and then going back) or the server's clock.
 /// Returns the keys named, sorted.
-fn sliding_calls(c: &mut Client, twin_sha: &str, seed: u64) -> Vec<String> {
+fn sliding_calls(c: &mut Client, twin: &Twin, seed: u64) -> Vec<String> {
     let mut rng = Rng::new(seed);
     let mut now = at_base(2 * HOUR, HOUR);
     let mut keys = Vec::new();
@@ -169,7 +170,7 @@ fn sliding_calls(c: &mut Client, twin_sha: &str, seed: u64) -> Vec<String> {
         let mut args: Vec<String> = if rng.chance(50) {
             vec!["RL.SLIDING".into()]
         } else {
-            vec!["EVALSHA".into(), twin_sha.to_string()]
+            vec![twin.call.into(), twin.id.clone()]
         };
         args.push(idx.len().to_string());
         for &k in &idx {
@@ -249,7 +250,7 @@ fn log_state(c: &mut Client, key: &str) -> (String, Vec<Value>, i64) {
 /// an hour or more (so that no entry leaves while the test runs), `META` values of any
 /// bytes, costs, peeks and errors, `AT` ahead of the clock (now and then earlier than
 /// entries already recorded) or the server's clock. Returns the keys.
-fn log_calls(c: &mut Client, twin_sha: &str, seed: u64) -> Vec<String> {
+fn log_calls(c: &mut Client, twin: &Twin, seed: u64) -> Vec<String> {
     let mut rng = Rng::new(seed);
     let mut now = at_base(2 * HOUR, HOUR);
     let keys: Vec<String> = (0..5).map(|i| format!("log:{i}")).collect();
@@ -261,8 +262,8 @@ fn log_calls(c: &mut Client, twin_sha: &str, seed: u64) -> Vec<String> {
             vec![b"RL.LOG".to_vec(), key.into_bytes()]
         } else {
             vec![
-                b"EVALSHA".to_vec(),
-                twin_sha.as_bytes().to_vec(),
+                twin.call.as_bytes().to_vec(),
+                twin.id.as_bytes().to_vec(),
                 b"1".to_vec(),
                 key.into_bytes(),
             ]
@@ -295,7 +296,7 @@ fn log_replicas_with_and_without_the_module_hold_the_same_entries_and_expiry() {
     let with = primary.start_replica(true);
     let without = primary.start_replica(false);
     let mut c = primary.client();
-    let twins = Twins::load(&mut c);
+    let twins = Twins::functions(&mut c);
     let keys = log_calls(&mut c, &twins.log, 5);
     wait_for_replicas(&mut c, 2);
     let want: Vec<_> = keys.iter().map(|k| log_state(&mut c, k)).collect();

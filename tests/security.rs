@@ -380,9 +380,9 @@ fn over_maxmemory_denials_and_peeks_answer_and_only_writes_are_refused() {
                 None => vec![cmd.clone(), key.clone()],
                 Some(_) => {
                     let sha = if cmd == "RL.FIXED" {
-                        &twins.fixed
+                        &twins.fixed.id
                     } else {
-                        &twins.gcra
+                        &twins.gcra.id
                     };
                     vec!["EVALSHA".into(), sha.clone(), "1".into(), key.clone()]
                 }
@@ -396,9 +396,9 @@ fn over_maxmemory_denials_and_peeks_answer_and_only_writes_are_refused() {
     assert_eq!(c.cmd(&["SET", "x", "y"]).err(), Some(OOM));
     for (cmd, args) in &limiters {
         let sha = if cmd == "RL.FIXED" {
-            &twins.fixed
+            &twins.fixed.id
         } else {
-            &twins.gcra
+            &twins.gcra.id
         };
         for twin in [false, true] {
             let side = if twin { "twin" } else { "native" };
@@ -429,7 +429,7 @@ fn over_maxmemory_denials_and_peeks_answer_and_only_writes_are_refused() {
     // RL.MULTI: all or nothing holds at OOM too.
     let multi = |c: &mut Client, twin: bool, keys: &[&str], cost: &str| {
         let mut v: Vec<String> = if twin {
-            vec!["EVALSHA".into(), twins.multi.clone()]
+            vec!["EVALSHA".into(), twins.multi.id.clone()]
         } else {
             vec!["RL.MULTI".into()]
         };
@@ -446,7 +446,7 @@ fn over_maxmemory_denials_and_peeks_answer_and_only_writes_are_refused() {
     }
     // RL.ALL with a string rule and a log rule: peeks answer, writes get the OOM error
     // and neither key is written.
-    for twin in [None, Some(twins.all.clone())] {
+    for twin in [None, Some(twins.all.id.clone())] {
         let mut v: Vec<String> = match &twin {
             None => vec!["RL.ALL".into()],
             Some(sha) => vec!["EVALSHA".into(), sha.clone()],
@@ -485,7 +485,7 @@ fn under_an_eviction_policy_allowed_requests_write() {
     );
     // (Not read back: under allkeys-lru any later command may evict it, as it may any
     // key written a moment before; the reply says it was allowed and written.)
-    let r = c.cmd(&["EVALSHA", &twins.fixed, "1", "lru-twin", "5", "1m"]);
+    let r = c.cmd(&["EVALSHA", &twins.fixed.id, "1", "lru-twin", "5", "1m"]);
     assert_eq!(r.ints()[..3], [0, 5, 4]);
 }
 
@@ -497,7 +497,7 @@ fn a_log_over_maxmemory_answers_denials_and_peeks_and_refuses_writes() {
         ("native", vec!["RL.LOG".to_string()]),
         (
             "twin",
-            vec!["EVALSHA".to_string(), twins.log.clone(), "1".to_string()],
+            vec!["EVALSHA".to_string(), twins.log.id.clone(), "1".to_string()],
         ),
     ] {
         let call = |c: &mut Client, key: &str, extra: &[&str]| {
@@ -540,7 +540,7 @@ fn a_multi_key_keeps_a_bounded_number_of_windows() {
         let key = if twin { "grow:twin" } else { "grow:native" };
         let call = |c: &mut Client, windows: std::ops::Range<u64>| {
             let mut v: Vec<String> = if twin {
-                vec!["EVALSHA".into(), twins.multi.clone()]
+                vec!["EVALSHA".into(), twins.multi.id.clone()]
             } else {
                 vec!["RL.MULTI".into()]
             };

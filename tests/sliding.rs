@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{at_base, state, Client, Cluster, Rng, Server, Twins, Value, HOUR};
+use common::{at_base, state, Client, Cluster, Rng, Server, Twin, Twins, Value, HOUR};
 use ratelimit_core::call::limiter::KeyRead;
 use ratelimit_core::limiters::sliding::{self, State};
 use ratelimit_core::Effect;
@@ -17,8 +17,9 @@ fn sliding(c: &mut Client, args: &[&str]) -> Value {
     c.cmd(&v)
 }
 
-fn twin(c: &mut Client, sha: &str, args: &[&str]) -> Value {
-    let mut v = vec!["EVALSHA", sha];
+/// A twin's call (FCALL or EVALSHA) with the command's arguments, numkeys first.
+fn twin(c: &mut Client, t: &Twin, args: &[&str]) -> Value {
+    let mut v = vec![t.call, t.id.as_str()];
     v.extend_from_slice(args);
     c.cmd(&v)
 }
@@ -34,15 +35,21 @@ fn split(v: &Value) -> ([i64; 5], String, i64) {
     (f, items[5].text(), items[6].int())
 }
 
-/// Both sides: `None` the command, `Some(sha)` the twin.
-fn sides(c: &mut Client) -> [Option<String>; 2] {
-    [None, Some(Twins::load(c).sliding)]
+/// The sides: `None` the command, `Some(twin)` its function, then its script.
+fn sides(c: &mut Client) -> [Option<Twin>; 3] {
+    let [f, s] = Twins::both(c);
+    [None, Some(f.sliding), Some(s.sliding)]
 }
 
-fn call(c: &mut Client, side: &Option<String>, args: &[&str]) -> Value {
+/// "native", "function" or "script".
+fn side_name(side: &Option<Twin>) -> &'static str {
+    side.as_ref().map_or("native", Twin::name)
+}
+
+fn call(c: &mut Client, side: &Option<Twin>, args: &[&str]) -> Value {
     match side {
         None => sliding(c, args),
-        Some(sha) => twin(c, sha, args),
+        Some(t) => twin(c, t, args),
     }
 }
 
@@ -58,7 +65,7 @@ fn the_article_example_bursts_pass_a_sustained_flood_does_not() {
     let s = Server::start();
     let mut c = s.client();
     for side in sides(&mut c) {
-        let key = format!("{{ip}}:1.2.3.4:{}", side.is_some());
+        let key = format!("{{ip}}:1.2.3.4:{}", side_name(&side));
         let t = at_base(2 * HOUR, HOUR);
         let burst = |c: &mut Client, ms: u64| {
             let at = (t + ms).to_string();
@@ -79,7 +86,7 @@ fn the_article_example_bursts_pass_a_sustained_flood_does_not() {
         assert_eq!((f, w), ([1, 5_000, 0, 5_500, 9_500], 10_000));
         assert_eq!(
             c.cmd(&["DBSIZE"]).int() as usize,
-            1 + usize::from(side.is_some())
+            1 + usize::from(side.is_some()) + usize::from(side_name(&side) == "script")
         );
         let v = c.cmd(&["GET", &key]).text();
         assert_eq!(v.split(',').count(), 3, "{v}");
@@ -95,7 +102,7 @@ fn no_double_burst_around_a_window_boundary() {
     let mut c = s.client();
     let t = at_base(2 * HOUR, HOUR);
     for side in sides(&mut c) {
-        let key = format!("b:{}", side.is_some());
+        let key = format!("b:{}", side_name(&side));
         let at = |ms: u64| (t + ms).to_string();
         for _ in 0..3 {
             let r = call(
@@ -138,8 +145,8 @@ fn all_or_nothing_peeks_and_windows_not_named() {
     let t = at_base(2 * HOUR, HOUR);
     for side in sides(&mut c) {
         let (a, b) = (
-            format!("{{u}}a:{}", side.is_some()),
-            format!("{{u}}b:{}", side.is_some()),
+            format!("{{u}}a:{}", side_name(&side)),
+            format!("{{u}}b:{}", side_name(&side)),
         );
         let at = |ms: u64| (t + ms).to_string();
         let two = |c: &mut Client, rest: &[&str]| {
@@ -231,14 +238,14 @@ fn wrong_type_invalid_state_and_ttl_repair() {
 fn bad_inputs_are_errors_that_write_nothing() {
     let s = Server::start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let forms = Twins::both(&mut c);
     let t = at_base(2 * HOUR, HOUR).to_string();
     sliding(&mut c, &["1", "k", "LIMIT", "1m", "5", "AT", &t]);
     let before = state(&mut c, "k");
     let numkeys = |v: &str| format!("ERR invalid numkeys '{v}': must be an integer from 1 to 64");
     let buckets = |v: &str| format!("ERR invalid BUCKETS '{v}': must be an integer from 1 to 100");
     let cases: Vec<(Vec<&str>, String, bool)> = vec![
-        (vec!["0", "k", "LIMIT", "1s", "10"], numkeys("0"), true),
+        (vec!["0", "k", "LIMIT", "1s", "10"], numkeys("0"), false),
         (vec!["x", "k", "LIMIT", "1s", "10"], numkeys("x"), false),
         (vec!["1", "k", "LIMIT", "1s"], "ERR wrong number of arguments for 'RL.SLIDING' command (syntax: RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms])".into(), true),
         (vec!["1", "k", "COST", "1", "AT", &t], "ERR at least one LIMIT window limit is needed".into(), true),
@@ -288,11 +295,18 @@ fn bad_inputs_are_errors_that_write_nothing() {
             Some(want.as_str()),
             "native {args:?}"
         );
-        let r = twin(&mut c, &twins.sliding, args);
-        if *same_in_twin {
-            assert_eq!(r.err(), Some(want.as_str()), "twin {args:?}");
-        } else {
-            assert!(r.is_err(), "twin {args:?}");
+        for twins in &forms {
+            let r = twin(&mut c, &twins.sliding, args);
+            if *same_in_twin {
+                assert_eq!(
+                    r.err(),
+                    Some(want.as_str()),
+                    "{} {args:?}",
+                    twins.sliding.name()
+                );
+            } else {
+                assert!(r.is_err(), "{} {args:?}", twins.sliding.name());
+            }
         }
         assert_eq!(state(&mut c, "k"), before, "{args:?} changed the key");
         assert_eq!(c.cmd(&["DBSIZE"]).int(), 1, "{args:?} created a key");
@@ -308,7 +322,7 @@ fn concurrent_clients_never_get_more_than_the_limit_between_them() {
     let sides = sides(&mut c);
     let threads: Vec<_> = (0..8)
         .map(|i| {
-            let side = sides[i % 2].clone();
+            let side = sides[i % 3].clone();
             let port = s.port;
             std::thread::spawn(move || {
                 let mut c = Client::connect(port).expect("connect");
@@ -468,7 +482,7 @@ const NAMES: [&str; 4] = ["a", "b", "c", "d"];
 fn differential_native_twin_and_model() {
     let s = Server::start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let [tf, ts] = Twins::both(&mut c);
     let mut calls = [0usize; 3]; // allowed, denied, errors
     for seed in Rng::seeds(&[1, 2, 3, 4]) {
         let mut rng = Rng::new(seed);
@@ -480,7 +494,7 @@ fn differential_native_twin_and_model() {
             if rng.chance(5) {
                 // A write from outside.
                 let k = rng.range(0, NAMES.len() as u64) as usize;
-                let keys = ["n", "t", "m"].map(|ns| physical(ns, k));
+                let keys = ["n", "f", "s", "m"].map(|ns| physical(ns, k));
                 let value: Option<String> = match rng.range(0, 6) {
                     0 => Some("junk".into()),
                     1 => Some(format!("1000:3:{}", now + 500)), // an RL.MULTI value
@@ -528,17 +542,22 @@ fn differential_native_twin_and_model() {
             idx.truncate(nkeys);
             let rest = random_rest(&mut rng, now);
             let ctx = format!("seed {seed} step {step} keys {idx:?} args {rest:?}");
-            let mixed_native = rng.chance(50);
+            let mixed = rng.range(0, 3);
             let mut effects = None;
-            for ns in ["n", "t", "m"] {
+            for ns in ["n", "f", "s", "m"] {
                 let names: Vec<String> = idx.iter().map(|&k| physical(ns, k)).collect();
                 let (want, eff) = predict(&models, &idx, &names, &rest);
                 effects.get_or_insert(eff);
-                let native = ns == "n" || (ns == "m" && mixed_native);
-                let mut args: Vec<String> = if native {
-                    vec!["RL.SLIDING".into()]
-                } else {
-                    vec!["EVALSHA".into(), twins.sliding.clone()]
+                let side = match ns {
+                    "n" => 0,
+                    "f" => 1,
+                    "s" => 2,
+                    _ => mixed,
+                };
+                let mut args: Vec<String> = match side {
+                    0 => vec!["RL.SLIDING".into()],
+                    1 => vec![tf.sliding.call.into(), tf.sliding.id.clone()],
+                    _ => vec![ts.sliding.call.into(), ts.sliding.id.clone()],
                 };
                 args.push(names.len().to_string());
                 args.extend(names.iter().cloned());
@@ -557,7 +576,7 @@ fn differential_native_twin_and_model() {
             apply(&mut models, effects.unwrap_or_default());
             for (k, m) in models.iter().enumerate() {
                 let want = observed(m);
-                for ns in ["n", "t", "m"] {
+                for ns in ["n", "f", "s", "m"] {
                     let key = physical(ns, k);
                     assert_eq!(state(&mut c, &key), want, "state of {key}, {ctx}");
                 }
@@ -611,7 +630,8 @@ fn cluster_routes_hash_tagged_calls_and_refuses_cross_slot_ones() {
     let mut cc = cluster.client();
     let mut shas = Vec::new();
     for (_, c) in cc.nodes.iter_mut() {
-        shas.push(Twins::load(c).sliding);
+        shas.push(Twins::load(c).sliding.id);
+        Twins::functions(c);
     }
     let t = at_base(2 * HOUR, HOUR).to_string();
     for user in 0..8 {

@@ -27,13 +27,10 @@ use std::process::Command;
 /// The native command or its Lua twin.
 type Cl = Side;
 
-/// Both sides, with the twins loaded into the server behind `c`.
-fn both(c: &mut Client) -> [Cl; 2] {
-    let twins = Twins::load(c);
-    [
-        Side::native("CL.THROTTLE"),
-        Side::twin("CL.THROTTLE", twins.throttle),
-    ]
+/// The native command, its function and its script, loaded into the server behind `c`.
+fn both(c: &mut Client) -> Vec<Cl> {
+    let [tf, ts] = Twins::both(c);
+    Side::all("CL.THROTTLE", [tf.throttle, ts.throttle])
 }
 
 /// RL.GCRA's judgement of CL.THROTTLE's request on a TAT, settled as the module
@@ -193,17 +190,17 @@ fn redis_cell_table_through_rl_gcra() {
     // RL.GCRA key 4 1 1s COST quantity AT start + at_ms: the same values in ms.
     let s = Server::start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let [tf, ts] = Twins::both(&mut c);
     let start = at_base(HOUR, MINUTE);
-    for twin in [None, Some(twins.gcra.clone())] {
-        let key = format!("foo:{}", twin.is_some());
+    for twin in [None, Some(tf.gcra), Some(ts.gcra)] {
+        let key = format!("foo:{}", twin.as_ref().map_or("native", |t| t.name()));
         for k in IT_RATE_LIMITS {
             let at = (start + k.at_ms).to_string();
             let q = k.quantity.to_string();
             let args = ["4", "1", "1s", "COST", &q, "AT", &at];
             let mut argv: Vec<&str> = match &twin {
                 None => vec!["RL.GCRA", &key],
-                Some(sha) => vec!["EVALSHA", sha, "1", &key],
+                Some(t) => vec![t.call, &t.id, "1", &key],
             };
             argv.extend(args);
             let r = c.cmd(&argv);
@@ -303,13 +300,17 @@ fn redis_cell_table_through_cl_throttle() {
 fn a_nanosecond_tat_written_with_set_is_read_and_rewritten_in_microseconds() {
     let s = Server::start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let [tf, ts] = Twins::both(&mut c);
     let t = at_base(HOUR, MINUTE);
-    for (name, sha) in [("native", None), ("twin", Some(twins.gcra.clone()))] {
+    for (name, sha) in [
+        ("native", None),
+        ("function", Some(tf.gcra)),
+        ("script", Some(ts.gcra)),
+    ] {
         let gcra = |c: &mut Client, key: &str, args: &[&str]| -> Value {
             let mut argv: Vec<&str> = match &sha {
                 None => vec!["RL.GCRA", key],
-                Some(sha) => vec!["EVALSHA", sha, "1", key],
+                Some(t) => vec![t.call, &t.id, "1", key],
             };
             argv.extend(args);
             c.cmd(&argv)
@@ -405,11 +406,13 @@ fn stored_value(rng: &mut Rng, base_us: u64) -> String {
 fn rl_gcra_native_and_twin_read_nanosecond_keys_alike() {
     let s = Server::start();
     let mut c = s.client();
-    let twins = Twins::load(&mut c);
+    let forms = Twins::both(&mut c);
     for seed in Rng::seeds(&[11, 12]) {
         let mut rng = Rng::new(seed);
         let base = at_base(HOUR, MINUTE);
         for i in 0..300 {
+            // The function and the script in turn.
+            let t = &forms[i % 2].gcra;
             let value = stored_value(&mut rng, base * 1000);
             let burst = rng.range(0, 6);
             let max_burst = burst.to_string();
@@ -433,10 +436,15 @@ fn rl_gcra_native_and_twin_read_nanosecond_keys_alike() {
             }
             let mut native = vec!["RL.GCRA", kn.as_str()];
             native.extend(args);
-            let mut twin = vec!["EVALSHA", twins.gcra.as_str(), "1", kt.as_str()];
+            let mut twin = vec![t.call, t.id.as_str(), "1", kt.as_str()];
             twin.extend(args);
             let (rn, rt) = (c.cmd(&native), c.cmd(&twin));
-            assert_eq!(rn, rt, "seed {seed} case {i}: {value} {args:?}");
+            assert_eq!(
+                rn,
+                rt,
+                "seed {seed} case {i} ({}): {value} {args:?}",
+                t.name()
+            );
             assert_eq!(
                 state(&mut c, &kn),
                 state(&mut c, &kt),
@@ -568,22 +576,27 @@ fn mixed_with_rl_gcra_on_one_key() {
     // whoever makes it: CL.THROTTLE, RL.GCRA or either twin.
     let s = Server::start();
     let mut c = s.client();
+    let sides = both(&mut c);
+    let (native, function, script) = (&sides[0], &sides[1], &sides[2]);
     let twins = Twins::load(&mut c);
-    let [native, twin] = both(&mut c);
+    let gcra = Twins::functions(&mut c).gcra;
     // 10 per 10 s (T = 1 s), 10 000 at once; the TAT an hour ahead.
     let tat = unix_us() + 3_600_000_000;
     c.cmd(&["SET", "k", &tat.to_string()]);
     let t_us = 1_000_000;
-    judged(&mut c, &native, "k", &["9999", "10", "10"]);
+    judged(&mut c, native, "k", &["9999", "10", "10"]);
     assert_eq!(c.cmd(&["GET", "k"]).text(), (tat + t_us).to_string());
     let r = c.cmd(&["RL.GCRA", "k", "9999", "10", "10s", "COST", "2"]);
     assert_eq!(r.ints()[0], 0);
     assert_eq!(c.cmd(&["GET", "k"]).text(), (tat + 3 * t_us).to_string());
-    judged(&mut c, &twin, "k", &["9999", "10", "10", "3"]);
+    judged(&mut c, script, "k", &["9999", "10", "10", "3"]);
     assert_eq!(c.cmd(&["GET", "k"]).text(), (tat + 6 * t_us).to_string());
-    let r = c.cmd(&["EVALSHA", &twins.gcra, "1", "k", "9999", "10", "10s"]);
+    let r = c.cmd(&twins.gcra.argv(&["k"], &["9999", "10", "10s"]));
     assert_eq!(r.ints()[0], 0);
-    let want = tat + 7 * t_us;
+    judged(&mut c, function, "k", &["9999", "10", "10", "2"]);
+    let r = c.cmd(&gcra.argv(&["k"], &["9999", "10", "10s"]));
+    assert_eq!(r.ints()[0], 0);
+    let want = tat + 10 * t_us;
     assert_eq!(
         state(&mut c, "k"),
         (Some(want.to_string()), want.div_ceil(1000) as i64)
@@ -904,11 +917,14 @@ fn info_counts_calls_allowed_denied_and_errors() {
 // ---- replicas, AOF, Cluster -----------------------------------------------------
 
 /// Calls of every kind: new keys, redis-cell's keys, peeks, denials, a quantity above
-/// the capacity, the twin. The keys they touch.
+/// the capacity, the function and the script. The keys they touch.
 fn traffic(c: &mut Client) -> Vec<String> {
-    let [native, twin] = both(c);
+    let sides = both(c);
     let mut keys = Vec::new();
-    for (i, cl) in [&native, &twin, &native].into_iter().enumerate() {
+    for (i, cl) in [&sides[0], &sides[1], &sides[0], &sides[2]]
+        .into_iter()
+        .enumerate()
+    {
         let key = format!("user:{i}");
         for q in ["1", "1", "0", "3", "9", "2"] {
             cl.call(c, &key, &["2", "1", "60", q]);
@@ -964,10 +980,13 @@ fn the_aof_holds_effects_never_the_command() {
             &std::fs::read(&path).expect("aof file"),
         ));
     }
+    // The library's FUNCTION LOAD is there, with its text (which names the command).
+    let aof = aof.replace(&common::twins::library(), "");
     let upper = aof.to_uppercase();
     assert!(upper.contains("PXAT"), "{aof}");
     assert!(!upper.contains("CL.THROTTLE"), "{aof}");
     assert!(!upper.contains("EVALSHA"), "{aof}");
+    assert!(!upper.contains("FCALL"), "{aof}");
 }
 
 #[test]

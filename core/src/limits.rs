@@ -1,5 +1,5 @@
-//! Every numeric bound of the module, in one place. The Lua twins' shared prelude
-//! (`lua/prelude.lua`) mirrors each bound the twins need under the same name; a test
+//! Every numeric bound of the module, in one place. The Lua twins' Functions library
+//! (`lua/ratelimit.lua`) mirrors each bound the twins need under the same name; a test
 //! below checks that the two agree.
 //!
 //! Times in microseconds stay below 2^53 (see [`MAX_SAFE_INTEGER`]), so the twins,
@@ -86,9 +86,9 @@ pub const ECHO_MAX: usize = 64;
 mod tests {
     use super::*;
 
-    /// `local NAME = value` lines of the twins' prelude.
+    /// `local NAME = value` lines of the twins' Functions library.
     fn prelude_constants() -> Vec<(String, u64)> {
-        include_str!("../../lua/prelude.lua")
+        include_str!("../../lua/ratelimit.lua")
             .lines()
             .filter_map(|line| {
                 let rest = line.strip_prefix("local ")?;
@@ -130,7 +130,7 @@ mod tests {
             assert_eq!(
                 found,
                 [*value],
-                "lua/prelude.lua must define `local {name} = {value}` exactly once"
+                "lua/ratelimit.lua must define `local {name} = {value}` exactly once"
             );
         }
     }

@@ -1,14 +1,14 @@
-//! A single-key command or its Lua twin, called the same way: the two sides of the
-//! tests that compare them.
+//! A single-key command or one form of its Lua twin, called the same way: the sides of
+//! the tests that compare them.
 
-use super::{Client, Value};
+use super::{Client, Twin, Value};
 
 #[derive(Clone, Debug)]
 pub struct Side {
     /// The native command's name (`RL.GCRA`).
     pub command: &'static str,
-    /// `None`: the native command; `Some(sha)`: the twin.
-    pub twin: Option<String>,
+    /// `None`: the native command; `Some(twin)`: its function or its script.
+    pub twin: Option<Twin>,
 }
 
 impl Side {
@@ -19,29 +19,40 @@ impl Side {
         }
     }
 
-    pub fn twin(command: &'static str, sha: String) -> Side {
+    pub fn twin(command: &'static str, twin: Twin) -> Side {
         Side {
             command,
-            twin: Some(sha),
+            twin: Some(twin),
         }
     }
 
+    /// The native command and both forms of its twin: `twins` picks the twin of each form.
+    pub fn all(command: &'static str, twins: [Twin; 2]) -> Vec<Side> {
+        let [a, b] = twins;
+        vec![
+            Side::native(command),
+            Side::twin(command, a),
+            Side::twin(command, b),
+        ]
+    }
+
     pub fn name(&self) -> &'static str {
-        if self.twin.is_some() {
-            "twin"
-        } else {
-            "native"
+        match &self.twin {
+            Some(t) => t.name(),
+            None => "native",
         }
     }
 
     /// The call of `key` with `args` after it.
     pub fn argv(&self, key: &str, args: &[&str]) -> Vec<String> {
-        let mut v: Vec<String> = match &self.twin {
-            None => vec![self.command.into(), key.into()],
-            Some(sha) => vec!["EVALSHA".into(), sha.clone(), "1".into(), key.into()],
-        };
-        v.extend(args.iter().map(|a| a.to_string()));
-        v
+        match &self.twin {
+            None => {
+                let mut v: Vec<String> = vec![self.command.into(), key.into()];
+                v.extend(args.iter().map(|a| a.to_string()));
+                v
+            }
+            Some(t) => t.argv(&[key], args),
+        }
     }
 
     pub fn call(&self, c: &mut Client, key: &str, args: &[&str]) -> Value {

@@ -3,7 +3,7 @@
 //! and a snapshot of a whole (small) dataset to compare servers.
 
 use super::keyspace::{every_type, expiries, sweep_all};
-use super::{at_base, state, Client, Rng, Twins, Value, HOUR, MINUTE};
+use super::{at_base, state, Client, Rng, Twin, Twins, Value, HOUR, MINUTE};
 use std::collections::BTreeMap;
 
 /// One key as a snapshot sees it: type, value (GET for strings, DUMP payload for other
@@ -32,13 +32,14 @@ pub fn snapshot(c: &mut Client) -> BTreeMap<Vec<u8>, KeyState> {
     out
 }
 
-/// `calls` random calls of every command and twin. `at_base`: the `AT` used by the
+/// `calls` random calls of every command and twin (a twin in one of `forms`, picked at
+/// random: the functions, the scripts, or both). `at_base`: the `AT` used by the
 /// limiter calls that pass one (an hour ahead keeps their keys alive); with
 /// `server_clock`, about half of them use the server clock instead. Every reply must be
 /// a success: the workload has no bad input.
 pub fn run(
     c: &mut Client,
-    twins: &Twins,
+    forms: &[Twins],
     seed: u64,
     calls: usize,
     at_base: u64,
@@ -50,7 +51,11 @@ pub fn run(
         let id = rng.range(0, 8);
         let at = (at_base + i as u64 * 7).to_string();
         let with_at = !server_clock || rng.chance(50);
-        let twin = rng.chance(40);
+        let form = if rng.chance(40) {
+            Some(rng.pick(forms))
+        } else {
+            None
+        };
         let mut opts: Vec<String> = Vec::new();
         if rng.chance(20) {
             opts.extend(["COST".into(), rng.range(0, 2).to_string()]);
@@ -67,7 +72,13 @@ pub fn run(
                     let window = rng.pick(&["1m", "90", "1h"]).to_string();
                     let mut opts = opts.clone();
                     opts.extend(["META".to_string(), format!("user:{}", rng.range(0, 4))]);
-                    limiter(twin, "RL.LOG", &twins.log, &[key], &[limit, window], &opts)
+                    limiter(
+                        form.map(|t| &t.log),
+                        "RL.LOG",
+                        &[key],
+                        &[limit, window],
+                        &opts,
+                    )
                 } else {
                     let key = format!("fixed:{id}");
                     let limit = rng.range(1, 5).to_string();
@@ -76,9 +87,8 @@ pub fn run(
                         opts.push("ALIGN".into());
                     }
                     limiter(
-                        twin,
+                        form.map(|t| &t.fixed),
                         "RL.FIXED",
-                        &twins.fixed,
                         &[key],
                         &[limit, window],
                         &opts,
@@ -96,7 +106,7 @@ pub fn run(
                 if rng.chance(30) {
                     args.push(rng.range(0, 3).to_string());
                 }
-                limiter(twin, "CL.THROTTLE", &twins.throttle, &[key], &args, &[])
+                limiter(form.map(|t| &t.throttle), "CL.THROTTLE", &[key], &args, &[])
             }
             2 | 3 => {
                 let key = format!("gcra:{id}");
@@ -107,9 +117,8 @@ pub fn run(
                     opts.extend(["DELAY".to_string(), rng.pick(&["1m", "1h"]).to_string()]);
                 }
                 limiter(
-                    twin,
+                    form.map(|t| &t.gcra),
                     "RL.GCRA",
-                    &twins.gcra,
                     &[key],
                     &[burst, count, period],
                     &opts,
@@ -127,7 +136,7 @@ pub fn run(
                 }
                 if rng.chance(25) {
                     // Several kinds at once on the keys the single commands use.
-                    all_call(&mut rng, twin, twins, id, &opts)
+                    all_call(&mut rng, form, id, &opts)
                 } else if rng.chance(50) {
                     // The same shape with sliding windows (on keys of their own).
                     let keys: Vec<String> = keys.iter().map(|k| format!("{k}:s")).collect();
@@ -137,9 +146,9 @@ pub fn run(
                             rng.pick(&["4", "10", "60"]).to_string(),
                         ]);
                     }
-                    limiter(twin, "RL.SLIDING", &twins.sliding, &keys, &args, &opts)
+                    limiter(form.map(|t| &t.sliding), "RL.SLIDING", &keys, &args, &opts)
                 } else {
-                    limiter(twin, "RL.MULTI", &twins.multi, &keys, &args, &opts)
+                    limiter(form.map(|t| &t.multi), "RL.MULTI", &keys, &args, &opts)
                 }
             }
             _ => {
@@ -154,12 +163,8 @@ pub fn run(
                     let keys: Vec<String> = (0..3)
                         .map(|_| format!("data:{}", rng.range(0, 12)))
                         .collect();
-                    if twin {
-                        let mut v =
-                            vec!["EVALSHA".to_string(), twins.bulkexpire.clone(), "3".into()];
-                        v.extend(keys);
-                        v.push("1h".into());
-                        v
+                    if let Some(t) = form {
+                        t.bulkexpire.argv(&keys, &["1h"])
                     } else {
                         let mut v = vec!["RL.BULKEXPIRE".to_string(), "1h".into()];
                         v.extend(keys);
@@ -181,7 +186,7 @@ pub fn run(
 
 /// An RL.ALL call (or its twin) with two to four rules on the keys of identifier
 /// `id` that RL.FIXED, RL.GCRA, RL.SLIDING and RL.LOG also write.
-fn all_call(rng: &mut Rng, twin: bool, twins: &Twins, id: u64, opts: &[String]) -> Vec<String> {
+fn all_call(rng: &mut Rng, form: Option<&Twins>, id: u64, opts: &[String]) -> Vec<String> {
     let rules: [(&str, String, Vec<String>); 4] = [
         (
             "FIXED",
@@ -223,20 +228,19 @@ fn all_call(rng: &mut Rng, twin: bool, twins: &Twins, id: u64, opts: &[String]) 
         args.push((pos + 1).to_string());
         args.extend(rules[i].2.iter().cloned());
     }
-    limiter(twin, "RL.ALL", &twins.all, &keys, &args, opts)
+    limiter(form.map(|t| &t.all), "RL.ALL", &keys, &args, opts)
 }
 
-/// The native call or its twin's EVALSHA, with the same arguments.
+/// The native call or its twin's (FCALL or EVALSHA), with the same arguments.
 fn limiter(
-    twin: bool,
+    twin: Option<&Twin>,
     command: &str,
-    sha: &str,
     keys: &[String],
     args: &[String],
     opts: &[String],
 ) -> Vec<String> {
-    let mut v: Vec<String> = if twin {
-        vec!["EVALSHA".into(), sha.to_string(), keys.len().to_string()]
+    let mut v: Vec<String> = if let Some(t) = twin {
+        vec![t.call.into(), t.id.clone(), keys.len().to_string()]
     } else if command == "RL.MULTI" || command == "RL.SLIDING" || command == "RL.ALL" {
         vec![command.into(), keys.len().to_string()]
     } else {
@@ -274,16 +278,7 @@ pub fn fixed_in_place_writes(c: &mut Client) -> [&'static str; 5] {
     assert_eq!(state(c, "grow"), (Some("1".into()), (t + 7_200_000) as i64));
 
     // Written by the twin (stored as an integer), then by the command.
-    c.cmd(&[
-        "EVALSHA",
-        &twins.fixed,
-        "1",
-        "mixed",
-        "10",
-        "1m",
-        "AT",
-        &at(0),
-    ]);
+    c.cmd(&twins.fixed.argv(&["mixed"], &["10", "1m", "AT", &at(0)]));
     fixed(c, "mixed", &["10", "1m", "COST", "9", "AT", &at(5)]);
     assert_eq!(state(c, "mixed"), (Some("10".into()), (t + 60_000) as i64));
 
@@ -308,17 +303,17 @@ pub fn fixed_in_place_writes(c: &mut Client) -> [&'static str; 5] {
 /// the states are compared. (max_burst, count, period)
 const GCRA_SLOW: &[[&str; 3]] = &[["4", "1", "1m"], ["2", "7", "1m"], ["999", "1000", "1h"]];
 
-/// `n` RL.GCRA requests with the server clock on `keys`, alternating native and twin.
-pub fn gcra_traffic(c: &mut Client, twins: &Twins, keys: &[String], n: usize, seed: u64) {
+/// `n` RL.GCRA requests with the server clock on `keys`, alternating native and twin
+/// (the forms of `forms` in turn).
+pub fn gcra_traffic(c: &mut Client, forms: &[Twins], keys: &[String], n: usize, seed: u64) {
     let mut rng = Rng::new(seed);
     for i in 0..n {
         let key = rng.pick(keys);
         let [b, cnt, p] = *rng.pick(GCRA_SLOW);
         let cost = rng.range(0, 3).to_string();
         let call = limiter(
-            i % 2 == 1,
+            (i % 2 == 1).then(|| &forms[(i / 2) % forms.len()].gcra),
             "RL.GCRA",
-            &twins.gcra,
             std::slice::from_ref(key),
             &[b.into(), cnt.into(), p.into()],
             &["COST".into(), cost],
@@ -373,7 +368,7 @@ pub fn random_multi_rest(rng: &mut Rng, now_ms: u64) -> Vec<String> {
 /// A reproducible batch of 300 RL.MULTI calls (native and twin) on keys `r:0..r:5`,
 /// some with `AT` ahead of the clock (from `at_base(2 * HOUR, HOUR)`) and some on the
 /// server's clock. Returns the keys named, sorted.
-pub fn multi_calls(c: &mut Client, twin_sha: &str, seed: u64) -> Vec<String> {
+pub fn multi_calls(c: &mut Client, twin: &Twin, seed: u64) -> Vec<String> {
     let mut rng = Rng::new(seed);
     let mut now = at_base(2 * HOUR, HOUR);
     let mut keys = Vec::new();
@@ -391,7 +386,7 @@ pub fn multi_calls(c: &mut Client, twin_sha: &str, seed: u64) -> Vec<String> {
         let mut args: Vec<String> = if rng.chance(50) {
             vec!["RL.MULTI".into()]
         } else {
-            vec!["EVALSHA".into(), twin_sha.to_string()]
+            vec![twin.call.into(), twin.id.clone()]
         };
         args.push(idx.len().to_string());
         for &k in &idx {
@@ -422,7 +417,9 @@ pub fn bulk_ttls(c: &mut Client) -> BTreeMap<String, i64> {
     c.cmd(&["SET", "ttl", "v", "PX", "800000"]);
     let twins = Twins::load(c);
     c.cmd(&["RL.BULKEXPIRE", "2h", "k:1", "k:2", "t:hash", "ttl", "nope"]);
-    c.cmd(&["EVALSHA", &twins.bulkexpire, "2", "k:3", "t:list", "3h"]);
+    c.cmd(&twins.bulkexpire.argv(&["k:3", "t:list"], &["3h"]));
+    let functions = Twins::functions(c);
+    c.cmd(&functions.bulkexpire.argv(&["k:4", "t:set"], &["4h"]));
     sweep_all(c, "1h", &["MATCH", "k:1*", "COUNT", "300"]);
     sweep_all(c, "30m", &["TYPE", "zset"]);
     let want = expiries(c);

@@ -83,7 +83,70 @@ def test_the_wheel_carries_every_twin(tmp_path):
         timeout=300,
     )
     (wheel,) = tmp_path.glob("redis_ratelimit-*.whl")
+    prefix = "redis_ratelimit/lua/"
     with zipfile.ZipFile(wheel) as z:
-        carried = {n.rsplit("/", 1)[-1]: z.read(n) for n in z.namelist() if n.startswith("redis_ratelimit/lua/")}
-    repo = {p.name: p.read_bytes() for p in (REPO / "lua").glob("*.lua")}
+        carried = {n[len(prefix):]: z.read(n) for n in z.namelist() if n.startswith(prefix)}
+    lua = REPO / "lua"
+    repo = {str(p.relative_to(lua)): p.read_bytes() for p in lua.rglob("*.lua") if p.parent.name != "published"}
+    assert "ratelimit.lua" in repo and "scripts/rl_gcra.lua" in repo
     assert carried == repo
+
+
+def _calls(client, command):
+    """How many times the server ran `command` (INFO commandstats)."""
+    stats = client.info("commandstats")
+    return stats.get("cmdstat_" + command, {}).get("calls", 0)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_twins_call_the_function_when_the_library_is_loaded(server, bare_server, mode, tag):
+    """With the library loaded the twins run as FCALL; without it (or once it is
+    flushed) as EVALSHA of the scripts; the results are the module's either way."""
+    plain = redis.Redis(port=bare_server.port)
+    plain.function_flush()
+    twins.load_library(plain)
+    twins.load_library(plain)  # REPLACE: loading again is the upgrade
+    native, close_native = make_limiter("standalone", mode, False, 2, server.port)
+    scripted, close_scripted = make_limiter("standalone", mode, False, 3, bare_server.port, twins=True)
+    try:
+        plain.config_resetstat()
+        expected = workload(native, tag)
+        assert workload(scripted, tag) == expected
+        assert _calls(plain, "fcall") == len(expected)
+        assert _calls(plain, "evalsha") == 0
+        # The library goes away: the same limiter falls back to the scripts.
+        plain.function_flush()
+        plain.config_resetstat()
+        assert workload(scripted, tag + "2") == workload(native, tag + "2")
+        assert _calls(plain, "fcall") == 1  # the call that found no function
+        assert _calls(plain, "evalsha") > 0
+    finally:
+        close_native()
+        close_scripted()
+        plain.function_flush()
+
+
+def test_without_the_library_the_twins_run_the_scripts(bare_server, tag):
+    plain = redis.Redis(port=bare_server.port)
+    plain.function_flush()
+    plain.config_resetstat()
+    rl = RateLimiter(plain, twins=True)
+    assert rl.gcra(tag + "g", 1, 1, "1s", at=T).allowed
+    assert rl.fixed(tag + "f", 1, "1s", at=T).allowed
+    assert _calls(plain, "fcall") == 1
+    assert _calls(plain, "evalsha") + _calls(plain, "eval") == 2
+    # An error of the twin itself is the command's, not a fallback.
+    with pytest.raises(redis.exceptions.ResponseError, match="invalid limit"):
+        rl.fixed(tag + "f", 0, "1s", at=T)
+
+
+def test_an_error_from_the_function_is_the_commands(bare_server, tag):
+    plain = redis.Redis(port=bare_server.port)
+    twins.load_library(plain)
+    try:
+        rl = RateLimiter(plain, twins=True)
+        with pytest.raises(redis.exceptions.ResponseError, match="invalid window"):
+            rl.fixed(tag + "f", 1, "0s", at=T)
+        assert rl.fixed(tag + "f", 1, "1s", at=T).allowed
+    finally:
+        plain.function_flush()

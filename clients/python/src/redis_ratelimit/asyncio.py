@@ -12,6 +12,7 @@ from typing import Any
 
 import redis
 
+from . import twins as _twins
 from .client import _any_node, _Calls, _known
 from .policies import Call
 
@@ -26,11 +27,21 @@ class AsyncRateLimiter(_Calls):
         if not self.twins:
             reply = await self.client.execute_command(*call.argv, **kwargs)
         else:
-            evalsha, eval_ = self._twin_argv(call)
-            try:
-                reply = await self.client.execute_command(*evalsha)
-            except redis.exceptions.NoScriptError:
-                reply = await self.client.execute_command(*eval_)
+            fcall, evalsha, eval_ = self._twin_argv(call)
+            reply = None
+            if self._library is not False:
+                try:
+                    reply = await self.client.execute_command(*fcall)
+                    self._library = True
+                except redis.exceptions.ResponseError as e:
+                    if not _twins.function_missing(e):
+                        raise
+                    self._library = False
+            if self._library is False:
+                try:
+                    reply = await self.client.execute_command(*evalsha)
+                except redis.exceptions.NoScriptError:
+                    reply = await self.client.execute_command(*eval_)
         return call.parse(reply, self._encode)
 
     async def has_command(self, name: str) -> bool:

@@ -79,13 +79,17 @@ class _Calls:
     def _run(self, call: Call, **kwargs: Any) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _twin_argv(self, call: Call) -> Tuple[Tuple[Any, ...], Tuple[Any, ...]]:
-        """EVALSHA's and EVAL's argument vectors for the call's twin."""
+    def _twin_argv(self, call: Call) -> Tuple[Tuple[Any, ...], Tuple[Any, ...], Tuple[Any, ...]]:
+        """FCALL's, EVALSHA's and EVAL's argument vectors for the call's twin."""
         if call.twin is None:
             raise _twins.TwinUnavailable(f"{call.argv[0]} has no Lua twin")
         twin = _twins.load(call.twin, self.lua_dir)
         tail = (len(call.keys),) + tuple(call.keys) + tuple(call.args)
-        return ("EVALSHA", twin.sha) + tail, ("EVAL", twin.source) + tail
+        return ("FCALL", twin.function) + tail, ("EVALSHA", twin.sha) + tail, ("EVAL", twin.source) + tail
+
+    # Whether the server has the Functions library: None until an FCALL tells (the
+    # twins then call the function while it is there, the script otherwise).
+    _library: Optional[bool] = None
 
     # -- the limiters ---------------------------------------------------------------
 
@@ -258,11 +262,21 @@ class RateLimiter(_Calls):
         if not self.twins:
             reply = self.client.execute_command(*call.argv, **kwargs)
         else:
-            evalsha, eval_ = self._twin_argv(call)
-            try:
-                reply = self.client.execute_command(*evalsha)
-            except redis.exceptions.NoScriptError:
-                reply = self.client.execute_command(*eval_)
+            fcall, evalsha, eval_ = self._twin_argv(call)
+            reply = None
+            if self._library is not False:
+                try:
+                    reply = self.client.execute_command(*fcall)
+                    self._library = True
+                except redis.exceptions.ResponseError as e:
+                    if not _twins.function_missing(e):
+                        raise
+                    self._library = False
+            if self._library is False:
+                try:
+                    reply = self.client.execute_command(*evalsha)
+                except redis.exceptions.NoScriptError:
+                    reply = self.client.execute_command(*eval_)
         return call.parse(reply, self._encode)
 
     def has_command(self, name: str) -> bool:

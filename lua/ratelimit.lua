@@ -1,9 +1,38 @@
--- redis-ratelimit: the prelude shared by the Lua twins of the RL.* commands.
--- A twin is this file followed by its command's file, loaded as one script:
---   redis-cli SCRIPT LOAD "$(cat lua/prelude.lua lua/fixed.lua)"
--- It parses arguments, words errors and reads the clock exactly as the module does,
--- and holds every limiter (LIMITERS below) and the one way a call runs (run_call),
--- as the module's core does: each command's file is a few lines that call them.
+#!lua name=ratelimit
+-- redis-ratelimit: the Lua twins of the RL.* commands, as one Redis Functions library.
+--
+--   redis-cli FUNCTION LOAD REPLACE "$(cat lua/ratelimit.lua)"
+--   redis-cli FCALL rl_gcra 1 rl:user:42 2 1 10s
+--
+-- One function per command (rl_fixed, rl_gcra, rl_multi, rl_sliding, rl_log, rl_all,
+-- cl_throttle, rl_bulkexpire), at the end of this file: the command's keys as the
+-- function's keys, the rest of its arguments in the same order; the same replies, error
+-- texts and state as the command, so the two can be mixed on one key. This file is also
+-- the source of the self-contained scripts in lua/scripts/ (one per function, for
+-- EVAL/EVALSHA where FUNCTION is not allowed), which `python3 lua/build.py` writes from
+-- it: each script carries the definitions below that its function uses, and a test
+-- fails when they are stale. So every definition at the top level of this file is a
+-- `local function name(...)` or a `local NAME = ...`, and the build follows the names.
+--
+-- Each limiter (FIXED, GCRA, MULTI, SLIDING, LOG below) is a table of its parts, built
+-- once when the library loads, as the module's core has them:
+--   kind, command, expected        its rule keyword, its command, its state in errors
+--   storage, expiry                'string' or 'zset'; whether a string's expiry is read
+--   nargs, options, accepts        positional arguments after the key, the options of
+--                                  its rule (in RL.ALL), those of its command (with
+--                                  COST, AT and the command's own: DELAY)
+--   parse_args(args, i)            the positional arguments at args[i...]
+--   build(p, o)                    the rule, from them and the options
+--   check_cost(r, cost)            a cost above the capacity: an error
+--   judge(r, opened, key, named, now, cost)
+--                                  -> { fields = five reply fields, window = ms,
+--                                       retry = µs when denied, booking, pending }
+--   write(r, key, pending, allowed, now, cost)
+--                                  -> the commands to run (a list), raising before
+--                                     any write when the key would be full
+-- A call of one key runs them in run_one, a call of several in run_call (RL.MULTI,
+-- RL.SLIDING, RL.ALL), as the module does.
+--
 -- Lua numbers are doubles: every integer here stays below 2^53, where they are exact,
 -- as the module's counts do (at most 2^53 - 1), so both give the same replies and errors.
 
@@ -53,7 +82,9 @@ local function echo(v)
   return table.concat(out)
 end
 
--- Format an integer-valued number without exponent (for replies and redis.call).
+-- Format an integer-valued number without exponent (for error texts and stored state).
+-- redis.call takes such numbers as they are: the server writes an integer below 2^53
+-- without exponent (as %.17g does).
 local function int(n)
   return string.format('%d', n)
 end
@@ -89,13 +120,25 @@ local function parse_int(what, v, min)
 end
 
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
+-- Valid durations already read are remembered, by their text (at most 256 of them; how
+-- many, at DURATIONS[1]): in the library, which lives as long as the server, a call reads
+-- its windows without parsing them again.
 local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
+local DURATIONS = { 0 }
 local function parse_duration(what, v)
+  local known = DURATIONS[v]
+  if known then return known end
   local digits, unit = string.match(v, '^(%d+)(%a*)$')
   local per = digits and UNIT_MS[unit]
   if per and #digits <= 12 then
     local n = tonumber(digits)
-    if n > 0 and n * per <= MAX_DURATION_MS then return n * per end
+    if n > 0 and n * per <= MAX_DURATION_MS then
+      if DURATIONS[1] < 256 then
+        DURATIONS[v] = n * per
+        DURATIONS[1] = DURATIONS[1] + 1
+      end
+      return n * per
+    end
   end
   -- The rest, read as the module reads it: leading zeros, or the reason of the error.
   local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
@@ -151,29 +194,29 @@ end
 -- The options that follow a command's (or a rule's) positional arguments, as the
 -- module's one option parser reads them: `accepts` is a set of keywords among COST, AT,
 -- ALIGN, DELAY, BUCKETS, META and LIMIT (LIMIT window limit, repeatable); each other
--- one at most once, each value checked where it stands. Reads ARGV[first..#ARGV]; at a
+-- one at most once, each value checked where it stands. Reads args[first..#args]; at a
 -- word that is not accepted, stops there when `stop`, else calls `unknown(word)` when
 -- given (which raises), else refuses it. Returns the options and the index after them.
-local function parse_options(first, accepts, stop, unknown)
+local function parse_options(args, first, accepts, stop, unknown)
+  -- The options read so far are also marked under their keyword (o.COST...).
   local o = { cost = 1 }
-  local seen = {}
-  local last = #ARGV
+  local last = #args
   local i = first
   while i <= last do
-    local w = string.upper(ARGV[i])
+    local w = string.upper(args[i])
     if not accepts[w] then
       if stop then break end
-      if unknown then unknown(ARGV[i]) end
+      if unknown then unknown(args[i]) end
       -- The options in the order error replies list them (the module's Opt order).
       local listed = {}
       for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT' }) do
         if accepts[k] then listed[#listed + 1] = k end
       end
-      fail("ERR unknown option '" .. echo(ARGV[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
+      fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
     end
     if w ~= 'LIMIT' then
-      if seen[w] then fail('ERR option ' .. w .. ' given more than once') end
-      seen[w] = true
+      if o[w] then fail('ERR option ' .. w .. ' given more than once') end
+      o[w] = true
     end
     if w == 'ALIGN' then
       o.align = true
@@ -184,17 +227,17 @@ local function parse_options(first, accepts, stop, unknown)
         fail('ERR too many LIMITs: at most ' .. int(MAX_WINDOWS) .. ' windows')
       end
       if i + 2 > last then fail('ERR LIMIT needs a window and a limit') end
-      local wms = parse_duration('window', ARGV[i + 1])
-      local l = count_in_order('limit', ARGV[i + 2], 1, 'LIMIT window limit: the window comes first')
+      local wms = parse_duration('window', args[i + 1])
+      local l = count_in_order('limit', args[i + 2], 1, 'LIMIT window limit: the window comes first')
       if o.named[wms] then
-        fail("ERR window '" .. echo(ARGV[i + 1]) .. "' given more than once (" .. int(wms) .. ' ms)')
+        fail("ERR window '" .. echo(args[i + 1]) .. "' given more than once (" .. int(wms) .. ' ms)')
       end
       o.named[wms] = true
       o.limits[#o.limits + 1] = { wms, l }
       i = i + 3
     else
       if i + 1 > last then fail('ERR option ' .. w .. ' needs a value') end
-      local v = ARGV[i + 1]
+      local v = args[i + 1]
       if w == 'COST' then
         o.cost = parse_int('cost', v, 0)
       elseif w == 'AT' then
@@ -217,13 +260,6 @@ local function parse_options(first, accepts, stop, unknown)
     end
   end
   return o, i
-end
-
--- A set of keywords.
-local function set(...)
-  local s = {}
-  for i = 1, select('#', ...) do s[select(i, ...)] = true end
-  return s
 end
 
 -- A cost above the smallest LIMIT can never be allowed.
@@ -268,23 +304,24 @@ local function stored_number(s, max)
   return n
 end
 
--- A string key's value and absolute expiry in ms (nil: no TTL); nil when missing.
-local function read_string(key)
+-- A string key's value and, when `expiry`, its absolute expiry in ms (nil: no TTL); nil
+-- when missing.
+local function read_string(key, expiry)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' and v.err then
     fail('WRONGTYPE Operation against a key holding the wrong kind of value')
   end
-  if not v then return nil end
+  if not v or not expiry then return v end
   local exp = redis.call('PEXPIRETIME', key)
   if exp < 0 then exp = nil end
   return v, exp
 end
 
--- Run the command body; an error raised with `fail` (or by redis.call) becomes the
+-- Run a command's body f(...); an error raised with `fail` (or by redis.call) becomes the
 -- error reply. Redis 7.0's pcall hands error tables back as their message string;
 -- other servers keep the table: both are accepted.
-local function run(body)
-  local ok, res = pcall(body)
+local function run(f, ...)
+  local ok, res = pcall(f, ...)
   if ok then return res end
   if type(res) == 'table' and res.err then res = res.err end
   if type(res) == 'string' and string.match(res, '^%u+ ') then
@@ -326,32 +363,16 @@ local function read_tat(s)
   return n
 end
 
--- Every limiter, as the module's core has them: a function per limiter that makes its
--- parts (so a twin builds only the ones it uses):
---   kind, command, expected        its rule keyword, its command, its state in errors
---   storage                        'string' or 'zset'
---   nargs, options, accepts        positional arguments after the key, the options of
---                                  its rule (in RL.ALL), those of its command (with
---                                  COST, AT and the command's own: DELAY)
---   parse_args(i), build(p, o)     the positional arguments at ARGV[i...], the rule
---   check_cost(r, cost)            a cost above the capacity: an error
---   judge(r, opened, key, named, now, cost)
---                                  -> { fields = five reply fields, window = ms,
---                                       retry = µs when denied, booking, pending }
---   write(r, key, pending, allowed, now, cost)
---                                  -> the commands to run (a list), raising before
---                                     any write when the key would be full
-local LIMITERS = {}
-
-LIMITERS.FIXED = function()
-  local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', nargs = 2,
-    expected = 'a non-negative integer counter', options = set('ALIGN'), accepts = set('COST', 'AT', 'ALIGN'),
+-- RL.FIXED: a counter per window (see the interface of a limiter at the top).
+local FIXED = (function()
+  local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', expiry = true, nargs = 2,
+    expected = 'a non-negative integer counter', options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
     syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'FIXED i limit window [ALIGN]' }
-  function L.parse_args(i)
+  function L.parse_args(args, i)
     local order = 'RL.FIXED key limit window: the limit comes first'
-    return { limit = count_in_order('limit', ARGV[i], 1, order),
-      window_ms = parse_duration('window', ARGV[i + 1]) }
+    return { limit = count_in_order('limit', args[i], 1, order),
+      window_ms = parse_duration('window', args[i + 1]) }
   end
   function L.build(r, o)
     r.align = o.align
@@ -391,38 +412,40 @@ LIMITERS.FIXED = function()
     local count
     if opened.raw then
       local raw = opened.raw
-      if not string.match(raw, '^%d+$') or #raw > 19 or tonumber(raw) > MAX_SAFE_INTEGER then
-        state_error(L, key, named)
-      end
-      count = tonumber(raw)
+      count = #raw <= 19 and string.match(raw, '^%d+$') and tonumber(raw)
+      if not count or count > MAX_SAFE_INTEGER then state_error(L, key, named) end
     end
     local fields, retry, after, ends, missing_ttl =
       L.window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
-    local pending = {}
-    if not retry and cost > 0 then
-      pending.allow = { { 'SET', key, int(after), 'PXAT', int(ends) } }
+    -- The write of the call as this rule judged it (allowed iff not retry): the count
+    -- when allowed, the TTL a counter without one gets when denied; none for a peek.
+    local pending
+    if cost > 0 and not retry then
+      pending = { { 'SET', key, after, 'PXAT', ends }, allowed = true }
+    elseif cost > 0 and missing_ttl then
+      pending = { { 'PEXPIREAT', key, ends }, allowed = false }
     end
-    if missing_ttl and cost > 0 then pending.deny = { { 'PEXPIREAT', key, int(ends) } } end
     return { fields = fields, window = r.window_ms, retry = retry, pending = pending }
   end
   function L.write(r, key, pending, allowed)
-    if allowed then return pending.allow end
-    return pending.deny
+    if pending and pending.allowed == allowed then return pending end
+    return nil
   end
   return L
-end
+end)()
 
-LIMITERS.GCRA = function()
+-- RL.GCRA: a theoretical arrival time.
+local GCRA = (function()
   local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3,
     expected = 'a theoretical arrival time in microseconds since the Unix epoch',
-    options = {}, accepts = set('COST', 'AT', 'DELAY'),
+    options = {}, accepts = { COST = true, AT = true, DELAY = true },
     syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]',
     rule_syntax = 'GCRA i max_burst count period' }
-  function L.parse_args(i)
+  function L.parse_args(args, i)
     local order = 'RL.GCRA key max_burst count period: the period comes last'
-    return { max_burst = count_in_order('max_burst', ARGV[i], 0, order),
-      count = count_in_order('count', ARGV[i + 1], 1, order),
-      period = parse_duration('period', ARGV[i + 2]) * 1000 }
+    return { max_burst = count_in_order('max_burst', args[i], 0, order),
+      count = count_in_order('count', args[i + 1], 1, order),
+      period = parse_duration('period', args[i + 2]) * 1000 }
   end
   -- Checked in the order of the errors: rate, burst window, cost, delay.
   function L.build(r, o)
@@ -465,8 +488,8 @@ LIMITERS.GCRA = function()
     if ahead <= bound then
       local room = math.max(r.window - ahead, 0)
       local j = { fields = { 0, r.capacity, (room - room % r.interval) / r.interval, -1, ceil_ms(ahead) },
-        window = window_ms, pending = {} }
-      if cost > 0 then j.pending.allow = { { 'SET', key, int(new_tat), 'PXAT', int(ceil_ms(new_tat)) } } end
+        window = window_ms }
+      if cost > 0 then j.pending = { { 'SET', key, new_tat, 'PXAT', ceil_ms(new_tat) } } end
       if r.max_delay then j.booking = ceil_ms(math.max(ahead - r.window, 0)) end
       return j
     end
@@ -474,16 +497,17 @@ LIMITERS.GCRA = function()
     local room = math.max(r.window - behind, 0)
     local j = { fields = { 1, r.capacity, (room - room % r.interval) / r.interval,
       math.max(1, ceil_ms(ahead - bound)), ceil_ms(behind) }, window = window_ms,
-      retry = ahead - bound, pending = {} }
+      retry = ahead - bound }
     if r.max_delay then j.booking = -1 end
     return j
   end
+  -- The TAT an allowed request moves (pending: nil for a peek or a denial).
   function L.write(r, key, pending, allowed)
-    if allowed then return pending.allow end
+    if allowed then return pending end
     return nil
   end
   return L
-end
+end)()
 
 -- What RL.MULTI and RL.SLIDING share: their rule is their LIMITs (and options), their
 -- state one string per key of entries by window, their binding pair the denying window
@@ -541,7 +565,7 @@ local function limits_rule(L)
         local ends = L.ends(e)
         if ends and ends > now and (not latest or ends > latest) then latest = ends end
       end
-      if latest then return { { 'PEXPIREAT', key, int(ceil_ms(latest)) } } end
+      if latest then return { { 'PEXPIREAT', key, ceil_ms(latest) } } end
       return nil
     end
     local merged = {}
@@ -563,18 +587,19 @@ local function limits_rule(L)
       local ends = L.ends(e)
       if ends and ends > latest then latest = ends end
     end
-    return { { 'SET', key, L.encode(merged), 'PXAT', int(ceil_ms(latest)) } }
+    return { { 'SET', key, L.encode(merged), 'PXAT', ceil_ms(latest) } }
   end
 end
 
-LIMITERS.MULTI = function()
-  local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', nargs = 0,
+-- RL.MULTI: a counter per window on each key, RL.FIXED's rules for each pair.
+local MULTI = (function()
+  local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:count:end_ms entries separated by commas',
-    options = set('LIMIT', 'ALIGN'), accepts = set('COST', 'AT', 'LIMIT', 'ALIGN'),
+    options = { LIMIT = true, ALIGN = true }, accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true },
     syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]' }
   limits_rule(L)
-  local F = LIMITERS.FIXED()
+  local F = FIXED
   function L.build(r, o)
     if not o.limits then fail('ERR at least one LIMIT window limit is needed') end
     return { limits = o.limits, named = o.named, align = o.align }
@@ -617,12 +642,13 @@ LIMITERS.MULTI = function()
     return fields, nil, { w = w, c = after, e = ends }
   end
   return L
-end
+end)()
 
-LIMITERS.SLIDING = function()
-  local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', nargs = 0,
+-- RL.SLIDING: counts in buckets per window on each key.
+local SLIDING = (function()
+  local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:buckets:first:counts entries separated by commas',
-    options = set('LIMIT', 'BUCKETS'), accepts = set('COST', 'AT', 'LIMIT', 'BUCKETS'),
+    options = { LIMIT = true, BUCKETS = true }, accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true },
     syntax = 'RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms]',
     rule_syntax = 'SLIDING i LIMIT window limit [LIMIT window limit ...] [BUCKETS n]' }
   limits_rule(L)
@@ -781,25 +807,26 @@ LIMITERS.SLIDING = function()
     return fields, wait, e
   end
   return L
-end
+end)()
 
-LIMITERS.LOG = function()
+-- RL.LOG: a sorted set of the allowed requests.
+local LOG = (function()
   local L = { kind = 'LOG', command = 'RL.LOG', storage = 'zset', nargs = 2,
     expected = 'a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch',
-    options = set('META'), accepts = set('COST', 'AT', 'META'),
+    options = { META = true }, accepts = { COST = true, AT = true, META = true },
     syntax = 'RL.LOG key limit window [META value] [COST n] [AT unix_ms]',
     rule_syntax = 'LOG i limit window [META value]' }
   -- How many counted members a denial reads one by one before it searches by score.
   local SCAN_STEPS = 8
-  function L.parse_args(i)
-    local v = ARGV[i]
+  function L.parse_args(args, i)
+    local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > MAX_LOG_LIMIT then
       local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_LOG_LIMIT)
       if looks_like_a_duration(v) then msg = msg .. ' (RL.LOG key limit window: the limit comes first)' end
       fail(msg)
     end
-    return { limit = limit, window_ms = parse_duration('window', ARGV[i + 1]) }
+    return { limit = limit, window_ms = parse_duration('window', args[i + 1]) }
   end
   function L.build(r, o)
     r.window = r.window_ms * 1000
@@ -857,9 +884,9 @@ LIMITERS.LOG = function()
             .. ' units since it began: delete the key (or let it expire) to start a new log')
         end
         j.pending.allow = {
-          { 'ZADD', key, int(t), string.format('%016d', seq) .. ':' .. int(cost) .. ':' .. r.meta },
-          { 'ZREMRANGEBYSCORE', key, '-inf', int(cutoff) },
-          { 'PEXPIREAT', key, int(ceil_ms(t + r.window)) },
+          { 'ZADD', key, t, string.format('%016d', seq) .. ':' .. int(cost) .. ':' .. r.meta },
+          { 'ZREMRANGEBYSCORE', key, '-inf', cutoff },
+          { 'PEXPIREAT', key, ceil_ms(t + r.window) },
         }
         newest_counted = t
       end
@@ -900,13 +927,13 @@ LIMITERS.LOG = function()
     return nil
   end
   return L
-end
+end)()
 
 -- Open a key as limiter L keeps it: its raw value and expiry (strings), or whether it
 -- exists (sorted sets); WRONGTYPE for another type.
 local function open_key(L, key)
   if L.storage == 'string' then
-    local raw, exp = read_string(key)
+    local raw, exp = read_string(key, L.expiry)
     return { raw = raw, exp = exp }
   end
   local kind = redis.call('TYPE', key)
@@ -929,13 +956,12 @@ local function rule_step(call, i, f, ...)
   fail('ERR rule ' .. int(i) .. ' (' .. call.rules[i].L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
 end
 
--- Run a parsed call, as the module does: `call` = { shape = 'single' | 'each' | 'all',
--- keys = the key names, rules = list of { k = key index, L = limiter, r = rule },
+-- Run a parsed call of several keys, as the module does: `call` = { shape = 'each' |
+-- 'all', keys = the key names, rules = list of { k = key index, L = limiter, r = rule },
 -- cost, at }. Open every key, judge every rule, decide all or nothing, write every
 -- key (nothing at all when RL.ALL is denied), reply with the binding rule's numbers.
 local function run_call(call)
   local now = now_us(call.at)
-  local named = call.shape ~= 'single'
   local keys, rules = call.keys, call.rules
   local opened = {}
   for i, rule in ipairs(rules) do
@@ -943,7 +969,7 @@ local function run_call(call)
   end
   local judged = {}
   for i, rule in ipairs(rules) do
-    judged[i] = rule_step(call, i, rule.L.judge, rule.r, opened[rule.k], keys[rule.k], named, now, call.cost)
+    judged[i] = rule_step(call, i, rule.L.judge, rule.r, opened[rule.k], keys[rule.k], true, now, call.cost)
   end
   -- The binding rule: the denying one with the largest retry (ties: the first), else
   -- the one with the least remaining (ties: the first).
@@ -968,53 +994,250 @@ local function run_call(call)
     end
   end
   for _, c in ipairs(writes) do redis.call(unpack(c)) end
-  local j = judged[bind]
-  local reply = j.fields
-  if call.shape == 'single' then
-    if j.booking then reply[6] = j.booking end
-  elseif call.shape == 'each' then
-    reply[6] = call.keys[call.rules[bind].k]
-    reply[7] = j.window
+  local reply = judged[bind].fields
+  if call.shape == 'each' then
+    reply[6] = keys[rules[bind].k]
+    reply[7] = judged[bind].window
   else
     reply[6] = bind
-    reply[7] = call.keys[call.rules[bind].k]
+    reply[7] = keys[rules[bind].k]
   end
   return reply
 end
 
--- A single-key command: `EVALSHA sha 1 key <its arguments>`.
-local function single_command(L)
-  if #KEYS ~= 1 or #ARGV < L.nargs then arity_error(L.command, L.syntax) end
-  local p = L.parse_args(1)
-  local o = parse_options(1 + L.nargs, L.accepts, false)
-  local r = L.build(p, o)
-  L.check_cost(r, o.cost)
-  return run_call({ shape = 'single', keys = KEYS, rules = { { k = 1, L = L, r = r } }, cost = o.cost,
-    at = o.at })
+-- The error of a call with the wrong number of keys: it names the function (or the
+-- script, which has the function's name) and the number of keys it takes.
+local function keys_error(name, takes, got)
+  fail("ERR wrong number of keys for '" .. name .. "': it takes " .. takes .. ', got ' .. int(got))
 end
 
--- The keys of a call with numkeys (EVALSHA's): from 1 to `max`, each at most once.
-local function check_keys(max)
-  if #KEYS < 1 or #KEYS > max then
-    fail("ERR invalid numkeys '" .. int(#KEYS) .. "': must be an integer from 1 to " .. int(max))
+-- A call of one key and one rule (RL.FIXED, RL.GCRA, RL.LOG): the steps of run_call
+-- without its lists.
+local function run_one(L, key, r, cost, at)
+  local now = now_us(at)
+  local j = L.judge(r, open_key(L, key), key, false, now, cost)
+  local writes = L.write(r, key, j.pending, not j.retry, now, cost)
+  if writes then
+    for _, c in ipairs(writes) do redis.call(unpack(c)) end
   end
+  return j
+end
+
+-- The options of a call that gives none (read, never written).
+local NO_OPTIONS = { cost = 1 }
+
+-- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
+local function single_command(keys, args, L, name)
+  if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
+  if #args < L.nargs then arity_error(L.command, L.syntax) end
+  local p = L.parse_args(args, 1)
+  local o = NO_OPTIONS
+  if #args > L.nargs then o = parse_options(args, 1 + L.nargs, L.accepts, false) end
+  local r = L.build(p, o)
+  L.check_cost(r, o.cost)
+  local j = run_one(L, keys[1], r, o.cost, o.at)
+  local reply = j.fields
+  if j.booking then reply[6] = j.booking end
+  return reply
+end
+
+-- The keys of a call with numkeys (FCALL's or EVALSHA's): from 1 to `max`, each at most
+-- once.
+local function check_keys(keys, max, name)
+  if #keys < 1 or #keys > max then keys_error(name, '1 to ' .. int(max), #keys) end
   local seen_key = {}
-  for _, key in ipairs(KEYS) do
+  for _, key in ipairs(keys) do
     if seen_key[key] then fail("ERR key '" .. echo(key) .. "' given more than once") end
     seen_key[key] = true
   end
 end
 
--- The call shape of RL.MULTI and RL.SLIDING: numkeys (EVALSHA's) from 1 to MAX_KEYS
--- distinct KEYS, then LIMIT window limit triples among the options, the same rule on
+-- The call shape of RL.MULTI and RL.SLIDING: numkeys (FCALL's) from 1 to MAX_KEYS
+-- distinct keys, then LIMIT window limit triples among the options, the same rule on
 -- every key.
-local function each_key_command(L)
-  if 2 + #KEYS + #ARGV < 6 then arity_error(L.command, L.syntax) end
-  check_keys(MAX_KEYS)
-  local o = parse_options(1, L.accepts, false)
+local function each_key_command(keys, args, L, name)
+  if 2 + #keys + #args < 6 then arity_error(L.command, L.syntax) end
+  check_keys(keys, MAX_KEYS, name)
+  local o = parse_options(args, 1, L.accepts, false)
   local r = L.build({}, o)
   L.check_cost(r, o.cost)
   local rules = {}
-  for k = 1, #KEYS do rules[k] = { k = k, L = L, r = r } end
-  return run_call({ shape = 'each', keys = KEYS, rules = rules, cost = o.cost, at = o.at })
+  for k = 1, #keys do rules[k] = { k = k, L = L, r = r } end
+  return run_call({ shape = 'each', keys = keys, rules = rules, cost = o.cost, at = o.at })
 end
+
+-- The rules of RL.ALL by keyword.
+local RULES = { FIXED = FIXED, GCRA = GCRA, MULTI = MULTI, SLIDING = SLIDING, LOG = LOG }
+local ALL_OPTIONS = { COST = true, AT = true, ALIGN = true, DELAY = true, BUCKETS = true, META = true, LIMIT = true }
+local COST_AT = { COST = true, AT = true }
+
+-- RL.ALL: numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms], with the rules
+-- FIXED i limit window [ALIGN] | GCRA i max_burst count period | MULTI i LIMIT window
+-- limit [...] [ALIGN] | SLIDING i LIMIT window limit [...] [BUCKETS n] | LOG i limit
+-- window [META value], each naming its key by its 1-based position among the keys.
+-- Each rule is judged by the same limiter as its own command, on the same state; the
+-- call is allowed iff every rule allows, and a denial writes nothing.
+local function all_command(keys, args, name)
+  if 1 + #keys + #args < 4 then
+    arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms]')
+  end
+  check_keys(keys, MAX_ALL_KEYS, name)
+  local rules, taken = {}, {}
+  local o = { cost = 1 }
+  local function in_rule(index, kind, res)
+    fail('ERR rule ' .. int(index) .. ' (' .. kind .. '): ' .. string.gsub(message(res), '^ERR ', '', 1))
+  end
+  local i = 1
+  while i <= #args do
+    local w = string.upper(args[i])
+    local index = #rules + 1
+    if w == 'COST' or w == 'AT' then
+      o = parse_options(args, i, COST_AT, false, function(word)
+        if RULES[string.upper(word)] then fail('ERR COST and AT come after every rule') end
+      end)
+      break
+    end
+    if ALL_OPTIONS[w] then
+      -- An option after a rule that does not take it.
+      local last = rules[#rules]
+      local why = (w == 'DELAY') and 'DELAY is not accepted inside RL.ALL (book with RL.GCRA ... DELAY on its own)'
+        or ('option ' .. w .. ' does not belong to this rule')
+      in_rule(last and #rules or 1, last and last.L.kind or 'RL.ALL', why)
+    end
+    local L = RULES[w]
+    if not L then
+      fail("ERR unknown rule '" .. echo(args[i]) .. "': a rule is FIXED, GCRA, MULTI, SLIDING or LOG"
+        .. ' followed by its key\'s position (COST and AT come after the rules)')
+    end
+    local raw = args[i + 1] or ''
+    local ok, position = pcall(parse_int, 'position', raw, 1)
+    if not ok or position > #keys then
+      in_rule(index, L.kind, "invalid key position '" .. echo(raw) .. "': must be an integer from 1 to "
+        .. int(#keys) .. " (the keys' places after numkeys)")
+    end
+    if taken[position] then
+      in_rule(index, L.kind, 'key ' .. int(position) .. ' is already named by rule ' .. int(taken[position])
+        .. ': one rule per key')
+    end
+    local ok2, res = pcall(function()
+      if #args - (i + 1) < L.nargs then
+        fail('ERR wrong number of arguments for a ' .. L.kind .. ' rule (syntax: ' .. L.rule_syntax .. ')')
+      end
+      local p = L.parse_args(args, i + 2)
+      local ro, next_i = parse_options(args, i + 2 + L.nargs, L.options, true)
+      ro.cost = 1
+      return { r = L.build(p, ro), next = next_i }
+    end)
+    if not ok2 then in_rule(index, L.kind, res) end
+    taken[position] = index
+    rules[index] = { k = position, L = L, r = res.r }
+    i = res.next
+  end
+  for k = 1, #keys do
+    if not taken[k] then
+      fail('ERR key ' .. int(k) .. " '" .. echo(keys[k]) .. "' is named by no rule: every key needs exactly one rule")
+    end
+  end
+  for index, rule in ipairs(rules) do
+    local ok, res = pcall(rule.L.check_cost, rule.r, o.cost)
+    if not ok then in_rule(index, rule.L.kind, res) end
+  end
+  return run_call({ shape = 'all', keys = keys, rules = rules, cost = o.cost, at = o.at })
+end
+
+-- CL.THROTTLE: redis-cell's command, judged by RL.GCRA's limiter on RL.GCRA's key and
+-- state: the call is `max_burst count <period>s COST quantity` (COST 0 when the
+-- quantity is above max_burst + 1: a peek, replied limited with retry_after -1, nothing
+-- written), and the reply's times are whole seconds rounded up.
+local MAX_PERIOD_S = MAX_DURATION_MS / 1000
+local function throttle_command(keys, args, name)
+  if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
+  if #args < 3 or #args > 4 then
+    arity_error('CL.THROTTLE', 'CL.THROTTLE key max_burst count period [quantity]')
+  end
+  local max_burst = parse_int('max_burst', args[1], 0)
+  local count = parse_int('count', args[2], 1)
+  local ok, period = pcall(parse_int, 'period', args[3], 1)
+  if not ok or period > MAX_PERIOD_S then
+    fail("ERR invalid period '" .. echo(args[3]) .. "': must be an integer from 1 to " .. int(MAX_PERIOD_S))
+  end
+  local quantity = 1
+  if args[4] then quantity = parse_int('quantity', args[4], 0) end
+  local r = GCRA.build({ max_burst = max_burst, count = count, period = period * 1000000 }, { cost = 0 })
+  local over = quantity > r.capacity
+  local reply = run_one(GCRA, keys[1], r, over and 0 or quantity, nil).fields
+  if over then
+    reply[1], reply[4] = 1, -1
+  elseif reply[4] ~= -1 then
+    reply[4] = math.max(1, ceil_ms(reply[4]))
+  end
+  reply[5] = ceil_ms(reply[5])
+  return reply
+end
+
+-- RL.BULKEXPIRE: numkeys key [key ...] seconds (the keys first, as FCALL wants them).
+-- The bulk-TTL article's expire.lua with a duration argument: each key that exists and
+-- has no TTL gets one (PEXPIREAT at the call's millisecond plus `seconds`, the same
+-- absolute time for every key); the reply lists those keys in argument order. A key
+-- named twice gets its TTL at its first place and is listed once. Keys of any type.
+local function bulkexpire_command(keys, args, name)
+  if #keys < 1 then keys_error(name, '1 or more', #keys) end
+  if #args ~= 1 then
+    arity_error('RL.BULKEXPIRE', 'RL.BULKEXPIRE seconds key [key ...]')
+  end
+  local ttl_ms = parse_duration('seconds', args[1])
+  local at = floor_ms(now_us(nil)) + ttl_ms
+  local modified = {}
+  for _, k in ipairs(keys) do
+    if redis.call('PTTL', k) == -1 then
+      redis.call('PEXPIREAT', k, at)
+      modified[#modified + 1] = k
+    end
+  end
+  return modified
+end
+
+-- The functions, one per command: FCALL <name> numkeys key [key ...] arg [arg ...],
+-- with the command's keys and the rest of its arguments in the same order. Each is
+-- also a script of its own, lua/scripts/<name>.lua (EVALSHA sha numkeys ...).
+
+local function rl_fixed(keys, args)
+  return run(single_command, keys, args, FIXED, 'rl_fixed')
+end
+
+local function rl_gcra(keys, args)
+  return run(single_command, keys, args, GCRA, 'rl_gcra')
+end
+
+local function rl_log(keys, args)
+  return run(single_command, keys, args, LOG, 'rl_log')
+end
+
+local function rl_multi(keys, args)
+  return run(each_key_command, keys, args, MULTI, 'rl_multi')
+end
+
+local function rl_sliding(keys, args)
+  return run(each_key_command, keys, args, SLIDING, 'rl_sliding')
+end
+
+local function rl_all(keys, args)
+  return run(all_command, keys, args, 'rl_all')
+end
+
+local function cl_throttle(keys, args)
+  return run(throttle_command, keys, args, 'cl_throttle')
+end
+
+local function rl_bulkexpire(keys, args)
+  return run(bulkexpire_command, keys, args, 'rl_bulkexpire')
+end
+
+redis.register_function('rl_fixed', rl_fixed)
+redis.register_function('rl_gcra', rl_gcra)
+redis.register_function('rl_log', rl_log)
+redis.register_function('rl_multi', rl_multi)
+redis.register_function('rl_sliding', rl_sliding)
+redis.register_function('rl_all', rl_all)
+redis.register_function('cl_throttle', cl_throttle)
+redis.register_function('rl_bulkexpire', rl_bulkexpire)

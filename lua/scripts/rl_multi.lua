@@ -1,0 +1,640 @@
+-- rl_multi: the Lua twin of RL.MULTI as a self-contained script, for EVAL/EVALSHA where
+-- FUNCTION is not allowed (nothing to prepend):
+--   EVALSHA sha numkeys key [key ...] arg [arg ...]
+-- with RL.MULTI's keys and the rest of its arguments in the same order, as
+-- `FCALL rl_multi ...` of the library lua/ratelimit.lua.
+-- Written by lua/build.py from lua/ratelimit.lua: edit that file, then run
+-- `python3 lua/build.py` (a test fails when this file is stale).
+
+-- The module's bounds (core/src/limits.rs), mirrored under the same names; a test
+-- checks that they agree.
+local MAX_SAFE_INTEGER = 9007199254740991 -- 2^53 - 1
+
+local MIN_AT_MS = 1000000000000 -- 2001-09-09: a smaller AT is a time in seconds
+
+local MAX_AT_MS = 4102444800000 -- 2100-01-01
+
+local MAX_DURATION_MS = 315360000000 -- 3650 days
+
+local MAX_KEYS = 64 -- keys per call (RL.MULTI)
+
+local MAX_WINDOWS = 16 -- LIMITs per call (RL.MULTI)
+
+local MAX_WINDOWS_PER_KEY = 32 -- windows one key keeps (RL.MULTI, RL.SLIDING)
+
+local MAX_BUCKETS = 100 -- buckets per window (RL.SLIDING)
+
+local MAX_META_LEN = 256 -- bytes of a META value (RL.LOG)
+
+local MAX_END_MS = 9007199254740991 -- the latest window end in stored state (RL.MULTI)
+
+local ECHO_MAX = 64 -- bytes of a bad argument quoted in an error
+
+-- Raise an error reply (caught by `run` below).
+local function fail(msg)
+  error({ err = msg }, 0)
+end
+
+-- An error's message, whichever way pcall handed it back (see `run`).
+local function message(res)
+  if type(res) == 'table' and res.err then return res.err end
+  return res
+end
+
+-- Quote user input in an error: printable ASCII kept, the rest as \xNN, cut at ECHO_MAX bytes.
+local function echo(v)
+  local out = {}
+  for i = 1, math.min(#v, ECHO_MAX) do
+    local b = string.byte(v, i)
+    if b >= 0x20 and b < 0x7f and b ~= 0x5c and b ~= 0x27 then
+      out[#out + 1] = string.char(b)
+    else
+      out[#out + 1] = string.format('\\x%02x', b)
+    end
+  end
+  if #v > ECHO_MAX then out[#out + 1] = '...' end
+  return table.concat(out)
+end
+
+-- Format an integer-valued number without exponent (for error texts and stored state).
+-- redis.call takes such numbers as they are: the server writes an integer below 2^53
+-- without exponent (as %.17g does).
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- The common case of a count, without building anything: up to 15 digits (always below
+-- 2^53) and at least `min`; nil otherwise (parse_int then says why).
+local function plain_count(v, min)
+  if #v == 0 or #v > 15 or string.find(v, '%D') then return nil end
+  local n = tonumber(v)
+  if n < min then return nil end
+  return n
+end
+
+-- Parse a count (a signed decimal integer from min to 2^53 - 1), as the module does;
+-- an error when it is not one. These run on every call: the common case builds nothing,
+-- and an error's text (and what it needs) is built only when there is an error.
+local function parse_int(what, v, min)
+  local plain = plain_count(v, min)
+  if plain then return plain end
+  local neg, digits = string.match(v, '^(%-?)(%d+)$')
+  local n
+  if digits then
+    local sig = string.gsub(digits, '^0+', '')
+    -- 17 significant digits or more are above 2^53 - 1 (16 digits) whatever they are.
+    if #sig <= 16 then n = tonumber(sig ~= '' and sig or '0') end
+  end
+  if n and n <= MAX_SAFE_INTEGER then
+    if neg == '-' and n ~= 0 then n = -n end
+    if n >= min then return n end
+  end
+  fail('ERR invalid ' .. what .. " '" .. echo(v) .. "': must be an integer from "
+    .. int(min) .. ' to ' .. int(MAX_SAFE_INTEGER))
+end
+
+-- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
+-- Valid durations already read are remembered, by their text (at most 256 of them; how
+-- many, at DURATIONS[1]): in the library, which lives as long as the server, a call reads
+-- its windows without parsing them again.
+local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
+
+local DURATIONS = { 0 }
+
+local function parse_duration(what, v)
+  local known = DURATIONS[v]
+  if known then return known end
+  local digits, unit = string.match(v, '^(%d+)(%a*)$')
+  local per = digits and UNIT_MS[unit]
+  if per and #digits <= 12 then
+    local n = tonumber(digits)
+    if n > 0 and n * per <= MAX_DURATION_MS then
+      if DURATIONS[1] < 256 then
+        DURATIONS[v] = n * per
+        DURATIONS[1] = DURATIONS[1] + 1
+      end
+      return n * per
+    end
+  end
+  -- The rest, read as the module reads it: leading zeros, or the reason of the error.
+  local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
+  digits, unit = string.match(v, '^(%d*)(.*)$')
+  per = UNIT_MS[unit]
+  if digits ~= '' and not per and string.match(unit, '^%a+$') then
+    why = 'unknown unit (use ms, s, m, h or d)'
+  elseif digits ~= '' and per then
+    local sig = string.gsub(digits, '^0+', '')
+    local n = tonumber(sig ~= '' and sig or '0')
+    if #sig > 12 or n * per > MAX_DURATION_MS then
+      why = 'must be at most 10 years (3650d)'
+    elseif n > 0 then
+      return n * per
+    end
+  end
+  fail('ERR invalid ' .. what .. " '" .. echo(v) .. "': " .. why)
+end
+
+local function parse_at(v)
+  local plain = plain_count(v, MIN_AT_MS)
+  if plain and plain <= MAX_AT_MS then return plain end
+  local ok, ms = pcall(parse_int, 'AT', v, 0)
+  if ok and ms < MIN_AT_MS then
+    fail("ERR invalid AT '" .. echo(v) .. "': AT takes a Unix time in milliseconds, from "
+      .. int(MIN_AT_MS) .. ' (2001-09-09) to ' .. int(MAX_AT_MS) .. '; this looks like seconds')
+  end
+  if not ok or ms > MAX_AT_MS then
+    fail("ERR invalid AT '" .. echo(v) .. "': must be a Unix time in milliseconds from "
+      .. int(MIN_AT_MS) .. ' to ' .. int(MAX_AT_MS))
+  end
+  return ms
+end
+
+-- Whether v is written as a duration with a unit (1m, 500ms): in the place of a count,
+-- the sign of two arguments given in the wrong order.
+local function looks_like_a_duration(v)
+  return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
+end
+
+-- A count (parse_int) in a place where it is easily swapped with a duration: when `v`
+-- is written as a duration, its error names the order of the command's arguments.
+local function count_in_order(what, v, min, order)
+  local plain = plain_count(v, min)
+  if plain then return plain end
+  local ok, res = pcall(parse_int, what, v, min)
+  if ok then return res end
+  local msg = message(res)
+  if type(msg) == 'string' and looks_like_a_duration(v) then fail(msg .. ' (' .. order .. ')') end
+  error(res, 0)
+end
+
+-- The options that follow a command's (or a rule's) positional arguments, as the
+-- module's one option parser reads them: `accepts` is a set of keywords among COST, AT,
+-- ALIGN, DELAY, BUCKETS, META and LIMIT (LIMIT window limit, repeatable); each other
+-- one at most once, each value checked where it stands. Reads args[first..#args]; at a
+-- word that is not accepted, stops there when `stop`, else calls `unknown(word)` when
+-- given (which raises), else refuses it. Returns the options and the index after them.
+local function parse_options(args, first, accepts, stop, unknown)
+  -- The options read so far are also marked under their keyword (o.COST...).
+  local o = { cost = 1 }
+  local last = #args
+  local i = first
+  while i <= last do
+    local w = string.upper(args[i])
+    if not accepts[w] then
+      if stop then break end
+      if unknown then unknown(args[i]) end
+      -- The options in the order error replies list them (the module's Opt order).
+      local listed = {}
+      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT' }) do
+        if accepts[k] then listed[#listed + 1] = k end
+      end
+      fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
+    end
+    if w ~= 'LIMIT' then
+      if o[w] then fail('ERR option ' .. w .. ' given more than once') end
+      o[w] = true
+    end
+    if w == 'ALIGN' then
+      o.align = true
+      i = i + 1
+    elseif w == 'LIMIT' then
+      if not o.limits then o.limits, o.named = {}, {} end
+      if #o.limits >= MAX_WINDOWS then
+        fail('ERR too many LIMITs: at most ' .. int(MAX_WINDOWS) .. ' windows')
+      end
+      if i + 2 > last then fail('ERR LIMIT needs a window and a limit') end
+      local wms = parse_duration('window', args[i + 1])
+      local l = count_in_order('limit', args[i + 2], 1, 'LIMIT window limit: the window comes first')
+      if o.named[wms] then
+        fail("ERR window '" .. echo(args[i + 1]) .. "' given more than once (" .. int(wms) .. ' ms)')
+      end
+      o.named[wms] = true
+      o.limits[#o.limits + 1] = { wms, l }
+      i = i + 3
+    else
+      if i + 1 > last then fail('ERR option ' .. w .. ' needs a value') end
+      local v = args[i + 1]
+      if w == 'COST' then
+        o.cost = parse_int('cost', v, 0)
+      elseif w == 'AT' then
+        o.at = parse_at(v)
+      elseif w == 'DELAY' then
+        o.delay = parse_duration('max_delay', v) * 1000
+      elseif w == 'BUCKETS' then
+        local n = string.match(v, '^%d+$') and tonumber(v)
+        if not n or n < 1 or n > MAX_BUCKETS then
+          fail("ERR invalid BUCKETS '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_BUCKETS))
+        end
+        o.buckets = n
+      elseif w == 'META' then
+        if #v > MAX_META_LEN then
+          fail('ERR META of ' .. int(#v) .. ' bytes: at most ' .. int(MAX_META_LEN) .. ' bytes')
+        end
+        o.meta = v
+      end
+      i = i + 2
+    end
+  end
+  return o, i
+end
+
+-- A cost above the smallest LIMIT can never be allowed.
+local function check_limits_cost(limits, cost)
+  local smallest = limits[1][2]
+  for _, lw in ipairs(limits) do
+    if lw[2] < smallest then smallest = lw[2] end
+  end
+  if cost > smallest then
+    fail('ERR cost ' .. int(cost) .. ' exceeds the limit ' .. int(smallest)
+      .. ': the request can never be allowed')
+  end
+end
+
+local function cost_over(cost, what, capacity)
+  fail('ERR cost ' .. int(cost) .. ' exceeds the ' .. what .. ' ' .. int(capacity)
+    .. ': the request can never be allowed')
+end
+
+-- The request's time in µs: AT, or the server clock (TIME, as the module reads it).
+local function now_us(at_ms)
+  if at_ms then return at_ms * 1000 end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Milliseconds rounded down / up from µs (exact below 2^53).
+local function floor_ms(us)
+  return (us - us % 1000) / 1000
+end
+
+local function ceil_ms(us)
+  return floor_ms(us + 999)
+end
+
+-- A number read from stored state: 1 to 19 digits, at most `max` (a double holds it exactly); nil if not.
+local function stored_number(s, max)
+  if not s or #s == 0 or #s > 19 or not string.match(s, '^%d+$') then return nil end
+  local sig = string.gsub(s, '^0+', '')
+  if #sig > 16 then return nil end
+  local n = tonumber(sig ~= '' and sig or '0')
+  if n > max then return nil end
+  return n
+end
+
+-- A string key's value and, when `expiry`, its absolute expiry in ms (nil: no TTL); nil
+-- when missing.
+local function read_string(key, expiry)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' and v.err then
+    fail('WRONGTYPE Operation against a key holding the wrong kind of value')
+  end
+  if not v or not expiry then return v end
+  local exp = redis.call('PEXPIRETIME', key)
+  if exp < 0 then exp = nil end
+  return v, exp
+end
+
+-- Run a command's body f(...); an error raised with `fail` (or by redis.call) becomes the
+-- error reply. Redis 7.0's pcall hands error tables back as their message string;
+-- other servers keep the table: both are accepted.
+local function run(f, ...)
+  local ok, res = pcall(f, ...)
+  if ok then return res end
+  if type(res) == 'table' and res.err then res = res.err end
+  if type(res) == 'string' and string.match(res, '^%u+ ') then
+    return redis.error_reply(res)
+  end
+  error(res, 0)
+end
+
+-- The error of a call with too few (or too many) arguments, with the command's syntax.
+local function arity_error(command, syntax)
+  fail("ERR wrong number of arguments for '" .. command .. "' command (syntax: " .. syntax .. ')')
+end
+
+-- The invalid-state error of limiter L, naming the key when `named`.
+local function state_error(L, key, named)
+  local which = named and ("the key '" .. echo(key) .. "'") or 'the key'
+  fail('ERR ' .. which .. ' does not hold ' .. L.command .. ' state (expected ' .. L.expected .. ')')
+end
+
+local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+
+-- RL.FIXED: a counter per window (see the interface of a limiter at the top).
+local FIXED = (function()
+  local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', expiry = true, nargs = 2,
+    expected = 'a non-negative integer counter', options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
+    syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]',
+    rule_syntax = 'FIXED i limit window [ALIGN]' }
+  function L.parse_args(args, i)
+    local order = 'RL.FIXED key limit window: the limit comes first'
+    return { limit = count_in_order('limit', args[i], 1, order),
+      window_ms = parse_duration('window', args[i + 1]) }
+  end
+  function L.build(r, o)
+    r.align = o.align
+    return r
+  end
+  function L.check_cost(r, cost)
+    if cost > r.limit then cost_over(cost, 'limit', r.limit) end
+  end
+  -- The counter of one window at `now` (RL.FIXED's rules); also each pair of RL.MULTI.
+  -- `count`, `exp`: the stored count (nil: none) and its window's end in ms (nil: no TTL).
+  function L.window(limit, window_ms, align, count, exp, now, cost)
+    local now_ms = floor_ms(now)
+    local fresh_end = now_ms + window_ms
+    if align then fresh_end = now_ms - now_ms % window_ms + window_ms end
+    local ends, missing_ttl = fresh_end, false
+    if count and not exp then
+      missing_ttl = true
+    elseif count and exp * 1000 > now then
+      ends = exp
+    else
+      count = 0
+    end
+    local until_end = ends * 1000 - now
+    if until_end < 0 then until_end = 0 end
+    local after = count + cost
+    if after <= limit then
+      local reset = 0
+      if after > 0 then reset = ceil_ms(until_end) end
+      return { 0, limit, limit - after, -1, reset }, nil, after, ends, missing_ttl
+    end
+    local remaining = limit - count
+    if remaining < 0 then remaining = 0 end
+    return { 1, limit, remaining, math.max(1, ceil_ms(until_end)), ceil_ms(until_end) }, until_end,
+      after, ends, missing_ttl
+  end
+  function L.judge(r, opened, key, named, now, cost)
+    local count
+    if opened.raw then
+      local raw = opened.raw
+      count = #raw <= 19 and string.match(raw, '^%d+$') and tonumber(raw)
+      if not count or count > MAX_SAFE_INTEGER then state_error(L, key, named) end
+    end
+    local fields, retry, after, ends, missing_ttl =
+      L.window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
+    -- The write of the call as this rule judged it (allowed iff not retry): the count
+    -- when allowed, the TTL a counter without one gets when denied; none for a peek.
+    local pending
+    if cost > 0 and not retry then
+      pending = { { 'SET', key, after, 'PXAT', ends }, allowed = true }
+    elseif cost > 0 and missing_ttl then
+      pending = { { 'PEXPIREAT', key, ends }, allowed = false }
+    end
+    return { fields = fields, window = r.window_ms, retry = retry, pending = pending }
+  end
+  function L.write(r, key, pending, allowed)
+    if pending and pending.allowed == allowed then return pending end
+    return nil
+  end
+  return L
+end)()
+
+-- What RL.MULTI and RL.SLIDING share: their rule is their LIMITs (and options), their
+-- state one string per key of entries by window, their binding pair the denying window
+-- that frees up last, else the one with the least remaining (ties: the first LIMIT).
+local function limits_rule(L)
+  function L.parse_args()
+    return {}
+  end
+  function L.check_cost(r, cost)
+    check_limits_cost(r.limits, cost)
+  end
+  -- Judge every named window of a key: the limiter's L.parse_state(key, named, raw)
+  -- (its entries, and the same by window) and L.judge_window(r, entry, w, limit, now,
+  -- cost) (the window's five fields, µs to wait when denied, and the window after an
+  -- allowed request, nil when it keeps none).
+  function L.judge(r, opened, key, named, now, cost)
+    local entries, by_w = {}, {}
+    if opened.raw then entries, by_w = L.parse_state(key, named, opened.raw) end
+    local best, updates = {}, {}
+    for _, lw in ipairs(r.limits) do
+      local w, limit = lw[1], lw[2]
+      local fields, retry, update = L.judge_window(r, by_w[w], w, limit, now, cost)
+      L.offer(best, fields, retry, w)
+      if update then updates[#updates + 1] = update end
+    end
+    -- The key's expiry: nil when it lost its TTL, 0 when there is no key.
+    local exp = 0
+    if opened.raw then exp = opened.exp end
+    return { fields = best.fields, window = best.window, retry = best.retry,
+      pending = { entries = entries, exp = exp, updates = updates } }
+  end
+  -- Offer a window's verdict to the binding choice of one key.
+  function L.offer(best, fields, retry, w)
+    if retry then
+      if not best.retry or retry > best.retry then
+        best.retry, best.fields, best.window = retry, fields, w
+      end
+    elseif not best.retry and (not best.fields or fields[3] < best.fields[3]) then
+      best.fields, best.window = fields, w
+    end
+  end
+  -- The write of a key once the call is settled, from its judgement (`p.entries`: the
+  -- windows it held, `p.exp` its expiry, `p.updates` the named windows after an allowed
+  -- request), as the module's multikey::write_windows: a peek writes nothing; a denial
+  -- gives a key that lost its TTL the end of its last live window; an allowed request
+  -- stores the named windows that still count with the others kept while they have not
+  -- ended, raising before any write when the key would hold too many. The limiter's
+  -- L.ends(e) (µs, or nil: counts nothing) and L.encode(entries).
+  function L.write(r, key, p, allowed, now, cost)
+    if cost == 0 then return nil end
+    if not allowed then
+      if p.exp then return nil end
+      local latest
+      for _, e in ipairs(p.entries) do
+        local ends = L.ends(e)
+        if ends and ends > now and (not latest or ends > latest) then latest = ends end
+      end
+      if latest then return { { 'PEXPIREAT', key, ceil_ms(latest) } } end
+      return nil
+    end
+    local merged = {}
+    for _, e in ipairs(p.updates) do
+      if L.ends(e) then merged[#merged + 1] = e end
+    end
+    for _, e in ipairs(p.entries) do
+      local ends = L.ends(e)
+      if not r.named[e.w] and ends and ends > now then merged[#merged + 1] = e end
+    end
+    if #merged > MAX_WINDOWS_PER_KEY then
+      fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
+        .. ' windows: ' .. L.command .. ' keeps at most ' .. int(MAX_WINDOWS_PER_KEY)
+        .. ' windows per key (use fewer distinct windows, or other keys)')
+    end
+    table.sort(merged, function(a, b) return a.w < b.w end)
+    local latest = 0
+    for _, e in ipairs(merged) do
+      local ends = L.ends(e)
+      if ends and ends > latest then latest = ends end
+    end
+    return { { 'SET', key, L.encode(merged), 'PXAT', ceil_ms(latest) } }
+  end
+end
+
+-- RL.MULTI: a counter per window on each key, RL.FIXED's rules for each pair.
+local MULTI = (function()
+  local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', expiry = true, nargs = 0,
+    expected = 'window_ms:count:end_ms entries separated by commas',
+    options = { LIMIT = true, ALIGN = true }, accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true },
+    syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms]',
+    rule_syntax = 'MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]' }
+  limits_rule(L)
+  local F = FIXED
+  function L.build(r, o)
+    if not o.limits then fail('ERR at least one LIMIT window limit is needed') end
+    return { limits = o.limits, named = o.named, align = o.align }
+  end
+  -- A key's entries ({ w = window_ms, c = count, e = end_ms }) in order and by window,
+  -- or an error naming the key.
+  function L.parse_state(key, named, raw)
+    local bad = function() state_error(L, key, named) end
+    local entries, by_w, pos, len = {}, {}, 1, #raw
+    if len == 0 then bad() end
+    while true do
+      local _, last, w, c, e = string.find(raw, '^(%d+):(%d+):(%d+)', pos)
+      if not last then bad() end
+      w = stored_number(w, MAX_DURATION_MS)
+      c = stored_number(c, MAX_SAFE_INTEGER)
+      e = stored_number(e, MAX_END_MS)
+      if not (w and c and e) or w == 0 or by_w[w] then bad() end
+      by_w[w] = { w = w, c = c, e = e }
+      entries[#entries + 1] = by_w[w]
+      pos = last + 1
+      if pos > len then return entries, by_w end
+      if string.sub(raw, pos, pos) ~= ',' then bad() end
+      pos = pos + 1
+    end
+  end
+  -- A counter counts until its window ends (µs).
+  function L.ends(e)
+    return e.e * 1000
+  end
+  function L.encode(entries)
+    local parts = {}
+    for i, e in ipairs(entries) do parts[i] = int(e.w) .. ':' .. int(e.c) .. ':' .. int(e.e) end
+    return table.concat(parts, ',')
+  end
+  -- One window: RL.FIXED's counter.
+  function L.judge_window(r, entry, w, limit, now, cost)
+    local fields, retry, after, ends =
+      F.window(limit, w, r.align, entry and entry.c, entry and entry.e or 0, now, cost)
+    if retry then return fields, retry, nil end
+    return fields, nil, { w = w, c = after, e = ends }
+  end
+  return L
+end)()
+
+-- Open a key as limiter L keeps it: its raw value and expiry (strings), or whether it
+-- exists (sorted sets); WRONGTYPE for another type.
+local function open_key(L, key)
+  if L.storage == 'string' then
+    local raw, exp = read_string(key, L.expiry)
+    return { raw = raw, exp = exp }
+  end
+  local kind = redis.call('TYPE', key)
+  kind = type(kind) == 'table' and kind.ok or kind
+  if kind == 'none' then return { exists = false } end
+  if kind ~= 'zset' then fail(WRONGTYPE) end
+  return { exists = true }
+end
+
+-- f(...) for rule i of a call: RL.ALL names the rule in the error (not in WRONGTYPE or
+-- OOM, which are the server's); a single command's errors pass as they are.
+local function rule_step(call, i, f, ...)
+  if call.shape ~= 'all' then return f(...) end
+  local ok, res = pcall(f, ...)
+  if ok then return res end
+  local msg = message(res)
+  if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
+    error(res, 0)
+  end
+  fail('ERR rule ' .. int(i) .. ' (' .. call.rules[i].L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+end
+
+-- Run a parsed call of several keys, as the module does: `call` = { shape = 'each' |
+-- 'all', keys = the key names, rules = list of { k = key index, L = limiter, r = rule },
+-- cost, at }. Open every key, judge every rule, decide all or nothing, write every
+-- key (nothing at all when RL.ALL is denied), reply with the binding rule's numbers.
+local function run_call(call)
+  local now = now_us(call.at)
+  local keys, rules = call.keys, call.rules
+  local opened = {}
+  for i, rule in ipairs(rules) do
+    opened[rule.k] = rule_step(call, i, open_key, rule.L, keys[rule.k])
+  end
+  local judged = {}
+  for i, rule in ipairs(rules) do
+    judged[i] = rule_step(call, i, rule.L.judge, rule.r, opened[rule.k], keys[rule.k], true, now, call.cost)
+  end
+  -- The binding rule: the denying one with the largest retry (ties: the first), else
+  -- the one with the least remaining (ties: the first).
+  local bind, denied
+  for i, j in ipairs(judged) do
+    if j.retry then
+      if not denied or j.retry > judged[bind].retry then bind, denied = i, true end
+    elseif not denied and (not bind or j.fields[3] < judged[bind].fields[3]) then
+      bind = i
+    end
+  end
+  -- Every key's writes first (a key that would be full refuses the whole request
+  -- before anything is written), then the writes.
+  local writes = {}
+  if not denied or call.shape ~= 'all' then
+    for i, rule in ipairs(rules) do
+      local res = rule_step(call, i, rule.L.write, rule.r, keys[rule.k], judged[i].pending, not denied, now,
+        call.cost)
+      if res then
+        for _, c in ipairs(res) do writes[#writes + 1] = c end
+      end
+    end
+  end
+  for _, c in ipairs(writes) do redis.call(unpack(c)) end
+  local reply = judged[bind].fields
+  if call.shape == 'each' then
+    reply[6] = keys[rules[bind].k]
+    reply[7] = judged[bind].window
+  else
+    reply[6] = bind
+    reply[7] = keys[rules[bind].k]
+  end
+  return reply
+end
+
+-- The error of a call with the wrong number of keys: it names the function (or the
+-- script, which has the function's name) and the number of keys it takes.
+local function keys_error(name, takes, got)
+  fail("ERR wrong number of keys for '" .. name .. "': it takes " .. takes .. ', got ' .. int(got))
+end
+
+-- The keys of a call with numkeys (FCALL's or EVALSHA's): from 1 to `max`, each at most
+-- once.
+local function check_keys(keys, max, name)
+  if #keys < 1 or #keys > max then keys_error(name, '1 to ' .. int(max), #keys) end
+  local seen_key = {}
+  for _, key in ipairs(keys) do
+    if seen_key[key] then fail("ERR key '" .. echo(key) .. "' given more than once") end
+    seen_key[key] = true
+  end
+end
+
+-- The call shape of RL.MULTI and RL.SLIDING: numkeys (FCALL's) from 1 to MAX_KEYS
+-- distinct keys, then LIMIT window limit triples among the options, the same rule on
+-- every key.
+local function each_key_command(keys, args, L, name)
+  if 2 + #keys + #args < 6 then arity_error(L.command, L.syntax) end
+  check_keys(keys, MAX_KEYS, name)
+  local o = parse_options(args, 1, L.accepts, false)
+  local r = L.build({}, o)
+  L.check_cost(r, o.cost)
+  local rules = {}
+  for k = 1, #keys do rules[k] = { k = k, L = L, r = r } end
+  return run_call({ shape = 'each', keys = keys, rules = rules, cost = o.cost, at = o.at })
+end
+
+local function rl_multi(keys, args)
+  return run(each_key_command, keys, args, MULTI, 'rl_multi')
+end
+
+return rl_multi(KEYS, ARGV)
