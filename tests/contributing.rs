@@ -47,7 +47,7 @@ fn missing(kind: &str, command: &str) -> Vec<String> {
         "its command! row in src/register/mod.rs".to_string(),
     );
     need(
-        twin_function(kind),
+        twin_function(kind, command),
         format!("its twin function ({kind} in the twins' source)"),
     );
     need(
@@ -61,9 +61,16 @@ fn missing(kind: &str, command: &str) -> Vec<String> {
     missing
 }
 
-/// Whether the twins' source defines the limiter of kind `kind`.
-fn twin_function(kind: &str) -> bool {
-    read("lua/prelude.lua").contains(&format!("LIMITERS.{kind} ="))
+/// Whether the twins' library defines the limiter of kind `kind` (its table) and the
+/// function of its command `command` (registered), and the build wrote its script.
+fn twin_function(kind: &str, command: &str) -> bool {
+    let library = read("lua/ratelimit.lua");
+    let function = command.to_ascii_lowercase().replace('.', "_");
+    library.contains(&format!("local {kind} = (function()"))
+        && library.contains(&format!(
+            "redis.register_function('{function}', {function})"
+        ))
+        && root().join(format!("lua/scripts/{function}.lua")).is_file()
 }
 
 #[test]

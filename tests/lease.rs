@@ -5,7 +5,40 @@
 
 mod common;
 
-use common::{at_base, Client, Cluster, Server, Value, HOUR};
+use common::{at_base, Client, Cluster, Rng, Server, Side, Twins, Value, HOUR};
+
+/// RL.LEASE and RL.RELEASE, natively or through one form of their twins.
+#[derive(Clone, Debug)]
+struct Sides {
+    lease: Side,
+    release: Side,
+}
+
+impl Sides {
+    fn name(&self) -> &'static str {
+        self.lease.name()
+    }
+
+    fn lease(&self, c: &mut Client, key: &str, args: &[&str]) -> Value {
+        c.cmd(&self.lease.argv(key, args))
+    }
+
+    fn release(&self, c: &mut Client, key: &str, args: &[&str]) -> Value {
+        c.cmd(&self.release.argv(key, args))
+    }
+}
+
+/// The commands, the functions, the scripts.
+fn sides(c: &mut Client) -> Vec<Sides> {
+    let [f, s] = Twins::both(c);
+    let leases = Side::all("RL.LEASE", [f.lease, s.lease]);
+    let releases = Side::all("RL.RELEASE", [f.release, s.release]);
+    leases
+        .into_iter()
+        .zip(releases)
+        .map(|(lease, release)| Sides { lease, release })
+        .collect()
+}
 
 /// A lease reply: the five fields, and field 6 (the id, or `None` for nil).
 fn lease_reply(v: &Value) -> (Vec<i64>, Option<String>) {
@@ -42,6 +75,14 @@ fn leases(c: &mut Client, key: &str) -> Vec<(String, u64)> {
 fn leases_up_to_the_limit_renew_expire_at_the_ms_and_release() {
     let s = Server::start();
     let mut c = s.client();
+    for side in sides(&mut c) {
+        rules_on(&mut c, &side);
+    }
+}
+
+fn rules_on(c: &mut Client, side: &Sides) {
+    let key = &format!("slots:{}", side.name());
+    let c = &mut *c;
     let t = at_base(2 * HOUR, HOUR);
     let at = |ms: u64| (t + ms).to_string();
     // Two at a time, each held 10 s unless renewed.
@@ -85,24 +126,32 @@ fn leases_up_to_the_limit_renew_expire_at_the_ms_and_release() {
         args.extend_from_slice(opts);
         let a = at(*ms);
         args.extend(["AT", &a]);
-        let (five, got) = lease(&mut c, "slots", &args);
+        let (five, got) = lease_reply(&side.lease(c, key, &args));
         assert_eq!(five, want, "+{ms} {opts:?}");
         assert_eq!(got.as_deref(), *id, "+{ms} {opts:?}");
     }
     // job-2 was removed by job-3's write; the key expires with its latest lease.
     assert_eq!(
-        leases(&mut c, "slots"),
+        leases(c, key),
         [("job-1".into(), t + 13_000), ("job-3".into(), t + 21_000)]
     );
-    assert_eq!(c.cmd(&["PEXPIRETIME", "slots"]).int() as u64, t + 21_000);
+    assert_eq!(c.cmd(&["PEXPIRETIME", key]).int() as u64, t + 21_000);
     // Releases: unknown 0, live 1 (once), expired 0; the last one deletes the key.
-    assert_eq!(release(&mut c, "slots", "nope", &at(12_000)), 0);
-    assert_eq!(release(&mut c, "slots", "job-3", &at(12_000)), 1);
-    assert_eq!(release(&mut c, "slots", "job-3", &at(12_000)), 0);
-    assert_eq!(c.cmd(&["PEXPIRETIME", "slots"]).int() as u64, t + 13_000);
-    assert_eq!(release(&mut c, "slots", "job-1", &at(13_000)), 0, "expired");
-    assert_eq!(c.cmd(&["EXISTS", "slots"]).int(), 0);
-    assert_eq!(release(&mut c, "slots", "job-1", &at(13_000)), 0, "no key");
+    assert_eq!(side.release(c, key, &["nope", "AT", &at(12_000)]).int(), 0);
+    assert_eq!(side.release(c, key, &["job-3", "AT", &at(12_000)]).int(), 1);
+    assert_eq!(side.release(c, key, &["job-3", "AT", &at(12_000)]).int(), 0);
+    assert_eq!(c.cmd(&["PEXPIRETIME", key]).int() as u64, t + 13_000);
+    assert_eq!(
+        side.release(c, key, &["job-1", "AT", &at(13_000)]).int(),
+        0,
+        "expired"
+    );
+    assert_eq!(c.cmd(&["EXISTS", key]).int(), 0);
+    assert_eq!(
+        side.release(c, key, &["job-1", "AT", &at(13_000)]).int(),
+        0,
+        "no key"
+    );
 }
 
 #[test]
@@ -362,43 +411,51 @@ fn leases_survive_aof_and_rdb_restarts() {
 fn writes_send_the_keyspace_events_of_their_commands() {
     let s = Server::start();
     let mut c = s.client();
+    let sides = sides(&mut c);
     c.cmd(&["CONFIG", "SET", "notify-keyspace-events", "KA"]);
     let mut sub = s.client();
-    sub.cmd(&["PSUBSCRIBE", "__keyspace@0__:ev"]);
+    sub.cmd(&["PSUBSCRIBE", "__keyspace@0__:ev:*"]);
     let t = at_base(2 * HOUR, HOUR);
     let at = |ms: u64| (t + ms).to_string();
-    lease(&mut c, "ev", &["3", "1s", "ID", "a", "AT", &at(0)]);
-    lease(&mut c, "ev", &["3", "1s", "ID", "b", "AT", &at(500)]);
-    // Denials, peeks and unknown releases send nothing; a's expiry is removed by c.
-    lease(&mut c, "ev", &["3", "1s", "COST", "0", "AT", &at(500)]);
-    release(&mut c, "ev", "zz", &at(500));
-    lease(&mut c, "ev", &["3", "1s", "ID", "c", "AT", &at(1_000)]);
-    release(&mut c, "ev", "b", &at(1_000));
-    release(&mut c, "ev", "c", &at(1_000));
-    let want = [
-        "zadd",
-        "expire",
-        "zadd",
-        "expire",
-        "zadd",
-        "zremrangebyscore",
-        "expire",
-        "zrem",
-        "expire",
-        "zrem",
-        "del",
-    ];
-    let got: Vec<String> = want
-        .iter()
-        .map(|_| common::keyspace::next_event(&mut sub).1)
-        .collect();
-    assert_eq!(got, want);
+    for side in &sides {
+        let key = &format!("ev:{}", side.name());
+        let c = &mut c;
+        side.lease(c, key, &["3", "1s", "ID", "a", "AT", &at(0)]);
+        side.lease(c, key, &["3", "1s", "ID", "b", "AT", &at(500)]);
+        // Peeks and unknown releases send nothing; a's expiry is removed by c.
+        side.lease(c, key, &["3", "1s", "COST", "0", "AT", &at(500)]);
+        side.release(c, key, &["zz", "AT", &at(500)]);
+        side.lease(c, key, &["3", "1s", "ID", "c", "AT", &at(1_000)]);
+        side.release(c, key, &["b", "AT", &at(1_000)]);
+        side.release(c, key, &["c", "AT", &at(1_000)]);
+        let want = [
+            "zadd",
+            "expire",
+            "zadd",
+            "expire",
+            "zadd",
+            "zremrangebyscore",
+            "expire",
+            "zrem",
+            "expire",
+            "zrem",
+            "del",
+        ];
+        let got: Vec<(String, String)> = want
+            .iter()
+            .map(|_| common::keyspace::next_event(&mut sub))
+            .collect();
+        let events: Vec<&str> = got.iter().map(|(_, e)| e.as_str()).collect();
+        assert_eq!(events, want, "{}", side.name());
+        assert!(got.iter().all(|(k, _)| k == key), "{got:?}");
+    }
 }
 
 #[test]
 fn bad_inputs_are_errors_that_write_nothing() {
     let s = Server::start();
     let mut c = s.client();
+    let sides = sides(&mut c);
     let t = at_base(2 * HOUR, HOUR).to_string();
     lease(&mut c, "k", &["5", "1m", "ID", "held", "AT", &t]);
     let before = leases(&mut c, "k");
@@ -424,38 +481,224 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (vec!["5", "1m", "AT", "1732480000"], "ERR invalid AT '1732480000': AT takes a Unix time in milliseconds, from 1000000000000 (2001-09-09) to 4102444800000; this looks like seconds".into()),
         (vec!["5"], "ERR wrong number of arguments for 'RL.LEASE' command (syntax: RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms])".into()),
     ];
-    for (args, want) in &cases {
-        let mut v = vec!["RL.LEASE", "k"];
-        v.extend(args.iter().copied());
-        assert_eq!(c.cmd(&v).err(), Some(want.as_str()), "{args:?}");
-        assert_eq!(leases(&mut c, "k"), before, "{args:?} changed the key");
-        assert_eq!(c.cmd(&["DBSIZE"]).int(), 1);
-    }
     let release_cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["k", ""], "ERR invalid ID '': a lease id is 1 to 256 bytes"),
-        (vec!["k", &long], "ERR ID of 257 bytes: a lease id is 1 to 256 bytes"),
-        (vec!["k", "held", "COST", "1"], "ERR unknown option 'COST' (options here: AT)"),
-        (vec!["k", "held", "AT", "0"], "ERR invalid AT '0': AT takes a Unix time in milliseconds, from 1000000000000 (2001-09-09) to 4102444800000; this looks like seconds"),
-        (vec!["k"], "ERR wrong number of arguments for 'RL.RELEASE' command (syntax: RL.RELEASE key id [AT unix_ms])"),
+        (vec![""], "ERR invalid ID '': a lease id is 1 to 256 bytes"),
+        (vec![&long], "ERR ID of 257 bytes: a lease id is 1 to 256 bytes"),
+        (vec!["held", "COST", "1"], "ERR unknown option 'COST' (options here: AT)"),
+        (vec!["held", "AT", "0"], "ERR invalid AT '0': AT takes a Unix time in milliseconds, from 1000000000000 (2001-09-09) to 4102444800000; this looks like seconds"),
+        (vec![], "ERR wrong number of arguments for 'RL.RELEASE' command (syntax: RL.RELEASE key id [AT unix_ms])"),
     ];
-    for (args, want) in &release_cases {
-        let mut v = vec!["RL.RELEASE"];
-        v.extend(args.iter().copied());
-        assert_eq!(c.cmd(&v).err(), Some(*want), "{args:?}");
-        assert_eq!(leases(&mut c, "k"), before, "{args:?} changed the key");
-    }
-    // Another type: WRONGTYPE, untouched; a sorted set of other members: refused.
     c.cmd(&["SET", "s", "x"]);
-    let wrongtype = Some("WRONGTYPE Operation against a key holding the wrong kind of value");
-    assert_eq!(c.cmd(&["RL.LEASE", "s", "5", "1m"]).err(), wrongtype);
-    assert_eq!(c.cmd(&["RL.RELEASE", "s", "a"]).err(), wrongtype);
-    let invalid = Some("ERR the key does not hold RL.LEASE state (expected a sorted set of lease ids scored by their expiry in Unix milliseconds)");
     c.cmd(&["ZADD", "z", "1.5", "a"]);
-    assert_eq!(c.cmd(&["RL.LEASE", "z", "5", "1m"]).err(), invalid);
-    assert_eq!(c.cmd(&["RL.RELEASE", "z", "a"]).err(), invalid);
-    assert_eq!(c.cmd(&["ZCARD", "z"]).int(), 1);
-    assert_eq!(c.cmd(&["PTTL", "z"]).int(), -1);
-    assert_eq!(c.cmd(&["GET", "s"]).text(), "x");
+    let wrongtype = Some("WRONGTYPE Operation against a key holding the wrong kind of value");
+    let invalid = Some("ERR the key does not hold RL.LEASE state (expected a sorted set of lease ids scored by their expiry in Unix milliseconds)");
+    for side in &sides {
+        let name = side.name();
+        for (args, want) in &cases {
+            let got = side.lease(&mut c, "k", args);
+            assert_eq!(got.err(), Some(want.as_str()), "{name} {args:?}");
+            assert_eq!(
+                leases(&mut c, "k"),
+                before,
+                "{name} {args:?} changed the key"
+            );
+            assert_eq!(c.cmd(&["DBSIZE"]).int(), 3);
+        }
+        for (args, want) in &release_cases {
+            let got = side.release(&mut c, "k", args);
+            assert_eq!(got.err(), Some(*want), "{name} {args:?}");
+            assert_eq!(
+                leases(&mut c, "k"),
+                before,
+                "{name} {args:?} changed the key"
+            );
+        }
+        // Another type: WRONGTYPE, untouched; a sorted set of other members: refused.
+        assert_eq!(
+            side.lease(&mut c, "s", &["5", "1m"]).err(),
+            wrongtype,
+            "{name}"
+        );
+        assert_eq!(side.release(&mut c, "s", &["a"]).err(), wrongtype, "{name}");
+        assert_eq!(
+            side.lease(&mut c, "z", &["5", "1m"]).err(),
+            invalid,
+            "{name}"
+        );
+        assert_eq!(side.release(&mut c, "z", &["a"]).err(), invalid, "{name}");
+        assert_eq!(c.cmd(&["ZCARD", "z"]).int(), 1);
+        assert_eq!(c.cmd(&["PTTL", "z"]).int(), -1);
+        assert_eq!(c.cmd(&["GET", "s"]).text(), "x");
+    }
+}
+
+/// The leases of a key with each made id named as the walk names it (its logical name).
+fn logical(
+    c: &mut Client,
+    key: &str,
+    made: &std::collections::BTreeMap<String, String>,
+) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = leases(c, key)
+        .into_iter()
+        .map(|(id, e)| {
+            let name = made
+                .iter()
+                .find(|(_, a)| **a == id)
+                .map_or(id, |(l, _)| l.clone());
+            (name, e)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The command, its function and its script on keys of their own, and a key where each
+/// call goes to one of the three at random: the same replies (a made id aside, which is
+/// each side's own: the same field present), the same leases (made ids named by the walk)
+/// and the same expiry, call after call.
+#[test]
+fn differential_native_function_and_script_mixed_on_one_key() {
+    use std::collections::BTreeMap;
+    let s = Server::start();
+    let mut c = s.client();
+    let sides = sides(&mut c);
+    let mut counts = [0usize; 4]; // allowed, denied, errors, renewals and releases
+    for seed in Rng::seeds(&[1, 2, 3]) {
+        let mut rng = Rng::new(seed);
+        let mut now = at_base(2 * HOUR, HOUR);
+        let keys: Vec<String> = ["native", "function", "script", "mixed"]
+            .iter()
+            .map(|k| format!("d:{seed}:{k}"))
+            .collect();
+        let mut made: Vec<BTreeMap<String, String>> = vec![BTreeMap::new(); keys.len()];
+        let mut made_n = 0;
+        for step in 0..400 {
+            now += *rng.pick(&[0u64, 0, 1, 2, 5, 20, 60, 500, 1_000]);
+            let at = now.to_string();
+            let pool: Vec<String> = ["a", "b", "c", "d", "e"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain(made[0].keys().cloned())
+                .collect();
+            let id = rng.pick(&pool).clone();
+            let releasing = rng.chance(25);
+            let mut args: Vec<String> = vec![];
+            let mut named = true;
+            if releasing {
+                args.extend([id.clone(), "AT".into(), at.clone()]);
+            } else {
+                args.push(rng.pick(&["1", "2", "3", "5"]).to_string());
+                args.push(rng.pick(&["5ms", "20ms", "100ms", "1s", "2s"]).to_string());
+                if rng.chance(20) {
+                    named = false;
+                } else {
+                    args.extend(["ID".into(), id.clone()]);
+                }
+                if rng.chance(15) {
+                    args.extend(["COST".into(), "0".into()]);
+                } else if rng.chance(3) {
+                    args.extend(["COST".into(), "2".into()]);
+                }
+                args.extend(["AT".into(), at.clone()]);
+            }
+            let mixed = rng.range(0, 3) as usize;
+            let mut replies = Vec::new();
+            for (k, key) in keys.iter().enumerate() {
+                let side = &sides[if k < 3 { k } else { mixed }];
+                // A made id is each key's own.
+                let argv: Vec<String> = args
+                    .iter()
+                    .map(|a| made[k].get(a).cloned().unwrap_or_else(|| a.clone()))
+                    .collect();
+                let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+                let r = if releasing {
+                    side.release(&mut c, key, &argv)
+                } else {
+                    side.lease(&mut c, key, &argv)
+                };
+                replies.push(r);
+            }
+            let ctx = format!("seed {seed} step {step} args {args:?}");
+            let first = replies[0].clone();
+            match &first {
+                Value::Array(_) => {
+                    let (five, id0) = lease_reply(&first);
+                    for (k, r) in replies.iter().enumerate() {
+                        let (f, id) = lease_reply(r);
+                        assert_eq!(f, five, "{} {ctx}", keys[k]);
+                        assert_eq!(id.is_some(), id0.is_some(), "{} {ctx}", keys[k]);
+                        if !named {
+                            if let Some(id) = id {
+                                made[k].insert(format!("made-{}", made_n + 1), id);
+                            }
+                        }
+                    }
+                    if !named && id0.is_some() {
+                        made_n += 1;
+                    }
+                    counts[if five[0] == 0 { 0 } else { 1 }] += 1;
+                }
+                _ => {
+                    assert!(replies.iter().all(|r| *r == first), "{replies:?} {ctx}");
+                    counts[if first.is_err() { 2 } else { 3 }] += 1;
+                }
+            }
+            let want = logical(&mut c, &keys[0], &made[0]);
+            let want_exp = c.cmd(&["PEXPIRETIME", &keys[0]]).int();
+            for (k, key) in keys.iter().enumerate().skip(1) {
+                assert_eq!(logical(&mut c, key, &made[k]), want, "{key} {ctx}");
+                assert_eq!(c.cmd(&["PEXPIRETIME", key]).int(), want_exp, "{key} {ctx}");
+            }
+        }
+    }
+    assert!(
+        counts.iter().all(|&n| n > 20),
+        "allowed/denied/errors/releases: {counts:?}"
+    );
+}
+
+#[test]
+fn rl_all_and_its_twin_agree_with_a_lease_rule() {
+    let s = Server::start();
+    let mut c = s.client();
+    let [f, sc] = Twins::both(&mut c);
+    let t = at_base(2 * HOUR, HOUR);
+    for (i, ms) in [0u64, 10, 20, 1_000, 1_010, 30_000, 31_000]
+        .iter()
+        .enumerate()
+    {
+        let at = (t + ms).to_string();
+        let id = format!("r{}", i % 3);
+        let mut replies = Vec::new();
+        for (side, all) in ["n", "f", "s"]
+            .iter()
+            .zip([None, Some(&f.all), Some(&sc.all)])
+        {
+            let keys = [format!("{{{side}}}acct"), format!("{{{side}}}user")];
+            let args = [
+                "LEASE", "1", "2", "30s", "FIXED", "2", "2", "1s", "ID", &id, "AT", &at,
+            ];
+            let r = match all {
+                None => {
+                    let mut v = vec![
+                        "RL.ALL".to_string(),
+                        "2".into(),
+                        keys[0].clone(),
+                        keys[1].clone(),
+                    ];
+                    v.extend(args.iter().map(|a| a.to_string()));
+                    c.cmd(&v)
+                }
+                Some(twin) => c.cmd(&twin.argv(&keys, &args)),
+            };
+            let mut a = r.array().to_vec();
+            assert_eq!(a.len(), 8, "{side} {a:?}");
+            a[6] = Value::Nil; // the key names differ by side
+            replies.push((a, leases(&mut c, &keys[0])));
+        }
+        assert_eq!(replies[1], replies[0], "function, +{ms}");
+        assert_eq!(replies[2], replies[0], "script, +{ms}");
+    }
 }
 
 #[test]

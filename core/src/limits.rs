@@ -114,6 +114,8 @@ mod tests {
             ("DEFAULT_BUCKETS", DEFAULT_BUCKETS),
             ("MAX_LOG_LIMIT", MAX_LOG_LIMIT as u64),
             ("MAX_META_LEN", MAX_META_LEN as u64),
+            ("MAX_LEASE_LIMIT", MAX_LEASE_LIMIT as u64),
+            ("MAX_ID_LEN", MAX_ID_LEN as u64),
             ("MAX_END_MS", MAX_END_MS),
             ("MAX_BURST_WINDOW_US", MAX_BURST_WINDOW_US),
             ("MAX_TAT_US", MAX_TAT_US),
