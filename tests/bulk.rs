@@ -294,7 +294,7 @@ fn bulkexpire_native_and_twin_agree() {
                 let twin =
                     [None, Some(&functions.bulkexpire), Some(&scripts.bulkexpire)][side as usize];
                 let cmd: Vec<String> = if let Some(t) = twin {
-                    t.argv(&keys, &[dur.clone()])
+                    t.argv(&keys, std::slice::from_ref(&dur))
                 } else {
                     let mut v = vec!["RL.BULKEXPIRE".to_string(), dur.clone()];
                     v.extend(keys.iter().cloned());
