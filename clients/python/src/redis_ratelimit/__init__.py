@@ -4,7 +4,9 @@ their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` lib
 - :class:`RateLimiter` / :class:`redis_ratelimit.asyncio.AsyncRateLimiter`: every command,
   results as frozen dataclasses (:class:`RateLimit`, :class:`Throttle`, :class:`Sweep`);
 - policies (:class:`Fixed`, :class:`Gcra`, :class:`Multi`, :class:`Sliding`, :class:`Log`,
-  :class:`All`): limits without their keys, for the middleware and RL.ALL;
+  :class:`Lease`, :class:`All`): limits without their keys, for the middleware and RL.ALL;
+- leases (``limiter.lease(key, limit, ttl)``, :class:`HeldLease`, :class:`LeaseDenied`):
+  how many at once, released on exit and renewed in the background;
 - :func:`ratelimit_headers`: ``RateLimit-*``, the IETF draft's ``RateLimit-Policy`` and
   ``RateLimit``, ``Retry-After``;
 - :mod:`redis_ratelimit.wsgi` and :mod:`redis_ratelimit.asgi`: middleware that fails open;
@@ -13,6 +15,7 @@ their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` lib
 """
 
 from .client import RateLimiter
+from .lease import HeldLease, Lease, LeaseDenied
 from .headers import IETF_DRAFT, ceil_seconds, ratelimit_headers
 from .policies import All, Fixed, Gcra, Log, Multi, Policy, Sliding
 from .results import Quota, RateLimit, Sweep, Throttle
@@ -24,7 +27,10 @@ __all__ = [
     "All",
     "Fixed",
     "Gcra",
+    "HeldLease",
     "IETF_DRAFT",
+    "Lease",
+    "LeaseDenied",
     "Log",
     "Multi",
     "Policy",

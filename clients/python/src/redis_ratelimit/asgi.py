@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, List, Optional, Tuple
 
-from ._middleware import PolicyChoice, Settings, is_outage, too_many, unavailable
+from ._middleware import PolicyChoice, Settings, held_leases, is_outage, release_failed, too_many, unavailable
 from .asyncio import AsyncRateLimiter
 
 
@@ -55,10 +55,9 @@ class RateLimitMiddleware:
         if policy is None or identity is None:
             await self.app(scope, receive, send)
             return
+        keys = s.keys_for(policy, identity)
         try:
-            result = await asyncio.wait_for(
-                self.limiter.check(policy, s.keys_for(policy, identity), cost=s.cost_for(scope)), s.timeout
-            )
+            result = await asyncio.wait_for(self.limiter.check(policy, keys, cost=s.cost_for(scope)), s.timeout)
         except Exception as exc:
             if not is_outage(exc):
                 raise
@@ -73,6 +72,23 @@ class RateLimitMiddleware:
         if not result.allowed:
             await self._respond(send, *too_many(result, headers))
             return
+        leases = held_leases(policy, keys, result)
+        if leases:
+            # A Lease policy: the request holds its slot until its response is sent
+            # (also when the application raises).
+            try:
+                await self._serve(scope, receive, send, headers)
+            finally:
+                for key, lease_id in leases:
+                    try:
+                        await asyncio.wait_for(self.limiter.release(key, lease_id), s.timeout)
+                    except Exception as exc:  # noqa: BLE001 - it frees itself at its ttl
+                        release_failed(exc, key)
+            return
+        await self._serve(scope, receive, send, headers)
+
+    async def _serve(self, scope: dict, receive: Callable, send: Callable, headers: Any) -> None:
+        s = self.settings
         if not s.headers_when_allowed:
             await self.app(scope, receive, send)
             return

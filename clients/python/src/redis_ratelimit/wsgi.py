@@ -32,7 +32,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ._middleware import PolicyChoice, Settings, is_outage, too_many, unavailable
+from ._middleware import PolicyChoice, Settings, held_leases, is_outage, release_failed, too_many, unavailable
 from .client import RateLimiter
 
 _STATUS = {429: "429 Too Many Requests", 503: "503 Service Unavailable"}
@@ -85,8 +85,9 @@ class RateLimitMiddleware:
         identity = None if policy is None else (s.key or default_key)(environ)
         if policy is None or identity is None:
             return self.app(environ, start_response)
+        keys = s.keys_for(policy, identity)
         try:
-            result = self.limiter.check(policy, s.keys_for(policy, identity), cost=s.cost_for(environ))
+            result = self.limiter.check(policy, keys, cost=s.cost_for(environ))
         except Exception as exc:
             if not is_outage(exc):
                 raise
@@ -98,9 +99,34 @@ class RateLimitMiddleware:
         headers = s.headers(result)
         if not result.allowed:
             return self._respond(start_response, *too_many(result, headers))
+        leases = held_leases(policy, keys, result)
+        if leases:
+            respond = self._with(headers, start_response) if s.headers_when_allowed else start_response
+            return self._holding(leases, environ, respond)
         if not s.headers_when_allowed:
             return self.app(environ, start_response)
+        return self.app(environ, self._with(headers, start_response))
 
+    def _holding(self, leases: List[Tuple[Any, Any]], environ: dict, start_response: Callable) -> Iterable[bytes]:
+        """The response of a request that holds leases (a Lease policy): released when
+        the server closes the response, or when the application raises."""
+
+        def release() -> None:
+            for key, lease_id in leases:
+                try:
+                    self.limiter.release(key, lease_id)
+                except Exception as exc:  # noqa: BLE001 - it frees itself at its ttl
+                    release_failed(exc, key)
+
+        try:
+            body = self.app(environ, start_response)
+        except BaseException:
+            release()
+            raise
+        return _Releasing(body, release)
+
+    @staticmethod
+    def _with(headers: Any, start_response: Callable) -> Callable:
         def start_with_headers(status: str, response_headers: List[Tuple[str, str]], exc_info: Any = None) -> Any:
             taken = {name.lower() for name, _ in response_headers}
             extra = [(k, v) for k, v in headers.items() if k.lower() not in taken]
@@ -108,9 +134,31 @@ class RateLimitMiddleware:
                 return start_response(status, list(response_headers) + extra, exc_info)
             return start_response(status, list(response_headers) + extra)
 
-        return self.app(environ, start_with_headers)
+        return start_with_headers
 
     @staticmethod
     def _respond(start_response: Callable, status: int, headers: List[Tuple[str, str]], body: bytes) -> Iterable[bytes]:
         start_response(_STATUS[status], headers)
         return [body]
+
+
+class _Releasing:
+    """A response body that runs ``release`` once, when the server closes it (after
+    the last byte is sent, or on an error)."""
+
+    def __init__(self, body: Iterable[bytes], release: Callable[[], None]):
+        self.body = body
+        self._release: Optional[Callable[[], None]] = release
+
+    def __iter__(self):
+        return iter(self.body)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
