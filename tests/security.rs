@@ -41,6 +41,8 @@ fn every_command(p: &str) -> Vec<Vec<String>> {
             "5",
         ]),
         v(&["RL.LOG", &format!("{p}:log"), "5", "1m", "META", "u"]),
+        v(&["RL.LEASE", &format!("{p}:lease"), "5", "1m", "ID", "w"]),
+        v(&["RL.RELEASE", &format!("{p}:lease"), "w"]),
         v(&[
             "RL.ALL",
             "2",
