@@ -262,7 +262,7 @@ def main() -> int:
             r = redis.Redis(port=o.port)
             return lambda k: r.evalsha(sliding_sha, 1, k, *article[3:])
 
-        entries.append((algo, "twin", "lua/sliding.lua", sliding_twin, keys))
+        entries.append((algo, "twin", "lua/scripts/rl_sliding.lua", sliding_twin, keys))
     except redis.ResponseError as e:
         left_out(f"{algo}: RL.SLIDING", e)
     # Every client in turn in each repetition, in the opposite order every other one.

@@ -299,9 +299,11 @@ class Report:
                 mem_n = self.memory.get((row.name, "native"))
                 mem_o = self.memory.get((row.name, other_kind)) if other_kind else None
                 script = self.sp(row.name, "twin", mode, p, "usec") if other_kind == "function" else None
+                if other_kind == "script":
+                    other, script = None, other
                 rows.append([
                     row.name, mode, us_range(native),
-                    (us_range(other) + (" (script)" if other_kind == "script" else "")) if other else "–",
+                    us_range(other) if other else "–",
                     us_range(script) if script else "–",
                     vs_text, vs_floor, " / ".join(thr),
                     f"{mem_n[0]:.0f}" if mem_n else "–", f"{mem_o[0]:.0f}" if mem_o else "–",

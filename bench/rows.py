@@ -1,8 +1,9 @@
 """The table of `make bench`: what is measured, one row per command.
 
 A row names a native command line and, for an RL.* command, its Lua twin. The twin is
-called with the same arguments (`lua/prelude.lua` + `lua/<twin>` as one script, keys as
-KEYS and the rest as ARGV, in the same order), so a pair is one line:
+called with the same arguments (FCALL of its function in the library lua/ratelimit.lua,
+and EVALSHA of its script lua/scripts/<function>.lua; keys as keys and the rest as
+arguments, in the same order), so a row is one line:
 
     Row("RL.GCRA", native="RL.GCRA rl:gcra:__rand_int__ 1000000 1000000 1s",
         twin="rl_gcra", denied="RL.GCRA rl:gcra:__rand_int__ 0 1 1h"),
@@ -51,7 +52,7 @@ class Row:
     # command is not the cheap way to get it (default: the native command of the mode,
     # which leaves the state its twin leaves; a script row's own call).
     fill: Optional[str] = None
-    # A script loaded as it is (no prelude), for rows without a native command...
+    # A script loaded as it is (not a twin), for rows without a native command...
     script: Optional[str] = None
     # ...and its arguments after `EVALSHA sha`: numkeys key [key ...] arg [arg ...].
     call: Optional[str] = None

@@ -87,7 +87,7 @@ mod tests {
     use super::*;
 
     /// `local NAME = value` lines of the twins' Functions library.
-    fn prelude_constants() -> Vec<(String, u64)> {
+    fn library_constants() -> Vec<(String, u64)> {
         include_str!("../../lua/ratelimit.lua")
             .lines()
             .filter_map(|line| {
@@ -100,7 +100,7 @@ mod tests {
     }
 
     #[test]
-    fn lua_prelude_mirrors_every_limit_the_twins_use() {
+    fn lua_library_mirrors_every_limit_the_twins_use() {
         let want: &[(&str, u64)] = &[
             ("MAX_SAFE_INTEGER", MAX_SAFE_INTEGER),
             ("MIN_AT_MS", MIN_AT_MS),
@@ -122,7 +122,7 @@ mod tests {
             ("MAX_TAT_DIGITS", MAX_TAT_DIGITS as u64),
             ("ECHO_MAX", ECHO_MAX as u64),
         ];
-        let got = prelude_constants();
+        let got = library_constants();
         for (name, value) in want {
             let found: Vec<u64> = got
                 .iter()

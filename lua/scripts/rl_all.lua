@@ -359,7 +359,8 @@ end
 -- RL.FIXED: a counter per window (see the interface of a limiter at the top).
 local FIXED = (function()
   local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', expiry = true, nargs = 2,
-    expected = 'a non-negative integer counter', options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
+    expected = 'a non-negative integer counter',
+    options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
     syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'FIXED i limit window [ALIGN]' }
   function L.parse_args(args, i)
@@ -588,7 +589,8 @@ end
 local MULTI = (function()
   local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:count:end_ms entries separated by commas',
-    options = { LIMIT = true, ALIGN = true }, accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true },
+    options = { LIMIT = true, ALIGN = true },
+    accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true },
     syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]' }
   limits_rule(L)
@@ -641,7 +643,8 @@ end)()
 local SLIDING = (function()
   local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:buckets:first:counts entries separated by commas',
-    options = { LIMIT = true, BUCKETS = true }, accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true },
+    options = { LIMIT = true, BUCKETS = true },
+    accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true },
     syntax = 'RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms]',
     rule_syntax = 'SLIDING i LIMIT window limit [LIMIT window limit ...] [BUCKETS n]' }
   limits_rule(L)
@@ -1185,13 +1188,15 @@ end
 -- The rules of RL.ALL by keyword.
 local RULES = { FIXED = FIXED, GCRA = GCRA, MULTI = MULTI, SLIDING = SLIDING, LOG = LOG, LEASE = LEASE }
 
-local ALL_OPTIONS = { COST = true, AT = true, ALIGN = true, DELAY = true, BUCKETS = true, META = true, LIMIT = true,
-  ID = true }
+local ALL_OPTIONS = {
+  COST = true, AT = true, ALIGN = true, DELAY = true, BUCKETS = true, META = true, LIMIT = true, ID = true,
+}
 
 -- RL.ALL: numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms] [ID id], with the
 -- rules FIXED i limit window [ALIGN] | GCRA i max_burst count period | MULTI i LIMIT
 -- window limit [...] [ALIGN] | SLIDING i LIMIT window limit [...] [BUCKETS n] | LOG i
--- limit window [META value] | LEASE i limit ttl, each naming its key by its 1-based position among the keys.
+-- limit window [META value] | LEASE i limit ttl, each naming its key by its 1-based
+-- position among the keys.
 -- Each rule is judged by the same limiter as its own command, on the same state; the
 -- call is allowed iff every rule allows, and a denial writes nothing.
 local function all_command(keys, args, name)

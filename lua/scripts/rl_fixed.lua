@@ -297,7 +297,8 @@ local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of v
 -- RL.FIXED: a counter per window (see the interface of a limiter at the top).
 local FIXED = (function()
   local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', expiry = true, nargs = 2,
-    expected = 'a non-negative integer counter', options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
+    expected = 'a non-negative integer counter',
+    options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
     syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'FIXED i limit window [ALIGN]' }
   function L.parse_args(args, i)

@@ -325,7 +325,8 @@ local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of v
 -- RL.FIXED: a counter per window (see the interface of a limiter at the top).
 local FIXED = (function()
   local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', expiry = true, nargs = 2,
-    expected = 'a non-negative integer counter', options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
+    expected = 'a non-negative integer counter',
+    options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
     syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'FIXED i limit window [ALIGN]' }
   function L.parse_args(args, i)
@@ -479,7 +480,8 @@ end
 local MULTI = (function()
   local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:count:end_ms entries separated by commas',
-    options = { LIMIT = true, ALIGN = true }, accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true },
+    options = { LIMIT = true, ALIGN = true },
+    accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true },
     syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms]',
     rule_syntax = 'MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]' }
   limits_rule(L)

@@ -403,7 +403,8 @@ end
 local SLIDING = (function()
   local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:buckets:first:counts entries separated by commas',
-    options = { LIMIT = true, BUCKETS = true }, accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true },
+    options = { LIMIT = true, BUCKETS = true },
+    accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true },
     syntax = 'RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms]',
     rule_syntax = 'SLIDING i LIMIT window limit [LIMIT window limit ...] [BUCKETS n]' }
   limits_rule(L)
