@@ -15,7 +15,7 @@ RELEASE_SWEEP := $(TARGET_DIR)/release/ratelimit-sweep
 DEBUG_MODULE := $(TARGET_DIR)/debug/libredis_ratelimit.so
 DEBUG_SWEEP := $(TARGET_DIR)/debug/ratelimit-sweep
 
-.PHONY: help deps build run test lint unit integration integration-valkey python-client check-target-dir valkey bench bench-full bench-core bench-sweep test-binaries
+.PHONY: help deps build run test lint unit integration integration-valkey python-client node-client check-target-dir valkey bench bench-full bench-core bench-sweep bench-failover bench-longest bench-node node-build test-binaries dist check-dist
 
 help: ## Show this list
 	@echo "redis-ratelimit: make <target> [PORT=n]"
@@ -76,13 +76,38 @@ python-client: test-binaries ## The Python package's tests (clients/python), on 
 	RATELIMIT_MODULE=$(DEBUG_MODULE) $$py -m pytest -q -p no:cacheprovider clients/python/tests $(PYTEST_ARGS) && \
 	RATELIMIT_MODULE=$(DEBUG_MODULE) REDIS_SERVER=$$(scripts/valkey.sh) $$py -m pytest -q -p no:cacheprovider clients/python/tests $(PYTEST_ARGS)
 
+# The Node package: npm ci from its lockfile, built (ESM, CommonJS, lua/), then its tests
+# (node --test) with the module on Redis and again on Valkey 9.
+NODE_PKG := clients/node
+
+node-build:
+	@$(NODE_PKG)/scripts/need-node.sh
+	cd $(NODE_PKG) && npm ci --no-audit --no-fund && npm run build
+
+node-client: test-binaries node-build ## The Node package's tests (clients/node), on Redis and on Valkey 9
+	cd $(NODE_PKG) && RATELIMIT_MODULE=$(DEBUG_MODULE) node --test test/
+	valkey=$$(scripts/valkey.sh) && cd $(NODE_PKG) && \
+	RATELIMIT_MODULE=$(DEBUG_MODULE) REDIS_SERVER=$$valkey node --test test/
+
 check-target-dir: ## Check that the targets find the build in another CARGO_TARGET_DIR
 	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
 	  echo "check-target-dir: building into $$dir" && \
 	  CARGO_TARGET_DIR=$$dir $(MAKE) --no-print-directory integration INTEGRATION_ARGS="--test module" && \
 	  test -f "$$dir/debug/libredis_ratelimit.so"
 
-test: lint unit integration integration-valkey python-client check-target-dir ## Everything: lint, unit, integration (Redis and Valkey), the Python package, target-dir check
+# The release artefacts: a tarball and a Debian package (debhelper, from packaging/),
+# with their checksums, in $(TARGET_DIR)/dist.
+DIST_DIR := $(TARGET_DIR)/dist
+
+dist: build ## Release tarball and Debian package (module, ratelimit-sweep, lua/, checksums) in $(TARGET_DIR)/dist
+	@scripts/deps.sh dist
+	packaging/dist.sh $(RELEASE_MODULE) $(RELEASE_SWEEP) $(DIST_DIR)
+
+check-dist: dist ## Install the Debian package here (root), run redis-server with its module on a free port, remove it
+	@scripts/deps.sh test
+	packaging/check-deb.sh $$(ls $(DIST_DIR)/redis-ratelimit_*.deb)
+
+test: lint unit integration integration-valkey python-client node-client check-target-dir check-dist ## Everything: lint, unit, integration (Redis and Valkey), the Python and Node packages, target-dir check, the Debian package
 
 bench-sweep: build ## Bulk TTLs: ratelimit-sweep against the SCAN + EVAL loop, 1 000 000 keys
 	RATELIMIT_MODULE=$(RELEASE_MODULE) RATELIMIT_SWEEP=$(RELEASE_SWEEP) bench/sweep.sh
@@ -100,6 +125,19 @@ bench: ## Native commands against their twins, the floor module and the limits l
 bench-full: ## The long benchmark: more runs, 10 000 000 keys, the criterion benchmarks (bench/full/results.*)
 	@scripts/deps.sh bench
 	$(BENCH) --full $(BENCH_ARGS)
+
+bench-failover: build ## Grants given again when a primary is killed (steady, WAIT 1, appendfsync always, a fresh replica), and what strictness costs, on Redis and on Valkey 9
+	@scripts/deps.sh test
+	python3 -m bench.failover --module $(RELEASE_MODULE)
+	python3 -m bench.failover --module $(RELEASE_MODULE) --server $$(scripts/valkey.sh)
+
+bench-longest: build ## The longest single calls at the bounds (the slow log), on Redis and on Valkey 9
+	@scripts/deps.sh test
+	python3 -m bench.longest --module $(RELEASE_MODULE)
+	python3 -m bench.longest --module $(RELEASE_MODULE) --server $$(scripts/valkey.sh)
+
+bench-node: build node-build ## Requests per second of an Express app limited by the Node package, rate-limit-redis and rate-limiter-flexible
+	cd $(NODE_PKG) && RATELIMIT_MODULE=$(RELEASE_MODULE) node bench/express.mjs $(BENCH_NODE_ARGS)
 
 bench-core: ## Micro-benchmarks of the pure algorithms (ns per decision)
 	@scripts/deps.sh build

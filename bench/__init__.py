@@ -17,6 +17,8 @@
 | `floor.py` | builds the floor module `floor/floor.c` |
 | `criterion.py` | the pure crate's micro-benchmarks |
 | `report.py`, `chart.py` | the tables, the CSV and the SVG chart |
+| `failover.py` | `make bench-failover`: grants given again when a primary is killed, and what WAIT and `appendfsync always` cost |
+| `longest.py` | `make bench-longest`: the longest single calls at the bounds, from the slow log |
 
 Standard library only (the peer rows run in the virtualenv, in their own process).
 """

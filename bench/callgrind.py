@@ -41,6 +41,15 @@ ROWS = [
 ]
 
 
+# The floor module's rows (bench/floor/floor.c: the least a module can do for the job),
+# measured with --floor.
+FLOOR_ROWS = [
+    ("FLOOR.FIXED allowed", lambda i: ["FLOOR.FIXED", f"f{i % 64}"]),
+    ("FLOOR.MULTI allowed",
+     lambda i: ["FLOOR.MULTI", "2", f"{{m{i % 64}}}a", f"{{m{i % 64}}}b"]),
+]
+
+
 def resp(args):
     out = [b"*%d\r\n" % len(args)]
     for a in args:
@@ -78,10 +87,10 @@ def read_reply(f):
         raise RuntimeError(rest.decode())
 
 
-def measure(server, module, calls):
+def measure(server, module, calls, rows=None):
     """Instructions per call of each row with `module`."""
     results = {}
-    for name, make in ROWS:
+    for name, make in rows or ROWS:
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "callgrind.out")
             port = free_port()
@@ -107,12 +116,16 @@ def measure(server, module, calls):
                 except OSError:
                     pass
                 proc.wait(timeout=120)
-            total = None
-            with open(out) as f:
-                for line in f:
-                    if line.startswith("summary:") or line.startswith("totals:"):
-                        total = int(line.split()[1])
-            results[name] = (total or 0) / calls
+            # A dump asked for from outside (callgrind_control) splits the profile into
+            # parts: out, out.1, out.2, ...; each part's summary counts its own events.
+            total = 0
+            for part in os.listdir(d):
+                if part == "callgrind.out" or part.startswith("callgrind.out."):
+                    with open(os.path.join(d, part)) as f:
+                        for line in f:
+                            if line.startswith("summary:"):
+                                total += int(line.split()[1])
+            results[name] = total / calls
     return results
 
 
@@ -121,10 +134,13 @@ def main():
     ap.add_argument("--module", action="append", required=True)
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--only", help="the rows whose name contains this")
+    ap.add_argument("--floor", help="the floor module (bench/out/floor.so after make bench)")
     o = ap.parse_args()
     if o.only:
         ROWS[:] = [r for r in ROWS if o.only in r[0]]
     server = os.environ.get("REDIS_SERVER", "redis-server")
+    o.module = [os.path.abspath(m) for m in o.module]
+    o.floor = o.floor and os.path.abspath(o.floor)
     measured = [measure(server, m, o.calls) for m in o.module]
     head = "| row | " + " | ".join(f"module {i + 1}" for i in range(len(o.module)))
     if len(o.module) == 2:
@@ -137,6 +153,9 @@ def main():
         if len(vals) == 2 and vals[0]:
             row += f" | {vals[1] / vals[0]:.3f}×"
         print(row + " |")
+    if o.floor:
+        for name, v in measure(server, o.floor, o.calls, FLOOR_ROWS).items():
+            print(f"| {name} | {v:,.0f} (floor module) |")
     for i, m in enumerate(o.module):
         print(f"module {i + 1}: {m}")
 

@@ -1,6 +1,7 @@
 """Moving from the Python `limits` library's Redis storage to the native commands.
 
-The easy way: `import redis_ratelimit` and change the storage URI. A Flask-Limiter (or
+The easy way: install the package and change the storage URI (no import needed: the
+package's .pth file registers the storage with the library). A Flask-Limiter (or
 SlowAPI) app written for `limits`' Redis storage then decides with RL.FIXED, RL.LOG or
 RL.SLIDING (its fixed window, moving window or sliding window counter), nothing else
 changed:
@@ -30,8 +31,6 @@ import redis
 from flask import Flask
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
-
-import redis_ratelimit  # registers redis+ratelimit:// with the `limits` library
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 

@@ -23,6 +23,7 @@ from redis_ratelimit import RateLimiter
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 
 LIMIT, WINDOW = 20, "1m"  # requests per address in any minute
+WINDOW_US = 60_000_000
 
 
 def allow(r, address, user, prefix="rl:log:ip:"):
@@ -33,7 +34,11 @@ def allow(r, address, user, prefix="rl:log:ip:"):
 
 def who(r, address, prefix="rl:log:ip:"):
     """The users behind the address's requests of the last window, most active first."""
-    members = r.zrange(prefix + address, 0, -1)
+    # The members scored in the window: a log may still hold older ones, which the
+    # next writes remove (at most 64 each).
+    seconds, micros = r.time()
+    since = seconds * 1_000_000 + micros - WINDOW_US
+    members = r.zrangebyscore(prefix + address, "(%d" % since, "+inf")
     # One member per request: seq:cost:user, the user as given in META.
     users = Counter(m.split(b":", 2)[2].decode(errors="replace") for m in members)
     return users.most_common()

@@ -5,11 +5,12 @@
 #   test   build + redis-server, redis-cli (redis-tools) and python3 with venv (the
 #          Valkey run and the examples install their packages from PyPI into .venv)
 #   bench  test (redis-benchmark comes with redis-tools)
+#   dist   test + debhelper and dpkg-dev (make dist builds the Debian package with them)
 # As root it installs the missing packages with apt-get; otherwise it prints the exact
 # command and fails. Nothing is installed, and no root is needed, when nothing is missing.
 #
-#   scripts/deps.sh [build|test|bench]     check, then install what is missing
-#   scripts/deps.sh --list [build|test|bench]
+#   scripts/deps.sh [build|test|bench|dist]     check, then install what is missing
+#   scripts/deps.sh --list [build|test|bench|dist]
 #                                          print the missing Debian packages, one per
 #                                          line, and exit 0 (used by the tests)
 #
@@ -24,9 +25,9 @@ if [ "${1:-}" = "--list" ]; then
 fi
 goal=${1:-test}
 case "$goal" in
-  build | test | bench) ;;
+  build | test | bench | dist) ;;
   *)
-    echo "deps: unknown goal '$goal' (build, test or bench)" >&2
+    echo "deps: unknown goal '$goal' (build, test, bench or dist)" >&2
     exit 2
     ;;
 esac
@@ -83,6 +84,11 @@ if [ "$goal" != build ]; then
     # Debian's python3 has the venv module but not ensurepip until python3-venv is in.
     missing+=(python3-venv)
   fi
+fi
+
+if [ "$goal" = dist ]; then
+  command -v dh >/dev/null 2>&1 || missing+=(debhelper)
+  command -v dpkg-buildpackage >/dev/null 2>&1 || missing+=(dpkg-dev)
 fi
 
 if $list_only; then

@@ -16,14 +16,16 @@ use redis_module::{raw, CallOptionsBuilder, CallResult, Context};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int};
 
-/// Ask the server to leave the modified-key signal to the module (see above).
+/// Ask the server to leave the modified-key signal to the module (see above), and
+/// declare atomic slot migration support where the server has it (`slot_migration.rs`).
 pub fn take_over_modified_signal(ctx: &Context) -> Result<(), Error> {
     let set_options = api!(RedisModule_SetModuleOptions)?;
     // SAFETY: called from OnLoad with the module's context.
     unsafe {
         set_options(
             ctx.ctx,
-            raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
+            raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int
+                | crate::slot_migration::option_flags(),
         )
     };
     Ok(())
@@ -98,9 +100,66 @@ pub fn member_added(ctx: &Context, key: KeyName, score: Micros, member: &[u8]) {
     };
 }
 
-/// The effects of `ZREMRANGEBYSCORE key -inf through` that removed members: the
-/// `zremrangebyscore` event (`notify`: when the server did not run the command itself) and
-/// the same command replicated (the key was signalled by the write it goes with).
+/// The effects of `DEL key` (a refund that left the state full again): the signal,
+/// the `del` event, and the same command replicated.
+pub fn key_deleted(ctx: &Context, key: KeyName) {
+    signal_modified(ctx, key);
+    notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"del", key);
+    let Ok(replicate) = api!(RedisModule_Replicate) else {
+        return;
+    };
+    // SAFETY: the format "s" matches (string).
+    unsafe { replicate(ctx.ctx, c"DEL".as_ptr(), c"s".as_ptr(), key.ptr()) };
+}
+
+/// The effects of `ZREM key member` (a refund's write, a released lease): the signal, the `zrem` event
+/// and the same command replicated.
+pub fn member_removed(ctx: &Context, key: KeyName, member: &[u8]) {
+    signal_modified(ctx, key);
+    notify(ctx, raw::REDISMODULE_NOTIFY_ZSET, c"zrem", key);
+    let Ok(replicate) = api!(RedisModule_Replicate) else {
+        return;
+    };
+    // SAFETY: the format "sb" matches (string, buffer + length); the buffer is live
+    // for the call, which copies it.
+    unsafe {
+        replicate(
+            ctx.ctx,
+            c"ZREM".as_ptr(),
+            c"sb".as_ptr(),
+            key.ptr(),
+            member.as_ptr() as *const c_char,
+            member.len(),
+        )
+    };
+}
+
+/// The effects of `ZREM key member...` that removed every member named: the `zrem`
+/// event and the same command replicated (the key was signalled by the write it goes
+/// with).
+pub fn members_removed(ctx: &Context, key: KeyName, members: &mut [*mut raw::RedisModuleString]) {
+    notify(ctx, raw::REDISMODULE_NOTIFY_ZSET, c"zrem", key);
+    let Ok(replicate) = api!(RedisModule_Replicate) else {
+        return;
+    };
+    // SAFETY: the format "sv" matches (string, array of strings and its length); the
+    // strings are live for the call, which copies them.
+    unsafe {
+        replicate(
+            ctx.ctx,
+            c"ZREM".as_ptr(),
+            c"sv".as_ptr(),
+            key.ptr(),
+            members.as_mut_ptr(),
+            members.len(),
+        )
+    };
+}
+
+/// The effects of `ZREMRANGEBYSCORE key -inf through` that removed members (a lease
+/// key's expired leases): the `zremrangebyscore` event (`notify_it`: when the server did
+/// not run the command itself) and the same command replicated (the key was signalled
+/// by the write it goes with).
 pub fn members_removed_through(ctx: &Context, key: KeyName, through: Micros, notify_it: bool) {
     if notify_it {
         notify(ctx, raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore", key);
@@ -121,31 +180,9 @@ pub fn members_removed_through(ctx: &Context, key: KeyName, through: Micros, not
     };
 }
 
-/// The effects of `ZREM key member` that removed it: the signal, the `zrem` event, and
-/// the same command replicated.
-pub fn member_removed(ctx: &Context, key: KeyName, member: &[u8]) {
-    signal_modified(ctx, key);
-    notify(ctx, raw::REDISMODULE_NOTIFY_ZSET, c"zrem", key);
-    let Ok(replicate) = api!(RedisModule_Replicate) else {
-        return;
-    };
-    // SAFETY: the format "sb" matches (string, buffer + length); the buffer is live for
-    // the call, which copies it.
-    unsafe {
-        replicate(
-            ctx.ctx,
-            c"ZREM".as_ptr(),
-            c"sb".as_ptr(),
-            key.ptr(),
-            member.as_ptr() as *const c_char,
-            member.len(),
-        )
-    };
-}
-
 /// The `del` event of a key a removal emptied (the server deleted it; the replicated
 /// removal empties it on replicas too).
-pub fn key_deleted(ctx: &Context, key: KeyName) {
+pub fn key_emptied(ctx: &Context, key: KeyName) {
     notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"del", key);
 }
 

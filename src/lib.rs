@@ -13,6 +13,7 @@ mod effects;
 mod keys;
 mod register;
 mod reply;
+mod slot_migration;
 mod static_strings;
 mod stats;
 

@@ -1,9 +1,11 @@
 //! Per-command counters shown by `INFO ratelimit`, so operators can see the limiter
-//! working: calls, allowed, denied and errors for the limiters; calls, keys given a TTL
-//! and errors for the bulk TTL commands. One set of counters per entry of the command
+//! working: calls, allowed, denied and errors for the limiters (and the calls with
+//! `REFUND`, with `FORCE`, the bans RL.ALL's BAN rules started and the calls they
+//! denied); calls, keys given a TTL and errors for the bulk TTL commands. One set of counters per entry of the command
 //! table (`ratelimit_core::commands::TABLE`), which names the fields and their order.
 
-use ratelimit_core::commands::{Counts, Id, TABLE};
+use ratelimit_core::call::limiter::Mode;
+use ratelimit_core::commands::{find, Counts, Id, Settles, TABLE};
 use redis_module::{InfoContext, RedisResult};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -23,6 +25,10 @@ struct Counters {
     denied: AtomicU64,
     errors: AtomicU64,
     expired: AtomicU64,
+    refunds: AtomicU64,
+    forced: AtomicU64,
+    bans_started: AtomicU64,
+    denied_by_ban: AtomicU64,
 }
 
 impl Counters {
@@ -33,6 +39,10 @@ impl Counters {
             denied: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             expired: AtomicU64::new(0),
+            refunds: AtomicU64::new(0),
+            forced: AtomicU64::new(0),
+            bans_started: AtomicU64::new(0),
+            denied_by_ban: AtomicU64::new(0),
         }
     }
 }
@@ -50,6 +60,26 @@ pub fn record(command: Id, tally: Tally) {
         Tally::Error => (&c.errors, 1),
     };
     field.fetch_add(n, Ordering::Relaxed);
+}
+
+/// Count what a settled call of the command named `command` did besides its verdict:
+/// its flag (`REFUND`, `FORCE`), a ban it started, a denial by a ban.
+pub fn settled(command: &str, mode: Mode, ban_started: bool, denied_by_ban: bool) {
+    if mode == Mode::Take && !ban_started && !denied_by_ban {
+        return;
+    }
+    let Some(c) = find(command).and_then(|e| COUNTERS.get(e.id as usize)) else {
+        return;
+    };
+    let bump = |counter: &AtomicU64, yes: bool| {
+        if yes {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    };
+    bump(&c.refunds, mode == Mode::Refund);
+    bump(&c.forced, mode == Mode::Force);
+    bump(&c.bans_started, ban_started);
+    bump(&c.denied_by_ban, denied_by_ban);
 }
 
 /// The `ratelimit` INFO section: `<command>_calls`, `_allowed`, `_denied`, `_errors`
@@ -83,7 +113,17 @@ fn add_section(ctx: &InfoContext) -> RedisResult<()> {
                 ("errors", &c.errors),
             ],
         };
-        for &(field, counter) in fields {
+        let settles: &[(&str, &AtomicU64)] = match command.settles {
+            Settles::No => &[],
+            Settles::Flags => &[("refunds", &c.refunds), ("forced", &c.forced)],
+            Settles::FlagsAndBans => &[
+                ("refunds", &c.refunds),
+                ("forced", &c.forced),
+                ("bans_started", &c.bans_started),
+                ("denied_by_ban", &c.denied_by_ban),
+            ],
+        };
+        for &(field, counter) in fields.iter().chain(settles) {
             let value = counter.load(Ordering::Relaxed);
             section = section.field(&format!("{}_{field}", command.info), value.to_string())?;
         }

@@ -7,7 +7,10 @@
 
 mod common;
 
-use common::{at_base, Client, Cluster, Rng, Server, Twin, Twins, Value, HOUR};
+use common::{
+    at_base, state, wait_for_replicas, Client, Cluster, Rng, Server, Twin, Twins, Value, HOUR,
+    MINUTE,
+};
 
 /// The five integers a limiter reply starts with.
 fn five(v: &Value) -> Vec<i64> {
@@ -594,10 +597,10 @@ fn bad_inputs_are_errors_that_write_nothing() {
     let before = key_state(&mut c, "a");
     let max = "9007199254740991";
     let cases: Vec<(Vec<&str>, String)> = vec![
-        (vec!["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id])".into()),
+        (vec!["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE])".into()),
         (vec!["0", "a", "FIXED", "1", "5", "1m"], "ERR invalid numkeys '0': must be an integer from 1 to 16".into()),
         (vec!["2", "a", "a", "FIXED", "1", "5", "1m"], "ERR key 'a' given more than once".into()),
-        (vec!["1", "a", "FIXD", "1", "5", "1m"], "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING, LOG or LEASE followed by its key's position (COST and AT come after the rules)".into()),
+        (vec!["1", "a", "FIXD", "1", "5", "1m"], "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN followed by its key's position (COST and AT come after the rules)".into()),
         (vec!["1", "a", "FIXED", "2", "5", "1m"], "ERR rule 1 (FIXED): invalid key position '2': must be an integer from 1 to 1 (the keys' places after numkeys)".into()),
         (vec!["1", "a", "FIXED", "x", "5", "1m"], "ERR rule 1 (FIXED): invalid key position 'x': must be an integer from 1 to 1 (the keys' places after numkeys)".into()),
         (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "GCRA", "1", "1", "1", "1s"], "ERR rule 2 (GCRA): key 1 is already named by rule 1: one rule per key".into()),
@@ -614,7 +617,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "6"], "ERR rule 1 (FIXED): cost 6 exceeds the limit 5: the request can never be allowed".into()),
         (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "GCRA", "2", "1", "1", "1s", "COST", "3"], "ERR rule 2 (GCRA): cost 3 exceeds the burst capacity 2: the request can never be allowed".into()),
         (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "COST", "1", "GCRA", "2", "1", "1", "1s"], "ERR COST and AT come after every rule".into()),
-        (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "FOO"], "ERR unknown option 'FOO' (options here: COST, AT)".into()),
+        (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "FOO"], "ERR unknown option 'FOO' (options here: COST, AT, REFUND, FORCE)".into()),
         (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "-1"], format!("ERR invalid cost '-1': must be an integer from 0 to {max}")),
         (vec!["1", "a", "FIXED", "1", "5", "1m", "AT", "x"], "ERR invalid AT 'x': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into()),
         // The key holds a counter: not RL.MULTI's state.
@@ -717,4 +720,90 @@ fn keys_are_declared_and_calls_are_routed_in_a_cluster() {
         "RL.ALL", "2", "a", "b", "FIXED", "1", "5", "1m", "FIXED", "2", "5", "1m",
     ]);
     assert!(r.err().is_some_and(|e| e.starts_with("CROSSSLOT")), "{r:?}");
+}
+
+/// RL.ALL's BAN rule on a real server: strikes on denials, a ban once `strikes` is
+/// reached, every call denied while it runs (the other keys untouched), the BAN key a
+/// plain string with the ban's end as its expiry, replicated as it is to a replica
+/// without the module, and `DEL` lifting it.
+#[test]
+fn a_ban_rule_strikes_bans_and_is_lifted_by_del() {
+    let primary = Server::start();
+    let replica = primary.start_replica(false);
+    let mut c = primary.client();
+    let t = at_base(HOUR, MINUTE);
+    let call = |c: &mut Client, ms: u64, flag: &[&str]| {
+        let at = (t + ms).to_string();
+        let mut args = vec![
+            "RL.ALL", "2", "{p}user", "{p}box", "FIXED", "1", "1", "1m", "BAN", "2", "3", "1m",
+            "10m", "AT", &at,
+        ];
+        args.extend_from_slice(flag);
+        let r = c.cmd(&args);
+        let a = r.array();
+        (five(&r), a[5].int(), a[6].text())
+    };
+    let fixed = |f: [i64; 5]| (f.to_vec(), 1, "{p}user".to_string());
+    assert_eq!(call(&mut c, 0, &[]), fixed([0, 1, 0, -1, 60_000]));
+    assert_eq!(
+        c.cmd(&["EXISTS", "{p}box"]).int(),
+        0,
+        "an allowed call writes no BAN key"
+    );
+    assert_eq!(call(&mut c, 1_000, &[]), fixed([1, 1, 0, 59_000, 59_000]));
+    assert_eq!(
+        call(&mut c, 2_000, &["COST", "0"]),
+        fixed([0, 1, 0, -1, 58_000])
+    );
+    assert_eq!(call(&mut c, 3_000, &[]), fixed([1, 1, 0, 57_000, 57_000]));
+    assert_eq!(
+        state(&mut c, "{p}box"),
+        (
+            Some(format!("strikes:2:{}", t + 61_000)),
+            (t + 61_000) as i64
+        ),
+        "two strikes, in a window from the first"
+    );
+    // The third strike starts the ban, and binds.
+    let banned = |f: [i64; 5]| (f.to_vec(), 2, "{p}box".to_string());
+    assert_eq!(
+        call(&mut c, 4_000, &[]),
+        banned([1, 3, 0, 600_000, 600_000])
+    );
+    let ends = (t + 604_000) as i64;
+    assert_eq!(
+        state(&mut c, "{p}box"),
+        (Some(format!("banned:{ends}")), ends)
+    );
+    let user = state(&mut c, "{p}user");
+    assert_eq!(
+        call(&mut c, 120_000, &[]),
+        banned([1, 3, 0, 484_000, 484_000])
+    );
+    assert_eq!(
+        call(&mut c, 120_000, &["FORCE"]),
+        banned([1, 3, 0, 484_000, 484_000])
+    );
+    assert_eq!(state(&mut c, "{p}user"), user, "not written while banned");
+    // A refund is never denied.
+    assert_eq!(call(&mut c, 120_000, &["REFUND"]).0[0], 0);
+    wait_for_replicas(&mut c, 1);
+    assert_eq!(
+        state(&mut replica.client(), "{p}box"),
+        (Some(format!("banned:{ends}")), ends)
+    );
+    // DEL lifts the ban.
+    c.cmd(&["DEL", "{p}box"]);
+    assert_eq!(call(&mut c, 130_000, &[]), fixed([0, 1, 0, -1, 60_000]));
+    // Bad BAN state is refused, naming the rule.
+    c.cmd(&["SET", "{p}box", "banned"]);
+    let at = (t + 130_000).to_string();
+    let r = c.cmd(&[
+        "RL.ALL", "2", "{p}user", "{p}box", "FIXED", "1", "1", "1m", "BAN", "2", "3", "1m", "10m",
+        "AT", &at,
+    ]);
+    assert_eq!(
+        r.err(),
+        Some("ERR rule 2 (BAN): the key '{p}box' does not hold RL.ALL state (expected a penalty box: strikes:<count>:<end_ms> or banned:<end_ms>)")
+    );
 }

@@ -681,3 +681,28 @@ fn sweep_survives_key_names_with_nul_bytes() {
     assert_eq!(r, Value::Array(vec![Value::Bulk(key)]));
     assert_eq!(c.cmd(&["PING"]), Value::Status("PONG".into()));
 }
+
+/// The keys first and the seconds last (the order of FCALL's twin, and a common slip):
+/// the first key was reported as an invalid duration. The error now says that the
+/// seconds come first, and nothing gets a TTL.
+#[test]
+fn bulkexpire_keys_first_says_the_seconds_come_first() {
+    let s = Server::start();
+    let mut c = s.client();
+    c.cmd(&["SET", "k1", "v"]);
+    c.cmd(&["SET", "k2", "v"]);
+    assert_eq!(
+        c.cmd(&["RL.BULKEXPIRE", "k1", "k2", "60"]).err(),
+        Some("ERR invalid seconds 'k1': the seconds come first, then the keys (RL.BULKEXPIRE seconds key [key ...]): did you mean RL.BULKEXPIRE 60 ...?")
+    );
+    assert_eq!(exp(&mut c, "k1"), -1);
+    // A first argument that is a number gets the duration's own error.
+    assert_eq!(
+        c.cmd(&["RL.BULKEXPIRE", "0", "k1", "60"]).err(),
+        Some("ERR invalid seconds '0': must be a positive duration (an integer with an optional unit ms, s, m, h or d)")
+    );
+    assert_eq!(
+        keys_of(&c.cmd(&["RL.BULKEXPIRE", "60", "k1", "k2"])),
+        ["k1", "k2"]
+    );
+}

@@ -1,6 +1,9 @@
 //! CONTRIBUTING.md promises that a limiter is one file, one table entry, one twin
 //! function and its tests: every limiter the core lists is checked in each of those
-//! places, and every path the page names exists.
+//! places, and every path the page names exists. A limiter that is only a rule of
+//! RL.ALL (its state named after RL.ALL, as the BAN rule) has no command of its own:
+//! its tests are in `tests/all.rs`, its documentation a section of `docs/all.md`, and
+//! RL.ALL's table entry and row are its.
 
 use ratelimit_core::commands;
 use ratelimit_core::limiters;
@@ -17,18 +20,32 @@ fn read(path: &str) -> String {
 /// The places a limiter of kind `kind` (its own command `command`) is missing from.
 fn missing(kind: &str, command: &str) -> Vec<String> {
     let lower = kind.to_ascii_lowercase();
+    let rule_only = command == "RL.ALL";
     let mut missing = Vec::new();
     let mut need = |ok: bool, what: String| {
         if !ok {
             missing.push(what);
         }
     };
-    for file in [
+    need(
+        root()
+            .join(format!("core/src/limiters/{lower}.rs"))
+            .is_file(),
         format!("core/src/limiters/{lower}.rs"),
-        format!("tests/{lower}.rs"),
-        format!("docs/{lower}.md"),
-    ] {
-        need(root().join(&file).is_file(), file);
+    );
+    if rule_only {
+        need(
+            read("tests/all.rs").contains(&format!("\"{kind}\"")),
+            format!("its tests in tests/all.rs (calls with a {kind} rule)"),
+        );
+        need(
+            read("docs/all.md").contains(&format!("\n## The {kind} rule")),
+            format!("its section in docs/all.md (## The {kind} rule)"),
+        );
+    } else {
+        for file in [format!("tests/{lower}.rs"), format!("docs/{lower}.md")] {
+            need(root().join(&file).is_file(), file);
+        }
     }
     need(
         read("core/src/limiters/mod.rs").contains(&format!("({lower}::Rule")),
@@ -43,7 +60,7 @@ fn missing(kind: &str, command: &str) -> Vec<String> {
         "its rule's line in RULES of core/src/commands.rs".to_string(),
     );
     need(
-        read("src/register/mod.rs").contains(&format!("limit!(limiters::{lower})")),
+        rule_only || read("src/register/mod.rs").contains(&format!("limit!(limiters::{lower})")),
         "its command! row in src/register/mod.rs".to_string(),
     );
     need(
@@ -51,7 +68,7 @@ fn missing(kind: &str, command: &str) -> Vec<String> {
         format!("its twin function ({kind} in the twins' source)"),
     );
     need(
-        read("README.md").contains(command),
+        read("README.md").contains(if rule_only { kind } else { command }),
         "its row in the README".to_string(),
     );
     need(
@@ -61,12 +78,15 @@ fn missing(kind: &str, command: &str) -> Vec<String> {
     missing
 }
 
-/// Whether the twins' library defines the limiter of kind `kind` (its table) and the
-/// function of its command `command` (registered), and the build wrote its script.
+/// Whether the twins' library defines the limiter of kind `kind` (its table), lists it
+/// among its rules, and registers the function of its command `command`, and the build
+/// wrote its script.
 fn twin_function(kind: &str, command: &str) -> bool {
     let library = read("lua/ratelimit.lua");
     let function = command.to_ascii_lowercase().replace('.', "_");
     library.contains(&format!("local {kind} = (function()"))
+        && library.contains(&format!("kind = '{kind}'"))
+        && library.contains(&format!("{kind} = {kind}"))
         && library.contains(&format!(
             "redis.register_function('{function}', {function})"
         ))
@@ -108,7 +128,10 @@ fn every_path_contributing_names_exists() {
             && !path.starts_with("http")
             && !path.starts_with('/')
             && !path.contains('(')
-            && !path.contains('=');
+            && !path.contains('=')
+            // What a build writes is not in the repository.
+            && !path.starts_with("dist/")
+            && !path.starts_with("target/");
         if looks_like_a_path {
             named += 1;
             // A row of the layout table names paths inside its folder.
@@ -120,6 +143,7 @@ fn every_path_contributing_names_exists() {
                 "tests",
                 "clients/python",
                 "clients/python/src",
+                "clients/node",
                 "bench",
             ]
             .iter()

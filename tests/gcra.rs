@@ -250,8 +250,15 @@ fn a_tat_in_the_past_counts_as_now() {
             [0, 1, 0, -1, 1_000]
         );
         assert_eq!(state(&mut c, key), tat_state((t + 1_000) * 1000));
-        // A TAT of 0 (the epoch) is a valid, long past TAT.
+        // A TAT of 0 (the epoch: how redis-cell's users reset a key) is long past.
         c.cmd(&["SET", key, "0"]);
+        assert_eq!(
+            rl.call(&mut c, key, &["0", "1", "1s", "AT", &t.to_string()])
+                .ints(),
+            [0, 1, 0, -1, 1_000]
+        );
+        // So is the earliest TAT RL.GCRA can write (at the earliest AT).
+        c.cmd(&["SET", key, "1000000000000000"]);
         assert_eq!(
             rl.call(&mut c, key, &["0", "1", "1s", "AT", &t.to_string()])
                 .ints(),
@@ -330,7 +337,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     let burst =
         "ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)"
             .to_string();
-    let arity = "ERR wrong number of arguments for 'RL.GCRA' command (syntax: RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay])".to_string();
+    let arity = "ERR wrong number of arguments for 'RL.GCRA' command (syntax: RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE])".to_string();
     let cases: Vec<(&[&str], String)> = vec![
         (&["-1", "1", "1s"], int_err("max_burst", "-1", 0)),
         (&["x", "1", "1s"], int_err("max_burst", "x", 0)),
@@ -384,7 +391,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
             &["15", "30", "60", "AT", "4102444800001"],
             "ERR invalid AT '4102444800001': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into(),
         ),
-        (&["15", "30", "60", "ALIGN"], "ERR unknown option 'ALIGN' (options here: COST, AT, DELAY)".into()),
+        (&["15", "30", "60", "ALIGN"], "ERR unknown option 'ALIGN' (options here: COST, AT, DELAY, REFUND, FORCE)".into()),
         (&["15", "30", "60", "DELAY"], "ERR option DELAY needs a value".into()),
         (
             &["15", "30", "60", "DELAY", "1s", "delay", "1s"],
@@ -406,8 +413,8 @@ fn bad_inputs_are_errors_that_write_nothing() {
             &["15", "30", "60", "DELAY", "1s", "COST", "17"],
             "ERR cost 17 exceeds the burst capacity 16: the request can never be allowed".into(),
         ),
-        (&["15", "30", "60", "LIMIT", "1", "1"], "ERR unknown option 'LIMIT' (options here: COST, AT, DELAY)".into()),
-        (&["15", "30", "60", "COST", "1", "2"], "ERR unknown option '2' (options here: COST, AT, DELAY)".into()),
+        (&["15", "30", "60", "LIMIT", "1", "1"], "ERR unknown option 'LIMIT' (options here: COST, AT, DELAY, REFUND, FORCE)".into()),
+        (&["15", "30", "60", "COST", "1", "2"], "ERR unknown option '2' (options here: COST, AT, DELAY, REFUND, FORCE)".into()),
         (
             &["15\r\n", "30", "60"],
             int_err("max_burst", "15\\x0d\\x0a", 0),
@@ -829,4 +836,117 @@ fn concurrent_workers_book_distinct_slots_spaced_by_the_interval() {
         state(&mut c, "quota"),
         tat_state((t + 200 * T_MS as u64) * 1000)
     );
+}
+
+/// One key, two algorithms: RL.GCRA read RL.FIXED's count as a TAT long past (allowed
+/// everything and overwrote the count), RL.FIXED read RL.GCRA's TAT as a count far above
+/// its limit (denied everything until the key expired). Both are now errors that say
+/// what the key holds, from the command, its function and its script, alone and inside
+/// RL.ALL (which names the key), and the key is left as it was. What cannot be told
+/// apart stays undetected: a TAT read by RL.FIXED with a limit of 10^15 or more.
+#[test]
+fn same_key_two_algorithms_the_common_confusions_are_detected() {
+    let s = Server::start();
+    let mut c = s.client();
+    let [tf, ts] = Twins::both(&mut c);
+    let t = at_base(HOUR, MINUTE).to_string();
+    let gcra_sides = Side::all("RL.GCRA", [tf.gcra.clone(), ts.gcra.clone()]);
+    let fixed_sides = Side::all("RL.FIXED", [tf.fixed.clone(), ts.fixed.clone()]);
+    let count_read_by_gcra = "ERR the key holds a counter (RL.FIXED's or INCR's, below 10^15: no time RL.GCRA writes), not RL.GCRA state: each algorithm needs keys of its own";
+    let tat_read_by_fixed = "ERR the key holds what can only be RL.GCRA's state (a time in microseconds, above the limit), not RL.FIXED state: each algorithm needs keys of its own";
+    for (g, f) in gcra_sides.iter().zip(&fixed_sides) {
+        // RL.FIXED's count, then RL.GCRA on the same key.
+        c.cmd(&["DEL", "shared"]);
+        assert_eq!(
+            f.call(&mut c, "shared", &["100", "1h", "AT", &t]).ints(),
+            [0, 100, 99, -1, 3_600_000]
+        );
+        let before = state(&mut c, "shared");
+        assert_eq!(
+            g.call(&mut c, "shared", &["5", "10", "1s", "AT", &t]).err(),
+            Some(count_read_by_gcra),
+            "{}",
+            g.name()
+        );
+        assert_eq!(state(&mut c, "shared"), before);
+        // RL.GCRA's TAT, then RL.FIXED on the same key.
+        c.cmd(&["DEL", "shared"]);
+        assert_eq!(
+            g.call(&mut c, "shared", &["5", "10", "1s", "AT", &t])
+                .ints()[0],
+            0
+        );
+        let before = state(&mut c, "shared");
+        assert_eq!(
+            f.call(&mut c, "shared", &["100", "1h", "AT", &t]).err(),
+            Some(tat_read_by_fixed),
+            "{}",
+            f.name()
+        );
+        assert_eq!(state(&mut c, "shared"), before);
+        // 0 is a TAT long past (a reset), and 1 a counter.
+        c.cmd(&["SET", "shared", "1"]);
+        assert_eq!(
+            g.call(&mut c, "shared", &["5", "10", "1s", "AT", &t]).err(),
+            Some(count_read_by_gcra)
+        );
+        c.cmd(&["SET", "shared", "0"]);
+        assert_eq!(
+            g.call(&mut c, "shared", &["5", "10", "1s", "COST", "0", "AT", &t])
+                .ints()[..3],
+            [0, 6, 6]
+        );
+        c.cmd(&["SET", "shared", &(1_000_000_000_000_000u64 + 1).to_string()]);
+        // A limit that a TAT could be a count of: not told apart (and documented so).
+        assert_eq!(
+            f.call(
+                &mut c,
+                "shared",
+                &["9007199254740991", "1h", "COST", "0", "AT", &t]
+            )
+            .ints()[0],
+            0
+        );
+    }
+    // Inside RL.ALL the error names the key, as every state error there does.
+    c.cmd(&["DEL", "shared"]);
+    c.cmd(&["INCR", "shared"]);
+    let named = "ERR rule 1 (GCRA): the key 'shared' holds a counter (RL.FIXED's or INCR's, below 10^15: no time RL.GCRA writes), not RL.GCRA state: each algorithm needs keys of its own";
+    let args = ["1", "shared", "GCRA", "1", "5", "10", "1s", "AT", &t];
+    let mut native = vec!["RL.ALL"];
+    native.extend_from_slice(&args);
+    assert_eq!(c.cmd(&native).err(), Some(named));
+    for tw in [&tf.all, &ts.all] {
+        let mut v = vec![tw.call, tw.id.as_str()];
+        v.extend_from_slice(&args);
+        assert_eq!(c.cmd(&v).err(), Some(named), "{}", tw.name());
+    }
+    assert_eq!(c.cmd(&["GET", "shared"]), Value::Bulk(b"1".to_vec()));
+}
+
+/// `RL.GCRA key 2 10 60 5` (redis-cell's quantity as a fifth argument) was "unknown
+/// option '5'"; the error now says to write COST 5, from the command and its twins.
+#[test]
+fn a_fifth_argument_says_cost() {
+    let s = Server::start();
+    let mut c = s.client();
+    let want = "ERR unknown option '5': RL.GCRA takes redis-cell's quantity as COST 5 (or call CL.THROTTLE, which takes it fifth)";
+    for rl in limiters(&mut c) {
+        assert_eq!(
+            rl.call(&mut c, "k", &["2", "10", "60", "5"]).err(),
+            Some(want),
+            "{}",
+            rl.name()
+        );
+        // A word that is no number stays an unknown option.
+        assert!(rl
+            .call(&mut c, "k", &["2", "10", "60", "FIVE"])
+            .err()
+            .is_some_and(|e| e.starts_with("ERR unknown option 'FIVE' (options here:")));
+        assert_eq!(
+            rl.call(&mut c, "k", &["2", "10", "60", "COST", "3"]).ints()[..3],
+            [0, 3, 0]
+        );
+        c.cmd(&["DEL", "k"]);
+    }
 }

@@ -518,7 +518,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     for w in &windows {
         many_windows.extend(["LIMIT", w.as_str(), "5"]);
     }
-    let arity = "ERR wrong number of arguments for 'RL.MULTI' command (syntax: RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms])";
+    let arity = "ERR wrong number of arguments for 'RL.MULTI' command (syntax: RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE])";
     let numkeys = |v: &str| format!("ERR invalid numkeys '{v}': must be an integer from 1 to 64");
     // (arguments, error, whether the twin gives the same error: FCALL and EVALSHA word
     // the errors about their own numkeys argument themselves, and a twin's error for a
@@ -536,7 +536,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         ),
         (
             vec!["3", "k", "j", "LIMIT", "1s", "10"],
-            "ERR unknown option '1s' (options here: COST, AT, ALIGN, LIMIT)".into(),
+            "ERR numkeys is 3 but 'LIMIT' starts the arguments after 2 keys: did you mean numkeys 2?".into(),
             true,
         ),
         (
@@ -620,7 +620,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (vec!["1", "k", "LIMIT", "1s", "10", "AT"], "ERR option AT needs a value".into(), true),
         (
             vec!["1", "k", "LIMIT", "1s", "10", "LIMITS", "1s", "10"],
-            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT)".into(),
+            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT, REFUND, FORCE)".into(),
             true,
         ),
     ];
@@ -851,6 +851,7 @@ fn apply(models: &mut [Option<KeyModel>], effects: Vec<(usize, Effect<State>)>) 
     for (k, e) in effects {
         match e {
             Effect::None => {}
+            Effect::Delete => models[k] = None,
             Effect::Set { state, expires_at } => {
                 models[k] = Some(KeyModel {
                     value: state.encode(),
@@ -1125,4 +1126,75 @@ fn cluster_routes_hash_tagged_calls_and_refuses_cross_slot_ones() {
         .map(|(_, c)| c.cmd(&["DBSIZE"]).int())
         .sum();
     assert_eq!(total, 24);
+}
+
+/// A numkeys one off was an unknown option ('1m', 'acct:1') or an unknown rule ('1'):
+/// the error now says which numkeys the arguments read with, the same from the
+/// command and from its twins (whose numkeys is FCALL's or EVALSHA's), and nothing is
+/// written. An error no numkeys explains stays as it was.
+#[test]
+fn numkeys_mistakes_say_what_was_meant() {
+    let s = Server::start();
+    let mut c = s.client();
+    let forms = Twins::both(&mut c);
+    let cases: &[(&str, &[&str], &str)] = &[
+        (
+            "RL.MULTI",
+            &["2", "ip:1", "LIMIT", "1m", "10"],
+            "ERR numkeys is 2 but 'LIMIT' starts the arguments after 1 key: did you mean numkeys 1?",
+        ),
+        (
+            "RL.MULTI",
+            &["1", "ip:1", "acct:1", "LIMIT", "1m", "10"],
+            "ERR numkeys is 1 but 'acct:1' reads as a key: did you mean numkeys 2?",
+        ),
+        (
+            "RL.SLIDING",
+            &["3", "ip:1", "acct:1", "LIMIT", "1m", "10", "BUCKETS", "4"],
+            "ERR numkeys is 3 but 'LIMIT' starts the arguments after 2 keys: did you mean numkeys 2?",
+        ),
+        (
+            "RL.ALL",
+            &["2", "a", "FIXED", "1", "5", "1m"],
+            "ERR numkeys is 2 but 'FIXED' starts the arguments after 1 key: did you mean numkeys 1?",
+        ),
+        (
+            "RL.ALL",
+            &["1", "a", "b", "FIXED", "1", "5", "1m", "GCRA", "2", "1", "1", "1s"],
+            "ERR numkeys is 1 but 'b' reads as a key: did you mean numkeys 2?",
+        ),
+        // No numkeys explains these: the errors they always had.
+        (
+            "RL.MULTI",
+            &["1", "ip:1", "LIMIT", "1m", "10", "LIMITS", "1s", "10"],
+            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT, REFUND, FORCE)",
+        ),
+        (
+            "RL.ALL",
+            &["1", "a", "FIXD", "1", "5", "1m"],
+            "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN followed by its key's position (COST and AT come after the rules)",
+        ),
+    ];
+    for (command, args, want) in cases {
+        let mut v = vec![*command];
+        v.extend_from_slice(args);
+        assert_eq!(c.cmd(&v).err(), Some(*want), "{command} {args:?}");
+        for twins in &forms {
+            let t = match *command {
+                "RL.MULTI" => &twins.multi,
+                "RL.SLIDING" => &twins.sliding,
+                _ => &twins.all,
+            };
+            assert_eq!(
+                twin(&mut c, t, args).err(),
+                Some(*want),
+                "{} of {command} {args:?}",
+                t.name()
+            );
+        }
+    }
+    assert_eq!(c.cmd(&["DBSIZE"]).int(), 0, "an error wrote something");
+    // The meant numkeys works as such.
+    let ok = multi(&mut c, &["1", "ip:1", "LIMIT", "1m", "10"]);
+    assert_eq!(split(&ok).0, [0, 10, 9, -1, 60000]);
 }

@@ -247,7 +247,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     let cases: Vec<(Vec<&str>, String, bool)> = vec![
         (vec!["0", "k", "LIMIT", "1s", "10"], numkeys("0"), false),
         (vec!["x", "k", "LIMIT", "1s", "10"], numkeys("x"), false),
-        (vec!["1", "k", "LIMIT", "1s"], "ERR wrong number of arguments for 'RL.SLIDING' command (syntax: RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms])".into(), true),
+        (vec!["1", "k", "LIMIT", "1s"], "ERR wrong number of arguments for 'RL.SLIDING' command (syntax: RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms] [REFUND|FORCE])".into(), true),
         (vec!["1", "k", "COST", "1", "AT", &t], "ERR at least one LIMIT window limit is needed".into(), true),
         (vec!["1", "k", "LIMIT", "1s", "10", "LIMIT", "1m"], "ERR LIMIT needs a window and a limit".into(), true),
         (
@@ -281,8 +281,8 @@ fn bad_inputs_are_errors_that_write_nothing() {
             "ERR cost 4 exceeds the limit 3: the request can never be allowed".into(),
             true,
         ),
-        (vec!["1", "k", "LIMIT", "1s", "10", "ALIGN"], "ERR unknown option 'ALIGN' (options here: COST, AT, BUCKETS, LIMIT)".into(), true),
-        (vec!["1", "k", "LIMIT", "1s", "10", "DELAY", "1s"], "ERR unknown option 'DELAY' (options here: COST, AT, BUCKETS, LIMIT)".into(), true),
+        (vec!["1", "k", "LIMIT", "1s", "10", "ALIGN"], "ERR unknown option 'ALIGN' (options here: COST, AT, BUCKETS, LIMIT, REFUND, FORCE)".into(), true),
+        (vec!["1", "k", "LIMIT", "1s", "10", "DELAY", "1s"], "ERR unknown option 'DELAY' (options here: COST, AT, BUCKETS, LIMIT, REFUND, FORCE)".into(), true),
         (
             vec!["1", "k", "LIMIT", "1s", "10", "AT", "-5"],
             "ERR invalid AT '-5': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into(),
@@ -418,6 +418,7 @@ fn apply(models: &mut [Option<KeyModel>], effects: Vec<(usize, Effect<State>)>) 
     for (k, e) in effects {
         match e {
             Effect::None => {}
+            Effect::Delete => models[k] = None,
             Effect::Set { state, expires_at } => {
                 let mut value = Vec::new();
                 state.encode(&mut value);

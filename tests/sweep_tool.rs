@@ -1052,3 +1052,81 @@ fn progress_never_claims_more_than_all_keys() {
     assert!(figure(&stdout, "scanned") > 3_000, "{stdout}");
     assert!(biggest_total > 3_000, "{lines:?}");
 }
+
+#[test]
+fn takes_h_p_a_like_redis_cli_and_an_unknown_type_is_an_error() {
+    let s = Server::start();
+    let mut c = s.client();
+    fill(&mut c);
+    c.cmd(&["ACL", "SETUSER", "default", ">pw-of-default"]);
+    let port = s.port.to_string();
+    // A misspelt type matched no key and reported "expired 0": now a usage error, and
+    // nothing is touched.
+    let r = tool_env(
+        &[
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--ttl",
+            "10m",
+            "--type",
+            "hahs",
+        ],
+        &[("REDISCLI_AUTH", "pw-of-default")],
+    );
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("unknown --type 'hahs': must be string, list, set, zset, hash or stream"),
+        "{}",
+        r.stderr
+    );
+    // -h, -p and -a as redis-cli takes them (with its warning about -a).
+    let r = tool(&[
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-a",
+        "pw-of-default",
+        "--ttl",
+        "10m",
+        "--type",
+        "hash",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("expired 1 (ttl 10m)"), "{}", r.stdout);
+    assert!(
+        r.stderr
+            .contains("warning: the password given with -a can be read by other users"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("pw-of-default") && !r.stdout.contains("pw-of-default"));
+    c.cmd(&["AUTH", "pw-of-default"]);
+    assert!(c.cmd(&["PEXPIRETIME", "app:h"]).int() > 0);
+    // -n is the database, as redis-cli's.
+    let r = tool(&[
+        "-p",
+        &port,
+        "-a",
+        "pw-of-default",
+        "-n",
+        "5",
+        "--ttl",
+        "10m",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("expired 0"), "{}", r.stdout);
+    // The address in both forms is refused.
+    let r = tool(&["--url", &url(s.port), "-p", &port, "--ttl", "10m"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("the address is given both in --url and with -h/-p"),
+        "{}",
+        r.stderr
+    );
+    c.cmd(&["ACL", "SETUSER", "default", "nopass"]);
+}

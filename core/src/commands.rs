@@ -78,6 +78,17 @@ pub enum Counts {
     Releases,
 }
 
+/// Which settle counters a limiter command has besides its verdicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settles {
+    /// None: the command takes neither `REFUND` nor `FORCE`.
+    No,
+    /// `_refunds` and `_forced`: calls with `REFUND`, with `FORCE`.
+    Flags,
+    /// Those, and `_bans_started` and `_denied_by_ban` (RL.ALL's BAN rule).
+    FlagsAndBans,
+}
+
 /// Everything about one command.
 #[derive(Debug)]
 pub struct Command {
@@ -106,6 +117,8 @@ pub struct Command {
     /// The prefix of its `INFO ratelimit` fields (`fixed_calls`).
     pub info: &'static str,
     pub counts: Counts,
+    /// Its `INFO ratelimit` counters of settled requests and bans.
+    pub settles: Settles,
     /// Registered only when `ratelimit.cl-throttle` is yes and the name is free.
     pub optional: bool,
 }
@@ -126,6 +139,8 @@ pub enum Kind {
     PureToken,
     /// These arguments in this order (`LIMIT window limit`).
     Block(&'static [Arg]),
+    /// One of these (`REFUND|FORCE`).
+    OneOf(&'static [Arg]),
 }
 
 /// One argument of a command, or of a block.
@@ -177,6 +192,11 @@ impl Arg {
         arg
     }
 
+    const fn token(mut self, token: &'static str) -> Arg {
+        self.token = Some(token);
+        self
+    }
+
     const fn optional(mut self) -> Arg {
         self.optional = true;
         self
@@ -221,6 +241,29 @@ const AT: Arg = Arg::option(
     Kind::UnixTime,
     "judge the request at this Unix time in milliseconds instead of the server's clock",
 );
+/// `[REFUND|FORCE]`: settle a request after the fact.
+const SETTLE: Arg = Arg {
+    name: "settle",
+    kind: Kind::OneOf(&[
+        Arg::new(
+            "refund",
+            Kind::PureToken,
+            "give back cost that allowed requests took (never below empty; always allowed)",
+        )
+        .token("REFUND"),
+        Arg::new(
+            "force",
+            Kind::PureToken,
+            "record cost whether it fits or not (the work is done); not with DELAY",
+        )
+        .token("FORCE"),
+    ]),
+    token: None,
+    summary: "settle a request after the fact: give back unused cost, or pay an overage",
+    optional: true,
+    multiple: false,
+    multiple_token: false,
+};
 /// `LIMIT window limit [LIMIT window limit ...]`.
 const LIMITS: Arg = Arg {
     name: "limits",
@@ -276,7 +319,7 @@ const ID: Arg = Arg::option(
 const RULES_ARG: Arg = Arg::new(
     "rule",
     Kind::String,
-    "FIXED i limit window [ALIGN] | GCRA i max_burst count period | MULTI i LIMIT window limit [...] [ALIGN] | SLIDING i LIMIT window limit [...] [BUCKETS n] | LOG i limit window [META value] | LEASE i limit ttl; i: the key's position, from 1",
+    "FIXED i limit window [ALIGN] | GCRA i max_burst count period | MULTI i LIMIT window limit [...] [ALIGN] | SLIDING i LIMIT window limit [...] [BUCKETS n] | LOG i limit window [META value] | LEASE i limit ttl | BAN i strikes window duration; i: the key's position, from 1",
 )
 .multiple();
 
@@ -298,6 +341,7 @@ const LIMITER: Command = Command {
     probe: Probe::Set,
     info: "",
     counts: Counts::Verdicts,
+    settles: Settles::No,
     optional: false,
 };
 
@@ -312,18 +356,19 @@ pub const TABLE: [Command; 11] = [
     Command {
         id: Id::Fixed,
         name: "RL.FIXED",
-        syntax: "RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]",
+        syntax: "RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]",
         summary: "Counts a request in a fixed window: allowed, limit, remaining, retry and reset times",
-        args: &[KEY, LIMIT, WINDOW, COST, ALIGN, AT],
+        args: &[KEY, LIMIT, WINDOW, COST, ALIGN, AT, SETTLE],
         flags: "write fast",
         acl: "write fast",
         info: "fixed",
+        settles: Settles::Flags,
         ..LIMITER
     },
     Command {
         id: Id::Gcra,
         name: "RL.GCRA",
-        syntax: "RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]",
+        syntax: "RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE]",
         summary: "Spaces requests evenly with a burst allowance (GCRA); with DELAY, books a slot and says when to act",
         args: &[
             KEY,
@@ -338,10 +383,12 @@ pub const TABLE: [Command; 11] = [
                 Kind::String,
                 "queue instead of drop: book a request that fits within this duration",
             ),
+            SETTLE,
         ],
         flags: "write fast",
         acl: "write fast",
         info: "gcra",
+        settles: Settles::Flags,
         ..LIMITER
     },
     // Keys come from the numkeys key spec (the server then marks the command
@@ -351,24 +398,26 @@ pub const TABLE: [Command; 11] = [
     Command {
         id: Id::Multi,
         name: "RL.MULTI",
-        syntax: "RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms]",
+        syntax: "RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]",
         summary: "Checks several keys against several fixed windows, all or nothing, in one call",
         complexity: "O(K * W) for K keys and W windows",
-        args: &[NUMKEYS, KEYS, LIMITS, COST, ALIGN, AT],
+        args: &[NUMKEYS, KEYS, LIMITS, COST, ALIGN, AT, SETTLE],
         keys: Keys::NumKeys,
         info: "multi",
+        settles: Settles::Flags,
         ..LIMITER
     },
     // The call shape of RL.MULTI.
     Command {
         id: Id::Sliding,
         name: "RL.SLIDING",
-        syntax: "RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms]",
+        syntax: "RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms] [REFUND|FORCE]",
         summary: "Checks several keys against several sliding windows, all or nothing, in one call",
         complexity: "O(K * W * B) for K keys, W windows and B buckets per window",
-        args: &[NUMKEYS, KEYS, LIMITS, BUCKETS, COST, AT],
+        args: &[NUMKEYS, KEYS, LIMITS, BUCKETS, COST, AT, SETTLE],
         keys: Keys::NumKeys,
         info: "sliding",
+        settles: Settles::Flags,
         ..LIMITER
     },
     // Counting is O(log n), but a write removes every entry that has left the window
@@ -376,7 +425,7 @@ pub const TABLE: [Command; 11] = [
     Command {
         id: Id::Log,
         name: "RL.LOG",
-        syntax: "RL.LOG key limit window [META value] [COST n] [AT unix_ms]",
+        syntax: "RL.LOG key limit window [META value] [COST n] [AT unix_ms] [REFUND|FORCE]",
         summary: "An exact moving window kept as a sorted set of the requests and who made them (META)",
         complexity: "O(log N) per entry written, for a log of N entries",
         args: &[
@@ -386,8 +435,10 @@ pub const TABLE: [Command; 11] = [
             META,
             COST,
             AT,
+            SETTLE,
         ],
         info: "log",
+        settles: Settles::Flags,
         ..LIMITER
     },
     // One rule of any limiter per key, all or nothing: the keys follow numkeys (as
@@ -395,12 +446,13 @@ pub const TABLE: [Command; 11] = [
     Command {
         id: Id::All,
         name: "RL.ALL",
-        syntax: "RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id]",
+        syntax: "RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE]",
         summary: "Checks one request against limiters of different algorithms on several keys, all or nothing",
         complexity: "O(N) for N rules, each as its own command",
-        args: &[NUMKEYS, KEYS, RULES_ARG, COST, AT, ID],
+        args: &[NUMKEYS, KEYS, RULES_ARG, COST, AT, ID, SETTLE],
         keys: Keys::NumKeys,
         info: "all",
+        settles: Settles::FlagsAndBans,
         ..LIMITER
     },
     // As EXPIRE: the keys' TTLs change, their values are neither read nor returned.
@@ -556,6 +608,7 @@ pub const RULES: &[(&str, &str)] = &[
     ),
     ("LOG", "LOG i limit window [META value]"),
     ("LEASE", "LEASE i limit ttl"),
+    ("BAN", "BAN i strikes window duration"),
 ];
 
 /// The entry of the command named `name`, if it is one of the module's.
@@ -591,6 +644,11 @@ pub fn render(args: &[Arg]) -> String {
 fn render_arg(arg: &Arg) -> String {
     let repeat = match arg.kind {
         Kind::Block(children) => render(children),
+        Kind::OneOf(children) => children
+            .iter()
+            .map(render_arg)
+            .collect::<Vec<_>>()
+            .join("|"),
         Kind::PureToken => String::new(),
         _ => arg.name.to_string(),
     };

@@ -38,6 +38,9 @@ pub const DEFAULT_BUCKETS: u64 = 10;
 /// RL.LOG: the largest `limit` (a log keeps one entry per allowed request: memory and
 /// the work of a call grow with it).
 pub const MAX_LOG_LIMIT: i64 = 10_000;
+/// The most members (and the largest cost of one member) a log may hold: twice the
+/// largest limit, as `FORCE` may fill a window to twice its limit.
+pub const MAX_LOG_MEMBERS: usize = 2 * MAX_LOG_LIMIT as usize;
 /// RL.LOG: the longest `META` value, in bytes.
 pub const MAX_META_LEN: usize = 256;
 /// RL.LEASE: the largest `limit` (leases held at once on one key: a key keeps one
@@ -45,8 +48,23 @@ pub const MAX_META_LEN: usize = 256;
 pub const MAX_LEASE_LIMIT: i64 = 10_000;
 /// RL.LEASE, RL.RELEASE: the longest lease id, in bytes.
 pub const MAX_ID_LEN: usize = 256;
-/// RL.MULTI: the largest `end_ms` accepted in stored state.
-pub const MAX_END_MS: u64 = MAX_SAFE_INTEGER;
+/// RL.LOG: the most members that left the window one write removes (the oldest
+/// first). The rest stay, uncounted, for the next writes (each removes up to this
+/// many again) or the key's expiry: so a burst of entries leaving at once costs no
+/// call more than this many removals (an RL.ALL call of 16 LOG rules, 16 times it).
+pub const MAX_LOG_TRIM: usize = 64;
+/// RL.MULTI: the largest `end_ms` accepted in stored state: the latest `AT` plus the
+/// longest window, the latest end a call can write. A later one (written by hand) is
+/// invalid state, not a window that would deny until then.
+pub const MAX_END_MS: u64 = MAX_AT_MS + MAX_DURATION_MS;
+/// The latest `AT` in microseconds: RL.LOG's latest entry time, the latest start of an
+/// RL.SLIDING bucket a call writes into.
+pub const MAX_AT_US: u64 = MAX_AT_MS * MICROS_PER_MS;
+/// RL.SLIDING: the most buckets one key keeps, its windows' `BUCKETS` added up (with
+/// [`MAX_WINDOWS_PER_KEY`] windows of [`MAX_BUCKETS`] a key would otherwise hold 3 200,
+/// and a call of 64 keys read and write 204 800): a write that would keep more is
+/// refused, so that the longest call stays within a few milliseconds.
+pub const MAX_BUCKETS_PER_KEY: u64 = 1_000;
 
 /// RL.GCRA: the longest burst window `T * (max_burst + 1)`, 18 250 days (50 years).
 pub const MAX_BURST_WINDOW_US: u64 = 18_250 * 86_400 * 1_000_000;
@@ -116,6 +134,9 @@ mod tests {
             ("MAX_META_LEN", MAX_META_LEN as u64),
             ("MAX_LEASE_LIMIT", MAX_LEASE_LIMIT as u64),
             ("MAX_ID_LEN", MAX_ID_LEN as u64),
+            ("MAX_LOG_TRIM", MAX_LOG_TRIM as u64),
+            ("MAX_AT_US", MAX_AT_US),
+            ("MAX_BUCKETS_PER_KEY", MAX_BUCKETS_PER_KEY),
             ("MAX_END_MS", MAX_END_MS),
             ("MAX_BURST_WINDOW_US", MAX_BURST_WINDOW_US),
             ("MAX_TAT_US", MAX_TAT_US),

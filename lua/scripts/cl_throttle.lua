@@ -10,6 +10,8 @@
 -- checks that they agree.
 local MAX_SAFE_INTEGER = 9007199254740991 -- 2^53 - 1
 
+local MIN_AT_MS = 1000000000000 -- 2001-09-09: a smaller AT is a time in seconds
+
 local MAX_DURATION_MS = 315360000000 -- 3650 days
 
 local MAX_BURST_WINDOW_US = 1576800000000000 -- 18250 days, 50 years (RL.GCRA)
@@ -142,6 +144,11 @@ local function count_in_order(what, v, min, order)
   error(res, 0)
 end
 
+-- The error of a FORCE that would store `what` past the bounds every reader accepts.
+local function force_out_of_bounds(what)
+  fail('ERR FORCE would store ' .. what .. ': nothing was written')
+end
+
 local function cost_over(cost, what, capacity)
   fail('ERR cost ' .. int(cost) .. ' exceeds the ' .. what .. ' ' .. int(capacity)
     .. ': the request can never be allowed')
@@ -202,6 +209,17 @@ end
 
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 
+-- The error of limiter L on a key that holds what can only be another limiter's state
+-- (`holds` says what), naming the key when `named`.
+local function foreign_error(L, key, named, holds)
+  local which = named and ("the key '" .. echo(key) .. "'") or 'the key'
+  fail('ERR ' .. which .. ' holds ' .. holds .. ', not ' .. L.command
+    .. ' state: each algorithm needs keys of its own')
+end
+
+-- The smallest value RL.GCRA stores: a time in µs no earlier than the earliest AT.
+local MIN_TAT_US = MIN_AT_MS * 1000
+
 -- A stored RL.GCRA TAT in µs, as the module reads it (gcra::parse_tat), or nil: the
 -- module's own (1 to MAX_TAT_DIGITS digits of µs) or redis-cell's (19 digits of ns,
 -- from 10^18), rounded up to the µs; at most MAX_TAT_US either way. A 19-digit number
@@ -224,10 +242,10 @@ end
 
 -- RL.GCRA: a theoretical arrival time.
 local GCRA = (function()
-  local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3,
+  local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3, quantity_fifth = true,
     expected = 'a theoretical arrival time in microseconds since the Unix epoch',
-    options = {}, accepts = { COST = true, AT = true, DELAY = true },
-    syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]',
+    options = {}, accepts = { COST = true, AT = true, DELAY = true, REFUND = true, FORCE = true },
+    syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE]',
     rule_syntax = 'GCRA i max_burst count period' }
   function L.parse_args(args, i)
     local order = 'RL.GCRA key max_burst count period: the period comes last'
@@ -259,20 +277,55 @@ local GCRA = (function()
   function L.check_cost(r, cost)
     if cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
   end
-  function L.judge(r, opened, key, named, now, cost)
+  function L.judge(r, opened, key, named, now, cost, mode)
     -- Only the value counts: the expiry always follows the TAT.
     local tat = now
     if opened.raw then
       local stored = read_tat(opened.raw)
       if not stored then state_error(L, key, named) end
+      if stored < MIN_TAT_US and stored ~= 0 then
+        foreign_error(L, key, named, "a counter (RL.FIXED's or INCR's, below 10^15: no time RL.GCRA writes)")
+      end
       -- A TAT in the past counts as now.
       tat = math.max(stored, now)
+    end
+    local window_ms = ceil_ms(r.window)
+    local function room(ahead)
+      local left = math.max(r.window - ahead, 0)
+      return (left - left % r.interval) / r.interval
+    end
+    if mode == 'refund' then
+      -- tat = max(now, tat - T * cost); at or before now the key goes.
+      if not opened.raw then return { fields = { 0, r.capacity, r.capacity, -1, 0 }, window = window_ms } end
+      local new_tat = math.max(now, tat - r.interval * cost)
+      local ahead = new_tat - now
+      local j = { fields = { 0, r.capacity, room(ahead), -1, ceil_ms(ahead) }, window = window_ms }
+      if cost > 0 and new_tat <= now then
+        j.pending = { { 'DEL', key } }
+      elseif cost > 0 then
+        j.pending = { { 'SET', key, new_tat, 'PXAT', ceil_ms(new_tat) } }
+      end
+      return j
+    elseif mode == 'force' then
+      -- Stored whether it fits or not, at most the latest AT plus the longest burst window.
+      local new_tat = tat + r.interval * cost
+      if new_tat > MAX_TAT_US then
+        force_out_of_bounds('a theoretical arrival time beyond the latest AT plus the longest burst window')
+      end
+      local ahead = new_tat - now
+      local j = { fields = { 0, r.capacity, room(ahead), -1, ceil_ms(ahead) }, window = window_ms }
+      if ahead > r.window then
+        local wait = ahead + r.interval - r.window
+        j.fields = { 1, r.capacity, 0, math.max(1, ceil_ms(wait)), ceil_ms(ahead) }
+        j.retry, j.over = wait, true
+      end
+      if cost > 0 then j.pending = { { 'SET', key, new_tat, 'PXAT', ceil_ms(new_tat) } } end
+      return j
     end
     local new_tat = tat + r.interval * cost
     local ahead = new_tat - now
     -- With DELAY, a request that fits within max_delay is booked.
     local bound = r.window + (r.max_delay or 0)
-    local window_ms = ceil_ms(r.window)
     if ahead <= bound then
       local room = math.max(r.window - ahead, 0)
       local j = { fields = { 0, r.capacity, (room - room % r.interval) / r.interval, -1, ceil_ms(ahead) },
@@ -336,12 +389,12 @@ end
 
 -- A call of one key and one rule (RL.FIXED, RL.GCRA, RL.LOG): the steps of run_call
 -- without its lists.
-local function run_one(L, key, r, cost, at)
+local function run_one(L, key, r, cost, at, mode)
   local now = now_us(at)
   local opened = open_key(L, key)
-  if L.wants_token and not r.id and cost > 0 then r.token = make_token(now, { key }) end
-  local j = L.judge(r, opened, key, false, now, cost)
-  local writes = L.write(r, key, j.pending, not j.retry, now, cost)
+  if L.wants_token and not r.id and cost > 0 and mode ~= 'refund' then r.token = make_token(now, { key }) end
+  local j = L.judge(r, opened, key, false, now, cost, mode or 'take')
+  local writes = L.write(r, key, j.pending, not j.retry or j.over == true, now, cost)
   if writes then
     for _, c in ipairs(writes) do redis.call(unpack(c)) end
   end

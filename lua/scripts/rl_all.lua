@@ -28,13 +28,21 @@ local DEFAULT_BUCKETS = 10 -- buckets per window without BUCKETS (RL.SLIDING)
 
 local MAX_LOG_LIMIT = 10000 -- the largest limit (RL.LOG)
 
+local MAX_LOG_MEMBERS = 20000 -- members (and cost of one member) a log holds: twice its largest limit (RL.LOG, FORCE)
+
 local MAX_META_LEN = 256 -- bytes of a META value (RL.LOG)
 
 local MAX_LEASE_LIMIT = 10000 -- the largest limit (RL.LEASE)
 
 local MAX_ID_LEN = 256 -- bytes of a lease id (RL.LEASE, RL.RELEASE)
 
-local MAX_END_MS = 9007199254740991 -- the latest window end in stored state (RL.MULTI)
+local MAX_END_MS = 4417804800000 -- the latest window end in stored state: MAX_AT_MS + MAX_DURATION_MS (RL.MULTI)
+
+local MAX_AT_US = 4102444800000000 -- MAX_AT_MS in µs: the latest log entry, the latest bucket start (RL.LOG, RL.SLIDING)
+
+local MAX_BUCKETS_PER_KEY = 1000 -- buckets one key keeps, its windows' BUCKETS added up (RL.SLIDING)
+
+local MAX_LOG_TRIM = 64 -- members that left the window one write removes, oldest first (RL.LOG)
 
 local MAX_BURST_WINDOW_US = 1576800000000000 -- 18250 days, 50 years (RL.GCRA)
 
@@ -199,7 +207,7 @@ local function parse_options(args, first, accepts, stop, unknown)
       if unknown then unknown(args[i]) end
       -- The options in the order error replies list them (the module's Opt order).
       local listed = {}
-      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID' }) do
+      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE' }) do
         if accepts[k] then listed[#listed + 1] = k end
       end
       fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
@@ -210,6 +218,8 @@ local function parse_options(args, first, accepts, stop, unknown)
     end
     if w == 'ALIGN' then
       o.align = true
+      i = i + 1
+    elseif w == 'REFUND' or w == 'FORCE' then
       i = i + 1
     elseif w == 'LIMIT' then
       if not o.limits then o.limits, o.named = {}, {} end
@@ -252,6 +262,24 @@ local function parse_options(args, first, accepts, stop, unknown)
     end
   end
   return o, i
+end
+
+-- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
+-- 'force'; at most one of them, and neither with DELAY.
+local function settle_mode(o)
+  if o.REFUND and o.FORCE then
+    fail('ERR REFUND and FORCE cannot be given together: a request is either given back or forced')
+  end
+  local mode = (o.REFUND and 'refund') or (o.FORCE and 'force') or 'take'
+  if mode ~= 'take' and o.delay then
+    fail('ERR ' .. string.upper(mode) .. ' cannot be given with DELAY: a settled request is not booked')
+  end
+  return mode
+end
+
+-- The error of a FORCE that would store `what` past the bounds every reader accepts.
+local function force_out_of_bounds(what)
+  fail('ERR FORCE would store ' .. what .. ': nothing was written')
 end
 
 -- A cost above the smallest LIMIT can never be allowed.
@@ -336,6 +364,17 @@ end
 
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 
+-- The error of limiter L on a key that holds what can only be another limiter's state
+-- (`holds` says what), naming the key when `named`.
+local function foreign_error(L, key, named, holds)
+  local which = named and ("the key '" .. echo(key) .. "'") or 'the key'
+  fail('ERR ' .. which .. ' holds ' .. holds .. ', not ' .. L.command
+    .. ' state: each algorithm needs keys of its own')
+end
+
+-- The smallest value RL.GCRA stores: a time in µs no earlier than the earliest AT.
+local MIN_TAT_US = MIN_AT_MS * 1000
+
 -- A stored RL.GCRA TAT in µs, as the module reads it (gcra::parse_tat), or nil: the
 -- module's own (1 to MAX_TAT_DIGITS digits of µs) or redis-cell's (19 digits of ns,
 -- from 10^18), rounded up to the µs; at most MAX_TAT_US either way. A 19-digit number
@@ -359,9 +398,9 @@ end
 -- RL.FIXED: a counter per window (see the interface of a limiter at the top).
 local FIXED = (function()
   local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', expiry = true, nargs = 2,
-    expected = 'a non-negative integer counter',
-    options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
-    syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]',
+    expected = 'a non-negative integer counter', options = { ALIGN = true },
+    accepts = { COST = true, AT = true, ALIGN = true, REFUND = true, FORCE = true },
+    syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]',
     rule_syntax = 'FIXED i limit window [ALIGN]' }
   function L.parse_args(args, i)
     local order = 'RL.FIXED key limit window: the limit comes first'
@@ -402,12 +441,54 @@ local FIXED = (function()
     return { 1, limit, remaining, math.max(1, ceil_ms(until_end)), ceil_ms(until_end) }, until_end,
       after, ends, missing_ttl
   end
-  function L.judge(r, opened, key, named, now, cost)
+  -- REFUND on one window: the count goes down by `cost`, never below 0; the window's
+  -- end is kept; 0 left: the key goes. A window that has ended (or no key) is not
+  -- touched. The fields, and the write ({ 'SET', ... } or { 'DEL' }; nil: none) with
+  -- the count and end.
+  function L.refund_window(limit, window_ms, align, count, exp, now, cost)
+    if not count or (exp and exp * 1000 <= now) then
+      return { 0, limit, limit, -1, 0 }, nil
+    end
+    local _, _, _, ends = L.window(limit, window_ms, align, count, exp, now, 0)
+    local after = math.max(count - cost, 0)
+    local reset = 0
+    if after > 0 then reset = ceil_ms(math.max(ends * 1000 - now, 0)) end
+    local fields = { 0, limit, math.max(limit - after, 0), -1, reset }
+    if cost == 0 then return fields, nil end
+    if after == 0 then return fields, 'del', after, ends end
+    return fields, 'set', after, ends
+  end
+  -- FORCE on one window: `cost` is counted whether it fits or not (at most 2^53 - 1).
+  -- The fields, the wait in µs when over the limit (nil: it fit), the count and end.
+  function L.force_window(limit, window_ms, align, count, exp, now, cost)
+    local fields, retry, after, ends = L.window(limit, window_ms, align, count, exp, now, cost)
+    if after > MAX_SAFE_INTEGER then force_out_of_bounds('a count above 9007199254740991') end
+    if retry then fields[3] = 0 end
+    return fields, retry, after, ends
+  end
+  function L.judge(r, opened, key, named, now, cost, mode)
     local count
     if opened.raw then
       local raw = opened.raw
       count = #raw <= 19 and string.match(raw, '^%d+$') and tonumber(raw)
       if not count or count > MAX_SAFE_INTEGER then state_error(L, key, named) end
+      -- A time RL.GCRA could have written, where the limit is below any such time:
+      -- RL.GCRA's state (fixed::check_not_a_tat).
+      if r.limit < MIN_TAT_US and count >= MIN_TAT_US then
+        foreign_error(L, key, named, "what can only be RL.GCRA's state (a time in microseconds, above the limit)")
+      end
+    end
+    if mode == 'refund' then
+      local fields, w, after, ends = L.refund_window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
+      local j = { fields = fields, window = r.window_ms }
+      if w == 'del' then j.pending = { { 'DEL', key }, allowed = true } end
+      if w == 'set' then j.pending = { { 'SET', key, after, 'PXAT', ends }, allowed = true } end
+      return j
+    elseif mode == 'force' then
+      local fields, retry, after, ends = L.force_window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
+      local j = { fields = fields, window = r.window_ms, retry = retry, over = retry and true }
+      if cost > 0 then j.pending = { { 'SET', key, after, 'PXAT', ends }, allowed = true } end
+      return j
     end
     local fields, retry, after, ends, missing_ttl =
       L.window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
@@ -430,10 +511,10 @@ end)()
 
 -- RL.GCRA: a theoretical arrival time.
 local GCRA = (function()
-  local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3,
+  local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3, quantity_fifth = true,
     expected = 'a theoretical arrival time in microseconds since the Unix epoch',
-    options = {}, accepts = { COST = true, AT = true, DELAY = true },
-    syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]',
+    options = {}, accepts = { COST = true, AT = true, DELAY = true, REFUND = true, FORCE = true },
+    syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE]',
     rule_syntax = 'GCRA i max_burst count period' }
   function L.parse_args(args, i)
     local order = 'RL.GCRA key max_burst count period: the period comes last'
@@ -465,20 +546,55 @@ local GCRA = (function()
   function L.check_cost(r, cost)
     if cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
   end
-  function L.judge(r, opened, key, named, now, cost)
+  function L.judge(r, opened, key, named, now, cost, mode)
     -- Only the value counts: the expiry always follows the TAT.
     local tat = now
     if opened.raw then
       local stored = read_tat(opened.raw)
       if not stored then state_error(L, key, named) end
+      if stored < MIN_TAT_US and stored ~= 0 then
+        foreign_error(L, key, named, "a counter (RL.FIXED's or INCR's, below 10^15: no time RL.GCRA writes)")
+      end
       -- A TAT in the past counts as now.
       tat = math.max(stored, now)
+    end
+    local window_ms = ceil_ms(r.window)
+    local function room(ahead)
+      local left = math.max(r.window - ahead, 0)
+      return (left - left % r.interval) / r.interval
+    end
+    if mode == 'refund' then
+      -- tat = max(now, tat - T * cost); at or before now the key goes.
+      if not opened.raw then return { fields = { 0, r.capacity, r.capacity, -1, 0 }, window = window_ms } end
+      local new_tat = math.max(now, tat - r.interval * cost)
+      local ahead = new_tat - now
+      local j = { fields = { 0, r.capacity, room(ahead), -1, ceil_ms(ahead) }, window = window_ms }
+      if cost > 0 and new_tat <= now then
+        j.pending = { { 'DEL', key } }
+      elseif cost > 0 then
+        j.pending = { { 'SET', key, new_tat, 'PXAT', ceil_ms(new_tat) } }
+      end
+      return j
+    elseif mode == 'force' then
+      -- Stored whether it fits or not, at most the latest AT plus the longest burst window.
+      local new_tat = tat + r.interval * cost
+      if new_tat > MAX_TAT_US then
+        force_out_of_bounds('a theoretical arrival time beyond the latest AT plus the longest burst window')
+      end
+      local ahead = new_tat - now
+      local j = { fields = { 0, r.capacity, room(ahead), -1, ceil_ms(ahead) }, window = window_ms }
+      if ahead > r.window then
+        local wait = ahead + r.interval - r.window
+        j.fields = { 1, r.capacity, 0, math.max(1, ceil_ms(wait)), ceil_ms(ahead) }
+        j.retry, j.over = wait, true
+      end
+      if cost > 0 then j.pending = { { 'SET', key, new_tat, 'PXAT', ceil_ms(new_tat) } } end
+      return j
     end
     local new_tat = tat + r.interval * cost
     local ahead = new_tat - now
     -- With DELAY, a request that fits within max_delay is booked.
     local bound = r.window + (r.max_delay or 0)
-    local window_ms = ceil_ms(r.window)
     if ahead <= bound then
       local room = math.max(r.window - ahead, 0)
       local j = { fields = { 0, r.capacity, (room - room % r.interval) / r.interval, -1, ceil_ms(ahead) },
@@ -517,24 +633,32 @@ local function limits_rule(L)
   -- (its entries, and the same by window) and L.judge_window(r, entry, w, limit, now,
   -- cost) (the window's five fields, µs to wait when denied, and the window after an
   -- allowed request, nil when it keeps none).
-  function L.judge(r, opened, key, named, now, cost)
+  function L.judge(r, opened, key, named, now, cost, mode)
     local entries, by_w = {}, {}
     if opened.raw then entries, by_w = L.parse_state(key, named, opened.raw) end
-    local best, updates = {}, {}
+    local best, updates = { full = 0 }, {}
     for _, lw in ipairs(r.limits) do
       local w, limit = lw[1], lw[2]
-      local fields, retry, update = L.judge_window(r, by_w[w], w, limit, now, cost)
+      local fields, retry, update = L.judge_window(r, by_w[w], w, limit, now, cost, mode)
       L.offer(best, fields, retry, w)
       if update then updates[#updates + 1] = update end
     end
     -- The key's expiry: nil when it lost its TTL, 0 when there is no key.
     local exp = 0
     if opened.raw then exp = opened.exp end
-    return { fields = best.fields, window = best.window, retry = best.retry,
+    local j = { fields = best.fields, window = best.window, retry = best.retry,
       pending = { entries = entries, exp = exp, updates = updates } }
+    if mode == 'force' and j.retry then
+      -- Over: a request of cost 1 fits when every window has room again.
+      j.retry, j.over = math.max(j.retry, best.full), true
+      j.fields[4] = math.max(1, ceil_ms(j.retry))
+    end
+    return j
   end
-  -- Offer a window's verdict to the binding choice of one key.
+  -- Offer a window's verdict to the binding choice of one key (`best.full`: the
+  -- longest reset of the windows allowed with nothing remaining, in µs of whole ms).
   function L.offer(best, fields, retry, w)
+    if not retry and fields[3] <= 0 then best.full = math.max(best.full, fields[5] * 1000) end
     if retry then
       if not best.retry or retry > best.retry then
         best.retry, best.fields, best.window = retry, fields, w
@@ -570,10 +694,23 @@ local function limits_rule(L)
       local ends = L.ends(e)
       if not r.named[e.w] and ends and ends > now then merged[#merged + 1] = e end
     end
+    local buckets = 0
+    for _, e in ipairs(merged) do buckets = buckets + (e.n or 0) end
+    if L.command == 'RL.SLIDING' and (#merged > MAX_WINDOWS_PER_KEY or buckets > MAX_BUCKETS_PER_KEY) then
+      fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
+        .. ' windows or ' .. int(MAX_BUCKETS_PER_KEY) .. ' buckets: ' .. L.command .. ' keeps at most '
+        .. int(MAX_WINDOWS_PER_KEY) .. ' windows per key, their BUCKETS adding up to at most '
+        .. int(MAX_BUCKETS_PER_KEY) .. ' (use fewer distinct windows or buckets, or other keys)')
+    end
     if #merged > MAX_WINDOWS_PER_KEY then
       fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
         .. ' windows: ' .. L.command .. ' keeps at most ' .. int(MAX_WINDOWS_PER_KEY)
         .. ' windows per key (use fewer distinct windows, or other keys)')
+    end
+    -- Nothing left to keep (a refund gave everything back): the key goes.
+    if #merged == 0 then
+      if p.exp ~= 0 then return { { 'DEL', key } } end
+      return nil
     end
     table.sort(merged, function(a, b) return a.w < b.w end)
     local latest = 0
@@ -590,8 +727,8 @@ local MULTI = (function()
   local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:count:end_ms entries separated by commas',
     options = { LIMIT = true, ALIGN = true },
-    accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true },
-    syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms]',
+    accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true, REFUND = true, FORCE = true },
+    syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]',
     rule_syntax = 'MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]' }
   limits_rule(L)
   local F = FIXED
@@ -630,9 +767,17 @@ local MULTI = (function()
     return table.concat(parts, ',')
   end
   -- One window: RL.FIXED's counter.
-  function L.judge_window(r, entry, w, limit, now, cost)
-    local fields, retry, after, ends =
-      F.window(limit, w, r.align, entry and entry.c, entry and entry.e or 0, now, cost)
+  function L.judge_window(r, entry, w, limit, now, cost, mode)
+    local count, exp = entry and entry.c, entry and entry.e or 0
+    if mode == 'refund' then
+      local fields, write, after, ends = F.refund_window(limit, w, r.align, count, exp, now, cost)
+      if write == 'set' then return fields, nil, { w = w, c = after, e = ends } end
+      return fields, nil, nil
+    elseif mode == 'force' then
+      local fields, retry, after, ends = F.force_window(limit, w, r.align, count, exp, now, cost)
+      return fields, retry, { w = w, c = after, e = ends }
+    end
+    local fields, retry, after, ends = F.window(limit, w, r.align, count, exp, now, cost)
     if retry then return fields, retry, nil end
     return fields, nil, { w = w, c = after, e = ends }
   end
@@ -644,8 +789,8 @@ local SLIDING = (function()
   local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:buckets:first:counts entries separated by commas',
     options = { LIMIT = true, BUCKETS = true },
-    accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true },
-    syntax = 'RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms]',
+    accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true, REFUND = true, FORCE = true },
+    syntax = 'RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms] [REFUND|FORCE]',
     rule_syntax = 'SLIDING i LIMIT window limit [LIMIT window limit ...] [BUCKETS n]' }
   limits_rule(L)
   function L.build(r, o)
@@ -669,6 +814,7 @@ local SLIDING = (function()
     local bad = function() state_error(L, key, named) end
     if #raw == 0 then bad() end
     local entries, by_w = {}, {}
+    local total_buckets = 0
     for item in string.gmatch(raw .. ',', '([^,]*),') do
       local w, n, first, counts = string.match(item, '^(%d+):(%d+):(%d+):([%d%.]+)$')
       if not w then bad() end
@@ -685,7 +831,10 @@ local SLIDING = (function()
         list[#list + 1] = v
       end
       if #list > n + 1 then bad() end
-      if (first + #list) * (w * 1000 / n) + w * 1000 > MAX_SAFE_INTEGER then bad() end
+      -- No bucket later than a call writes into: the one holding the latest AT.
+      if (first + #list) * (w * 1000 / n) > MAX_AT_US + w * 1000 / n then bad() end
+      total_buckets = total_buckets + n
+      if total_buckets > MAX_BUCKETS_PER_KEY then bad() end
       if #entries > 0 and entries[#entries].w >= w then bad() end
       local e = { w = w, n = n, first = first, counts = list }
       entries[#entries + 1] = e
@@ -748,7 +897,7 @@ local SLIDING = (function()
   end
   -- One (key, window) pair at `now`: the reply fields, the entry after an allowed
   -- request, and retry_after in µs (nil when allowed).
-  local function pair(stored, now, w_ms, limit, n, cost)
+  local function pair(stored, now, w_ms, limit, n, cost, mode)
     local window = w_ms * 1000
     local bw = window / n
     local e
@@ -773,19 +922,45 @@ local SLIDING = (function()
       if not mm then return 0 end
       return math.max(leaves(mm) - now, 0)
     end
+    -- When enough of the oldest buckets (which count `total`) have left for `c` to fit.
+    local function fits_at(total, c)
+      local left, at = total, leaves(e.first + #e.counts - 1)
+      for i, v in ipairs(e.counts) do
+        left = left - v
+        if left + c <= limit then
+          at = leaves(e.first + i - 1)
+          break
+        end
+      end
+      return at
+    end
+    if mode == 'refund' then
+      -- Newest buckets first, never below 0.
+      local give = cost
+      for i = #e.counts, 1, -1 do
+        if give == 0 then break end
+        local back = math.min(give, e.counts[i])
+        e.counts[i], give = e.counts[i] - back, give - back
+      end
+      trim(e, e.first)
+      local left = 0
+      for _, c in ipairs(e.counts) do left = left + c end
+      return { 0, limit, math.max(limit - left, 0), -1, ceil_ms(reset()) }, e, nil
+    elseif mode == 'force' then
+      local after = counted + cost
+      if after > MAX_SAFE_INTEGER then force_out_of_bounds('a count above 9007199254740991') end
+      if cost > 0 then add(e, current, cost) end
+      if after <= limit then
+        return { 0, limit, limit - after, -1, ceil_ms(reset()) }, e, nil
+      end
+      local wait = fits_at(after, 1) - now
+      return { 1, limit, 0, math.max(1, ceil_ms(wait)), ceil_ms(reset()) }, e, wait
+    end
     if counted + cost <= limit then
       if cost > 0 then add(e, current, cost) end
       return { 0, limit, limit - counted - cost, -1, ceil_ms(reset()) }, e, nil
     end
-    local left, retry = counted, leaves(e.first + #e.counts - 1)
-    for i, c in ipairs(e.counts) do
-      left = left - c
-      if left + cost <= limit then
-        retry = leaves(e.first + i - 1)
-        break
-      end
-    end
-    local wait = retry - now
+    local wait = fits_at(counted, cost) - now
     return { 1, limit, math.max(limit - counted, 0), math.max(1, ceil_ms(wait)), ceil_ms(reset()) }, e, wait
   end
   function L.encode(entries)
@@ -798,8 +973,8 @@ local SLIDING = (function()
     return table.concat(parts, ',')
   end
   L.ends = ends_at
-  function L.judge_window(r, entry, w, limit, now, cost)
-    local fields, e, wait = pair(entry, now, w, limit, r.buckets, cost)
+  function L.judge_window(r, entry, w, limit, now, cost, mode)
+    local fields, e, wait = pair(entry, now, w, limit, r.buckets, cost, mode)
     return fields, wait, e
   end
   return L
@@ -809,8 +984,8 @@ end)()
 local LOG = (function()
   local L = { kind = 'LOG', command = 'RL.LOG', storage = 'zset', nargs = 2,
     expected = 'a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch',
-    options = { META = true }, accepts = { COST = true, AT = true, META = true },
-    syntax = 'RL.LOG key limit window [META value] [COST n] [AT unix_ms]',
+    options = { META = true }, accepts = { COST = true, AT = true, META = true, REFUND = true, FORCE = true },
+    syntax = 'RL.LOG key limit window [META value] [COST n] [AT unix_ms] [REFUND|FORCE]',
     rule_syntax = 'LOG i limit window [META value]' }
   -- How many counted members a denial reads one by one before it searches by score.
   local SCAN_STEPS = 8
@@ -832,7 +1007,7 @@ local LOG = (function()
   function L.check_cost(r, cost)
     if cost > r.limit then cost_over(cost, 'limit', r.limit) end
   end
-  function L.judge(r, opened, key, named, now, cost)
+  function L.judge(r, opened, key, named, now, cost, mode)
     local bad = function() state_error(L, key, named) end
     -- The entry a ZRANGE ... WITHSCORES reply starts with, or nil: seq (16 digits), its
     -- cost and its time; anything else is not a log.
@@ -841,15 +1016,27 @@ local LOG = (function()
       local seq, c, meta = string.match(pair[1], '^(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d):([1-9]%d*):(.*)$')
       seq = stored_number(seq, MAX_SAFE_INTEGER)
       c = c and #c <= 5 and tonumber(c)
-      local t = stored_number(pair[2], MAX_SAFE_INTEGER)
-      if not (seq and c and t) or c > MAX_LOG_LIMIT or seq < c or #meta > MAX_META_LEN then bad() end
-      return { t = t, seq = seq, cost = c }
+      local t = stored_number(pair[2], MAX_AT_US)
+      if not (seq and c and t) or c > MAX_LOG_MEMBERS or seq < c or #meta > MAX_META_LEN then bad() end
+      return { t = t, seq = seq, cost = c, meta = meta, member = pair[1] }
+    end
+    if mode == 'refund' and not opened.exists then
+      return { fields = { 0, r.limit, r.limit, -1, 0 }, window = r.window_ms, pending = {} }
     end
     local newest, first
     local t = now
     if opened.exists then
-      if redis.call('ZCARD', key) > MAX_LOG_LIMIT then bad() end
-      newest = entry(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES'))
+      local members = redis.call('ZCARD', key)
+      if members > MAX_LOG_MEMBERS then bad() end
+      local last_two = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
+      newest = entry({ last_two[#last_two - 1], last_two[#last_two] })
+      -- The members agree with each other as the module writes them: each one's units
+      -- follow the one before it, and the set holds no more members than the units from
+      -- its first member to its newest.
+      if #last_two == 4 and entry(last_two).seq ~= newest.seq - newest.cost then bad() end
+      local lowest = entry(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES'))
+      local units = newest.seq - (lowest.seq - lowest.cost)
+      if units < 0 or members > units then bad() end
       -- Time does not go back inside a log: a call older than its newest entry is
       -- judged, and recorded, at that entry's time.
       if newest then t = math.max(now, newest.t) end
@@ -857,7 +1044,12 @@ local LOG = (function()
     local cutoff = math.max(t - r.window, 0)
     local after = '(' .. int(cutoff)
     if opened.exists then
-      first = entry(redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
+      local first_two = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 2)
+      first = entry(first_two)
+      if #first_two == 4 then
+        local second = entry({ first_two[3], first_two[4] })
+        if second.seq - second.cost ~= first.seq then bad() end
+      end
     end
     local counted, base = 0, 0
     if first then
@@ -870,8 +1062,74 @@ local LOG = (function()
       return ceil_ms(math.max(n + r.window - now, 0))
     end
     local newest_counted = (counted > 0) and newest.t or nil
-    local over = counted + cost - r.limit
-    if over <= 0 then
+    if mode == 'refund' then
+      -- `cost` units leave the newest counted members first: a member whose whole cost
+      -- is given back is removed, one partly given back is replaced by a member of the
+      -- same time and META with the rest of its cost (its units keep their numbers).
+      local give, given, left_newest = cost, 0, nil
+      local adds, rems = {}, {}
+      if give == 0 then left_newest = newest_counted end
+      if give > 0 and counted > 0 then
+        local n = math.min(give + 1, redis.call('ZCARD', key))
+        local got = redis.call('ZREVRANGEBYSCORE', key, '+inf', after, 'WITHSCORES', 'LIMIT', 0, n)
+        for i = 1, #got, 2 do
+          local e = entry({ got[i], got[i + 1] })
+          if give == 0 then
+            left_newest = e.t
+            break
+          end
+          local back = math.min(give, e.cost)
+          give, given = give - back, given + back
+          rems[#rems + 1] = { 'ZREM', key, e.member }
+          if back < e.cost then
+            local rest = string.format('%016d', e.seq - back) .. ':' .. int(e.cost - back) .. ':' .. e.meta
+            adds[1] = { 'ZADD', key, e.t, rest }
+            left_newest = e.t
+            break
+          end
+        end
+      end
+      local left = counted - given
+      local j = { fields = { 0, r.limit, math.max(r.limit - left, 0), -1, reset(left_newest) },
+        window = r.window_ms, pending = {} }
+      if given > 0 and not left_newest then
+        j.pending.allow = { { 'DEL', key } }
+      elseif given > 0 then
+        local w = adds
+        for _, c in ipairs(rems) do w[#w + 1] = c end
+        w[#w + 1] = { 'ZREMRANGEBYSCORE', key, '-inf', cutoff }
+        w[#w + 1] = { 'PEXPIREAT', key, ceil_ms(left_newest + r.window) }
+        j.pending.allow = w
+      end
+      return j
+    end
+    -- The time of the first counted member whose running total reaches `target`: the
+    -- first few one by one, then a search by score (running totals grow with scores).
+    local function must_leave(target)
+      local scanned = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, SCAN_STEPS)
+      local last_seen, previous
+      for i = 1, #scanned, 2 do
+        local e = entry({ scanned[i], scanned[i + 1] })
+        if previous and e.seq - e.cost ~= previous.seq then bad() end
+        previous = e
+        last_seen = e.t
+        if e.seq >= target then return e.t end
+      end
+      local lo, hi = cutoff, newest.t
+      if last_seen then lo = math.max(last_seen - 1, cutoff) end
+      while lo + 1 < hi do
+        local mid = lo + ((hi - lo) - (hi - lo) % 2) / 2
+        local e = entry(redis.call('ZREVRANGEBYSCORE', key, int(mid), '-inf', 'WITHSCORES', 'LIMIT', 0, 1))
+        if e and e.seq >= target then hi = mid else lo = mid end
+      end
+      return hi
+    end
+    local total = counted + cost
+    if mode == 'force' and total > 2 * r.limit then
+      fail('ERR FORCE would leave the log holding more than twice its limit (' .. int(2 * r.limit)
+        .. '): nothing was written')
+    end
+    if total <= r.limit or mode == 'force' then
       local j = { window = r.window_ms, pending = {} }
       if cost > 0 then
         local seq = (newest and newest.seq or 0) + cost
@@ -881,39 +1139,36 @@ local LOG = (function()
         end
         j.pending.allow = {
           { 'ZADD', key, t, string.format('%016d', seq) .. ':' .. int(cost) .. ':' .. r.meta },
-          { 'ZREMRANGEBYSCORE', key, '-inf', cutoff },
-          { 'PEXPIREAT', key, ceil_ms(t + r.window) },
         }
+        -- The members that left the window, oldest first, at most MAX_LOG_TRIM of them
+        -- (later writes remove the rest): no call does more than that.
+        if opened.exists then
+          local leaving = redis.call('ZRANGEBYSCORE', key, '-inf', int(cutoff), 'LIMIT', 0, MAX_LOG_TRIM)
+          if #leaving > 0 then
+            local zrem = { 'ZREM', key }
+            for _, m in ipairs(leaving) do zrem[#zrem + 1] = m end
+            j.pending.allow[#j.pending.allow + 1] = zrem
+          end
+        end
+        j.pending.allow[#j.pending.allow + 1] = { 'PEXPIREAT', key, ceil_ms(t + r.window) }
         newest_counted = t
       end
-      j.fields = { 0, r.limit, r.limit - counted - cost, -1, reset(newest_counted) }
+      if total <= r.limit then
+        j.fields = { 0, r.limit, r.limit - total, -1, reset(newest_counted) }
+        return j
+      end
+      -- Forced over the limit: a cost of 1 fits when the units through
+      -- base + total + 1 - limit have left (the forced ones themselves: at t).
+      local target = base + total + 1 - r.limit
+      local must = t
+      if counted > 0 and target <= newest.seq then must = must_leave(target) end
+      local retry = math.max(must + r.window - now, 1)
+      j.fields = { 1, r.limit, 0, math.max(1, ceil_ms(retry)), reset(newest_counted) }
+      j.retry, j.over = retry, true
       return j
     end
-    -- Denied: when the counted members that must leave for `cost` to fit have left,
-    -- that is the first member whose running total reaches base + over: the first few
-    -- one by one, then a search by score (running totals grow with scores).
-    local target = base + over
-    local must
-    local scanned = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, SCAN_STEPS)
-    local last_seen
-    for i = 1, #scanned, 2 do
-      local e = entry({ scanned[i], scanned[i + 1] })
-      last_seen = e.t
-      if e.seq >= target then
-        must = e.t
-        break
-      end
-    end
-    if not must then
-      local lo, hi = cutoff, newest.t
-      if last_seen then lo = math.max(last_seen - 1, cutoff) end
-      while lo + 1 < hi do
-        local mid = lo + ((hi - lo) - (hi - lo) % 2) / 2
-        local e = entry(redis.call('ZREVRANGEBYSCORE', key, int(mid), '-inf', 'WITHSCORES', 'LIMIT', 0, 1))
-        if e and e.seq >= target then hi = mid else lo = mid end
-      end
-      must = hi
-    end
+    -- Denied: when the counted members that must leave for `cost` to fit have left.
+    local must = must_leave(base + total - r.limit)
     local retry = math.max(must + r.window - now, 1)
     return { fields = { 1, r.limit, math.max(r.limit - counted, 0), math.max(1, ceil_ms(retry)),
       reset(newest_counted) }, window = r.window_ms, retry = retry, pending = {} }
@@ -1000,7 +1255,7 @@ local LEASE = (function()
     local expired = #old / 2
     return card - expired, expired, latest
   end
-  function L.judge(r, opened, key, named, now, cost)
+  function L.judge(r, opened, key, named, now, cost, mode)
     local bad = function() state_error(L, key, named) end
     local now_ms = floor_ms(now)
     local live, expired, latest = 0, 0, nil
@@ -1014,6 +1269,11 @@ local LEASE = (function()
       w[#w + 1] = { 'PEXPIREAT', key, key_expiry }
       return { fields = { 0, limit, remaining, -1, key_expiry - now_ms }, window = r.ttl_ms,
         pending = { allow = w, id = id } }
+    end
+    if mode == 'refund' then
+      -- RL.ALL's REFUND gives back what its other rules took: the lease rule takes,
+      -- renews and denies nothing; its numbers are a peek's. (FORCE is ignored.)
+      return { fields = { 0, limit, free, -1, latest and (latest - now_ms) or 0 }, window = r.ttl_ms, pending = {} }
     end
     if cost > 0 then
       -- The call's id holds a live lease: a renewal, always allowed.
@@ -1072,7 +1332,7 @@ end
 -- Give the rules of a call that ask for one (a lease without ID) the call's token, when
 -- the call records something (cost > 0).
 local function give_token(call, now)
-  if call.cost == 0 then return end
+  if call.cost == 0 or call.mode == 'refund' then return end
   local wanting = {}
   for _, rule in ipairs(call.rules) do
     if rule.L.wants_token and not rule.r.id then wanting[#wanting + 1] = call.keys[rule.k] end
@@ -1083,6 +1343,78 @@ local function give_token(call, now)
     if rule.L.wants_token then rule.r.token = token end
   end
 end
+
+-- RL.ALL's BAN rule: a penalty box, `strikes:<count>:<end_ms>` while a strike window
+-- runs, `banned:<end_ms>` while a ban runs (docs/all.md). A gate: judged before the
+-- other rules, and while a ban runs the call is denied there; a strike is its penalty,
+-- the one write of a denied call.
+local BAN = (function()
+  local L = { kind = 'BAN', command = 'RL.ALL', storage = 'string', nargs = 3, gate = true,
+    expected = 'a penalty box: strikes:<count>:<end_ms> or banned:<end_ms>', options = {},
+    rule_syntax = 'BAN i strikes window duration' }
+  function L.parse_args(args, i)
+    local order = 'BAN i strikes window duration: the strikes come first'
+    return { strikes = count_in_order('strikes', args[i], 1, order),
+      window_ms = parse_duration('window', args[i + 1]),
+      duration_ms = parse_duration('duration', args[i + 2]) }
+  end
+  function L.build(r)
+    return r
+  end
+  function L.check_cost()
+  end
+  function L.judge(r, opened, key, named, now, cost, mode)
+    local count, strike_end = 0, nil
+    local function live(e) return e * 1000 > now end
+    if opened.raw then
+      local raw = opened.raw
+      local until_ms = string.match(raw, '^banned:(%d+)$')
+      local c, e = string.match(raw, '^strikes:(%d+):(%d+)$')
+      if until_ms then
+        until_ms = stored_number(until_ms, MAX_END_MS)
+        if not until_ms then state_error(L, key, named) end
+        if live(until_ms) then
+          local left = until_ms * 1000 - now
+          if mode == 'refund' then
+            return { fields = { 0, r.strikes, 0, -1, ceil_ms(left) }, window = r.duration_ms }
+          end
+          return { fields = { 1, r.strikes, 0, math.max(1, ceil_ms(left)), ceil_ms(left) },
+            window = r.duration_ms, retry = left }
+        end
+      elseif c then
+        c, e = stored_number(c, MAX_SAFE_INTEGER), stored_number(e, MAX_END_MS)
+        if not (c and e) then state_error(L, key, named) end
+        if live(e) then count, strike_end = c, e end
+      else
+        state_error(L, key, named)
+      end
+    end
+    local reset = 0
+    if strike_end then reset = ceil_ms(strike_end * 1000 - now) end
+    local j = { fields = { 0, r.strikes, math.max(r.strikes - count, 0), -1, reset }, window = r.duration_ms }
+    -- The strike a denial of this call records.
+    if count + 1 >= r.strikes then
+      local until_ms = floor_ms(now) + r.duration_ms
+      local left = until_ms * 1000 - now
+      j.pending = { writes = { { 'SET', key, 'banned:' .. int(until_ms), 'PXAT', until_ms } },
+        binds = { 1, r.strikes, 0, math.max(1, ceil_ms(left)), ceil_ms(left) } }
+    else
+      local ends = strike_end or (floor_ms(now) + r.window_ms)
+      j.pending = { writes = { { 'SET', key, 'strikes:' .. int(count + 1) .. ':' .. int(ends), 'PXAT', ends } } }
+    end
+    return j
+  end
+  -- An allowed call leaves the key as it is.
+  function L.write()
+    return nil
+  end
+  -- A denied call records a strike (not a peek, a refund or a forced call).
+  function L.penalty(r, pending, cost, mode)
+    if cost == 0 or mode ~= 'take' then return nil end
+    return pending
+  end
+  return L
+end)()
 
 -- Open a key as limiter L keeps it: its raw value and expiry (strings), or whether it
 -- exists (sorted sets); WRONGTYPE for another type.
@@ -1117,40 +1449,82 @@ end
 -- key (nothing at all when RL.ALL is denied), reply with the binding rule's numbers.
 local function run_call(call)
   local now = now_us(call.at)
-  local keys, rules = call.keys, call.rules
+  local keys, rules, mode = call.keys, call.rules, call.mode or 'take'
   local opened = {}
   for i, rule in ipairs(rules) do
     opened[rule.k] = rule_step(call, i, open_key, rule.L, keys[rule.k])
   end
   give_token(call, now)
   local judged = {}
-  for i, rule in ipairs(rules) do
-    judged[i] = rule_step(call, i, rule.L.judge, rule.r, opened[rule.k], keys[rule.k], true, now, call.cost)
+  local function judge(i)
+    local rule = rules[i]
+    judged[i] = rule_step(call, i, rule.L.judge, rule.r, opened[rule.k], keys[rule.k], true, now, call.cost, mode)
+    return judged[i]
   end
-  -- The binding rule: the denying one with the largest retry (ties: the first), else
-  -- the one with the least remaining (ties: the first).
-  local bind, denied
-  for i, j in ipairs(judged) do
-    if j.retry then
-      if not denied or j.retry > judged[bind].retry then bind, denied = i, true end
-    elseif not denied and (not bind or j.fields[3] < judged[bind].fields[3]) then
-      bind = i
+  -- Gates first (the BAN rule): one that denies ends the call, the other rules not
+  -- judged and nothing written; it binds.
+  local gates_only = true
+  for i, rule in ipairs(rules) do
+    if rule.L.gate then
+      if judge(i).retry then
+        local reply = judged[i].fields
+        reply[6], reply[7] = i, keys[rule.k]
+        -- The other rules, not judged, give their own field as in any denial (nil).
+        for _, other in ipairs(rules) do
+          if other.L.reply_field then
+            reply[8] = false
+            break
+          end
+        end
+        return reply
+      end
+    else
+      gates_only = false
     end
   end
+  -- The binding rule: the denying (or forced over) one with the largest retry (ties:
+  -- the first), else the one with the least remaining (ties: the first). A gate that
+  -- allows binds only a call of gates.
+  local bind, denied, blocked, full = nil, false, false, 0
+  for i, rule in ipairs(rules) do
+    local j = judged[i] or judge(i)
+    if not rule.L.gate or gates_only then
+      if j.retry then
+        if not denied or j.retry > judged[bind].retry then bind, denied = i, true end
+        if not j.over then blocked = true end
+      else
+        if j.fields[3] <= 0 then full = math.max(full, j.fields[5] * 1000) end
+        if not denied and (not bind or j.fields[3] < judged[bind].fields[3]) then bind = i end
+      end
+    end
+  end
+  local reply = judged[bind].fields
+  if judged[bind].over then
+    -- Forced over: a request of cost 1 fits when every rule has room again.
+    reply[4] = math.max(1, ceil_ms(math.max(judged[bind].retry, full)))
+  end
   -- Every key's writes first (a key that would be full refuses the whole request
-  -- before anything is written), then the writes.
+  -- before anything is written), then the writes. RL.ALL's denial writes nothing but
+  -- a penalty (a strike), which binds when it starts a ban.
   local writes = {}
-  if not denied or call.shape ~= 'all' then
+  if not blocked or call.shape ~= 'all' then
     for i, rule in ipairs(rules) do
-      local res = rule_step(call, i, rule.L.write, rule.r, keys[rule.k], judged[i].pending, not denied, now,
+      local res = rule_step(call, i, rule.L.write, rule.r, keys[rule.k], judged[i].pending, not blocked, now,
         call.cost)
       if res then
         for _, c in ipairs(res) do writes[#writes + 1] = c end
       end
     end
+  else
+    for i, rule in ipairs(rules) do
+      local p = rule.L.penalty and rule.L.penalty(rule.r, judged[i].pending, call.cost, mode)
+      if p then
+        for _, c in ipairs(p.writes) do writes[#writes + 1] = c end
+        if p.binds then reply, bind = p.binds, i end
+      end
+    end
   end
   for _, c in ipairs(writes) do redis.call(unpack(c)) end
-  local reply = judged[bind].fields
   if call.shape == 'each' then
     reply[6] = keys[rules[bind].k]
     reply[7] = judged[bind].window
@@ -1160,7 +1534,7 @@ local function run_call(call)
     -- A rule's own field (a LEASE rule's id or nil), whatever the binding rule.
     for i, rule in ipairs(rules) do
       if rule.L.reply_field then
-        reply[8] = rule.L.reply_field(judged[i].pending, not denied)
+        reply[8] = rule.L.reply_field(judged[i].pending, not blocked)
         break
       end
     end
@@ -1185,23 +1559,70 @@ local function check_keys(keys, max, name)
   end
 end
 
--- The rules of RL.ALL by keyword.
-local RULES = { FIXED = FIXED, GCRA = GCRA, MULTI = MULTI, SLIDING = SLIDING, LOG = LOG, LEASE = LEASE }
-
-local ALL_OPTIONS = {
-  COST = true, AT = true, ALIGN = true, DELAY = true, BUCKETS = true, META = true, LIMIT = true, ID = true,
+-- The errors a wrong numkeys can explain (the module's numkeys_hint takes the same).
+local NUMKEYS_HINTED = {
+  "^ERR unknown option '", "^ERR unknown rule '", '^ERR at least one LIMIT window limit is needed$',
+  "^ERR key %d+ '.*' is named by no rule",
 }
 
--- RL.ALL: numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms] [ID id], with the
--- rules FIXED i limit window [ALIGN] | GCRA i max_burst count period | MULTI i LIMIT
--- window limit [...] [ALIGN] | SLIDING i LIMIT window limit [...] [BUCKETS n] | LOG i
--- limit window [META value] | LEASE i limit ttl, each naming its key by its 1-based
--- position among the keys.
+-- A call with numkeys, parsed by `parse(keys, args)` (which raises the call's error and
+-- writes nothing). When it fails with an error that a wrong numkeys explains, and the
+-- same arguments parse with another number of keys (the nearest first, fewer before
+-- more, up to `max`), the error says which, as the module's does.
+local function with_numkeys_hint(parse, keys, args, max)
+  local ok, res = pcall(parse, keys, args)
+  if ok then return res end
+  local msg = message(res)
+  local hinted = false
+  for _, pattern in ipairs(NUMKEYS_HINTED) do
+    if type(msg) == 'string' and string.find(msg, pattern) then hinted = true end
+  end
+  if not hinted then error(res, 0) end
+  local all = {}
+  for _, k in ipairs(keys) do all[#all + 1] = k end
+  for _, a in ipairs(args) do all[#all + 1] = a end
+  local given, most = #keys, math.min(max, #all)
+  for d = 1, most do
+    for _, meant in ipairs({ given - d, given + d }) do
+      if meant >= 1 and meant <= most then
+        local k2, a2 = {}, {}
+        for i = 1, #all do
+          if i <= meant then k2[#k2 + 1] = all[i] else a2[#a2 + 1] = all[i] end
+        end
+        if pcall(parse, k2, a2) then
+          if meant < given then
+            fail('ERR numkeys is ' .. int(given) .. " but '" .. echo(all[meant + 1]) .. "' starts the arguments after "
+              .. int(meant) .. (meant == 1 and ' key' or ' keys') .. ': did you mean numkeys ' .. int(meant) .. '?')
+          end
+          fail('ERR numkeys is ' .. int(given) .. " but '" .. echo(all[given + 1]) .. "' reads as a key: did you mean numkeys "
+            .. int(meant) .. '?')
+        end
+      end
+    end
+  end
+  error(res, 0)
+end
+
+-- The rules of RL.ALL by keyword.
+local RULES = { FIXED = FIXED, GCRA = GCRA, MULTI = MULTI, SLIDING = SLIDING, LOG = LOG, LEASE = LEASE, BAN = BAN }
+
+local ALL_OPTIONS = {
+  COST = true, AT = true, ALIGN = true, DELAY = true, BUCKETS = true, META = true, LIMIT = true,
+  ID = true, REFUND = true, FORCE = true,
+}
+
+local CALL_OPTIONS = { COST = true, AT = true, REFUND = true, FORCE = true }
+
+-- RL.ALL: numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms] [ID id]
+-- [REFUND|FORCE], with the rules FIXED i limit window [ALIGN] | GCRA i max_burst count
+-- period | MULTI i LIMIT window limit [...] [ALIGN] | SLIDING i LIMIT window limit [...]
+-- [BUCKETS n] | LOG i limit window [META value] | LEASE i limit ttl | BAN i strikes
+-- window duration, each naming its key by its 1-based position among the keys.
 -- Each rule is judged by the same limiter as its own command, on the same state; the
 -- call is allowed iff every rule allows, and a denial writes nothing.
-local function all_command(keys, args, name)
+local function all_parse(keys, args, name)
   if 1 + #keys + #args < 4 then
-    arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id]')
+    arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE]')
   end
   check_keys(keys, MAX_ALL_KEYS, name)
   local rules, taken = {}, {}
@@ -1213,9 +1634,11 @@ local function all_command(keys, args, name)
   while i <= #args do
     local w = string.upper(args[i])
     local index = #rules + 1
-    if w == 'COST' or w == 'AT' or w == 'ID' then
-      -- The call's options: COST, AT, and those its rules take from the call (ID).
-      local accepts = { COST = true, AT = true }
+    if CALL_OPTIONS[w] or w == 'ID' then
+      -- The call's options: COST, AT, REFUND, FORCE, and those its rules take from the
+      -- call (ID).
+      local accepts = {}
+      for k in pairs(CALL_OPTIONS) do accepts[k] = true end
       for _, rule in ipairs(rules) do
         for k in pairs(rule.L.call_options or {}) do accepts[k] = true end
       end
@@ -1233,7 +1656,7 @@ local function all_command(keys, args, name)
     end
     local L = RULES[w]
     if not L then
-      fail("ERR unknown rule '" .. echo(args[i]) .. "': a rule is FIXED, GCRA, MULTI, SLIDING, LOG or LEASE"
+      fail("ERR unknown rule '" .. echo(args[i]) .. "': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN"
         .. ' followed by its key\'s position (COST and AT come after the rules)')
     end
     local raw = args[i + 1] or ''
@@ -1265,15 +1688,31 @@ local function all_command(keys, args, name)
       fail('ERR key ' .. int(k) .. " '" .. echo(keys[k]) .. "' is named by no rule: every key needs exactly one rule")
     end
   end
+  -- At most one penalty box per call.
+  local gate
+  for index, rule in ipairs(rules) do
+    if rule.L.gate then
+      if gate then in_rule(index, rule.L.kind, 'at most one BAN rule per call') end
+      gate = index
+    end
+  end
+  local mode = settle_mode(o)
   for index, rule in ipairs(rules) do
     if rule.L.call_opts then
       local ok, res = pcall(rule.L.call_opts, rule.r, o)
       if not ok then in_rule(index, rule.L.kind, res) end
     end
-    local ok, res = pcall(rule.L.check_cost, rule.r, o.cost)
-    if not ok then in_rule(index, rule.L.kind, res) end
+    -- A refund or a forced request of any cost can be settled.
+    if mode == 'take' then
+      local ok, res = pcall(rule.L.check_cost, rule.r, o.cost)
+      if not ok then in_rule(index, rule.L.kind, res) end
+    end
   end
-  return run_call({ shape = 'all', keys = keys, rules = rules, cost = o.cost, at = o.at })
+  return { shape = 'all', keys = keys, rules = rules, cost = o.cost, at = o.at, mode = mode }
+end
+
+local function all_command(keys, args, name)
+  return run_call(with_numkeys_hint(function(ks, as) return all_parse(ks, as, name) end, keys, args, MAX_ALL_KEYS))
 end
 
 local function rl_all(keys, args)

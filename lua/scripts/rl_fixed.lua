@@ -179,7 +179,7 @@ local function parse_options(args, first, accepts, stop, unknown)
       if unknown then unknown(args[i]) end
       -- The options in the order error replies list them (the module's Opt order).
       local listed = {}
-      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID' }) do
+      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE' }) do
         if accepts[k] then listed[#listed + 1] = k end
       end
       fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
@@ -190,6 +190,8 @@ local function parse_options(args, first, accepts, stop, unknown)
     end
     if w == 'ALIGN' then
       o.align = true
+      i = i + 1
+    elseif w == 'REFUND' or w == 'FORCE' then
       i = i + 1
     elseif w == 'LIMIT' then
       if not o.limits then o.limits, o.named = {}, {} end
@@ -232,6 +234,24 @@ local function parse_options(args, first, accepts, stop, unknown)
     end
   end
   return o, i
+end
+
+-- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
+-- 'force'; at most one of them, and neither with DELAY.
+local function settle_mode(o)
+  if o.REFUND and o.FORCE then
+    fail('ERR REFUND and FORCE cannot be given together: a request is either given back or forced')
+  end
+  local mode = (o.REFUND and 'refund') or (o.FORCE and 'force') or 'take'
+  if mode ~= 'take' and o.delay then
+    fail('ERR ' .. string.upper(mode) .. ' cannot be given with DELAY: a settled request is not booked')
+  end
+  return mode
+end
+
+-- The error of a FORCE that would store `what` past the bounds every reader accepts.
+local function force_out_of_bounds(what)
+  fail('ERR FORCE would store ' .. what .. ': nothing was written')
 end
 
 local function cost_over(cost, what, capacity)
@@ -294,12 +314,23 @@ end
 
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 
+-- The error of limiter L on a key that holds what can only be another limiter's state
+-- (`holds` says what), naming the key when `named`.
+local function foreign_error(L, key, named, holds)
+  local which = named and ("the key '" .. echo(key) .. "'") or 'the key'
+  fail('ERR ' .. which .. ' holds ' .. holds .. ', not ' .. L.command
+    .. ' state: each algorithm needs keys of its own')
+end
+
+-- The smallest value RL.GCRA stores: a time in µs no earlier than the earliest AT.
+local MIN_TAT_US = MIN_AT_MS * 1000
+
 -- RL.FIXED: a counter per window (see the interface of a limiter at the top).
 local FIXED = (function()
   local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', expiry = true, nargs = 2,
-    expected = 'a non-negative integer counter',
-    options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
-    syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]',
+    expected = 'a non-negative integer counter', options = { ALIGN = true },
+    accepts = { COST = true, AT = true, ALIGN = true, REFUND = true, FORCE = true },
+    syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]',
     rule_syntax = 'FIXED i limit window [ALIGN]' }
   function L.parse_args(args, i)
     local order = 'RL.FIXED key limit window: the limit comes first'
@@ -340,12 +371,54 @@ local FIXED = (function()
     return { 1, limit, remaining, math.max(1, ceil_ms(until_end)), ceil_ms(until_end) }, until_end,
       after, ends, missing_ttl
   end
-  function L.judge(r, opened, key, named, now, cost)
+  -- REFUND on one window: the count goes down by `cost`, never below 0; the window's
+  -- end is kept; 0 left: the key goes. A window that has ended (or no key) is not
+  -- touched. The fields, and the write ({ 'SET', ... } or { 'DEL' }; nil: none) with
+  -- the count and end.
+  function L.refund_window(limit, window_ms, align, count, exp, now, cost)
+    if not count or (exp and exp * 1000 <= now) then
+      return { 0, limit, limit, -1, 0 }, nil
+    end
+    local _, _, _, ends = L.window(limit, window_ms, align, count, exp, now, 0)
+    local after = math.max(count - cost, 0)
+    local reset = 0
+    if after > 0 then reset = ceil_ms(math.max(ends * 1000 - now, 0)) end
+    local fields = { 0, limit, math.max(limit - after, 0), -1, reset }
+    if cost == 0 then return fields, nil end
+    if after == 0 then return fields, 'del', after, ends end
+    return fields, 'set', after, ends
+  end
+  -- FORCE on one window: `cost` is counted whether it fits or not (at most 2^53 - 1).
+  -- The fields, the wait in µs when over the limit (nil: it fit), the count and end.
+  function L.force_window(limit, window_ms, align, count, exp, now, cost)
+    local fields, retry, after, ends = L.window(limit, window_ms, align, count, exp, now, cost)
+    if after > MAX_SAFE_INTEGER then force_out_of_bounds('a count above 9007199254740991') end
+    if retry then fields[3] = 0 end
+    return fields, retry, after, ends
+  end
+  function L.judge(r, opened, key, named, now, cost, mode)
     local count
     if opened.raw then
       local raw = opened.raw
       count = #raw <= 19 and string.match(raw, '^%d+$') and tonumber(raw)
       if not count or count > MAX_SAFE_INTEGER then state_error(L, key, named) end
+      -- A time RL.GCRA could have written, where the limit is below any such time:
+      -- RL.GCRA's state (fixed::check_not_a_tat).
+      if r.limit < MIN_TAT_US and count >= MIN_TAT_US then
+        foreign_error(L, key, named, "what can only be RL.GCRA's state (a time in microseconds, above the limit)")
+      end
+    end
+    if mode == 'refund' then
+      local fields, w, after, ends = L.refund_window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
+      local j = { fields = fields, window = r.window_ms }
+      if w == 'del' then j.pending = { { 'DEL', key }, allowed = true } end
+      if w == 'set' then j.pending = { { 'SET', key, after, 'PXAT', ends }, allowed = true } end
+      return j
+    elseif mode == 'force' then
+      local fields, retry, after, ends = L.force_window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
+      local j = { fields = fields, window = r.window_ms, retry = retry, over = retry and true }
+      if cost > 0 then j.pending = { { 'SET', key, after, 'PXAT', ends }, allowed = true } end
+      return j
     end
     local fields, retry, after, ends, missing_ttl =
       L.window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
@@ -405,12 +478,12 @@ end
 
 -- A call of one key and one rule (RL.FIXED, RL.GCRA, RL.LOG): the steps of run_call
 -- without its lists.
-local function run_one(L, key, r, cost, at)
+local function run_one(L, key, r, cost, at, mode)
   local now = now_us(at)
   local opened = open_key(L, key)
-  if L.wants_token and not r.id and cost > 0 then r.token = make_token(now, { key }) end
-  local j = L.judge(r, opened, key, false, now, cost)
-  local writes = L.write(r, key, j.pending, not j.retry, now, cost)
+  if L.wants_token and not r.id and cost > 0 and mode ~= 'refund' then r.token = make_token(now, { key }) end
+  local j = L.judge(r, opened, key, false, now, cost, mode or 'take')
+  local writes = L.write(r, key, j.pending, not j.retry or j.over == true, now, cost)
   if writes then
     for _, c in ipairs(writes) do redis.call(unpack(c)) end
   end
@@ -425,11 +498,27 @@ local function single_command(keys, args, L, name)
   if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
   if #args < L.nargs then arity_error(L.command, L.syntax) end
   local p = L.parse_args(args, 1)
+  local fifth = args[1 + L.nargs]
+  if L.quantity_fifth and fifth and pcall(parse_int, 'quantity', fifth, 0) then
+    -- redis-cell's quantity as a fifth argument: RL.GCRA takes it as COST n.
+    fail("ERR unknown option '" .. echo(fifth) .. "': RL.GCRA takes redis-cell's quantity as COST "
+      .. echo(fifth) .. ' (or call CL.THROTTLE, which takes it fifth)')
+  end
   local o = NO_OPTIONS
   if #args > L.nargs then o = parse_options(args, 1 + L.nargs, L.accepts, false) end
-  local r = L.build(p, o)
-  L.check_cost(r, o.cost)
-  local j = run_one(L, keys[1], r, o.cost, o.at)
+  local mode = settle_mode(o)
+  local r
+  if mode == 'take' then
+    r = L.build(p, o)
+    L.check_cost(r, o.cost)
+  else
+    -- A refund or a forced request of any cost can be settled: no capacity check.
+    local cost = o.cost
+    o.cost = 0
+    r = L.build(p, o)
+    o.cost = cost
+  end
+  local j = run_one(L, keys[1], r, o.cost, o.at, mode)
   local reply = j.fields
   if j.booking then reply[6] = j.booking end
   if L.reply_field then reply[6] = L.reply_field(j.pending, not j.retry) end

@@ -183,7 +183,7 @@ local function parse_options(args, first, accepts, stop, unknown)
       if unknown then unknown(args[i]) end
       -- The options in the order error replies list them (the module's Opt order).
       local listed = {}
-      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID' }) do
+      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE' }) do
         if accepts[k] then listed[#listed + 1] = k end
       end
       fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
@@ -194,6 +194,8 @@ local function parse_options(args, first, accepts, stop, unknown)
     end
     if w == 'ALIGN' then
       o.align = true
+      i = i + 1
+    elseif w == 'REFUND' or w == 'FORCE' then
       i = i + 1
     elseif w == 'LIMIT' then
       if not o.limits then o.limits, o.named = {}, {} end
@@ -236,6 +238,19 @@ local function parse_options(args, first, accepts, stop, unknown)
     end
   end
   return o, i
+end
+
+-- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
+-- 'force'; at most one of them, and neither with DELAY.
+local function settle_mode(o)
+  if o.REFUND and o.FORCE then
+    fail('ERR REFUND and FORCE cannot be given together: a request is either given back or forced')
+  end
+  local mode = (o.REFUND and 'refund') or (o.FORCE and 'force') or 'take'
+  if mode ~= 'take' and o.delay then
+    fail('ERR ' .. string.upper(mode) .. ' cannot be given with DELAY: a settled request is not booked')
+  end
+  return mode
 end
 
 -- The request's time in µs: AT, or the server clock (TIME, as the module reads it).
@@ -374,7 +389,7 @@ local LEASE = (function()
     local expired = #old / 2
     return card - expired, expired, latest
   end
-  function L.judge(r, opened, key, named, now, cost)
+  function L.judge(r, opened, key, named, now, cost, mode)
     local bad = function() state_error(L, key, named) end
     local now_ms = floor_ms(now)
     local live, expired, latest = 0, 0, nil
@@ -388,6 +403,11 @@ local LEASE = (function()
       w[#w + 1] = { 'PEXPIREAT', key, key_expiry }
       return { fields = { 0, limit, remaining, -1, key_expiry - now_ms }, window = r.ttl_ms,
         pending = { allow = w, id = id } }
+    end
+    if mode == 'refund' then
+      -- RL.ALL's REFUND gives back what its other rules took: the lease rule takes,
+      -- renews and denies nothing; its numbers are a peek's. (FORCE is ignored.)
+      return { fields = { 0, limit, free, -1, latest and (latest - now_ms) or 0 }, window = r.ttl_ms, pending = {} }
     end
     if cost > 0 then
       -- The call's id holds a live lease: a renewal, always allowed.
@@ -465,12 +485,12 @@ end
 
 -- A call of one key and one rule (RL.FIXED, RL.GCRA, RL.LOG): the steps of run_call
 -- without its lists.
-local function run_one(L, key, r, cost, at)
+local function run_one(L, key, r, cost, at, mode)
   local now = now_us(at)
   local opened = open_key(L, key)
-  if L.wants_token and not r.id and cost > 0 then r.token = make_token(now, { key }) end
-  local j = L.judge(r, opened, key, false, now, cost)
-  local writes = L.write(r, key, j.pending, not j.retry, now, cost)
+  if L.wants_token and not r.id and cost > 0 and mode ~= 'refund' then r.token = make_token(now, { key }) end
+  local j = L.judge(r, opened, key, false, now, cost, mode or 'take')
+  local writes = L.write(r, key, j.pending, not j.retry or j.over == true, now, cost)
   if writes then
     for _, c in ipairs(writes) do redis.call(unpack(c)) end
   end
@@ -485,11 +505,27 @@ local function single_command(keys, args, L, name)
   if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
   if #args < L.nargs then arity_error(L.command, L.syntax) end
   local p = L.parse_args(args, 1)
+  local fifth = args[1 + L.nargs]
+  if L.quantity_fifth and fifth and pcall(parse_int, 'quantity', fifth, 0) then
+    -- redis-cell's quantity as a fifth argument: RL.GCRA takes it as COST n.
+    fail("ERR unknown option '" .. echo(fifth) .. "': RL.GCRA takes redis-cell's quantity as COST "
+      .. echo(fifth) .. ' (or call CL.THROTTLE, which takes it fifth)')
+  end
   local o = NO_OPTIONS
   if #args > L.nargs then o = parse_options(args, 1 + L.nargs, L.accepts, false) end
-  local r = L.build(p, o)
-  L.check_cost(r, o.cost)
-  local j = run_one(L, keys[1], r, o.cost, o.at)
+  local mode = settle_mode(o)
+  local r
+  if mode == 'take' then
+    r = L.build(p, o)
+    L.check_cost(r, o.cost)
+  else
+    -- A refund or a forced request of any cost can be settled: no capacity check.
+    local cost = o.cost
+    o.cost = 0
+    r = L.build(p, o)
+    o.cost = cost
+  end
+  local j = run_one(L, keys[1], r, o.cost, o.at, mode)
   local reply = j.fields
   if j.booking then reply[6] = j.booking end
   if L.reply_field then reply[6] = L.reply_field(j.pending, not j.retry) end

@@ -22,7 +22,13 @@ local MAX_BUCKETS = 100 -- buckets per window (RL.SLIDING)
 
 local MAX_LOG_LIMIT = 10000 -- the largest limit (RL.LOG)
 
+local MAX_LOG_MEMBERS = 20000 -- members (and cost of one member) a log holds: twice its largest limit (RL.LOG, FORCE)
+
 local MAX_META_LEN = 256 -- bytes of a META value (RL.LOG)
+
+local MAX_AT_US = 4102444800000000 -- MAX_AT_MS in µs: the latest log entry, the latest bucket start (RL.LOG, RL.SLIDING)
+
+local MAX_LOG_TRIM = 64 -- members that left the window one write removes, oldest first (RL.LOG)
 
 local ECHO_MAX = 64 -- bytes of a bad argument quoted in an error
 
@@ -181,7 +187,7 @@ local function parse_options(args, first, accepts, stop, unknown)
       if unknown then unknown(args[i]) end
       -- The options in the order error replies list them (the module's Opt order).
       local listed = {}
-      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID' }) do
+      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE' }) do
         if accepts[k] then listed[#listed + 1] = k end
       end
       fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
@@ -192,6 +198,8 @@ local function parse_options(args, first, accepts, stop, unknown)
     end
     if w == 'ALIGN' then
       o.align = true
+      i = i + 1
+    elseif w == 'REFUND' or w == 'FORCE' then
       i = i + 1
     elseif w == 'LIMIT' then
       if not o.limits then o.limits, o.named = {}, {} end
@@ -234,6 +242,19 @@ local function parse_options(args, first, accepts, stop, unknown)
     end
   end
   return o, i
+end
+
+-- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
+-- 'force'; at most one of them, and neither with DELAY.
+local function settle_mode(o)
+  if o.REFUND and o.FORCE then
+    fail('ERR REFUND and FORCE cannot be given together: a request is either given back or forced')
+  end
+  local mode = (o.REFUND and 'refund') or (o.FORCE and 'force') or 'take'
+  if mode ~= 'take' and o.delay then
+    fail('ERR ' .. string.upper(mode) .. ' cannot be given with DELAY: a settled request is not booked')
+  end
+  return mode
 end
 
 local function cost_over(cost, what, capacity)
@@ -310,8 +331,8 @@ local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of v
 local LOG = (function()
   local L = { kind = 'LOG', command = 'RL.LOG', storage = 'zset', nargs = 2,
     expected = 'a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch',
-    options = { META = true }, accepts = { COST = true, AT = true, META = true },
-    syntax = 'RL.LOG key limit window [META value] [COST n] [AT unix_ms]',
+    options = { META = true }, accepts = { COST = true, AT = true, META = true, REFUND = true, FORCE = true },
+    syntax = 'RL.LOG key limit window [META value] [COST n] [AT unix_ms] [REFUND|FORCE]',
     rule_syntax = 'LOG i limit window [META value]' }
   -- How many counted members a denial reads one by one before it searches by score.
   local SCAN_STEPS = 8
@@ -333,7 +354,7 @@ local LOG = (function()
   function L.check_cost(r, cost)
     if cost > r.limit then cost_over(cost, 'limit', r.limit) end
   end
-  function L.judge(r, opened, key, named, now, cost)
+  function L.judge(r, opened, key, named, now, cost, mode)
     local bad = function() state_error(L, key, named) end
     -- The entry a ZRANGE ... WITHSCORES reply starts with, or nil: seq (16 digits), its
     -- cost and its time; anything else is not a log.
@@ -342,15 +363,27 @@ local LOG = (function()
       local seq, c, meta = string.match(pair[1], '^(%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d%d):([1-9]%d*):(.*)$')
       seq = stored_number(seq, MAX_SAFE_INTEGER)
       c = c and #c <= 5 and tonumber(c)
-      local t = stored_number(pair[2], MAX_SAFE_INTEGER)
-      if not (seq and c and t) or c > MAX_LOG_LIMIT or seq < c or #meta > MAX_META_LEN then bad() end
-      return { t = t, seq = seq, cost = c }
+      local t = stored_number(pair[2], MAX_AT_US)
+      if not (seq and c and t) or c > MAX_LOG_MEMBERS or seq < c or #meta > MAX_META_LEN then bad() end
+      return { t = t, seq = seq, cost = c, meta = meta, member = pair[1] }
+    end
+    if mode == 'refund' and not opened.exists then
+      return { fields = { 0, r.limit, r.limit, -1, 0 }, window = r.window_ms, pending = {} }
     end
     local newest, first
     local t = now
     if opened.exists then
-      if redis.call('ZCARD', key) > MAX_LOG_LIMIT then bad() end
-      newest = entry(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES'))
+      local members = redis.call('ZCARD', key)
+      if members > MAX_LOG_MEMBERS then bad() end
+      local last_two = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
+      newest = entry({ last_two[#last_two - 1], last_two[#last_two] })
+      -- The members agree with each other as the module writes them: each one's units
+      -- follow the one before it, and the set holds no more members than the units from
+      -- its first member to its newest.
+      if #last_two == 4 and entry(last_two).seq ~= newest.seq - newest.cost then bad() end
+      local lowest = entry(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES'))
+      local units = newest.seq - (lowest.seq - lowest.cost)
+      if units < 0 or members > units then bad() end
       -- Time does not go back inside a log: a call older than its newest entry is
       -- judged, and recorded, at that entry's time.
       if newest then t = math.max(now, newest.t) end
@@ -358,7 +391,12 @@ local LOG = (function()
     local cutoff = math.max(t - r.window, 0)
     local after = '(' .. int(cutoff)
     if opened.exists then
-      first = entry(redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1))
+      local first_two = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 2)
+      first = entry(first_two)
+      if #first_two == 4 then
+        local second = entry({ first_two[3], first_two[4] })
+        if second.seq - second.cost ~= first.seq then bad() end
+      end
     end
     local counted, base = 0, 0
     if first then
@@ -371,8 +409,74 @@ local LOG = (function()
       return ceil_ms(math.max(n + r.window - now, 0))
     end
     local newest_counted = (counted > 0) and newest.t or nil
-    local over = counted + cost - r.limit
-    if over <= 0 then
+    if mode == 'refund' then
+      -- `cost` units leave the newest counted members first: a member whose whole cost
+      -- is given back is removed, one partly given back is replaced by a member of the
+      -- same time and META with the rest of its cost (its units keep their numbers).
+      local give, given, left_newest = cost, 0, nil
+      local adds, rems = {}, {}
+      if give == 0 then left_newest = newest_counted end
+      if give > 0 and counted > 0 then
+        local n = math.min(give + 1, redis.call('ZCARD', key))
+        local got = redis.call('ZREVRANGEBYSCORE', key, '+inf', after, 'WITHSCORES', 'LIMIT', 0, n)
+        for i = 1, #got, 2 do
+          local e = entry({ got[i], got[i + 1] })
+          if give == 0 then
+            left_newest = e.t
+            break
+          end
+          local back = math.min(give, e.cost)
+          give, given = give - back, given + back
+          rems[#rems + 1] = { 'ZREM', key, e.member }
+          if back < e.cost then
+            local rest = string.format('%016d', e.seq - back) .. ':' .. int(e.cost - back) .. ':' .. e.meta
+            adds[1] = { 'ZADD', key, e.t, rest }
+            left_newest = e.t
+            break
+          end
+        end
+      end
+      local left = counted - given
+      local j = { fields = { 0, r.limit, math.max(r.limit - left, 0), -1, reset(left_newest) },
+        window = r.window_ms, pending = {} }
+      if given > 0 and not left_newest then
+        j.pending.allow = { { 'DEL', key } }
+      elseif given > 0 then
+        local w = adds
+        for _, c in ipairs(rems) do w[#w + 1] = c end
+        w[#w + 1] = { 'ZREMRANGEBYSCORE', key, '-inf', cutoff }
+        w[#w + 1] = { 'PEXPIREAT', key, ceil_ms(left_newest + r.window) }
+        j.pending.allow = w
+      end
+      return j
+    end
+    -- The time of the first counted member whose running total reaches `target`: the
+    -- first few one by one, then a search by score (running totals grow with scores).
+    local function must_leave(target)
+      local scanned = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, SCAN_STEPS)
+      local last_seen, previous
+      for i = 1, #scanned, 2 do
+        local e = entry({ scanned[i], scanned[i + 1] })
+        if previous and e.seq - e.cost ~= previous.seq then bad() end
+        previous = e
+        last_seen = e.t
+        if e.seq >= target then return e.t end
+      end
+      local lo, hi = cutoff, newest.t
+      if last_seen then lo = math.max(last_seen - 1, cutoff) end
+      while lo + 1 < hi do
+        local mid = lo + ((hi - lo) - (hi - lo) % 2) / 2
+        local e = entry(redis.call('ZREVRANGEBYSCORE', key, int(mid), '-inf', 'WITHSCORES', 'LIMIT', 0, 1))
+        if e and e.seq >= target then hi = mid else lo = mid end
+      end
+      return hi
+    end
+    local total = counted + cost
+    if mode == 'force' and total > 2 * r.limit then
+      fail('ERR FORCE would leave the log holding more than twice its limit (' .. int(2 * r.limit)
+        .. '): nothing was written')
+    end
+    if total <= r.limit or mode == 'force' then
       local j = { window = r.window_ms, pending = {} }
       if cost > 0 then
         local seq = (newest and newest.seq or 0) + cost
@@ -382,39 +486,36 @@ local LOG = (function()
         end
         j.pending.allow = {
           { 'ZADD', key, t, string.format('%016d', seq) .. ':' .. int(cost) .. ':' .. r.meta },
-          { 'ZREMRANGEBYSCORE', key, '-inf', cutoff },
-          { 'PEXPIREAT', key, ceil_ms(t + r.window) },
         }
+        -- The members that left the window, oldest first, at most MAX_LOG_TRIM of them
+        -- (later writes remove the rest): no call does more than that.
+        if opened.exists then
+          local leaving = redis.call('ZRANGEBYSCORE', key, '-inf', int(cutoff), 'LIMIT', 0, MAX_LOG_TRIM)
+          if #leaving > 0 then
+            local zrem = { 'ZREM', key }
+            for _, m in ipairs(leaving) do zrem[#zrem + 1] = m end
+            j.pending.allow[#j.pending.allow + 1] = zrem
+          end
+        end
+        j.pending.allow[#j.pending.allow + 1] = { 'PEXPIREAT', key, ceil_ms(t + r.window) }
         newest_counted = t
       end
-      j.fields = { 0, r.limit, r.limit - counted - cost, -1, reset(newest_counted) }
+      if total <= r.limit then
+        j.fields = { 0, r.limit, r.limit - total, -1, reset(newest_counted) }
+        return j
+      end
+      -- Forced over the limit: a cost of 1 fits when the units through
+      -- base + total + 1 - limit have left (the forced ones themselves: at t).
+      local target = base + total + 1 - r.limit
+      local must = t
+      if counted > 0 and target <= newest.seq then must = must_leave(target) end
+      local retry = math.max(must + r.window - now, 1)
+      j.fields = { 1, r.limit, 0, math.max(1, ceil_ms(retry)), reset(newest_counted) }
+      j.retry, j.over = retry, true
       return j
     end
-    -- Denied: when the counted members that must leave for `cost` to fit have left,
-    -- that is the first member whose running total reaches base + over: the first few
-    -- one by one, then a search by score (running totals grow with scores).
-    local target = base + over
-    local must
-    local scanned = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, SCAN_STEPS)
-    local last_seen
-    for i = 1, #scanned, 2 do
-      local e = entry({ scanned[i], scanned[i + 1] })
-      last_seen = e.t
-      if e.seq >= target then
-        must = e.t
-        break
-      end
-    end
-    if not must then
-      local lo, hi = cutoff, newest.t
-      if last_seen then lo = math.max(last_seen - 1, cutoff) end
-      while lo + 1 < hi do
-        local mid = lo + ((hi - lo) - (hi - lo) % 2) / 2
-        local e = entry(redis.call('ZREVRANGEBYSCORE', key, int(mid), '-inf', 'WITHSCORES', 'LIMIT', 0, 1))
-        if e and e.seq >= target then hi = mid else lo = mid end
-      end
-      must = hi
-    end
+    -- Denied: when the counted members that must leave for `cost` to fit have left.
+    local must = must_leave(base + total - r.limit)
     local retry = math.max(must + r.window - now, 1)
     return { fields = { 1, r.limit, math.max(r.limit - counted, 0), math.max(1, ceil_ms(retry)),
       reset(newest_counted) }, window = r.window_ms, retry = retry, pending = {} }
@@ -465,12 +566,12 @@ end
 
 -- A call of one key and one rule (RL.FIXED, RL.GCRA, RL.LOG): the steps of run_call
 -- without its lists.
-local function run_one(L, key, r, cost, at)
+local function run_one(L, key, r, cost, at, mode)
   local now = now_us(at)
   local opened = open_key(L, key)
-  if L.wants_token and not r.id and cost > 0 then r.token = make_token(now, { key }) end
-  local j = L.judge(r, opened, key, false, now, cost)
-  local writes = L.write(r, key, j.pending, not j.retry, now, cost)
+  if L.wants_token and not r.id and cost > 0 and mode ~= 'refund' then r.token = make_token(now, { key }) end
+  local j = L.judge(r, opened, key, false, now, cost, mode or 'take')
+  local writes = L.write(r, key, j.pending, not j.retry or j.over == true, now, cost)
   if writes then
     for _, c in ipairs(writes) do redis.call(unpack(c)) end
   end
@@ -485,11 +586,27 @@ local function single_command(keys, args, L, name)
   if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
   if #args < L.nargs then arity_error(L.command, L.syntax) end
   local p = L.parse_args(args, 1)
+  local fifth = args[1 + L.nargs]
+  if L.quantity_fifth and fifth and pcall(parse_int, 'quantity', fifth, 0) then
+    -- redis-cell's quantity as a fifth argument: RL.GCRA takes it as COST n.
+    fail("ERR unknown option '" .. echo(fifth) .. "': RL.GCRA takes redis-cell's quantity as COST "
+      .. echo(fifth) .. ' (or call CL.THROTTLE, which takes it fifth)')
+  end
   local o = NO_OPTIONS
   if #args > L.nargs then o = parse_options(args, 1 + L.nargs, L.accepts, false) end
-  local r = L.build(p, o)
-  L.check_cost(r, o.cost)
-  local j = run_one(L, keys[1], r, o.cost, o.at)
+  local mode = settle_mode(o)
+  local r
+  if mode == 'take' then
+    r = L.build(p, o)
+    L.check_cost(r, o.cost)
+  else
+    -- A refund or a forced request of any cost can be settled: no capacity check.
+    local cost = o.cost
+    o.cost = 0
+    r = L.build(p, o)
+    o.cost = cost
+  end
+  local j = run_one(L, keys[1], r, o.cost, o.at, mode)
   local reply = j.fields
   if j.booking then reply[6] = j.booking end
   if L.reply_field then reply[6] = L.reply_field(j.pending, not j.retry) end

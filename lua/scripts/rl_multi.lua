@@ -26,7 +26,9 @@ local MAX_BUCKETS = 100 -- buckets per window (RL.SLIDING)
 
 local MAX_META_LEN = 256 -- bytes of a META value (RL.LOG)
 
-local MAX_END_MS = 9007199254740991 -- the latest window end in stored state (RL.MULTI)
+local MAX_END_MS = 4417804800000 -- the latest window end in stored state: MAX_AT_MS + MAX_DURATION_MS (RL.MULTI)
+
+local MAX_BUCKETS_PER_KEY = 1000 -- buckets one key keeps, its windows' BUCKETS added up (RL.SLIDING)
 
 local ECHO_MAX = 64 -- bytes of a bad argument quoted in an error
 
@@ -185,7 +187,7 @@ local function parse_options(args, first, accepts, stop, unknown)
       if unknown then unknown(args[i]) end
       -- The options in the order error replies list them (the module's Opt order).
       local listed = {}
-      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID' }) do
+      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE' }) do
         if accepts[k] then listed[#listed + 1] = k end
       end
       fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
@@ -196,6 +198,8 @@ local function parse_options(args, first, accepts, stop, unknown)
     end
     if w == 'ALIGN' then
       o.align = true
+      i = i + 1
+    elseif w == 'REFUND' or w == 'FORCE' then
       i = i + 1
     elseif w == 'LIMIT' then
       if not o.limits then o.limits, o.named = {}, {} end
@@ -238,6 +242,24 @@ local function parse_options(args, first, accepts, stop, unknown)
     end
   end
   return o, i
+end
+
+-- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
+-- 'force'; at most one of them, and neither with DELAY.
+local function settle_mode(o)
+  if o.REFUND and o.FORCE then
+    fail('ERR REFUND and FORCE cannot be given together: a request is either given back or forced')
+  end
+  local mode = (o.REFUND and 'refund') or (o.FORCE and 'force') or 'take'
+  if mode ~= 'take' and o.delay then
+    fail('ERR ' .. string.upper(mode) .. ' cannot be given with DELAY: a settled request is not booked')
+  end
+  return mode
+end
+
+-- The error of a FORCE that would store `what` past the bounds every reader accepts.
+local function force_out_of_bounds(what)
+  fail('ERR FORCE would store ' .. what .. ': nothing was written')
 end
 
 -- A cost above the smallest LIMIT can never be allowed.
@@ -322,12 +344,23 @@ end
 
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 
+-- The error of limiter L on a key that holds what can only be another limiter's state
+-- (`holds` says what), naming the key when `named`.
+local function foreign_error(L, key, named, holds)
+  local which = named and ("the key '" .. echo(key) .. "'") or 'the key'
+  fail('ERR ' .. which .. ' holds ' .. holds .. ', not ' .. L.command
+    .. ' state: each algorithm needs keys of its own')
+end
+
+-- The smallest value RL.GCRA stores: a time in µs no earlier than the earliest AT.
+local MIN_TAT_US = MIN_AT_MS * 1000
+
 -- RL.FIXED: a counter per window (see the interface of a limiter at the top).
 local FIXED = (function()
   local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', expiry = true, nargs = 2,
-    expected = 'a non-negative integer counter',
-    options = { ALIGN = true }, accepts = { COST = true, AT = true, ALIGN = true },
-    syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]',
+    expected = 'a non-negative integer counter', options = { ALIGN = true },
+    accepts = { COST = true, AT = true, ALIGN = true, REFUND = true, FORCE = true },
+    syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]',
     rule_syntax = 'FIXED i limit window [ALIGN]' }
   function L.parse_args(args, i)
     local order = 'RL.FIXED key limit window: the limit comes first'
@@ -368,12 +401,54 @@ local FIXED = (function()
     return { 1, limit, remaining, math.max(1, ceil_ms(until_end)), ceil_ms(until_end) }, until_end,
       after, ends, missing_ttl
   end
-  function L.judge(r, opened, key, named, now, cost)
+  -- REFUND on one window: the count goes down by `cost`, never below 0; the window's
+  -- end is kept; 0 left: the key goes. A window that has ended (or no key) is not
+  -- touched. The fields, and the write ({ 'SET', ... } or { 'DEL' }; nil: none) with
+  -- the count and end.
+  function L.refund_window(limit, window_ms, align, count, exp, now, cost)
+    if not count or (exp and exp * 1000 <= now) then
+      return { 0, limit, limit, -1, 0 }, nil
+    end
+    local _, _, _, ends = L.window(limit, window_ms, align, count, exp, now, 0)
+    local after = math.max(count - cost, 0)
+    local reset = 0
+    if after > 0 then reset = ceil_ms(math.max(ends * 1000 - now, 0)) end
+    local fields = { 0, limit, math.max(limit - after, 0), -1, reset }
+    if cost == 0 then return fields, nil end
+    if after == 0 then return fields, 'del', after, ends end
+    return fields, 'set', after, ends
+  end
+  -- FORCE on one window: `cost` is counted whether it fits or not (at most 2^53 - 1).
+  -- The fields, the wait in µs when over the limit (nil: it fit), the count and end.
+  function L.force_window(limit, window_ms, align, count, exp, now, cost)
+    local fields, retry, after, ends = L.window(limit, window_ms, align, count, exp, now, cost)
+    if after > MAX_SAFE_INTEGER then force_out_of_bounds('a count above 9007199254740991') end
+    if retry then fields[3] = 0 end
+    return fields, retry, after, ends
+  end
+  function L.judge(r, opened, key, named, now, cost, mode)
     local count
     if opened.raw then
       local raw = opened.raw
       count = #raw <= 19 and string.match(raw, '^%d+$') and tonumber(raw)
       if not count or count > MAX_SAFE_INTEGER then state_error(L, key, named) end
+      -- A time RL.GCRA could have written, where the limit is below any such time:
+      -- RL.GCRA's state (fixed::check_not_a_tat).
+      if r.limit < MIN_TAT_US and count >= MIN_TAT_US then
+        foreign_error(L, key, named, "what can only be RL.GCRA's state (a time in microseconds, above the limit)")
+      end
+    end
+    if mode == 'refund' then
+      local fields, w, after, ends = L.refund_window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
+      local j = { fields = fields, window = r.window_ms }
+      if w == 'del' then j.pending = { { 'DEL', key }, allowed = true } end
+      if w == 'set' then j.pending = { { 'SET', key, after, 'PXAT', ends }, allowed = true } end
+      return j
+    elseif mode == 'force' then
+      local fields, retry, after, ends = L.force_window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
+      local j = { fields = fields, window = r.window_ms, retry = retry, over = retry and true }
+      if cost > 0 then j.pending = { { 'SET', key, after, 'PXAT', ends }, allowed = true } end
+      return j
     end
     local fields, retry, after, ends, missing_ttl =
       L.window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
@@ -408,24 +483,32 @@ local function limits_rule(L)
   -- (its entries, and the same by window) and L.judge_window(r, entry, w, limit, now,
   -- cost) (the window's five fields, µs to wait when denied, and the window after an
   -- allowed request, nil when it keeps none).
-  function L.judge(r, opened, key, named, now, cost)
+  function L.judge(r, opened, key, named, now, cost, mode)
     local entries, by_w = {}, {}
     if opened.raw then entries, by_w = L.parse_state(key, named, opened.raw) end
-    local best, updates = {}, {}
+    local best, updates = { full = 0 }, {}
     for _, lw in ipairs(r.limits) do
       local w, limit = lw[1], lw[2]
-      local fields, retry, update = L.judge_window(r, by_w[w], w, limit, now, cost)
+      local fields, retry, update = L.judge_window(r, by_w[w], w, limit, now, cost, mode)
       L.offer(best, fields, retry, w)
       if update then updates[#updates + 1] = update end
     end
     -- The key's expiry: nil when it lost its TTL, 0 when there is no key.
     local exp = 0
     if opened.raw then exp = opened.exp end
-    return { fields = best.fields, window = best.window, retry = best.retry,
+    local j = { fields = best.fields, window = best.window, retry = best.retry,
       pending = { entries = entries, exp = exp, updates = updates } }
+    if mode == 'force' and j.retry then
+      -- Over: a request of cost 1 fits when every window has room again.
+      j.retry, j.over = math.max(j.retry, best.full), true
+      j.fields[4] = math.max(1, ceil_ms(j.retry))
+    end
+    return j
   end
-  -- Offer a window's verdict to the binding choice of one key.
+  -- Offer a window's verdict to the binding choice of one key (`best.full`: the
+  -- longest reset of the windows allowed with nothing remaining, in µs of whole ms).
   function L.offer(best, fields, retry, w)
+    if not retry and fields[3] <= 0 then best.full = math.max(best.full, fields[5] * 1000) end
     if retry then
       if not best.retry or retry > best.retry then
         best.retry, best.fields, best.window = retry, fields, w
@@ -461,10 +544,23 @@ local function limits_rule(L)
       local ends = L.ends(e)
       if not r.named[e.w] and ends and ends > now then merged[#merged + 1] = e end
     end
+    local buckets = 0
+    for _, e in ipairs(merged) do buckets = buckets + (e.n or 0) end
+    if L.command == 'RL.SLIDING' and (#merged > MAX_WINDOWS_PER_KEY or buckets > MAX_BUCKETS_PER_KEY) then
+      fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
+        .. ' windows or ' .. int(MAX_BUCKETS_PER_KEY) .. ' buckets: ' .. L.command .. ' keeps at most '
+        .. int(MAX_WINDOWS_PER_KEY) .. ' windows per key, their BUCKETS adding up to at most '
+        .. int(MAX_BUCKETS_PER_KEY) .. ' (use fewer distinct windows or buckets, or other keys)')
+    end
     if #merged > MAX_WINDOWS_PER_KEY then
       fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
         .. ' windows: ' .. L.command .. ' keeps at most ' .. int(MAX_WINDOWS_PER_KEY)
         .. ' windows per key (use fewer distinct windows, or other keys)')
+    end
+    -- Nothing left to keep (a refund gave everything back): the key goes.
+    if #merged == 0 then
+      if p.exp ~= 0 then return { { 'DEL', key } } end
+      return nil
     end
     table.sort(merged, function(a, b) return a.w < b.w end)
     local latest = 0
@@ -481,8 +577,8 @@ local MULTI = (function()
   local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:count:end_ms entries separated by commas',
     options = { LIMIT = true, ALIGN = true },
-    accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true },
-    syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms]',
+    accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true, REFUND = true, FORCE = true },
+    syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]',
     rule_syntax = 'MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]' }
   limits_rule(L)
   local F = FIXED
@@ -521,9 +617,17 @@ local MULTI = (function()
     return table.concat(parts, ',')
   end
   -- One window: RL.FIXED's counter.
-  function L.judge_window(r, entry, w, limit, now, cost)
-    local fields, retry, after, ends =
-      F.window(limit, w, r.align, entry and entry.c, entry and entry.e or 0, now, cost)
+  function L.judge_window(r, entry, w, limit, now, cost, mode)
+    local count, exp = entry and entry.c, entry and entry.e or 0
+    if mode == 'refund' then
+      local fields, write, after, ends = F.refund_window(limit, w, r.align, count, exp, now, cost)
+      if write == 'set' then return fields, nil, { w = w, c = after, e = ends } end
+      return fields, nil, nil
+    elseif mode == 'force' then
+      local fields, retry, after, ends = F.force_window(limit, w, r.align, count, exp, now, cost)
+      return fields, retry, { w = w, c = after, e = ends }
+    end
+    local fields, retry, after, ends = F.window(limit, w, r.align, count, exp, now, cost)
     if retry then return fields, retry, nil end
     return fields, nil, { w = w, c = after, e = ends }
   end
@@ -550,7 +654,7 @@ end
 -- Give the rules of a call that ask for one (a lease without ID) the call's token, when
 -- the call records something (cost > 0).
 local function give_token(call, now)
-  if call.cost == 0 then return end
+  if call.cost == 0 or call.mode == 'refund' then return end
   local wanting = {}
   for _, rule in ipairs(call.rules) do
     if rule.L.wants_token and not rule.r.id then wanting[#wanting + 1] = call.keys[rule.k] end
@@ -595,40 +699,82 @@ end
 -- key (nothing at all when RL.ALL is denied), reply with the binding rule's numbers.
 local function run_call(call)
   local now = now_us(call.at)
-  local keys, rules = call.keys, call.rules
+  local keys, rules, mode = call.keys, call.rules, call.mode or 'take'
   local opened = {}
   for i, rule in ipairs(rules) do
     opened[rule.k] = rule_step(call, i, open_key, rule.L, keys[rule.k])
   end
   give_token(call, now)
   local judged = {}
-  for i, rule in ipairs(rules) do
-    judged[i] = rule_step(call, i, rule.L.judge, rule.r, opened[rule.k], keys[rule.k], true, now, call.cost)
+  local function judge(i)
+    local rule = rules[i]
+    judged[i] = rule_step(call, i, rule.L.judge, rule.r, opened[rule.k], keys[rule.k], true, now, call.cost, mode)
+    return judged[i]
   end
-  -- The binding rule: the denying one with the largest retry (ties: the first), else
-  -- the one with the least remaining (ties: the first).
-  local bind, denied
-  for i, j in ipairs(judged) do
-    if j.retry then
-      if not denied or j.retry > judged[bind].retry then bind, denied = i, true end
-    elseif not denied and (not bind or j.fields[3] < judged[bind].fields[3]) then
-      bind = i
+  -- Gates first (the BAN rule): one that denies ends the call, the other rules not
+  -- judged and nothing written; it binds.
+  local gates_only = true
+  for i, rule in ipairs(rules) do
+    if rule.L.gate then
+      if judge(i).retry then
+        local reply = judged[i].fields
+        reply[6], reply[7] = i, keys[rule.k]
+        -- The other rules, not judged, give their own field as in any denial (nil).
+        for _, other in ipairs(rules) do
+          if other.L.reply_field then
+            reply[8] = false
+            break
+          end
+        end
+        return reply
+      end
+    else
+      gates_only = false
     end
   end
+  -- The binding rule: the denying (or forced over) one with the largest retry (ties:
+  -- the first), else the one with the least remaining (ties: the first). A gate that
+  -- allows binds only a call of gates.
+  local bind, denied, blocked, full = nil, false, false, 0
+  for i, rule in ipairs(rules) do
+    local j = judged[i] or judge(i)
+    if not rule.L.gate or gates_only then
+      if j.retry then
+        if not denied or j.retry > judged[bind].retry then bind, denied = i, true end
+        if not j.over then blocked = true end
+      else
+        if j.fields[3] <= 0 then full = math.max(full, j.fields[5] * 1000) end
+        if not denied and (not bind or j.fields[3] < judged[bind].fields[3]) then bind = i end
+      end
+    end
+  end
+  local reply = judged[bind].fields
+  if judged[bind].over then
+    -- Forced over: a request of cost 1 fits when every rule has room again.
+    reply[4] = math.max(1, ceil_ms(math.max(judged[bind].retry, full)))
+  end
   -- Every key's writes first (a key that would be full refuses the whole request
-  -- before anything is written), then the writes.
+  -- before anything is written), then the writes. RL.ALL's denial writes nothing but
+  -- a penalty (a strike), which binds when it starts a ban.
   local writes = {}
-  if not denied or call.shape ~= 'all' then
+  if not blocked or call.shape ~= 'all' then
     for i, rule in ipairs(rules) do
-      local res = rule_step(call, i, rule.L.write, rule.r, keys[rule.k], judged[i].pending, not denied, now,
+      local res = rule_step(call, i, rule.L.write, rule.r, keys[rule.k], judged[i].pending, not blocked, now,
         call.cost)
       if res then
         for _, c in ipairs(res) do writes[#writes + 1] = c end
       end
     end
+  else
+    for i, rule in ipairs(rules) do
+      local p = rule.L.penalty and rule.L.penalty(rule.r, judged[i].pending, call.cost, mode)
+      if p then
+        for _, c in ipairs(p.writes) do writes[#writes + 1] = c end
+        if p.binds then reply, bind = p.binds, i end
+      end
+    end
   end
   for _, c in ipairs(writes) do redis.call(unpack(c)) end
-  local reply = judged[bind].fields
   if call.shape == 'each' then
     reply[6] = keys[rules[bind].k]
     reply[7] = judged[bind].window
@@ -638,7 +784,7 @@ local function run_call(call)
     -- A rule's own field (a LEASE rule's id or nil), whatever the binding rule.
     for i, rule in ipairs(rules) do
       if rule.L.reply_field then
-        reply[8] = rule.L.reply_field(judged[i].pending, not denied)
+        reply[8] = rule.L.reply_field(judged[i].pending, not blocked)
         break
       end
     end
@@ -663,18 +809,66 @@ local function check_keys(keys, max, name)
   end
 end
 
+-- The errors a wrong numkeys can explain (the module's numkeys_hint takes the same).
+local NUMKEYS_HINTED = {
+  "^ERR unknown option '", "^ERR unknown rule '", '^ERR at least one LIMIT window limit is needed$',
+  "^ERR key %d+ '.*' is named by no rule",
+}
+
+-- A call with numkeys, parsed by `parse(keys, args)` (which raises the call's error and
+-- writes nothing). When it fails with an error that a wrong numkeys explains, and the
+-- same arguments parse with another number of keys (the nearest first, fewer before
+-- more, up to `max`), the error says which, as the module's does.
+local function with_numkeys_hint(parse, keys, args, max)
+  local ok, res = pcall(parse, keys, args)
+  if ok then return res end
+  local msg = message(res)
+  local hinted = false
+  for _, pattern in ipairs(NUMKEYS_HINTED) do
+    if type(msg) == 'string' and string.find(msg, pattern) then hinted = true end
+  end
+  if not hinted then error(res, 0) end
+  local all = {}
+  for _, k in ipairs(keys) do all[#all + 1] = k end
+  for _, a in ipairs(args) do all[#all + 1] = a end
+  local given, most = #keys, math.min(max, #all)
+  for d = 1, most do
+    for _, meant in ipairs({ given - d, given + d }) do
+      if meant >= 1 and meant <= most then
+        local k2, a2 = {}, {}
+        for i = 1, #all do
+          if i <= meant then k2[#k2 + 1] = all[i] else a2[#a2 + 1] = all[i] end
+        end
+        if pcall(parse, k2, a2) then
+          if meant < given then
+            fail('ERR numkeys is ' .. int(given) .. " but '" .. echo(all[meant + 1]) .. "' starts the arguments after "
+              .. int(meant) .. (meant == 1 and ' key' or ' keys') .. ': did you mean numkeys ' .. int(meant) .. '?')
+          end
+          fail('ERR numkeys is ' .. int(given) .. " but '" .. echo(all[given + 1]) .. "' reads as a key: did you mean numkeys "
+            .. int(meant) .. '?')
+        end
+      end
+    end
+  end
+  error(res, 0)
+end
+
 -- The call shape of RL.MULTI and RL.SLIDING: numkeys (FCALL's) from 1 to MAX_KEYS
 -- distinct keys, then LIMIT window limit triples among the options, the same rule on
 -- every key.
 local function each_key_command(keys, args, L, name)
-  if 2 + #keys + #args < 6 then arity_error(L.command, L.syntax) end
-  check_keys(keys, MAX_KEYS, name)
-  local o = parse_options(args, 1, L.accepts, false)
-  local r = L.build({}, o)
-  L.check_cost(r, o.cost)
-  local rules = {}
-  for k = 1, #keys do rules[k] = { k = k, L = L, r = r } end
-  return run_call({ shape = 'each', keys = keys, rules = rules, cost = o.cost, at = o.at })
+  local call = with_numkeys_hint(function(ks, as)
+    if 2 + #ks + #as < 6 then arity_error(L.command, L.syntax) end
+    check_keys(ks, MAX_KEYS, name)
+    local o = parse_options(as, 1, L.accepts, false)
+    local mode = settle_mode(o)
+    local r = L.build({}, o)
+    if mode == 'take' then L.check_cost(r, o.cost) end
+    local rules = {}
+    for k = 1, #ks do rules[k] = { k = k, L = L, r = r } end
+    return { shape = 'each', keys = ks, rules = rules, cost = o.cost, at = o.at, mode = mode }
+  end, keys, args, MAX_KEYS)
+  return run_call(call)
 end
 
 local function rl_multi(keys, args)

@@ -183,7 +183,7 @@ local function parse_options(args, first, accepts, stop, unknown)
       if unknown then unknown(args[i]) end
       -- The options in the order error replies list them (the module's Opt order).
       local listed = {}
-      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID' }) do
+      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE' }) do
         if accepts[k] then listed[#listed + 1] = k end
       end
       fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
@@ -194,6 +194,8 @@ local function parse_options(args, first, accepts, stop, unknown)
     end
     if w == 'ALIGN' then
       o.align = true
+      i = i + 1
+    elseif w == 'REFUND' or w == 'FORCE' then
       i = i + 1
     elseif w == 'LIMIT' then
       if not o.limits then o.limits, o.named = {}, {} end
@@ -374,7 +376,7 @@ local LEASE = (function()
     local expired = #old / 2
     return card - expired, expired, latest
   end
-  function L.judge(r, opened, key, named, now, cost)
+  function L.judge(r, opened, key, named, now, cost, mode)
     local bad = function() state_error(L, key, named) end
     local now_ms = floor_ms(now)
     local live, expired, latest = 0, 0, nil
@@ -388,6 +390,11 @@ local LEASE = (function()
       w[#w + 1] = { 'PEXPIREAT', key, key_expiry }
       return { fields = { 0, limit, remaining, -1, key_expiry - now_ms }, window = r.ttl_ms,
         pending = { allow = w, id = id } }
+    end
+    if mode == 'refund' then
+      -- RL.ALL's REFUND gives back what its other rules took: the lease rule takes,
+      -- renews and denies nothing; its numbers are a peek's. (FORCE is ignored.)
+      return { fields = { 0, limit, free, -1, latest and (latest - now_ms) or 0 }, window = r.ttl_ms, pending = {} }
     end
     if cost > 0 then
       -- The call's id holds a live lease: a renewal, always allowed.

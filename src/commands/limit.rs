@@ -1,5 +1,5 @@
 //! The one path of every limiter command (RL.FIXED, RL.GCRA, RL.MULTI, RL.SLIDING,
-//! RL.LOG, RL.ALL, CL.THROTTLE): parse the call (pure, in core), open and read every
+//! RL.LOG, RL.LEASE, RL.ALL, CL.THROTTLE): parse the call (pure, in core), open and read every
 //! key, settle the call (pure, in core: judge, decide, the writes), check memory,
 //! apply the writes, reply with the binding rule's numbers.
 
@@ -9,7 +9,7 @@ use crate::clock::request_time;
 use crate::effects;
 use crate::keys::limiter::LimiterKey;
 use crate::reply;
-use crate::stats::Tally;
+use crate::stats::{self, Tally};
 use ratelimit_core::call::limiter::{Limiter, Token, TOKEN_LEN};
 use ratelimit_core::call::{Call, Settlement, Shape};
 use ratelimit_core::limiters::throttle;
@@ -58,6 +58,13 @@ pub fn run<'a, R: Limiter>(
         let (_, key) = keys.get(*i).ok_or(Error::Internal("written key"))?;
         key.apply(effect)?;
     }
+    // Counted once the call has written all it writes.
+    stats::settled(
+        call.command,
+        call.mode,
+        settlement.penalized,
+        settlement.gated,
+    );
     let binding = keys
         .get(settlement.binding)
         .map(|(name, _)| *name)

@@ -36,6 +36,8 @@ impl<'a> LimiterKey<'a> {
     pub fn apply(&self, effect: &Effect<impl Written>) -> Result<(), Error> {
         match (self, effect) {
             (_, Effect::None) => Ok(()),
+            (LimiterKey::String(k), Effect::Delete) => k.delete(),
+            (LimiterKey::SortedSet(k), Effect::Delete) => k.delete(),
             (LimiterKey::String(k), Effect::ExpireAt(at)) => k.expire_at(*at),
             (LimiterKey::String(k), Effect::Set { state, expires_at }) => match state.value() {
                 Value::String(value) => k.store(value, *expires_at),

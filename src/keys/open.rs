@@ -18,6 +18,16 @@ impl OpenKey {
         Ok((!key.is_null()).then_some(OpenKey(key)))
     }
 
+    /// Delete the key (opened for writing).
+    pub fn delete(&self) -> Result<(), Error> {
+        let delete = api!(RedisModule_DeleteKey)?;
+        // SAFETY: the key is open, for writing as the callers open it.
+        if unsafe { delete(self.0) } != raw::REDISMODULE_OK as c_int {
+            return Err(Error::Internal("delete key"));
+        }
+        Ok(())
+    }
+
     /// The handle, valid until `self` is dropped.
     pub fn ptr(&self) -> *mut raw::RedisModuleKey {
         self.0

@@ -1,17 +1,20 @@
-//! Limiter state kept in a sorted set (RL.LOG's entries), beside `string.rs` for
+//! Limiter state kept in a sorted set (RL.LOG's entries, RL.LEASE's leases), beside `string.rs` for
 //! strings: opening it (`WRONGTYPE` for another type), reading it through the module's
 //! sorted-set API (walks in score order, each step O(log n)), and writing a change:
-//! a member added, the members scored at or below a time removed, the absolute expiry set,
-//! each replicated as the plain command it stands for (`ZADD`, `ZREMRANGEBYSCORE`,
-//! `PEXPIREAT` with absolute times) and announced with that command's keyspace event.
+//! a member added, members removed by name, the members scored at or below a time removed
+//! (a log's oldest, a lease key's expired), the absolute expiry set, each replicated as
+//! the plain command it stands for (`ZADD`, `ZREM`, `ZREMRANGEBYSCORE`, `PEXPIREAT` with
+//! absolute times) and announced with that command's keyspace event. No command runs
+//! inside the module.
 
 use crate::api::api;
 use crate::argv::KeyName;
 use crate::effects;
 use crate::keys::open::OpenKey;
 use ratelimit_core::call::limiter::{SetWrite, SortedSet, Walk};
+use ratelimit_core::limits::{MAX_LEASE_LIMIT, MAX_LOG_TRIM};
 use ratelimit_core::{Error, Micros, UnixMillis};
-use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};
+use redis_module::{raw, Context};
 use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::os::raw::c_int;
@@ -137,24 +140,24 @@ impl<'a> SortedSetKey<'a> {
                 self.add(&bytes, score)
             })?;
         }
+        for member in w.remove {
+            self.remove_member(member)?;
+        }
         if let Some(through) = w.remove_through {
+            self.remove_through(through)?;
+        }
+        if let Some(through) = w.remove_expired {
             self.remove_expired(through)?;
         }
         self.expire_at(expires_at)
     }
 
-    /// `ZREMRANGEBYSCORE key -inf through`, replicated and announced (a key it empties
-    /// is deleted, and announced so).
+    /// `ZREMRANGEBYSCORE key -inf through` (every member, a lease key's expired
+    /// leases), replicated and announced (a key it empties is deleted, and announced so).
     pub fn remove_expired(&self, through: Micros) -> Result<(), Error> {
-        match self.remove_through(through)? {
-            Removed::None => {}
-            Removed::OneByOne => {
-                effects::members_removed_through(self.ctx, self.name, through, true);
-                self.announce_if_deleted()?;
-            }
-            Removed::ByCommand => {
-                effects::members_removed_through(self.ctx, self.name, through, false)
-            }
+        if self.remove_range(through)? {
+            effects::members_removed_through(self.ctx, self.name, through, true);
+            self.announce_if_deleted()?;
         }
         Ok(())
     }
@@ -170,8 +173,8 @@ impl<'a> SortedSetKey<'a> {
         Ok(())
     }
 
-    /// `ZREM key member`, replicated and announced (a key it empties is deleted, and
-    /// announced so).
+    /// `ZREM key member` (a refund's write, a released lease), replicated and announced
+    /// (a key it empties is deleted, and announced so).
     pub fn remove_member(&self, member: &[u8]) -> Result<(), Error> {
         let (create, rem, free) = (
             api!(RedisModule_CreateString)?,
@@ -209,6 +212,15 @@ impl<'a> SortedSetKey<'a> {
     /// server deletes it, as `ZREM` does, without saying so).
     fn announce_if_deleted(&self) -> Result<(), Error> {
         if self.is_gone()? {
+            effects::key_emptied(self.ctx, self.name);
+        }
+        Ok(())
+    }
+
+    /// Delete the key (a refund that gave everything back), replicated as `DEL`.
+    pub fn delete(&self) -> Result<(), Error> {
+        if self.exists {
+            self.key.delete()?;
             effects::key_deleted(self.ctx, self.name);
         }
         Ok(())
@@ -236,87 +248,99 @@ impl<'a> SortedSetKey<'a> {
         Ok(())
     }
 
-    /// Remove the members with a score at or below `through`: up to
-    /// [`REMOVE_ONE_BY_ONE`] of them through the key API, more with the server's own
-    /// `ZREMRANGEBYSCORE` in one step (a log whose entries of a burst leave together).
-    fn remove_through(&self, through: Micros) -> Result<Removed, Error> {
+    /// Remove every member with a score at or below `through` through the key API (no
+    /// command runs inside the module); whether any was removed. A lease key holds at
+    /// most [`MAX_LEASE_LIMIT`] members (a larger set is refused before any write).
+    fn remove_range(&self, through: Micros) -> Result<bool, Error> {
         let (create, rem, free) = (
             api!(RedisModule_CreateString)?,
             api!(RedisModule_ZsetRem)?,
             api!(RedisModule_FreeString)?,
         );
-        // The leaving members' bytes, one after the other, and where each ends.
-        let mut bytes_of: Vec<u8> = Vec::new();
-        let mut ends: SmallVec<[usize; 8]> = SmallVec::new();
-        self.range(
+        let mut leaving: SmallVec<[*mut raw::RedisModuleString; 8]> = SmallVec::new();
+        let walked = self.range(
             (raw::REDISMODULE_NEGATIVE_INFINITE, false),
             through.0 as f64,
             false,
             &mut |ele, _| {
-                bytes_of.extend_from_slice(bytes(ele));
-                ends.push(bytes_of.len());
-                Ok(ends.len() <= REMOVE_ONE_BY_ONE)
+                let member = bytes(ele);
+                // SAFETY: ctx is live; the bytes are copied into a new string, freed below.
+                let copy = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
+                if copy.is_null() {
+                    return Err(Error::Internal("member"));
+                }
+                leaving.push(copy);
+                Ok(leaving.len() <= MAX_LEASE_LIMIT as usize)
             },
-        )?;
-        if ends.len() > REMOVE_ONE_BY_ONE {
-            return self.remove_by_command(through);
-        }
-        let mut start = 0;
-        for &end in &ends {
-            let member = bytes_of.get(start..end).unwrap_or(&[]);
-            start = end;
-            // SAFETY: ctx is live; the bytes are copied into a new string.
-            let ele = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
-            if ele.is_null() {
-                return Err(Error::Internal("member"));
+        );
+        let mut result = walked;
+        if result.is_ok() {
+            for &member in &leaving {
+                let mut deleted: c_int = 0;
+                // SAFETY: the key is open for writing (a removal that empties it leaves
+                // an empty key, which the last removal here is).
+                if unsafe { rem(self.key.ptr(), member, &mut deleted) } != OK {
+                    result = Err(Error::Internal("sorted set remove"));
+                    break;
+                }
             }
-            let mut deleted: c_int = 0;
-            // SAFETY: the key is open for writing (a removal that empties it leaves an
-            // empty key, which the last removal here is); the string is freed right
-            // after.
-            let rc = unsafe { rem(self.key.ptr(), ele, &mut deleted) };
+        }
+        let removed = !leaving.is_empty();
+        for &member in &leaving {
             // SAFETY: created above, not used after this.
-            unsafe { free(self.ctx.ctx, ele) };
-            if rc != OK {
-                return Err(Error::Internal("sorted set remove"));
+            unsafe { free(self.ctx.ctx, member) };
+        }
+        result.map(|()| removed)
+    }
+
+    /// Remove the members with a score at or below `through`, lowest first, at most
+    /// [`MAX_LOG_TRIM`] of them, through the key API (no command runs inside the
+    /// module), replicated as one `ZREM key member...` and announced with its `zrem`
+    /// event. The members left over are outside the window (no call counts them); later
+    /// writes remove them, up to as many each, or the key's expiry does.
+    fn remove_through(&self, through: Micros) -> Result<(), Error> {
+        let (create, rem, free) = (
+            api!(RedisModule_CreateString)?,
+            api!(RedisModule_ZsetRem)?,
+            api!(RedisModule_FreeString)?,
+        );
+        let mut leaving: SmallVec<[*mut raw::RedisModuleString; 8]> = SmallVec::new();
+        let walked = self.range(
+            (raw::REDISMODULE_NEGATIVE_INFINITE, false),
+            through.0 as f64,
+            false,
+            &mut |ele, _| {
+                let member = bytes(ele);
+                // SAFETY: ctx is live; the bytes are copied into a new string, freed below.
+                let copy = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
+                if copy.is_null() {
+                    return Err(Error::Internal("member"));
+                }
+                leaving.push(copy);
+                Ok(leaving.len() < MAX_LOG_TRIM)
+            },
+        );
+        let mut result = walked;
+        if result.is_ok() {
+            for &member in &leaving {
+                let mut deleted: c_int = 0;
+                // SAFETY: the key is an open sorted set (it holds the entry just added,
+                // scored after `through`, so it is never emptied here).
+                if unsafe { rem(self.key.ptr(), member, &mut deleted) } != OK {
+                    result = Err(Error::Internal("sorted set remove"));
+                    break;
+                }
             }
         }
-        Ok(if ends.is_empty() {
-            Removed::None
-        } else {
-            Removed::OneByOne
-        })
-    }
-
-    /// `ZREMRANGEBYSCORE key -inf through`, run by the server (which sends its keyspace
-    /// event); not replicated by itself: the caller replicates it as it does the others.
-    fn remove_by_command(&self, through: Micros) -> Result<Removed, Error> {
-        let opts = CallOptionsBuilder::new().errors_as_replies().build();
-        let mut digits = Vec::new();
-        ratelimit_core::call::state::push_decimal(&mut digits, through.0);
-        let args: [&[u8]; 3] = [self.name.bytes(), b"-inf", &digits];
-        match self
-            .ctx
-            .call_ext::<_, CallResult>("ZREMRANGEBYSCORE", &opts, &args[..])
-        {
-            Ok(CallReply::I64(_)) => Ok(Removed::ByCommand),
-            _ => Err(Error::Internal("ZREMRANGEBYSCORE")),
+        if result.is_ok() && !leaving.is_empty() {
+            effects::members_removed(self.ctx, self.name, &mut leaving);
         }
+        for &member in &leaving {
+            // SAFETY: created above, not used after this.
+            unsafe { free(self.ctx.ctx, member) };
+        }
+        result
     }
-}
-
-/// How many members a write removes through the key API before it leaves the rest to
-/// one `ZREMRANGEBYSCORE` (each removal through the API costs about as much as the
-/// command itself).
-const REMOVE_ONE_BY_ONE: usize = 32;
-
-/// What a write removed.
-enum Removed {
-    None,
-    /// Through the key API: the module sends the keyspace event.
-    OneByOne,
-    /// By the server's command, which sent its keyspace event.
-    ByCommand,
 }
 
 /// The bytes of a live module string.
@@ -358,6 +382,11 @@ impl SortedSet for SortedSetKey<'_> {
                 (raw::REDISMODULE_NEGATIVE_INFINITE, false),
                 through.0 as f64,
                 true,
+            ),
+            Walk::All => (
+                (raw::REDISMODULE_NEGATIVE_INFINITE, false),
+                raw::REDISMODULE_POSITIVE_INFINITE,
+                false,
             ),
         };
         self.range(min, max, backwards, &mut |ele, score| f(bytes(ele), score))

@@ -174,6 +174,18 @@ impl<'a> StringKey<'a> {
         Ok(())
     }
 
+    /// Delete the key (a refund that left its state full again), replicated as `DEL`.
+    pub fn delete(&self) -> Result<(), Error> {
+        if self.len.get().is_none() {
+            return Ok(());
+        }
+        self.key.delete()?;
+        self.len.set(None);
+        self.expiry.set(None);
+        effects::key_deleted(self.ctx, self.name);
+        Ok(())
+    }
+
     /// Give the existing key the absolute expiry `expires_at`; replicated as
     /// `PEXPIREAT key expires_at`.
     pub fn expire_at(&self, expires_at: UnixMillis) -> Result<(), Error> {

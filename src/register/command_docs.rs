@@ -46,7 +46,7 @@ impl ServerText {
         let mut level: Vec<raw::RedisModuleCommandArg> = Vec::with_capacity(args.len() + 1);
         for arg in args {
             let subargs = match arg.kind {
-                Kind::Block(children) => {
+                Kind::Block(children) | Kind::OneOf(children) => {
                     let mut sub = self.level(children)?;
                     let p = sub.as_mut_ptr();
                     self.levels.push(sub);
@@ -101,6 +101,7 @@ fn arg_type(kind: Kind) -> raw::RedisModuleCommandArgType {
         Kind::Pattern => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PATTERN,
         Kind::PureToken => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
         Kind::Block(_) => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
+        Kind::OneOf(_) => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
     }
 }
 

@@ -12,23 +12,29 @@ bounded chunk per call, in every database that has keys, on a single server or o
 every primary of a Cluster.
 
 Options:
-  --url URL         redis://[[user]:password@]host[:port][/db]  (default redis://127.0.0.1:6379)
+  --url URL, -u URL redis://[[user]:password@]host[:port][/db]  (default redis://127.0.0.1:6379)
+  -h HOST           the server's host, as redis-cli (default 127.0.0.1); not with --url
+  -p PORT           its port, as redis-cli (default 6379); not with --url
+  -a PASSWORD       the password, as redis-cli (visible to other users: prefer
+                    REDISCLI_AUTH or --password-file)
+  -n DB             the database, as redis-cli (the same as --db DB)
   --user NAME       the ACL user (the password comes from REDISCLI_AUTH or --password-file)
   --password-file PATH
                     the password is the first line of PATH (- reads it from stdin)
   --db N[,N...]     only these databases (repeatable; default: every database with keys)
   --ttl DURATION    the TTL to give: 90, 1500ms, 10m, 24h, 7d (a bare number is seconds)
   --match PATTERN   only keys matching this glob pattern (as SCAN MATCH)
-  --type TYPE       only keys of this type: string, list, set, zset, hash, stream, ...
+  --type TYPE       only keys of this type: string, list, set, zset, hash, stream, or a
+                    module type's 9-character name (what TYPE key answers, e.g. ReJSON-RL)
   --count N         keys visited per call, 1 to 5000 (default: the server's, 1000)
   --max-rate N      at most N keys visited per second on each node (default: no limit)
   --dry-run         count the keys that would get a TTL; change nothing
   --quiet           no progress, only the summary (and warnings)
-  -h, --help        this text
+  --help            this text (also -h alone)
   -V, --version     the version
 
-The password: --password-file, or the one in --url, or else the environment
-variable REDISCLI_AUTH (as redis-cli). A password in --url can be seen by other
+The password: --password-file, or the one in --url or -a, or else the environment
+variable REDISCLI_AUTH (as redis-cli). A password in --url or -a can be seen by other
 users in the process list; prefer REDISCLI_AUTH or --password-file.
 
 Progress goes to stderr (a bar on a terminal, a line every few seconds otherwise);
@@ -76,11 +82,15 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
     let mut ttl = None;
     let (mut pattern, mut key_type, mut count, mut max_rate) = (None, None, None, None);
     let (mut user, mut password_file) = (None, None);
+    let (mut host, mut port, mut password) = (None, None, None);
     let mut dbs: Option<Vec<u32>> = None;
     let (mut dry_run, mut quiet) = (false, false);
     let mut i = 0;
     while let Some(arg) = args.get(i) {
         i += 1;
+        // -h alone (or before another option) is the help; with a value, redis-cli's
+        // host. A host name never starts with '-'.
+        let help_h = arg == "-h" && args.get(i).is_none_or(|next| next.starts_with('-'));
         let (name, inline) = match arg.split_once('=') {
             Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
             _ => (arg.as_str(), None),
@@ -97,9 +107,38 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
             Ok(v)
         };
         match name {
-            "-h" | "--help" => return Ok(Command::Help),
+            "--help" => return Ok(Command::Help),
+            "-h" if help_h => return Ok(Command::Help),
             "-V" | "--version" => return Ok(Command::Version),
-            "--url" => set(&mut url, name, url::parse(&value()?)?)?,
+            "--url" | "-u" => set(&mut url, "--url", url::parse(&value()?)?)?,
+            "-h" => {
+                let v = value()?;
+                if v.is_empty() {
+                    return Err("-h needs a host name".into());
+                }
+                set(&mut host, name, v)?;
+            }
+            "-p" => {
+                let v = value()?;
+                let n = v.parse::<u16>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                    format!("invalid -p '{v}': must be a port number, 1 to 65535")
+                })?;
+                set(&mut port, name, n)?;
+            }
+            "-a" => {
+                let v = value()?;
+                if v.is_empty() {
+                    return Err("-a needs a password".into());
+                }
+                set(&mut password, name, v)?;
+            }
+            "-n" => {
+                let v = value()?;
+                let n = v.parse::<u32>().map_err(|_| {
+                    format!("invalid -n '{v}': must be a database number (0, 1, ...)")
+                })?;
+                dbs.get_or_insert_with(Vec::new).push(n);
+            }
             "--user" => {
                 let v = value()?;
                 if v.is_empty() {
@@ -130,7 +169,7 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
                 set(&mut ttl, name, v)?;
             }
             "--match" => set(&mut pattern, name, value()?)?,
-            "--type" => set(&mut key_type, name, value()?)?,
+            "--type" => set(&mut key_type, name, key_type_arg(&value()?)?)?,
             "--count" => {
                 let v = value()?;
                 let n = v
@@ -167,11 +206,35 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
         }
     }
     let ttl = ttl.ok_or("--ttl is required (e.g. --ttl 1h); see --help")?;
-    let url = url.unwrap_or_else(|| url::Url {
-        target: Target::default(),
-        db: None,
+    if url.is_some() && (host.is_some() || port.is_some()) {
+        return Err(
+            "the address is given both in --url and with -h/-p: keep one (--url, or -h and -p)"
+                .into(),
+        );
+    }
+    let url = url.unwrap_or_else(|| {
+        let default = Target::default();
+        url::Url {
+            target: Target {
+                host: host.unwrap_or(default.host),
+                port: port.unwrap_or(default.port),
+                ..Target::default()
+            },
+            db: None,
+        }
     });
     let mut target = url.target;
+    if let Some(pw) = password {
+        if target.password.is_some() {
+            return Err("a password is given both in --url and with -a: keep one".into());
+        }
+        if password_file.is_some() {
+            return Err(
+                "a password is given both with -a and with --password-file: keep one".into(),
+            );
+        }
+        target.password = Some(Secret::new(pw, Source::Argument));
+    }
     if let Some(u) = user {
         if target.user.is_some() {
             return Err("the user is given both in --url and with --user: keep one".into());
@@ -202,6 +265,37 @@ pub fn parse(args: &[String]) -> Result<Command, String> {
         dry_run,
         quiet,
     }))
+}
+
+/// The core types a `--type` can name (as SCAN TYPE and RL.SWEEP, case-insensitive).
+const CORE_TYPES: [&str; 6] = ["string", "list", "set", "zset", "hash", "stream"];
+
+/// `--type`: a core type, or what can only be a module type's name (a module names
+/// its type with exactly 9 characters from A-Z, a-z, 0-9, '-' and '_'). Anything else
+/// is a typo that would match no key (the sweep would report 0 keys, as SCAN does):
+/// an error.
+fn key_type_arg(v: &str) -> Result<String, String> {
+    let core = CORE_TYPES.iter().any(|t| t.eq_ignore_ascii_case(v));
+    let module = v.len() == 9
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if core || module {
+        return Ok(v.to_string());
+    }
+    let hint = match v.to_ascii_lowercase().as_str() {
+        "str" | "strings" => " (did you mean string?)",
+        "sortedset" | "sorted-set" | "sorted_set" | "zsets" => " (did you mean zset?)",
+        "lists" => " (did you mean list?)",
+        "sets" => " (did you mean set?)",
+        "hashes" | "hashmap" | "map" => " (did you mean hash?)",
+        "streams" => " (did you mean stream?)",
+        _ => "",
+    };
+    Err(format!(
+        "unknown --type '{}': must be string, list, set, zset, hash or stream, or a module \
+         type's 9-character name (what TYPE key answers, e.g. ReJSON-RL){hint}",
+        mask_argument(v)
+    ))
 }
 
 /// An argument quoted in a message: a URL in it (a forgotten `--url`) is masked.
@@ -237,15 +331,17 @@ pub fn resolve_password(
         notes.extend(warnings);
         o.target.password = Some(Secret::new(password, Source::File));
     } else if o.target.password.is_some() {
-        notes.push(
-            "warning: the password in --url can be read by other users of this machine \
+        let given = o
+            .target
+            .password
+            .as_ref()
+            .map_or("the password", |p| p.source.describe());
+        notes.push(format!(
+            "warning: {given} can be read by other users of this machine \
              (ps, /proc); give it with REDISCLI_AUTH or --password-file instead"
-                .to_string(),
-        );
+        ));
         if env.is_some() {
-            notes.push(format!(
-                "note: {PASSWORD_ENV} is set but the password in --url is used"
-            ));
+            notes.push(format!("note: {PASSWORD_ENV} is set but {given} is used"));
         }
     } else if let Some(password) = env {
         o.target.password = Some(Secret::new(password, Source::Environment));
@@ -429,6 +525,116 @@ mod tests {
         for (args, want) in cases {
             assert_eq!(p(args), Err(want.to_string()), "{args:?}");
         }
+    }
+
+    #[test]
+    fn takes_h_p_a_n_like_redis_cli() {
+        let Ok(Command::Sweep(o)) = p(&[
+            "-h", "db.local", "-p", "7000", "-a", "pw", "-n", "2", "--ttl", "1",
+        ]) else {
+            panic!("parse");
+        };
+        assert_eq!(
+            o.target,
+            Target {
+                host: "db.local".into(),
+                port: 7000,
+                user: None,
+                password: Some(Secret::new("pw", Source::Argument)),
+            }
+        );
+        assert_eq!(o.dbs, Some(vec![2]));
+        // -p alone keeps the default host; -u is --url.
+        let Ok(Command::Sweep(o)) = p(&["-p", "6380", "--ttl", "1"]) else {
+            panic!("parse");
+        };
+        assert_eq!((o.target.host.as_str(), o.target.port), ("127.0.0.1", 6380));
+        let Ok(Command::Sweep(o)) = p(&["-u", "redis://h:1", "--ttl", "1"]) else {
+            panic!("parse");
+        };
+        assert_eq!((o.target.host.as_str(), o.target.port), ("h", 1));
+        // -h alone, or before another option, is the help.
+        assert_eq!(p(&["-h"]), Ok(Command::Help));
+        assert_eq!(p(&["-h", "--ttl", "1"]), Ok(Command::Help));
+        assert_eq!(p(&["--help"]), Ok(Command::Help));
+        let errors: &[(&[&str], &str)] = &[
+            (
+                &["--ttl", "1", "-p", "0"],
+                "invalid -p '0': must be a port number, 1 to 65535",
+            ),
+            (
+                &["--ttl", "1", "-p", "x"],
+                "invalid -p 'x': must be a port number, 1 to 65535",
+            ),
+            (&["--ttl", "1", "-a"], "-a needs a value"),
+            (
+                &["--ttl", "1", "-n", "x"],
+                "invalid -n 'x': must be a database number (0, 1, ...)",
+            ),
+            (
+                &["--ttl", "1", "--url", "redis://h", "-h", "g"],
+                "the address is given both in --url and with -h/-p: keep one (--url, or -h and -p)",
+            ),
+            (
+                &["--ttl", "1", "--url", "redis://:x@h", "-a", "y"],
+                "a password is given both in --url and with -a: keep one",
+            ),
+            (
+                &["--ttl", "1", "-a", "y", "--password-file", "f"],
+                "a password is given both with -a and with --password-file: keep one",
+            ),
+        ];
+        for (args, want) in errors {
+            assert_eq!(p(args), Err(want.to_string()), "{args:?}");
+        }
+        // -a warns as a password in the URL does, naming where it came from.
+        let Ok(Command::Sweep(mut o)) = p(&["-a", "pw", "--ttl", "1"]) else {
+            panic!("parse");
+        };
+        let notes = resolve_password(&mut o, Some("env".into()), |_| Err("no file".into()))
+            .expect("resolve");
+        assert_eq!(
+            notes,
+            vec![
+                "warning: the password given with -a can be read by other users of this \
+                 machine (ps, /proc); give it with REDISCLI_AUTH or --password-file instead"
+                    .to_string(),
+                "note: REDISCLI_AUTH is set but the password given with -a is used".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_unknown_type_is_an_error() {
+        let key_type = |t: &str| match p(&["--ttl", "1", "--type", t]) {
+            Ok(Command::Sweep(o)) => Ok(o.key_type),
+            Ok(other) => Err(format!("{other:?}")),
+            Err(e) => Err(e),
+        };
+        for t in [
+            "string",
+            "LIST",
+            "set",
+            "zset",
+            "Hash",
+            "stream",
+            "ReJSON-RL",
+            "vectorset",
+        ] {
+            assert_eq!(key_type(t), Ok(Some(t.to_string())), "{t}");
+        }
+        assert_eq!(
+            key_type("strnig"),
+            Err(
+                "unknown --type 'strnig': must be string, list, set, zset, hash or stream, or a \
+                 module type's 9-character name (what TYPE key answers, e.g. ReJSON-RL)"
+                    .into()
+            )
+        );
+        assert!(key_type("sorted_set")
+            .expect_err("sorted_set")
+            .ends_with("(did you mean zset?)"));
+        assert!(key_type("").is_err());
     }
 
     #[test]

@@ -24,6 +24,8 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
     Url,
+    /// `-a`, as redis-cli.
+    Argument,
     Environment,
     File,
 }
@@ -32,6 +34,7 @@ impl Source {
     pub fn describe(self) -> &'static str {
         match self {
             Source::Url => "the password in --url",
+            Source::Argument => "the password given with -a",
             Source::Environment => "the password in REDISCLI_AUTH",
             Source::File => "the password from --password-file",
         }

@@ -117,6 +117,7 @@ pub fn run(
                     if rng.chance(30) {
                         opts.push("ALIGN".into());
                     }
+                    settle_flag(&mut rng, &mut opts);
                     limiter(
                         form.map(|t| &t.fixed),
                         "RL.FIXED",
@@ -146,6 +147,8 @@ pub fn run(
                 let period = rng.pick(&["1m", "1h", "1d"]).to_string();
                 if rng.chance(30) {
                     opts.extend(["DELAY".to_string(), rng.pick(&["1m", "1h"]).to_string()]);
+                } else {
+                    settle_flag(&mut rng, &mut opts);
                 }
                 limiter(
                     form.map(|t| &t.gcra),
@@ -168,18 +171,21 @@ pub fn run(
                 if rng.chance(25) {
                     // Several kinds at once on the keys the single commands use.
                     all_call(&mut rng, form, id, &opts)
-                } else if rng.chance(50) {
-                    // The same shape with sliding windows (on keys of their own).
-                    let keys: Vec<String> = keys.iter().map(|k| format!("{k}:s")).collect();
-                    if rng.chance(50) {
-                        args.extend([
-                            "BUCKETS".to_string(),
-                            rng.pick(&["4", "10", "60"]).to_string(),
-                        ]);
-                    }
-                    limiter(form.map(|t| &t.sliding), "RL.SLIDING", &keys, &args, &opts)
                 } else {
-                    limiter(form.map(|t| &t.multi), "RL.MULTI", &keys, &args, &opts)
+                    settle_flag(&mut rng, &mut opts);
+                    if rng.chance(50) {
+                        // The same shape with sliding windows (on keys of their own).
+                        let keys: Vec<String> = keys.iter().map(|k| format!("{k}:s")).collect();
+                        if rng.chance(50) {
+                            args.extend([
+                                "BUCKETS".to_string(),
+                                rng.pick(&["4", "10", "60"]).to_string(),
+                            ]);
+                        }
+                        limiter(form.map(|t| &t.sliding), "RL.SLIDING", &keys, &args, &opts)
+                    } else {
+                        limiter(form.map(|t| &t.multi), "RL.MULTI", &keys, &args, &opts)
+                    }
                 }
             }
             _ => {
@@ -213,6 +219,16 @@ pub fn run(
         replies.push(r);
     }
     replies
+}
+
+/// Sometimes a settle flag (`REFUND` or `FORCE`) among the options: whether one was
+/// added. (Not on RL.LOG, whose `FORCE` beyond twice its limit is an error.)
+fn settle_flag(rng: &mut Rng, opts: &mut Vec<String>) -> bool {
+    if !rng.chance(15) {
+        return false;
+    }
+    opts.push(rng.pick(&["REFUND", "FORCE"]).to_string());
+    true
 }
 
 /// An RL.ALL call (or its twin) with two to four rules on the keys of identifier

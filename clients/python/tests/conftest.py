@@ -95,6 +95,14 @@ class Server:
             self.stop()
         raise RuntimeError("server failed to start:\n" + "\n".join(failures))
 
+    def start_again(self) -> None:
+        """After stop(): the same server again, on the same port and configuration."""
+        log = open(self.dir / "server.log", "ab")
+        self.proc = subprocess.Popen([server_binary(), str(self.dir / "redis.conf")], cwd=self.dir, stdout=log, stderr=log)
+        why = self._wait()
+        if why is not None:
+            raise RuntimeError(f"server failed to start again on port {self.port}: {why}\n{self.log()}")
+
     def _wait(self) -> Optional[str]:
         deadline = time.monotonic() + START_WITHIN
         while time.monotonic() < deadline:

@@ -206,3 +206,44 @@ def test_throttle(limiter, tag):
     # The same state as RL.GCRA key 2 1 10s.
     assert limiter.gcra(key, 2, 1, "10s", cost=0).remaining == 0
     assert limiter.throttle(key, 2, 1, timedelta(seconds=10), quantity=0).allowed
+
+
+def check_a_string_where_keys_belong_is_one_key(limiter, raw, tag):
+    """A str or bytes where a sequence of keys belongs is that one key (never the
+    sequence of its characters, each a key shared by every caller); a value that is no
+    key and no list of keys is a TypeError."""
+    key = tag + "user:42"
+    sliding = limiter.sliding(key, [("1m", 5)], at=T)
+    assert (sliding.allowed, sliding.limit, sliding.remaining) == (True, 5, 4)
+    assert sliding.key == key and sliding.window_ms == 60000
+    other = tag + "acct:7"
+    multi = limiter.multi(other.encode(), [("1m", 5)], at=T)
+    assert (multi.allowed, multi.remaining, multi.key) == (True, 4, other.encode())
+    assert [raw.exists(k) for k in (key, other)] == [1, 1]  # one key each
+    for char in set(key + other):  # the characters were never keys
+        assert raw.exists(char) == 0, char
+    # The same through the policies, as the middleware and RL.ALL use them.
+    assert Multi([("1m", 5)]).call(key).keys == (key,)
+    assert Sliding([("1m", 5)]).call(key.encode()).keys == (key.encode(),)
+    assert Fixed(5, "1m").call(key).keys == (key,)
+    assert All([Fixed(5, "1m")]).call(key).keys == (key,)
+    assert limiter.check(All([Fixed(5, "1h")]), tag + "all").key == tag + "all"
+    # RL.BULKEXPIRE: one key, as given.
+    raw.set(tag + "plain", 1)
+    assert limiter.bulkexpire(60, tag + "plain") == [tag + "plain"]
+    assert raw.ttl(tag + "plain") > 0
+    # RL.ALL takes (key, policy) pairs: a string is none.
+    for wrong in (key, key.encode(), [key], [(key, "fixed")]):
+        with pytest.raises(TypeError, match="RL.ALL"):
+            limiter.all(wrong)
+    for wrong in (42, {key: 1}, {key}):
+        with pytest.raises(TypeError, match="RL.MULTI"):
+            limiter.multi(wrong, [("1m", 5)])
+        with pytest.raises(TypeError, match="RL.SLIDING"):
+            limiter.sliding(wrong, [("1m", 5)])
+        with pytest.raises(TypeError, match="RL.BULKEXPIRE"):
+            limiter.bulkexpire(60, wrong)
+
+
+def test_a_string_where_keys_belong_is_one_key_not_its_characters(limiter, raw, tag):
+    check_a_string_where_keys_belong_is_one_key(limiter, raw, tag)

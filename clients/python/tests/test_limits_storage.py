@@ -34,6 +34,13 @@ def test_schemes_are_registered_on_import(server):
     assert storage(f"redis+ratelimit://127.0.0.1:{server.port}").check()
 
 
+def test_check_is_false_on_a_server_without_the_module(server, bare_server):
+    """A server without the module answers PING but fails every hit: not healthy."""
+    assert storage(f"redis+ratelimit://127.0.0.1:{bare_server.port}").check() is False
+    assert storage(f"redis+ratelimit://127.0.0.1:{bare_server.port}?twins=true").check() is True
+    assert storage(f"redis+ratelimit://127.0.0.1:{server.port}").check() is True
+
+
 def test_uris():
     assert _client_uri("redis+ratelimit://h:1/2") == ("redis://h:1/2", False, False)
     assert _client_uri("rediss+ratelimit://u:p@h:1?twins=true&ssl_cert_reqs=none") == (

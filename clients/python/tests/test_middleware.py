@@ -208,7 +208,8 @@ def paused(plain):
 
 def test_fails_open_under_client_pause(flavour, plain, tag):
     # A client made without any timeout, as most are: the middleware bounds the call.
-    with flavour.app(flavour.client(), tag, timeout=SHORT) as send:
+    # No circuit breaker: every request calls (the breaker has its own tests).
+    with flavour.app(flavour.client(), tag, timeout=SHORT, breaker=None) as send:
         assert send("GET", "/").status_code == 200  # connected, counted
         with paused(plain):
             served = send("GET", "/")
@@ -253,7 +254,7 @@ def test_log_policy_keeps_the_requests(flavour, plain, tag):
 def test_fails_open_when_the_server_is_out_of_memory(flavour, plain, tag):
     """OOM refuses the write: requests go through while memory is full."""
     policy = plain.config_get("maxmemory-policy")["maxmemory-policy"]
-    with flavour.app(flavour.client(), tag) as send:
+    with flavour.app(flavour.client(), tag, breaker=None) as send:
         plain.config_set("maxmemory-policy", "noeviction")
         plain.config_set("maxmemory", 1)
         try:
@@ -263,3 +264,91 @@ def test_fails_open_when_the_server_is_out_of_memory(flavour, plain, tag):
             plain.config_set("maxmemory-policy", policy)
         assert served.status_code == 200 and "RateLimit-Limit" not in served.headers
         assert send("GET", "/").headers["RateLimit-Remaining"] == "4"
+
+
+@pytest.mark.parametrize(
+    "limited_body, content_type, want_type, want_body",
+    [
+        (lambda r: {"error": "slow down", "retry_in_ms": r.retry_after_ms}, None, "application/json", None),
+        (lambda r: "slow down\n", None, "text/plain; charset=utf-8", b"slow down\n"),
+        (lambda r: b"<p>slow down</p>", "text/html", "text/html", b"<p>slow down</p>"),
+    ],
+    ids=["json", "text", "bytes"],
+)
+def test_the_429_body_can_be_changed(flavour, tag, limited_body, content_type, want_type, want_body):
+    settings = {"limited_body": limited_body}
+    if content_type:
+        settings["limited_content_type"] = content_type
+    with flavour.app(flavour.client(), tag, routes={"/": Fixed(1, "1h")}, **settings) as send:
+        assert send("GET", "/").status_code == 200
+        refused = send("GET", "/")
+        assert refused.status_code == 429
+        assert refused.headers["Content-Type"] == want_type
+        assert refused.headers["Retry-After"] and refused.headers["RateLimit-Remaining"] == "0"
+        raw = refused.data if hasattr(refused, "data") else refused.content
+        if want_body is None:
+            assert body(refused)["error"] == "slow down" and body(refused)["retry_in_ms"] > 0
+        else:
+            assert raw == want_body
+        assert refused.headers["Content-Length"] == str(len(raw))
+
+
+def test_a_per_route_decorator_for_flask(plain, tag):
+    from redis_ratelimit import Log
+
+    app = Flask(__name__)
+    # The middleware limits every route with POLICY, but /export, which has its own.
+    limiter = WsgiRateLimit(app.wsgi_app, plain, POLICY, routes={"/export": None}, prefix=tag, key=wsgi_key)
+    app.wsgi_app = limiter
+
+    @app.get("/export")
+    @limiter.limit(Log(2, "1h", name="export"))
+    def export():
+        result = request.environ["redis_ratelimit.result"]
+        return jsonify(remaining=result.remaining)
+
+    @app.get("/")
+    def index():
+        return jsonify(ok=True)
+
+    test = app.test_client()
+    seen = [test.get("/export", environ_base={"REMOTE_ADDR": "10.0.0.5"}) for _ in range(3)]
+    assert [r.status_code for r in seen] == [200, 200, 429]
+    assert [r.get_json().get("remaining") for r in seen[:2]] == [1, 0]
+    assert seen[0].headers["RateLimit-Policy"] == '"export";q=2;w=3600'
+    assert seen[2].headers["Retry-After"] and seen[2].get_json()["error"] == "too many requests"
+    assert plain.zcard(tag + "export:10.0.0.5") == 2
+    assert plain.exists(tag + "gcra:10.0.0.5") == 0  # the middleware's policy left it alone
+    # Other routes keep the middleware's policy.
+    assert test.get("/", environ_base={"REMOTE_ADDR": "10.0.0.5"}).headers["RateLimit-Policy"] == '"gcra";q=5;w=3600'
+
+
+def test_a_per_route_decorator_for_fastapi(server, plain, tag):
+    from fastapi.responses import PlainTextResponse
+
+    from redis_ratelimit.asgi import RouteLimiter
+
+    routes = RouteLimiter(redis.asyncio.Redis(port=server.port), prefix=tag, key=asgi_key)
+    app = FastAPI()
+    app.add_middleware(AsgiRateLimit, limiter=routes)  # shares the client and the breaker
+
+    @app.get("/items/{item}")
+    @routes.limit(Fixed(2, "1h", name="items"))
+    async def item(item: int, q: str = ""):  # no Request parameter needed
+        return {"item": item, "q": q}
+
+    @app.get("/text")
+    @routes.limit(Fixed(1, "1h", name="text"), key=lambda scope: "everyone")
+    def text(request: Request):  # a plain function, returning a Response
+        return PlainTextResponse(f"left {request.state.rate_limit.remaining}")
+
+    with TestClient(app) as test:
+        seen = [test.get("/items/7", params={"q": "x"}, headers={"X-Forwarded-For": "10.0.0.6"}) for _ in range(3)]
+        assert [r.status_code for r in seen] == [200, 200, 429]
+        assert seen[0].json() == {"item": 7, "q": "x"}
+        assert [r.headers["RateLimit-Remaining"] for r in seen] == ["1", "0", "0"]
+        assert seen[2].headers["Retry-After"] and seen[2].json()["error"] == "too many requests"
+        first = test.get("/text")
+        assert first.text == "left 0" and first.headers["RateLimit-Policy"] == '"text";q=1;w=3600'
+        assert test.get("/text").status_code == 429
+    assert plain.get(tag + "items:10.0.0.6") == b"2" and plain.get(tag + "text:everyone") == b"1"

@@ -92,6 +92,19 @@ def test_the_wheel_carries_every_twin(tmp_path):
     assert carried == repo
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_string_where_keys_belong_is_one_key_not_its_characters_in_the_twins(bare_server, mode, tag):
+    from test_calls import check_a_string_where_keys_belong_is_one_key
+
+    scripted, close = make_limiter("standalone", mode, False, 2, bare_server.port, twins=True)
+    raw = redis.Redis(port=bare_server.port)
+    try:
+        check_a_string_where_keys_belong_is_one_key(scripted, raw, tag)
+    finally:
+        raw.close()
+        close()
+
+
 def _calls(client, command):
     """How many times the server ran `command` (INFO commandstats)."""
     stats = client.info("commandstats")

@@ -27,7 +27,19 @@ pub fn parse_bulkexpire(args: &[&[u8]]) -> Result<Micros> {
             command: "RL.BULKEXPIRE",
         });
     };
-    parse_duration("seconds", seconds)
+    parse_duration("seconds", seconds).map_err(|e| match args.last() {
+        // The keys first, the seconds last (the order FCALL gives the twin): say so.
+        Some(last)
+            if !seconds.first().is_some_and(u8::is_ascii_digit)
+                && parse_duration("seconds", last).is_ok() =>
+        {
+            Error::SecondsFirst {
+                value: seconds.to_vec(),
+                seconds: last.to_vec(),
+            }
+        }
+        _ => e,
+    })
 }
 
 /// The value types a `TYPE` filter can name.

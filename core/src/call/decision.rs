@@ -13,6 +13,12 @@ use crate::units::Micros;
 pub struct Chooser<T> {
     denied: Option<(Micros, Verdict, T)>,
     least: Option<(Verdict, T)>,
+    /// Whether a verdict denied (one forced over the limit binds as a denial but
+    /// does not deny).
+    blocked: bool,
+    /// The longest reset of the verdicts that allowed with nothing remaining: a
+    /// request of cost 1 fits them again by then (see [`Chooser::finish`]).
+    full_until: Micros,
 }
 
 impl<T> Default for Chooser<T> {
@@ -20,6 +26,8 @@ impl<T> Default for Chooser<T> {
         Chooser {
             denied: None,
             least: None,
+            blocked: false,
+            full_until: Micros::ZERO,
         }
     }
 }
@@ -27,7 +35,8 @@ impl<T> Default for Chooser<T> {
 impl<T> Chooser<T> {
     pub fn offer(&mut self, verdict: Verdict, tag: T) {
         match verdict.decision {
-            Decision::Denied { retry_after } => {
+            Decision::Denied { retry_after } | Decision::Over { retry_after } => {
+                self.blocked |= verdict.is_denied();
                 if self
                     .denied
                     .as_ref()
@@ -37,6 +46,9 @@ impl<T> Chooser<T> {
                 }
             }
             Decision::Allowed => {
+                if verdict.remaining <= 0 {
+                    self.full_until = self.full_until.max(verdict.reset_after);
+                }
                 if self
                     .least
                     .as_ref()
@@ -48,15 +60,26 @@ impl<T> Chooser<T> {
         }
     }
 
-    /// Whether some verdict denied.
+    /// Whether some verdict denied (a request forced over the limit is not denied).
     pub fn is_denied(&self) -> bool {
-        self.denied.is_some()
+        self.blocked
     }
 
-    /// The binding verdict and its tag; `None` when nothing was offered.
+    /// The binding verdict and its tag; `None` when nothing was offered. A request
+    /// forced over a limit tells when a request of cost 1 fits again everywhere: the
+    /// longest of the waits of the verdicts over their limit and of the resets of
+    /// those left with nothing remaining (full again by then; exact for fixed
+    /// windows, a bound for the others).
     pub fn finish(self) -> Option<(Verdict, T)> {
         match (self.denied, self.least) {
-            (Some((_, v, t)), _) => Some((v, t)),
+            (Some((_, mut v, t)), _) => {
+                if let Decision::Over { retry_after } = v.decision {
+                    v.decision = Decision::Over {
+                        retry_after: retry_after.max(self.full_until),
+                    };
+                }
+                Some((v, t))
+            }
             (None, least) => least,
         }
     }

@@ -32,6 +32,8 @@ pub enum Walk {
     After(Micros),
     /// Those with a score at or below this, highest score first.
     Through(Micros),
+    /// All of them, lowest score first.
+    All,
 }
 
 /// A sorted-set key as a limiter reads it: its size, and walks over its members in
@@ -212,9 +214,42 @@ pub trait Limiter {
     }
 
     /// A reply field of its own, after the call's fixed fields, from its judgement
-    /// once the call is settled (`None`: it adds none).
-    fn reply_field(&self, _pending: &Self::Pending, _settled: Settled) -> Option<Field> {
+    /// once the call is settled (`None`: it adds none); `pending` is `None` when the
+    /// rule was not judged (a gate ended the call first).
+    fn reply_field(&self, _pending: Option<&Self::Pending>, _settled: Settled) -> Option<Field> {
         None
+    }
+
+    /// Whether the rule is judged before the others and, when it denies, ends the call
+    /// there: the other keys are neither read nor written (RL.ALL's BAN rule while a
+    /// ban runs). Such a rule binds an allowed call only when it is the call's only
+    /// rule.
+    fn gates(&self) -> bool {
+        false
+    }
+
+    /// What the rule does in a call of several rules (RL.ALL) that another rule denied,
+    /// where nothing else is written: by default nothing; a penalty box records a
+    /// strike (its write) and binds the call when that strike starts a ban.
+    fn penalty(&self, _pending: Self::Pending, _req: &Request) -> Option<Penalty<Self::State>> {
+        None
+    }
+}
+
+/// A rule's part in a call another rule denied ([`Limiter::penalty`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Penalty<S> {
+    pub effect: Effect<S>,
+    /// The verdict the call then replies with, this rule binding (a ban starts).
+    pub binds: Option<Verdict>,
+}
+
+impl<S> Penalty<S> {
+    pub fn map<T>(self, f: impl FnOnce(S) -> T) -> Penalty<T> {
+        Penalty {
+            effect: self.effect.map(f),
+            binds: self.binds,
+        }
     }
 }
 
@@ -253,13 +288,21 @@ pub enum Value<'a> {
     SortedSet(SetWrite<'a>),
 }
 
-/// A change to a sorted set: a member added (or its score updated) and the members
-/// scored at or below a time removed (`ZREMRANGEBYSCORE key -inf through`).
+/// A change to a sorted set, in this order: a member added (or its score updated),
+/// members removed by name (`ZREM`, never the one added), and the members scored at or
+/// below a time removed, lowest score first (then in the set's order), at most
+/// [`MAX_LOG_TRIM`](crate::limits::MAX_LOG_TRIM) of them: `ZREM key member...` of the
+/// first of `ZRANGEBYSCORE key -inf through LIMIT 0 MAX_LOG_TRIM`; and every member
+/// scored at or below a time removed (`ZREMRANGEBYSCORE key -inf remove_expired`, a
+/// lease key's expired leases, never more than a lease key holds).
 #[derive(Clone, Copy)]
 pub struct SetWrite<'a> {
+    /// Members removed by name.
+    pub remove: &'a [Vec<u8>],
     /// The member's bytes and its score.
     pub add: Option<(&'a dyn Encode, Micros)>,
     pub remove_through: Option<Micros>,
+    pub remove_expired: Option<Micros>,
 }
 
 /// The stored form of a limiter's state.

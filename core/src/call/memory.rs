@@ -52,6 +52,13 @@ impl SortedSet for Members<'_> {
                     }
                 }
             }
+            Walk::All => {
+                for (score, member) in self.0.iter() {
+                    if !f(member, *score as f64)? {
+                        break;
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -82,6 +89,7 @@ pub fn read<'a>(key: &'a Option<Key>, members: &'a Option<Members<'a>>) -> KeyRe
 pub fn apply<S: Written>(key: &mut Option<Key>, effect: &Effect<S>) {
     match effect {
         Effect::None => {}
+        Effect::Delete => *key = None,
         Effect::ExpireAt(at) => match key {
             Some(Key::String { expires_at, .. }) | Some(Key::SortedSet { expires_at, .. }) => {
                 *expires_at = Some(*at)
@@ -102,6 +110,7 @@ pub fn apply<S: Written>(key: &mut Option<Key>, effect: &Effect<S>) {
                     Some(Key::SortedSet { members, .. }) => members,
                     _ => BTreeSet::new(),
                 };
+                members.retain(|(_, m)| !w.remove.contains(m));
                 if let Some((member, score)) = w.add {
                     let mut bytes = Vec::new();
                     member.encode(&mut bytes);
@@ -109,6 +118,17 @@ pub fn apply<S: Written>(key: &mut Option<Key>, effect: &Effect<S>) {
                     members.insert((score.0, bytes));
                 }
                 if let Some(through) = w.remove_through {
+                    let leaving: Vec<(u64, Vec<u8>)> = members
+                        .iter()
+                        .take_while(|(s, _)| *s <= through.0)
+                        .take(crate::limits::MAX_LOG_TRIM)
+                        .cloned()
+                        .collect();
+                    for m in &leaving {
+                        members.remove(m);
+                    }
+                }
+                if let Some(through) = w.remove_expired {
                     members.retain(|(s, _)| *s > through.0);
                 }
                 *key = (!members.is_empty()).then_some(Key::SortedSet {

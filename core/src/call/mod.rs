@@ -10,12 +10,16 @@
 //! CL.THROTTLE key ...                   one key, redis-cell's reply [`Shape::Throttle`]
 //! ```
 //!
-//! Settling a call: judge every key with its rule at the call's time and cost; the call
-//! is allowed iff every rule allows ([`decision::decide`], which also picks the binding
-//! rule whose numbers the reply carries); then each key gets its rule's write (a denial
-//! consumes nothing: a single command still gives a key that lost its TTL its expiry
-//! back, RL.ALL writes nothing at all). The glue opens the keys, hands what they hold to
-//! [`Call::settle`], and applies the [`Settlement`]'s effects in key order.
+//! Settling a call: judge every key with its rule at the call's time, cost and mode
+//! (taken as it fits, or `REFUND`, `FORCE`); a *gate* (RL.ALL's BAN rule) is judged
+//! first, and when it denies, the call ends there, its other keys unread. The call is
+//! allowed iff no rule denies (a request forced over a limit is written all the same,
+//! [`Decision::Over`](crate::call::verdict::Decision::Over)); the binding rule's numbers
+//! are the reply's ([`decision::Chooser`]). Then each key gets its rule's write (a
+//! denial consumes nothing: a single command still gives a key that lost its TTL its
+//! expiry back; RL.ALL writes nothing but a rule's *penalty*, a BAN rule's strike, which
+//! binds the reply when it starts a ban). The glue opens the keys, hands what they hold
+//! to [`Call::settle`], and applies the [`Settlement`]'s effects in key order.
 
 pub mod decision;
 pub mod limiter;
@@ -23,7 +27,10 @@ pub mod memory;
 pub mod state;
 pub mod verdict;
 
-use crate::call::limiter::{Field, KeyRead, Limiter, Mode, Request, Settled, Syntax, Token};
+use crate::call::decision::Chooser;
+use crate::call::limiter::{
+    Field, Judgement, KeyRead, Limiter, Mode, Request, Settled, Syntax, Token,
+};
 use crate::call::state::{Effect, Encode, Outcome, Stored};
 use crate::call::verdict::Verdict;
 use crate::parse::args::Options;
@@ -85,6 +92,10 @@ pub struct Settlement<S> {
     /// The first rule (in the call's order) whose write stores a value: the key the
     /// server's `maxmemory` rule is asked about.
     pub first_set: Option<usize>,
+    /// Denied by a gate (RL.ALL's BAN rule while a ban runs), no other rule judged.
+    pub gated: bool,
+    /// A penalty binds the denied call (a strike started a ban).
+    pub penalized: bool,
 }
 
 impl<R: Limiter> Call<R> {
@@ -131,10 +142,12 @@ impl<R: Limiter> Call<R> {
     }
 
     /// Whether a rule of the call records a name the call does not give (a lease
-    /// without `ID`): the glue then makes a [`Token`] for the request. A peek records
-    /// nothing.
+    /// without `ID`): the glue then makes a [`Token`] for the request. A peek and a
+    /// refund record none.
     pub fn wants_token(&self) -> bool {
-        self.cost > 0 && self.rules.iter().any(|(_, r)| r.wants_token())
+        self.cost > 0
+            && self.mode != Mode::Refund
+            && self.rules.iter().any(|(_, r)| r.wants_token())
     }
 
     /// Settle the call's request `req`, reading the key of rule `i` with `read(i)` (as
@@ -147,59 +160,125 @@ impl<R: Limiter> Call<R> {
         name: impl Fn(usize) -> &'n [u8],
     ) -> Result<Settlement<R::State>> {
         let req = *req;
-        let mut judged: SmallVec<[_; 4]> = SmallVec::new();
-        for (i, (_, rule)) in self.rules.iter().enumerate() {
-            let judgement = read(i)
+        let judge = |i: usize, rule: &R| {
+            read(i)
                 .and_then(|key| rule.judge(key, &req))
-                .map_err(|e| self.rule_error(i, name(i), e))?;
-            judged.push(judgement);
+                .map_err(|e| self.rule_error(i, name(i), e))
+        };
+        let mut judged: SmallVec<[Option<Judgement<R::Pending>>; 4]> =
+            self.rules.iter().map(|_| None).collect();
+        // Gates first (RL.ALL's BAN rule): one that denies ends the call, the other
+        // keys unread and nothing written; it binds.
+        for (i, (_, rule)) in self.rules.iter().enumerate() {
+            if !rule.gates() {
+                continue;
+            }
+            let j = judge(i, rule)?;
+            if j.verdict.is_denied() {
+                // The other rules, unjudged, give their field as in any denial (nil).
+                let field = self
+                    .rules
+                    .iter()
+                    .find_map(|(_, rule)| rule.reply_field(None, Settled::Denied));
+                return Ok(Settlement {
+                    settled: Settled::Denied,
+                    verdict: j.verdict,
+                    binding: i,
+                    window_ms: j.window_ms,
+                    extra: j.extra,
+                    field,
+                    writes: SmallVec::new(),
+                    first_set: None,
+                    gated: true,
+                    penalized: false,
+                });
+            }
+            if let Some(slot) = judged.get_mut(i) {
+                *slot = Some(j);
+            }
         }
-        let decided =
-            decision::decide(judged.iter().map(|j| j.verdict)).ok_or(Error::Internal("no rule"))?;
-        let binding = judged
-            .get(decided.binding)
+        let gates_only = self.rules.iter().all(|(_, r)| r.gates());
+        let mut chooser = Chooser::default();
+        for (i, ((_, rule), slot)) in self.rules.iter().zip(judged.iter_mut()).enumerate() {
+            if rule.gates() {
+                // A gate that allows binds only a call of gates.
+                if let (true, Some(j)) = (gates_only, slot.as_ref()) {
+                    chooser.offer(j.verdict, i);
+                }
+                continue;
+            }
+            let j = judge(i, rule)?;
+            chooser.offer(j.verdict, i);
+            *slot = Some(j);
+        }
+        let settled = if chooser.is_denied() {
+            Settled::Denied
+        } else {
+            Settled::Allowed
+        };
+        // The chooser's verdict: a forced request over a limit waits for every rule.
+        let (mut verdict, mut binding) = chooser.finish().ok_or(Error::Internal("no rule"))?;
+        let b = judged
+            .get(binding)
+            .and_then(Option::as_ref)
             .ok_or(Error::Internal("binding rule"))?;
-        let (verdict, window_ms, extra) = (binding.verdict, binding.window_ms, binding.extra);
-        let field = self
-            .rules
-            .iter()
-            .zip(&judged)
-            .find_map(|((_, rule), j)| rule.reply_field(&j.pending, decided.settled));
+        let (mut window_ms, mut extra) = (b.window_ms, b.extra);
+        // A rule's own reply field (a lease's id), from its judgement as the call settled.
+        let field =
+            self.rules.iter().zip(&judged).find_map(|((_, rule), j)| {
+                rule.reply_field(j.as_ref().map(|j| &j.pending), settled)
+            });
         let mut writes: SmallVec<[(usize, Effect<R::State>); 4]> = SmallVec::new();
         let mut first_set = None;
-        // RL.ALL's denial writes nothing at all.
-        if decided.settled == Settled::Allowed || self.shape != Shape::All {
-            for (i, ((_, rule), j)) in self.rules.iter().zip(judged).enumerate() {
-                let effect = rule.write(j.pending, decided.settled, &req).map_err(|_| {
+        let mut penalized = false;
+        let rules = self.rules.iter().zip(judged.drain(..)).enumerate();
+        let rules = rules.filter_map(|(i, ((_, rule), j))| j.map(|j| (i, rule, j)));
+        for (i, rule, j) in rules {
+            let effect = if settled == Settled::Allowed || self.shape != Shape::All {
+                rule.write(j.pending, settled, &req).map_err(|_| {
                     let full = Error::KeyFull {
                         key: name(i).to_vec(),
                         command: rule.state_kind().command,
                     };
                     self.rule_error(i, name(i), full)
-                })?;
-                if effect.is_none() {
-                    continue;
+                })?
+            } else {
+                // RL.ALL's denial writes nothing but a penalty (a strike).
+                match rule.penalty(j.pending, &req) {
+                    None => continue,
+                    Some(penalty) => {
+                        if let Some(v) = penalty.binds {
+                            (verdict, binding, window_ms, extra) = (v, i, j.window_ms, None);
+                            penalized = true;
+                        }
+                        penalty.effect
+                    }
                 }
-                if first_set.is_none() && matches!(effect, Effect::Set { .. }) {
-                    first_set = Some(i);
-                }
-                writes.push((i, effect));
+            };
+            if effect.is_none() {
+                continue;
             }
-            // In key order (RL.ALL's rules may name their keys in any order), so that
-            // replicas and the AOF get the effects in the order of the keys.
-            if writes.len() > 1 {
-                writes.sort_unstable_by_key(|(i, _)| self.rules.get(*i).map(|(k, _)| *k));
+            if first_set.is_none() && matches!(effect, Effect::Set { .. }) {
+                first_set = Some(i);
             }
+            writes.push((i, effect));
+        }
+        // In key order (RL.ALL's rules may name their keys in any order), so that
+        // replicas and the AOF get the effects in the order of the keys.
+        if writes.len() > 1 {
+            writes.sort_unstable_by_key(|(i, _)| self.rules.get(*i).map(|(k, _)| *k));
         }
         Ok(Settlement {
-            settled: decided.settled,
+            settled,
             verdict,
-            binding: decided.binding,
+            binding,
             window_ms,
             extra,
             field,
             writes,
             first_set,
+            gated: false,
+            penalized,
         })
     }
 
@@ -243,8 +322,12 @@ impl<R: Limiter> Call<R> {
         let positional = R::parse_args(positional)?;
         let accepts = Opt::set(&COST_AT) | Opt::set(R::OPTIONS) | Opt::set(R::COMMAND_OPTIONS);
         let opts = Options::parse(options, accepts)?;
+        let mode = opts.mode()?;
         let rule = R::build(positional, &opts)?;
-        rule.check_cost(opts.cost)?;
+        // A refund or a forced request of any cost can be settled.
+        if mode == Mode::Take {
+            rule.check_cost(opts.cost)?;
+        }
         Ok(Call {
             command: R::STATE.command,
             shape: Shape::Single,
@@ -252,8 +335,13 @@ impl<R: Limiter> Call<R> {
             rules: SmallVec::from_buf([(0, rule)]),
             cost: opts.cost,
             at: opts.at,
-            mode: Mode::Take,
+            mode,
         })
+    }
+
+    /// The same call, settled in `mode` (`REFUND`, `FORCE`).
+    pub fn settling(self, mode: Mode) -> Call<R> {
+        Call { mode, ..self }
     }
 
     /// The same rule on each of `numkeys` keys.

@@ -34,6 +34,8 @@ pub enum Effect<S> {
     Set { state: S, expires_at: UnixMillis },
     /// Only give the existing key its missing expiry (`PEXPIREAT key expires_at`).
     ExpireAt(UnixMillis),
+    /// Delete the key: its state is full again (a refund that gave everything back).
+    Delete,
 }
 
 impl<S> Effect<S> {
@@ -50,6 +52,7 @@ impl<S> Effect<S> {
                 expires_at,
             },
             Effect::ExpireAt(at) => Effect::ExpireAt(at),
+            Effect::Delete => Effect::Delete,
         }
     }
 }

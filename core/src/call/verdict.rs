@@ -9,6 +9,12 @@ pub enum Decision {
     Denied {
         retry_after: Micros,
     },
+    /// Recorded over the limit (`FORCE`): the request is written, the limit is now
+    /// exceeded, and a request of cost 1 fits again after this long. Replied as a
+    /// denial (field 1 is 1); it does not stop the call.
+    Over {
+        retry_after: Micros,
+    },
 }
 
 /// What a limiter tells the client about one request.
@@ -41,12 +47,27 @@ impl Verdict {
         self.decision == Decision::Allowed
     }
 
+    /// Whether it denies the request (a forced request over the limit does not).
+    pub fn is_denied(&self) -> bool {
+        matches!(self.decision, Decision::Denied { .. })
+    }
+
+    /// The wait field 4 tells of, when there is one (denied, or forced over).
+    pub fn retry_after(&self) -> Option<Micros> {
+        match self.decision {
+            Decision::Allowed => None,
+            Decision::Denied { retry_after } | Decision::Over { retry_after } => Some(retry_after),
+        }
+    }
+
     /// `[limited, limit, remaining, retry_after_ms, reset_after_ms]` as sent to clients:
     /// times in milliseconds rounded up, retry_after at least 1 when denied, -1 when allowed.
     pub fn fields(&self) -> [i64; 5] {
         let (limited, retry_after_ms) = match self.decision {
             Decision::Allowed => (0, NO_RETRY),
-            Decision::Denied { retry_after } => (1, ms_i64(retry_after).max(1)),
+            Decision::Denied { retry_after } | Decision::Over { retry_after } => {
+                (1, ms_i64(retry_after).max(1))
+            }
         };
         [
             limited,

@@ -8,14 +8,16 @@
 //! State: the count, a non-negative decimal integer as `INCR` writes it; the key's
 //! absolute expiry is the end of the window.
 
-use crate::call::limiter::{Full, Judgement, KeyRead, Limiter, Request, Settled, Storage, Syntax};
+use crate::call::limiter::{
+    Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax,
+};
 use crate::call::state::{parse_decimal, Effect, StateKind, Stored};
 use crate::call::verdict::{Decision, Verdict};
 use crate::limits::{MAX_DURATION, MAX_SAFE_INTEGER};
 use crate::parse::args::{check_count, in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
 use crate::parse::error::{DurationProblem, Error, Result};
-use crate::parse::keyword::Opt;
+use crate::parse::keyword::{Opt, SETTLE};
 use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
 
 /// What an RL.FIXED key holds, as error replies word it.
@@ -77,6 +79,7 @@ impl<'a> Syntax<'a> for Rule {
     const STATE: StateKind = STATE;
     const ARGS: usize = 2;
     const OPTIONS: &'static [Opt] = &[Opt::Align];
+    const COMMAND_OPTIONS: &'static [Opt] = &SETTLE;
     type Args = (i64, Micros);
 
     fn parse_args(args: &[&'a [u8]]) -> Result<(i64, Micros)> {
@@ -127,9 +130,11 @@ impl Limiter for Rule {
     }
 
     fn judge(&self, key: KeyRead<'_>, req: &Request) -> Result<Judgement<Self::Pending>> {
-        let (now, cost) = (req.now, req.cost);
         let stored = key.string_state(parse_state)?;
-        let (verdict, on_allow, on_deny) = judge(stored, now, self, cost);
+        if let Some(s) = &stored {
+            check_not_a_tat(s.state, self.limit)?;
+        }
+        let (verdict, on_allow, on_deny) = settle(stored, req, self)?;
         Ok(Judgement {
             verdict,
             window_ms: self.window.floor_millis(),
@@ -149,6 +154,26 @@ impl Limiter for Rule {
             Settled::Denied => on_deny,
         })
     }
+}
+
+/// The smallest value RL.GCRA (and CL.THROTTLE, and their twins) ever stores: a time
+/// in microseconds no earlier than the earliest `AT` (2001-09-09).
+pub const MIN_TAT_US: i64 = (crate::limits::MIN_AT_MS * 1_000) as i64;
+
+/// With a limit below 10^15, a count of 10^15 or more (a time RL.GCRA could have
+/// written, in µs) can only be RL.GCRA's state on this key: RL.FIXED never counts
+/// past its limit, and only a call with a limit of 10^15 or more could have counted
+/// that far. Refused, rather than read as a count that denies every request until the
+/// key expires. With a limit of 10^15 or more the two cannot be told apart.
+pub fn check_not_a_tat(count: i64, limit: i64) -> Result<()> {
+    if limit < MIN_TAT_US && count >= MIN_TAT_US {
+        return Err(Error::ForeignState {
+            command: STATE.command,
+            holds: "what can only be RL.GCRA's state (a time in microseconds, above the limit)",
+            key: None,
+        });
+    }
+    Ok(())
 }
 
 /// Read a stored counter: a non-negative decimal integer, as `INCR` writes them.
@@ -219,6 +244,113 @@ pub fn current_window(
             ..
         }) => fresh(0, false),
     }
+}
+
+/// The verdict on one request against one counter in the request's mode, what the
+/// call writes when it is allowed, and what it writes when it is denied (see [`judge`],
+/// [`refund`], [`force`]).
+pub(crate) fn settle(
+    stored: Option<Stored<i64>>,
+    req: &Request,
+    p: &Rule,
+) -> Result<(Verdict, Effect<i64>, Effect<i64>)> {
+    Ok(match req.mode {
+        Mode::Take => judge(stored, req.now, p, req.cost),
+        Mode::Refund => {
+            let (verdict, effect) = refund(stored, req.now, p, req.cost);
+            (verdict, effect, Effect::None)
+        }
+        Mode::Force => {
+            let (verdict, effect) = force(stored, req.now, p, req.cost)?;
+            (verdict, effect, Effect::None)
+        }
+    })
+}
+
+/// `REFUND`: the current window's count goes down by `cost`, never below 0; the key
+/// keeps the end of its window, and is deleted when its count is 0 again. A window
+/// that has ended, or a missing key, is not touched. Always allowed.
+pub(crate) fn refund(
+    stored: Option<Stored<i64>>,
+    now: Micros,
+    p: &Rule,
+    cost: i64,
+) -> (Verdict, Effect<i64>) {
+    let live = match stored {
+        Some(Stored {
+            expires_at: Some(end),
+            ..
+        }) => end.as_micros() > now,
+        Some(_) => true,
+        None => false,
+    };
+    if !live {
+        return (Verdict::untouched(p.limit), Effect::None);
+    }
+    let w = current_window(stored, now, p.window, p.align);
+    let after = w.count.saturating_sub(cost).max(0);
+    let until_end = w.ends_at.as_micros().saturating_since(now);
+    let effect = match (cost, after) {
+        (0, _) => Effect::None,
+        (_, 0) => Effect::Delete,
+        _ => Effect::Set {
+            state: after,
+            expires_at: w.ends_at,
+        },
+    };
+    let verdict = Verdict {
+        decision: Decision::Allowed,
+        limit: p.limit,
+        remaining: p.limit.saturating_sub(after).max(0),
+        reset_after: if after == 0 { Micros::ZERO } else { until_end },
+    };
+    (verdict, effect)
+}
+
+/// `FORCE`: `cost` is counted whether it fits or not (the count may pass the limit,
+/// never 2^53 - 1). Over the limit, field 1 is 1 and the wait is until the window
+/// ends, when a request of cost 1 fits again.
+pub(crate) fn force(
+    stored: Option<Stored<i64>>,
+    now: Micros,
+    p: &Rule,
+    cost: i64,
+) -> Result<(Verdict, Effect<i64>)> {
+    let w = current_window(stored, now, p.window, p.align);
+    let until_end = w.ends_at.as_micros().saturating_since(now);
+    let after = w
+        .count
+        .checked_add(cost)
+        .filter(|a| *a as u64 <= MAX_SAFE_INTEGER)
+        .ok_or(Error::ForceOutOfBounds {
+            what: "a count above 9007199254740991",
+        })?;
+    let effect = if cost > 0 {
+        Effect::Set {
+            state: after,
+            expires_at: w.ends_at,
+        }
+    } else {
+        Effect::None
+    };
+    let verdict = if after <= p.limit {
+        Verdict {
+            decision: Decision::Allowed,
+            limit: p.limit,
+            remaining: p.limit - after,
+            reset_after: if after == 0 { Micros::ZERO } else { until_end },
+        }
+    } else {
+        Verdict {
+            decision: Decision::Over {
+                retry_after: until_end,
+            },
+            limit: p.limit,
+            remaining: 0,
+            reset_after: until_end,
+        }
+    };
+    Ok((verdict, effect))
 }
 
 /// The verdict on one request against one counter, what an allowed call writes, and
@@ -647,6 +779,7 @@ mod tests {
                     c.expires_at = Some(e)
                 }
             }
+            Effect::Delete => *stored = None,
         }
     }
 
@@ -669,6 +802,11 @@ mod tests {
             let stored = Some(Stored { state: count.clamp(0, MAX), expires_at: ends.map(UnixMillis) });
             if let Ok(rule) = Rule::new(limit, Micros::from_millis(window_ms), align) {
                 let params = (rule, cost.min(limit));
+                if check_not_a_tat(count.clamp(0, MAX), limit).is_err() {
+                    // What can only be RL.GCRA's state: an error, nothing decided.
+                    prop_assert!(Call::one(rule, params.1).settle_states(&[stored], Micros(now)).is_err());
+                    return Ok(());
+                }
                 let out = decide(stored, Micros(now), &params);
                 let f = out.verdict.fields();
                 prop_assert!((0..=limit).contains(&f[2]));

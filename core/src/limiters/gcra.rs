@@ -27,7 +27,9 @@
 //! Every time involved stays below 2^53 µs (see [`MAX_TAT`]), so the Lua twin, whose
 //! numbers are doubles, computes exactly the same integers.
 
-use crate::call::limiter::{Full, Judgement, KeyRead, Limiter, Request, Settled, Storage, Syntax};
+use crate::call::limiter::{
+    Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax,
+};
 use crate::call::state::{Effect, Outcome, StateKind, Stored};
 use crate::call::verdict::{Decision, Verdict};
 use crate::limits::{MAX_BURST_WINDOW, MAX_TAT, MAX_TAT_DIGITS};
@@ -156,7 +158,7 @@ impl<'a> Syntax<'a> for Rule {
     const STATE: StateKind = STATE;
     const ARGS: usize = 3;
     const OPTIONS: &'static [Opt] = &[];
-    const COMMAND_OPTIONS: &'static [Opt] = &[Opt::Delay];
+    const COMMAND_OPTIONS: &'static [Opt] = &[Opt::Delay, Opt::Refund, Opt::Force];
     type Args = (i64, i64, Micros);
 
     fn parse_args(args: &[&'a [u8]]) -> Result<(i64, i64, Micros)> {
@@ -175,7 +177,13 @@ impl<'a> Syntax<'a> for Rule {
 
     /// Checked in the order of the errors: rate, burst window, cost, delay.
     fn build((max_burst, count, period): (i64, i64, Micros), opts: &Options<'a>) -> Result<Rule> {
-        let params = GcraParams::new(max_burst, count, period, opts.cost)?;
+        // A refund or a forced request of any cost can be settled: no capacity check.
+        let cost = if opts.refund || opts.force {
+            0
+        } else {
+            opts.cost
+        };
+        let params = GcraParams::new(max_burst, count, period, cost)?;
         let params = match opts.delay {
             Some(d) => params.with_delay(d)?,
             None => params,
@@ -215,7 +223,12 @@ impl Limiter for Rule {
     fn judge(&self, key: KeyRead<'_>, req: &Request) -> Result<Judgement<Effect<Micros>>> {
         let (now, cost) = (req.now, req.cost);
         let stored = key.string_state(parse_state)?;
-        let (outcome, booking) = judge_tat(stored, now, &self.params(cost));
+        let p = GcraParams { cost, ..self.0 };
+        let (outcome, booking) = match req.mode {
+            Mode::Take => judge_tat(stored, now, &p),
+            Mode::Refund => (refund_tat(stored, now, &p), None),
+            Mode::Force => (force_tat(stored, now, &p)?, None),
+        };
         Ok(Judgement {
             verdict: outcome.verdict,
             window_ms: self.0.burst_window().ceil_millis(),
@@ -237,11 +250,108 @@ impl Limiter for Rule {
     }
 }
 
+/// `REFUND`: `tat = max(now, tat - T * cost)`; the key expires at the new TAT, and is
+/// deleted when the TAT is at or before now (full again). A missing key is not touched.
+fn refund_tat(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Outcome<Micros> {
+    let Some(stored) = stored else {
+        return Outcome {
+            verdict: Verdict::untouched(p.capacity),
+            effect: Effect::None,
+        };
+    };
+    let tat = stored.state.max(now);
+    let new_tat = tat.saturating_since(p.increment()).max(now);
+    let ahead = new_tat.saturating_since(now).0;
+    let effect = if p.cost == 0 {
+        Effect::None
+    } else if new_tat <= now {
+        Effect::Delete
+    } else {
+        Effect::Set {
+            state: new_tat,
+            expires_at: UnixMillis::covering(new_tat),
+        }
+    };
+    let room = p.burst_window().0.saturating_sub(ahead) / p.interval.0;
+    let verdict = Verdict {
+        decision: Decision::Allowed,
+        limit: p.capacity,
+        remaining: i64::try_from(room).unwrap_or(i64::MAX),
+        reset_after: Micros(ahead),
+    };
+    Outcome { verdict, effect }
+}
+
+/// `FORCE`: `new_tat = max(tat, now) + T * cost` is stored whether it fits or not, at
+/// most [`MAX_TAT`] (the latest AT plus the longest burst window). Beyond the burst
+/// window, field 1 is 1 and the wait is until a request of cost 1 fits:
+/// `new_tat + T - burst window - now`.
+fn force_tat(
+    stored: Option<Stored<Micros>>,
+    now: Micros,
+    p: &GcraParams,
+) -> Result<Outcome<Micros>> {
+    let window = p.burst_window().0;
+    let tat = stored.map_or(now, |s| s.state.max(now));
+    let new_tat = tat
+        .0
+        .checked_add(p.increment().0)
+        .filter(|t| *t <= MAX_TAT.0)
+        .map(Micros)
+        .ok_or(Error::ForceOutOfBounds {
+            what: "a theoretical arrival time beyond the latest AT plus the longest burst window",
+        })?;
+    let ahead = new_tat.saturating_since(now).0;
+    let effect = if p.cost > 0 {
+        Effect::Set {
+            state: new_tat,
+            expires_at: UnixMillis::covering(new_tat),
+        }
+    } else {
+        Effect::None
+    };
+    let verdict = if ahead <= window {
+        Verdict {
+            decision: Decision::Allowed,
+            limit: p.capacity,
+            remaining: i64::try_from((window - ahead) / p.interval.0).unwrap_or(i64::MAX),
+            reset_after: Micros(ahead),
+        }
+    } else {
+        Verdict {
+            decision: Decision::Over {
+                retry_after: Micros(ahead + p.interval.0 - window),
+            },
+            limit: p.capacity,
+            remaining: 0,
+            reset_after: Micros(ahead),
+        }
+    };
+    Ok(Outcome { verdict, effect })
+}
+
 /// Read a stored TAT: the module's own (1 to [`MAX_TAT_DIGITS`] decimal digits, µs,
 /// at most [`MAX_TAT`]) or redis-cell's (see [`parse_tat`]).
+///
+/// A number from 1 to 10^15 - 1 is no time RL.GCRA writes (its TATs are never before
+/// the earliest `AT`, 2001-09-09, in µs): it is a counter (RL.FIXED's, `INCR`'s), and
+/// the error says so instead of reading it as a time long past, which would allow every
+/// request and overwrite the counter. 0 is still a time long past: `SET key 0` is how
+/// redis-cell's users reset a key, and no counter is stored as 0.
 pub fn parse_state(raw: &[u8]) -> Result<Micros> {
-    parse_tat(raw).ok_or_else(|| STATE.invalid())
+    match parse_tat(raw) {
+        Some(tat) if tat.0 >= MIN_TAT_US || tat.0 == 0 => Ok(tat),
+        Some(_) => Err(Error::ForeignState {
+            command: STATE.command,
+            holds: "a counter (RL.FIXED's or INCR's, below 10^15: no time RL.GCRA writes)",
+            key: None,
+        }),
+        None => Err(STATE.invalid()),
+    }
 }
+
+/// The smallest TAT RL.GCRA stores: a time in µs no earlier than the earliest `AT`.
+pub const MIN_TAT_US: u64 = crate::limits::MIN_AT_MS * 1_000;
 
 /// A TAT as [`parse_state`] reads it, or `None`.
 ///
@@ -571,7 +681,7 @@ mod tests {
         let out = decide(Some(at(0)), at(10_000_000), &p);
         assert_eq!(out.verdict.fields(), [0, 2, 1, -1, 500]);
         assert_eq!(out.effect, set(10_500_000));
-        let out = decide(Some(Micros(0)), at(0), &p);
+        let out = decide(Some(Micros(MIN_TAT_US)), at(0), &p);
         assert_eq!(out.effect, set(500_000));
         // Sub-millisecond TATs expire at the next millisecond.
         let out = decide(None, at(1), &params(0, 1_000, 1_000, 1));
@@ -630,7 +740,7 @@ mod tests {
             parse(&["1", "1", "1s", "ALIGN"]),
             Err(Error::UnknownOption {
                 value: b"ALIGN".to_vec(),
-                accepted: Opt::set(&[Opt::Cost, Opt::At, Opt::Delay]),
+                accepted: Opt::set(&[Opt::Cost, Opt::At, Opt::Delay, Opt::Refund, Opt::Force]),
             })
         );
         // Rate: period / count below 1 µs.
@@ -967,6 +1077,7 @@ mod tests {
                         let early = decide(stored, Micros(now.0 + retry_after.0 - 1), &p);
                         prop_assert!(!early.verdict.is_allowed());
                     }
+                    Decision::Over { .. } => prop_assert!(false, "only FORCE goes over"),
                     Decision::Allowed => {
                         if cost > 0 {
                             allowed.push((now.0, cost));
@@ -987,8 +1098,8 @@ mod tests {
                         Some(tat)
                     }
                     Effect::None => stored,
-                    Effect::ExpireAt(_) => {
-                        return Err(TestCaseError::fail("GCRA never repairs an expiry alone"));
+                    Effect::ExpireAt(_) | Effect::Delete => {
+                        return Err(TestCaseError::fail("GCRA never repairs an expiry alone, nor deletes when taking"));
                     }
                 };
                 if limited == 0 {
@@ -1021,7 +1132,7 @@ mod tests {
         #[test]
         fn arithmetic_stays_in_range(
             (max_burst, count, period_ms) in config(),
-            stored in 0u64..=MAX_TAT.0,
+            stored in MIN_TAT_US..=MAX_TAT.0,
             now in 0u64..=MAX_AT_MS * 1000,
             cost in 0i64..1_000_000,
         ) {

@@ -27,7 +27,7 @@
 //! RL.ALL and replies 1 or 0. [`release`] says what it removes and the key's new expiry.
 
 use crate::call::limiter::{
-    Field, Full, Judgement, KeyRead, Limiter, Request, SetWrite, Settled, SortedSet, Storage,
+    Field, Full, Judgement, KeyRead, Limiter, Mode, Request, SetWrite, Settled, SortedSet, Storage,
     Syntax, Token, Value, Walk, Written,
 };
 use crate::call::state::{Effect, Encode, StateKind};
@@ -157,8 +157,10 @@ impl Written for Grant<'_> {
     fn value(&self) -> Value<'_> {
         // A lease's scores are Unix milliseconds, passed as the whole numbers they are.
         Value::SortedSet(SetWrite {
+            remove: &[],
             add: Some((&self.id, Micros(self.expiry_ms))),
-            remove_through: self.remove_through_ms.map(Micros),
+            remove_through: None,
+            remove_expired: self.remove_through_ms.map(Micros),
         })
     }
 }
@@ -318,6 +320,19 @@ impl<'a> Limiter for Rule<'a> {
                 }),
             )
         };
+        if req.mode == Mode::Refund {
+            // RL.ALL's REFUND gives back what its other rules took: the lease rule takes,
+            // renews and denies nothing (a call with REFUND is never denied); its
+            // numbers are a peek's. A lease ends with RL.RELEASE.
+            let verdict = Verdict {
+                decision: Decision::Allowed,
+                limit,
+                remaining: free,
+                reset_after: held.latest.map_or(Micros::ZERO, until),
+            };
+            return Ok(judgement(verdict, None));
+        }
+        // FORCE is ignored: a forced call takes or renews a lease as any other.
         if req.cost > 0 {
             // The call's id holds a live lease: a renewal, always allowed.
             if let (Some(id), Some(set)) = (self.id, set) {
@@ -391,10 +406,15 @@ impl<'a> Limiter for Rule<'a> {
         self.id.is_none()
     }
 
-    /// The lease id when the call holds a lease, nil otherwise (a denial, a peek).
-    fn reply_field(&self, pending: &Option<Pending<'a>>, settled: Settled) -> Option<Field> {
+    /// The lease id when the call holds a lease, nil otherwise (a denial, a peek, a
+    /// refund, a call a BAN rule ended before this rule was judged).
+    fn reply_field(
+        &self,
+        pending: Option<&Option<Pending<'a>>>,
+        settled: Settled,
+    ) -> Option<Field> {
         Some(match (settled, pending) {
-            (Settled::Allowed, Some(p)) => Field::Bulk(p.grant.id.bytes().into()),
+            (Settled::Allowed, Some(Some(p))) => Field::Bulk(p.grant.id.bytes().into()),
             _ => Field::Nil,
         })
     }
@@ -883,7 +903,7 @@ mod tests {
         let err = |args: &[&'static str]| all(args).err().map(|e| e.to_string());
         assert_eq!(
             err(&["1", "a", "FIXED", "1", "5", "1m", "ID", "x"]).as_deref(),
-            Some("ERR unknown option 'ID' (options here: COST, AT)")
+            Some("ERR unknown option 'ID' (options here: COST, AT, REFUND, FORCE)")
         );
         assert_eq!(
             err(&["1", "a", "LEASE", "1", "5", "1m", "ID", ""]).as_deref(),

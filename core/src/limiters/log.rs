@@ -25,17 +25,17 @@
 //! write nothing.
 
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Request, SetWrite, Settled, SortedSet, Storage, Syntax,
-    Value, Walk, Written,
+    Full, Judgement, KeyRead, Limiter, Mode, Request, SetWrite, Settled, SortedSet, Storage,
+    Syntax, Value, Walk, Written,
 };
 use crate::call::state::{Effect, Encode, StateKind};
 use crate::call::verdict::{Decision, Verdict};
-use crate::limits::{MAX_LOG_LIMIT, MAX_META_LEN, MAX_SAFE_INTEGER};
+use crate::limits::{MAX_AT_MS, MAX_LOG_LIMIT, MAX_LOG_MEMBERS, MAX_META_LEN, MAX_SAFE_INTEGER};
 use crate::parse::args::{in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
 use crate::parse::error::{Error, Result};
-use crate::parse::keyword::Opt;
-use crate::units::{Micros, UnixMillis};
+use crate::parse::keyword::{Opt, SETTLE};
+use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
 
 const COMMAND: &str = "RL.LOG";
 
@@ -68,12 +68,17 @@ impl Entry {
     }
 }
 
-/// Read a member and its score: a score that is a whole number of µs from 0 to 2^53 - 1,
+/// The latest time an entry can have: a log records a request at its time (the latest
+/// `AT`, or the server clock) or at its newest entry's, never later.
+pub const MAX_ENTRY_TIME: Micros = Micros(MAX_AT_MS * MICROS_PER_MS);
+
+/// Read a member and its score: a score that is a whole number of µs from 0 to
+/// [`MAX_ENTRY_TIME`] (a later one was not written by RL.LOG),
 /// a member `seq:cost:meta` with `seq` of 16 digits, `cost` from 1 to
 /// [`MAX_LOG_LIMIT`], `seq` at least `cost`, and a META of at most [`MAX_META_LEN`]
 /// bytes. Anything else was not written by RL.LOG.
 pub fn parse_entry(member: &[u8], score: f64) -> Option<Entry> {
-    if !(0.0..=MAX_SAFE_INTEGER as f64).contains(&score) || score.fract() != 0.0 {
+    if !(0.0..=MAX_ENTRY_TIME.0 as f64).contains(&score) || score.fract() != 0.0 {
         return None;
     }
     let seq = member.get(..SEQ_DIGITS)?;
@@ -81,7 +86,7 @@ pub fn parse_entry(member: &[u8], score: f64) -> Option<Entry> {
     let colon = rest.iter().position(|&b| b == b':')?;
     let (cost, meta) = (rest.get(..colon)?, rest.get(colon + 1..)?);
     let seq = digits(seq)?;
-    let cost = digits(cost).filter(|c| (1..=MAX_LOG_LIMIT as u64).contains(c))?;
+    let cost = digits(cost).filter(|c| (1..=MAX_LOG_MEMBERS as u64).contains(c))?;
     if cost.to_string().len() != colon || seq < cost || seq > MAX_SAFE_INTEGER {
         return None;
     }
@@ -112,6 +117,10 @@ pub trait Index {
     fn members(&self) -> usize;
     /// The member with the highest score (the last of `ZRANGE key 0 -1`).
     fn last(&self) -> Result<Option<Entry>>;
+    /// The member before the last one (`ZRANGE key -2 -2`).
+    fn before_last(&self) -> Result<Option<Entry>>;
+    /// The member with the lowest score (`ZRANGE key 0 0`).
+    fn first(&self) -> Result<Option<Entry>>;
     /// The first member with a score above `after`.
     fn first_after(&self, after: Micros) -> Result<Option<Entry>>;
     /// The last member with a score at or below `through`.
@@ -146,6 +155,7 @@ impl<'a> Syntax<'a> for Rule<'a> {
     const STATE: StateKind = STATE;
     const ARGS: usize = 2;
     const OPTIONS: &'static [Opt] = &[Opt::Meta];
+    const COMMAND_OPTIONS: &'static [Opt] = &SETTLE;
     type Args = (i64, Micros);
 
     fn parse_args(args: &[&'a [u8]]) -> Result<(i64, Micros)> {
@@ -218,9 +228,59 @@ impl Encode for Append<'_> {
 impl Written for Append<'_> {
     fn value(&self) -> Value<'_> {
         Value::SortedSet(SetWrite {
+            remove: &[],
             add: Some((self, self.time)),
             remove_through: Some(self.trim_through),
+            remove_expired: None,
         })
+    }
+}
+
+/// What a `REFUND` does to a log: the newest members whose whole cost is given back
+/// removed, the one partly given back replaced by a member of the same time and META
+/// with the rest of its cost (its units keep their numbers), the members that left the
+/// window removed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refund {
+    pub remove: Vec<Vec<u8>>,
+    /// The replacement member's bytes and its score.
+    pub rest: Option<(Member, Micros)>,
+    pub trim_through: Micros,
+}
+
+/// A member's bytes, as a write adds them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member(pub Vec<u8>);
+
+impl Encode for Member {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.0);
+    }
+}
+
+/// What a judgement of a log keeps for its write: the write and the time the state is
+/// full again (the newest counted member leaves the window; `None`: it is full now,
+/// and the key goes).
+pub type Pending<'a> = Option<(LogWrite<'a>, Option<Micros>)>;
+
+/// What a call writes to a log: a request recorded, or a refund.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogWrite<'a> {
+    Append(Append<'a>),
+    Refund(Box<Refund>),
+}
+
+impl Written for LogWrite<'_> {
+    fn value(&self) -> Value<'_> {
+        match self {
+            LogWrite::Append(a) => a.value(),
+            LogWrite::Refund(r) => Value::SortedSet(SetWrite {
+                remove: &r.remove,
+                add: r.rest.as_ref().map(|(m, t)| (m as &dyn Encode, *t)),
+                remove_through: Some(r.trim_through),
+                remove_expired: None,
+            }),
+        }
     }
 }
 
@@ -231,8 +291,8 @@ fn numbers_spent() -> Error {
 }
 
 impl<'a> Limiter for Rule<'a> {
-    type State = Append<'a>;
-    type Pending = Option<Append<'a>>;
+    type State = LogWrite<'a>;
+    type Pending = Pending<'a>;
 
     fn kind(&self) -> &'static str {
         <Self as Syntax>::KIND
@@ -259,22 +319,48 @@ impl<'a> Limiter for Rule<'a> {
 
     fn judge(&self, key: KeyRead<'_>, req: &Request) -> Result<Judgement<Self::Pending>> {
         let (now, cost) = (req.now, req.cost);
-        match key.sorted_set()? {
-            None => self.judge_index(&Empty, now, cost),
-            Some(set) => self.judge_index(&SetIndex(set), now, cost),
+        let set = key.sorted_set()?;
+        let index: &dyn Index = match &set {
+            None => &Empty,
+            Some(set) => &SetIndex(*set),
+        };
+        let appended = |j: Judgement<Option<Append<'a>>>| Judgement {
+            verdict: j.verdict,
+            window_ms: j.window_ms,
+            extra: j.extra,
+            pending: j.pending.map(|a| {
+                (
+                    LogWrite::Append(a),
+                    Some(a.time.saturating_add(self.window)),
+                )
+            }),
+        };
+        match req.mode {
+            Mode::Take => self.judge_index(index, now, cost).map(appended),
+            Mode::Force => self.force_index(index, now, cost).map(appended),
+            Mode::Refund => match set {
+                None => Ok(Judgement {
+                    verdict: Verdict::untouched(self.limit),
+                    window_ms: self.window.floor_millis(),
+                    extra: None,
+                    pending: None,
+                }),
+                Some(set) => self.refund_set(set, now, cost),
+            },
         }
     }
 
     fn write(
         &self,
-        pending: Option<Append<'a>>,
+        pending: Self::Pending,
         settled: Settled,
         _req: &Request,
-    ) -> std::result::Result<Effect<Append<'a>>, Full> {
+    ) -> std::result::Result<Effect<LogWrite<'a>>, Full> {
         Ok(match (settled, pending) {
-            (Settled::Allowed, Some(append)) => Effect::Set {
-                expires_at: UnixMillis::covering(append.time.saturating_add(self.window)),
-                state: append,
+            (Settled::Allowed, Some((_, None))) => Effect::Delete,
+            (Settled::Allowed, Some((state, Some(full_at)))) => Effect::Set {
+                expires_at: UnixMillis::covering(full_at),
+                state,
             },
             _ => Effect::None,
         })
@@ -282,6 +368,179 @@ impl<'a> Limiter for Rule<'a> {
 }
 
 impl<'a> Rule<'a> {
+    /// `FORCE`: record `cost` at the log's time whether it fits or not, unless the
+    /// window would then hold more than twice the limit (an error). Over the limit,
+    /// field 1 is 1 and the wait is until enough of the oldest members have left for a
+    /// request of cost 1 to fit.
+    pub fn force_index(
+        &self,
+        index: &dyn Index,
+        now: Micros,
+        cost: i64,
+    ) -> Result<Judgement<Option<Append<'a>>>> {
+        if index.members() > MAX_LOG_MEMBERS {
+            return Err(STATE.invalid());
+        }
+        let newest = index.last()?;
+        let t = newest.map_or(now, |n| n.time.max(now));
+        let cutoff = Micros(t.0.saturating_sub(self.window.0));
+        let first = index.first_after(cutoff)?;
+        let (counted, base) = match (first, newest) {
+            (Some(f), Some(n)) if n.seq >= f.before() => (n.seq - f.before(), f.before()),
+            (Some(_), _) => return Err(STATE.invalid()),
+            (None, _) => (0, 0),
+        };
+        let counted = i64::try_from(counted).map_err(|_| STATE.invalid())?;
+        let after = counted.saturating_add(cost);
+        if after > self.limit.saturating_mul(2) {
+            return Err(Error::LogForceOverTwice { limit: self.limit });
+        }
+        let append = if cost > 0 {
+            let seq = newest
+                .map_or(0, |n| n.seq)
+                .checked_add(cost as u64)
+                .filter(|&s| s <= MAX_SAFE_INTEGER)
+                .ok_or_else(numbers_spent)?;
+            Some(Append {
+                time: t,
+                seq,
+                cost,
+                meta: self.meta,
+                trim_through: cutoff,
+            })
+        } else {
+            None
+        };
+        let window = self.window.0;
+        let leaves = |time: Micros| time.0.saturating_add(window);
+        let newest_counted = if cost > 0 {
+            Some(t)
+        } else {
+            newest.filter(|_| counted > 0).map(|n| n.time)
+        };
+        let reset = Micros(newest_counted.map_or(0, |n| leaves(n).saturating_sub(now.0)));
+        let decision = if after <= self.limit {
+            Decision::Allowed
+        } else {
+            // The units that must leave for a cost of 1 to fit: through `target`.
+            let target = base + (after + 1 - self.limit) as u64;
+            let must_leave = match newest {
+                Some(n) if counted > 0 && target <= n.seq => {
+                    self.must_leave(index, cutoff, target, newest)?
+                }
+                // The forced request's own units must leave.
+                _ => t,
+            };
+            Decision::Over {
+                retry_after: Micros(leaves(must_leave).saturating_sub(now.0).max(1)),
+            }
+        };
+        let verdict = Verdict {
+            decision,
+            limit: self.limit,
+            remaining: self.limit.saturating_sub(after).max(0),
+            reset_after: reset,
+        };
+        Ok(Judgement {
+            verdict,
+            window_ms: self.window.floor_millis(),
+            extra: None,
+            pending: append,
+        })
+    }
+
+    /// `REFUND`: `cost` units leave the newest counted members first (a member whose
+    /// whole cost is given back is removed; one partly given back keeps its time, META
+    /// and the rest of its cost), never below empty. The key then expires when its
+    /// newest counted member leaves the window, and is deleted when none is left.
+    fn refund_set(
+        &self,
+        set: &dyn SortedSet,
+        now: Micros,
+        cost: i64,
+    ) -> Result<Judgement<Pending<'a>>> {
+        let index = SetIndex(set);
+        if index.members() > MAX_LOG_MEMBERS {
+            return Err(STATE.invalid());
+        }
+        let newest = index.last()?;
+        let t = newest.map_or(now, |n| n.time.max(now));
+        let cutoff = Micros(t.0.saturating_sub(self.window.0));
+        let counted = match (index.first_after(cutoff)?, newest) {
+            (Some(f), Some(n)) if n.seq >= f.before() => n.seq - f.before(),
+            (Some(_), _) => return Err(STATE.invalid()),
+            (None, _) => 0,
+        };
+        let mut give = cost.max(0) as u64;
+        let mut refund = Refund {
+            remove: Vec::new(),
+            rest: None,
+            trim_through: cutoff,
+        };
+        let mut given = 0u64;
+        // The newest counted member left, if any.
+        let mut newest_left: Option<Micros> = None;
+        set.walk(Walk::Through(Micros(u64::MAX)), &mut |member, score| {
+            let e = entry(member, score)?;
+            if e.time <= cutoff {
+                return Ok(false);
+            }
+            if give == 0 {
+                newest_left = Some(e.time);
+                return Ok(false);
+            }
+            let back = give.min(e.cost);
+            give -= back;
+            given += back;
+            refund.remove.push(member.to_vec());
+            if back < e.cost {
+                let meta = member
+                    .get(SEQ_DIGITS + 2 + e.cost.to_string().len()..)
+                    .unwrap_or(&[]);
+                let rest = Append {
+                    time: e.time,
+                    seq: e.seq - back,
+                    cost: (e.cost - back) as i64,
+                    meta,
+                    trim_through: cutoff,
+                };
+                let mut bytes = Vec::new();
+                rest.member(&mut bytes);
+                refund.rest = Some((Member(bytes), e.time));
+                newest_left = Some(e.time);
+                return Ok(false);
+            }
+            Ok(true)
+        })?;
+        let left = counted.saturating_sub(given);
+        let window = self.window.0;
+        let reset = newest_left.map_or(0, |n| n.0.saturating_add(window).saturating_sub(now.0));
+        let verdict = Verdict {
+            decision: Decision::Allowed,
+            limit: self.limit,
+            remaining: self
+                .limit
+                .saturating_sub(i64::try_from(left).unwrap_or(i64::MAX))
+                .max(0),
+            reset_after: Micros(reset),
+        };
+        let pending = match (given, newest_left) {
+            (0, _) => None,
+            // Nothing counted is left: the log is full again, the key goes.
+            (_, None) => Some((LogWrite::Refund(Box::new(refund)), None)),
+            (_, Some(n)) => Some((
+                LogWrite::Refund(Box::new(refund)),
+                Some(n.saturating_add(self.window)),
+            )),
+        };
+        Ok(Judgement {
+            verdict,
+            window_ms: self.window.floor_millis(),
+            extra: None,
+            pending,
+        })
+    }
+
     /// Judge a log at `now` for `cost`, reading what it needs of `index`.
     pub fn judge_index(
         &self,
@@ -289,16 +548,34 @@ impl<'a> Rule<'a> {
         now: Micros,
         cost: i64,
     ) -> Result<Judgement<Option<Append<'a>>>> {
-        // A log holds at most one member per unit of its limit: a larger set is not one.
-        if index.members() > MAX_LOG_LIMIT as usize {
+        // A log holds at most one member per unit of twice its limit (a forced log):
+        // a larger set is not one.
+        if index.members() > MAX_LOG_MEMBERS {
             return Err(STATE.invalid());
         }
         let newest = index.last()?;
+        if let Some(n) = newest {
+            check_members(index, n)?;
+        }
         // Time does not go back inside a log: a call older than its newest entry is
         // judged, and recorded, at that entry's time.
         let t = newest.map_or(now, |n| n.time.max(now));
         let cutoff = Micros(t.0.saturating_sub(self.window.0));
-        let first = index.first_after(cutoff)?;
+        // The first counted member, and the one after it: their numbers follow.
+        let (mut first, mut broken) = (None, false);
+        index.scan_after(cutoff, &mut |e| match first {
+            None => {
+                first = Some(e);
+                true
+            }
+            Some(f) => {
+                broken = e.before() != f.seq;
+                false
+            }
+        })?;
+        if broken {
+            return Err(STATE.invalid());
+        }
         let (counted, base) = match (first, newest) {
             (Some(f), Some(n)) if n.seq >= f.before() => (n.seq - f.before(), f.before()),
             (Some(_), _) => return Err(STATE.invalid()),
@@ -376,14 +653,24 @@ impl<'a> Rule<'a> {
         let mut found = None;
         let mut last_seen = None;
         let mut steps = 0;
+        let mut previous: Option<Entry> = None;
+        let mut broken = false;
         index.scan_after(cutoff, &mut |e| {
             steps += 1;
+            if previous.is_some_and(|p| e.before() != p.seq) {
+                broken = true;
+                return false;
+            }
+            previous = Some(e);
             last_seen = Some(e.time);
             if e.seq >= target {
                 found = Some(e.time);
             }
             found.is_none() && steps < SCAN_STEPS
         })?;
+        if broken {
+            return Err(STATE.invalid());
+        }
         if let Some(time) = found {
             return Ok(time);
         }
@@ -405,6 +692,29 @@ impl<'a> Rule<'a> {
         }
         Ok(Micros(hi))
     }
+}
+
+/// Whether the members a call reads agree with each other, as the module writes them:
+/// every member's units follow the member before it (`seq - cost` is the previous
+/// member's `seq`, so numbers grow with scores and none repeats), and the set holds no
+/// more members than the units from its first member to its newest (`n`): each member
+/// has a cost of at least 1. A log that fails either would count fewer requests than it
+/// holds: it is refused as invalid state.
+fn check_members(index: &dyn Index, n: Entry) -> Result<()> {
+    if let Some(p) = index.before_last()? {
+        if p.seq != n.before() {
+            return Err(STATE.invalid());
+        }
+    }
+    let first = index.first()?.ok_or_else(|| STATE.invalid())?;
+    let units = n
+        .seq
+        .checked_sub(first.before())
+        .ok_or_else(|| STATE.invalid())?;
+    if index.members() as u64 > units {
+        return Err(STATE.invalid());
+    }
+    Ok(())
 }
 
 /// A log as its sorted set holds it: each member read as an entry.
@@ -434,6 +744,22 @@ impl Index for SetIndex<'_> {
     fn last(&self) -> Result<Option<Entry>> {
         self.one(Walk::Through(Micros(u64::MAX)))
     }
+    fn before_last(&self) -> Result<Option<Entry>> {
+        let mut seen = 0;
+        let mut found = None;
+        self.0
+            .walk(Walk::Through(Micros(u64::MAX)), &mut |member, score| {
+                seen += 1;
+                if seen == 2 {
+                    found = Some(entry(member, score)?);
+                }
+                Ok(seen < 2)
+            })?;
+        Ok(found)
+    }
+    fn first(&self) -> Result<Option<Entry>> {
+        self.one(Walk::All)
+    }
     fn first_after(&self, after: Micros) -> Result<Option<Entry>> {
         self.one(Walk::After(after))
     }
@@ -455,6 +781,12 @@ impl Index for Empty {
         0
     }
     fn last(&self) -> Result<Option<Entry>> {
+        Ok(None)
+    }
+    fn before_last(&self) -> Result<Option<Entry>> {
+        Ok(None)
+    }
+    fn first(&self) -> Result<Option<Entry>> {
         Ok(None)
     }
     fn first_after(&self, _: Micros) -> Result<Option<Entry>> {
@@ -508,13 +840,20 @@ mod tests {
             } else {
                 Settled::Denied
             };
-            if let Ok(Effect::Set { state, .. }) =
-                r.write(j.pending, settled, &Request::take(now, cost))
-            {
+            if let (Settled::Allowed, Some(state)) = (settled, j.pending) {
                 let mut m = Vec::new();
                 state.member(&mut m);
                 self.0.insert((state.time.0, m));
-                self.0.retain(|(t, _)| *t > state.trim_through.0);
+                let leaving: Vec<(u64, Vec<u8>)> = self
+                    .0
+                    .iter()
+                    .take_while(|(t, _)| *t <= state.trim_through.0)
+                    .take(crate::limits::MAX_LOG_TRIM)
+                    .cloned()
+                    .collect();
+                for m in &leaving {
+                    self.0.remove(m);
+                }
             }
             j.verdict
         }
@@ -526,6 +865,12 @@ mod tests {
         }
         fn last(&self) -> Result<Option<Entry>> {
             self.entries().next_back().transpose()
+        }
+        fn before_last(&self) -> Result<Option<Entry>> {
+            self.entries().rev().nth(1).transpose()
+        }
+        fn first(&self) -> Result<Option<Entry>> {
+            self.entries().next().transpose()
         }
         fn first_after(&self, after: Micros) -> Result<Option<Entry>> {
             self.entries()
@@ -570,6 +915,79 @@ mod tests {
         assert_eq!(seqs, [2, 3, 4]);
     }
 
+    /// A log of hand-written members `(time ms after T0, seq, cost)`.
+    fn written(members: &[(u64, u64, u64)]) -> Log {
+        let mut log = Log::default();
+        for (i, &(t, seq, cost)) in members.iter().enumerate() {
+            let member = format!("{seq:016}:{cost}:m{i}").into_bytes();
+            log.0.insert((at(t).0, member));
+        }
+        log
+    }
+
+    #[test]
+    fn members_that_contradict_each_other_are_invalid_state() {
+        let r = rule(3, 3_600_000);
+        for (what, members) in [
+            ("three numbered 1", vec![(0, 1, 1), (0, 1, 1), (0, 1, 1)]),
+            ("reversed", vec![(0, 3, 1), (1, 2, 1), (2, 1, 1)]),
+            (
+                "repeated in the middle",
+                vec![(0, 1, 1), (1, 2, 1), (2, 2, 1), (3, 3, 1)],
+            ),
+            (
+                "a gap after the first",
+                vec![(0, 1, 1), (1, 5, 1), (2, 6, 1)],
+            ),
+            (
+                "a gap before the newest",
+                vec![(0, 1, 1), (1, 2, 1), (2, 9, 1)],
+            ),
+            (
+                "a cost hiding a repeat",
+                vec![(0, 5, 5), (1, 5, 1), (2, 6, 1)],
+            ),
+        ] {
+            let log = written(&members);
+            assert_eq!(
+                r.judge_index(&log, at(10), 1).map(|_| ()),
+                Err(STATE.invalid()),
+                "{what}"
+            );
+        }
+        // As RL.LOG numbers them: fine, and one more fits.
+        let log = written(&[(0, 1, 1), (1, 3, 2)]);
+        let j = r.judge_index(&log, at(10), 0).expect("a log");
+        assert_eq!(j.verdict.remaining, 0);
+        let log = written(&[(0, 1, 1), (1, 2, 1)]);
+        assert!(r.judge_index(&log, at(10), 1).unwrap().verdict.is_allowed());
+    }
+
+    #[test]
+    fn an_entry_later_than_the_latest_at_is_invalid_state() {
+        let member = b"0000000000000001:1:x";
+        assert!(parse_entry(member, MAX_ENTRY_TIME.0 as f64).is_some());
+        assert!(parse_entry(member, (MAX_ENTRY_TIME.0 + 1) as f64).is_none());
+        // 2255-01-01, which a hand-written member once made the next call's time.
+        assert!(parse_entry(member, 8_993_462_400_000_000.0).is_none());
+    }
+
+    #[test]
+    fn a_write_removes_at_most_64_leaving_entries_and_never_counts_the_rest() {
+        let r = rule(200, 1_000);
+        let mut log = Log::default();
+        for _ in 0..150 {
+            assert!(log.call(at(0), &r, 1).is_allowed());
+        }
+        // A second later all 150 have left: each write removes the oldest 64.
+        for (n, left) in [(1, 150 - 64), (2, 150 - 128), (3, 0)] {
+            let v = log.call(at(1_000 + n), &r, 1);
+            assert!(v.is_allowed());
+            assert_eq!(v.remaining, 200 - n as i64, "only the new entries count");
+            assert_eq!(log.0.len() as u64, left + n, "after write {n}");
+        }
+    }
+
     #[test]
     fn one_member_per_request_whatever_its_cost() {
         let mut log = Log::default();
@@ -589,9 +1007,14 @@ mod tests {
             })
         );
         assert_eq!(
-            r.write(j.pending, Settled::Allowed, &Request::take(at(0), 4)),
+            r.write(
+                j.pending
+                    .map(|a| (LogWrite::Append(a), Some(a.time.saturating_add(r.window)))),
+                Settled::Allowed,
+                &Request::take(at(0), 4)
+            ),
             Ok(Effect::Set {
-                state: j.pending.unwrap(),
+                state: LogWrite::Append(j.pending.unwrap()),
                 expires_at: UnixMillis(T0 + 60_000),
             })
         );

@@ -2,6 +2,7 @@
 //! rule of any kind that list makes (RL.ALL's rules, their keywords and their parser);
 //! and each limiter command's parser, which gives the [`Call`] the glue settles.
 
+pub mod ban;
 pub mod fixed;
 pub mod gcra;
 pub mod lease;
@@ -11,16 +12,19 @@ pub mod sliding;
 pub mod throttle;
 pub mod windows;
 
+#[cfg(test)]
+mod settle_tests;
+
 use crate::call::limiter::{
-    Field, Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax, Value,
-    Written,
+    Field, Full, Judgement, KeyRead, Limiter, Mode, Penalty, Request, Settled, Storage, Syntax,
+    Value, Written,
 };
 use crate::call::state::{Effect, StateKind};
 use crate::call::{Call, Shape};
 use crate::limits::MAX_ALL_KEYS;
 use crate::parse::args::{parse_int, AtOther, Options};
 use crate::parse::error::{Error, Result};
-use crate::parse::keyword::{Opt, COST_AT};
+use crate::parse::keyword::{Opt, COST_AT, SETTLE};
 use smallvec::SmallVec;
 
 /// Every limiter, once: `Variant(its rule type)`. Adding a limiter is its core file,
@@ -126,12 +130,28 @@ macro_rules! limiters {
                 }
             }
 
-            fn reply_field(&self, pending: &Pending<'a>, settled: Settled) -> Option<Field> {
+            fn reply_field(&self, pending: Option<&Pending<'a>>, settled: Settled) -> Option<Field> {
+                match (self, pending) {
+                    $((Rule::$variant(r), Some(Pending::$variant(p))) => {
+                        Limiter::reply_field(r, Some(p), settled)
+                    })*
+                    $((Rule::$variant(r), None) => Limiter::reply_field(r, None, settled),)*
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                }
+            }
+
+            fn gates(&self) -> bool {
+                match self {
+                    $(Rule::$variant(r) => Limiter::gates(r),)*
+                }
+            }
+
+            fn penalty(&self, pending: Pending<'a>, req: &Request) -> Option<Penalty<State<'a>>> {
                 match (self, pending) {
                     $((Rule::$variant(r), Pending::$variant(p)) => {
-                        Limiter::reply_field(r, p, settled)
+                        Limiter::penalty(r, p, req).map(|p| p.map(State::$variant))
                     })*
-                    #[allow(unreachable_patterns)]
                     _ => None,
                 }
             }
@@ -201,6 +221,7 @@ limiters! {
     Sliding(sliding::Rule),
     Log(log::Rule<'a>),
     Lease(lease::Rule<'a>),
+    Ban(ban::Rule),
 }
 
 /// One rule of RL.ALL after its key position: its positional arguments and its own
@@ -225,7 +246,16 @@ pub fn fixed(args: &[&[u8]]) -> Result<Call<fixed::Rule>> {
 
 /// `RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]`.
 pub fn gcra(args: &[&[u8]]) -> Result<Call<gcra::Rule>> {
-    Call::single(args)
+    Call::single(args).map_err(|e| match (e, args) {
+        // redis-cell's quantity as a fifth argument (key max_burst count period n):
+        // RL.GCRA takes it as COST n.
+        (Error::UnknownOption { value, .. }, [_key, _, _, _, fifth, ..])
+            if value.as_slice() == *fifth && parse_int("quantity", fifth, 0).is_ok() =>
+        {
+            Error::QuantityPositional { value }
+        }
+        (e, _) => e,
+    })
 }
 
 /// `RL.LOG key limit window [META value] [COST n] [AT unix_ms]`.
@@ -279,6 +309,11 @@ const CALL: [Opt; 3] = [Opt::Cost, Opt::At, Opt::Id];
 /// rule per key, each naming its key by its 1-based position, the call's options after
 /// the rules.
 pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
+    all_as_given(args)
+        .map_err(|e| windows::numkeys_hint(args, e, MAX_ALL_KEYS, |a| all_as_given(a).is_ok()))
+}
+
+fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
     const COMMAND: &str = "RL.ALL";
     // numkeys, one key, a rule keyword and its position, at least.
     if args.len() < 4 {
@@ -299,10 +334,12 @@ pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
     let mut opts = Options::default();
     while let Some(word) = rest.get(i) {
         let index = rules.len() + 1;
-        if Opt::named(word).is_some_and(|o| CALL.contains(&o)) {
+        if Opt::named(word).is_some_and(|o| CALL.contains(&o) || SETTLE.contains(&o)) {
             let accepts = rules
                 .iter()
-                .fold(Opt::set(&COST_AT), |set, (_, r)| set | r.call_option_set());
+                .fold(Opt::set(&COST_AT) | Opt::set(&SETTLE), |set, (_, r)| {
+                    set | r.call_option_set()
+                });
             opts = Options::parse(&rest[i..], accepts).map_err(|e| match e {
                 Error::UnknownOption { value, .. } if is_rule_keyword(&value) => {
                     Error::RuleAfterOptions
@@ -371,6 +408,16 @@ pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
             key: args.get(k + 1).map_or_else(Vec::new, |k| k.to_vec()),
         });
     }
+    // At most one penalty box per call.
+    let mut bans = rules.iter().enumerate().filter(|(_, (_, r))| r.gates());
+    if let (Some(_), Some((i, (_, rule)))) = (bans.next(), bans.next()) {
+        return Err(Error::InRule {
+            index: i + 1,
+            kind: rule.kind(),
+            inner: Box::new(Error::SecondBan),
+        });
+    }
+    let mode = opts.mode()?;
     for (i, (_, rule)) in rules.iter_mut().enumerate() {
         let in_rule = |kind: &'static str, e: Error| Error::InRule {
             index: i + 1,
@@ -379,8 +426,11 @@ pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
         };
         rule.call_options(&opts)
             .map_err(|e| in_rule(rule.kind(), e))?;
-        rule.check_cost(opts.cost)
-            .map_err(|e| in_rule(rule.kind(), e))?;
+        // A refund or a forced request of any cost can be settled.
+        if mode == Mode::Take {
+            rule.check_cost(opts.cost)
+                .map_err(|e| in_rule(rule.kind(), e))?;
+        }
     }
     Ok(Call {
         command: COMMAND,
@@ -389,7 +439,7 @@ pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
         rules,
         cost: opts.cost,
         at: opts.at,
-        mode: Mode::Take,
+        mode,
     })
 }
 
@@ -458,12 +508,12 @@ mod tests {
     #[test]
     fn errors_name_their_rule() {
         let cases: &[(&[&'static str], &str)] = &[
-            (&["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id])"),
+            (&["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE])"),
             (&["1", "a", "FIXED", "1", "5"], "ERR rule 1 (FIXED): wrong number of arguments for a FIXED rule (syntax: FIXED i limit window [ALIGN])"),
             (&["1", "a", "FIXED", "1", "1m", "5"], "ERR rule 1 (FIXED): invalid limit '1m': must be an integer from 1 to 9007199254740991 (RL.FIXED key limit window: the limit comes first)"),
-            (&["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "BUCKETS"], "ERR unknown option 'BUCKETS' (options here: COST, AT)"),
+            (&["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "BUCKETS"], "ERR unknown option 'BUCKETS' (options here: COST, AT, REFUND, FORCE)"),
             (&["17", "a", "FIXED", "1"], "ERR invalid numkeys '17': must be an integer from 1 to 16"),
-            (&["1", "a", "NOPE", "1", "5", "1m"], "ERR unknown rule 'NOPE': a rule is FIXED, GCRA, MULTI, SLIDING, LOG or LEASE followed by its key's position (COST and AT come after the rules)"),
+            (&["1", "a", "NOPE", "1", "5", "1m"], "ERR unknown rule 'NOPE': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN followed by its key's position (COST and AT come after the rules)"),
             (&["1", "a", "LOG", "0", "5", "1m"], "ERR rule 1 (LOG): invalid key position '0': must be an integer from 1 to 1 (the keys' places after numkeys)"),
             (&["2", "a", "b", "LOG", "1", "5", "1m", "LOG", "1", "5", "1m"], "ERR rule 2 (LOG): key 1 is already named by rule 1: one rule per key"),
             (&["2", "a", "b", "LOG", "2", "5", "1m"], "ERR key 1 'a' is named by no rule: every key needs exactly one rule"),
@@ -545,7 +595,9 @@ mod tests {
                     prop_assert!(judged[..settled.binding].iter().all(|v| v.remaining > least));
                 } else {
                     let retry = |v: &Verdict| match v.decision {
-                        Decision::Denied { retry_after } => Some(retry_after),
+                        Decision::Denied { retry_after } | Decision::Over { retry_after } => {
+                            Some(retry_after)
+                        }
                         Decision::Allowed => None,
                     };
                     let most = judged.iter().filter_map(retry).max().unwrap();

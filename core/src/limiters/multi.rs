@@ -12,7 +12,7 @@
 
 use crate::call::decision::Chooser;
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Request, Settled, Storage, Syntax, Value, Written,
+    Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax, Value, Written,
 };
 use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
 use crate::call::verdict::Verdict;
@@ -55,10 +55,25 @@ pub fn call(
     Ok(Call::each_key(COMMAND, numkeys, rule, cost, at))
 }
 
-/// Parse the arguments after the command name.
+/// Parse the arguments after the command name (an error that a wrong numkeys explains
+/// says so: [`windows::numkeys_hint`]).
 pub fn parse(args: &[&[u8]]) -> Result<Call<Rule>> {
-    let (numkeys, opts) = windows::parse_call(args, COMMAND, <Rule as Syntax>::OPTIONS)?;
-    call(numkeys, &opts.limits, opts.cost, opts.align, opts.at)
+    parse_as_given(args).map_err(|e| {
+        windows::numkeys_hint(args, e, crate::limits::MAX_KEYS, |a| {
+            parse_as_given(a).is_ok()
+        })
+    })
+}
+
+fn parse_as_given(args: &[&[u8]]) -> Result<Call<Rule>> {
+    let (numkeys, opts, mode) = windows::parse_call(args, COMMAND, <Rule as Syntax>::OPTIONS)?;
+    // A refund or a forced request of any cost can be settled: no capacity check.
+    let checked = if mode == Mode::Take { opts.cost } else { 0 };
+    let call = call(numkeys, &opts.limits, checked, opts.align, opts.at)?;
+    Ok(Call {
+        cost: opts.cost,
+        ..call.settling(mode)
+    })
 }
 
 /// RL.MULTI's rule on one key: its LIMITs (fixed windows, aligned to the epoch or not).
@@ -99,9 +114,8 @@ impl Rule {
     pub fn judge_stored(
         &self,
         stored: Option<Stored<State>>,
-        now: Micros,
-        cost: i64,
-    ) -> Judgement<Pending> {
+        req: &Request,
+    ) -> Result<Judgement<Pending>> {
         let mut chooser = Chooser::default();
         // The named windows' counters after the request (used when allowed).
         let mut updated = Entries::new();
@@ -114,9 +128,11 @@ impl Rule {
                     state: e.count,
                     expires_at: Some(e.ends_at),
                 });
-            let (verdict, on_allow, _) = fixed::judge(counter, now, pair, cost);
+            let (verdict, on_allow, _) = fixed::settle(counter, req, pair)?;
             chooser.offer(verdict, window_ms);
-            if let (true, Effect::Set { state, expires_at }) = (verdict.is_allowed(), on_allow) {
+            // A forced request over the limit is written too; a refund that empties
+            // a window drops it (as a window this call names, it is not kept).
+            if let (false, Effect::Set { state, expires_at }) = (verdict.is_denied(), on_allow) {
                 updated.push(Entry {
                     window_ms,
                     count: state,
@@ -125,12 +141,12 @@ impl Rule {
             }
         }
         let (verdict, window_ms) = chooser.finish().unwrap_or_else(|| self.untouched());
-        Judgement {
+        Ok(Judgement {
             verdict,
             window_ms,
             extra: None,
             pending: Pending { stored, updated },
-        }
+        })
     }
 
     /// The reply for a rule without windows (never built): full capacity.
@@ -189,9 +205,8 @@ impl Limiter for Rule {
     }
 
     fn judge(&self, key: KeyRead<'_>, req: &Request) -> Result<Judgement<Pending>> {
-        let (now, cost) = (req.now, req.cost);
         let stored = key.string_state(parse_state)?;
-        Ok(self.judge_stored(stored, now, cost))
+        self.judge_stored(stored, req)
     }
 
     fn write(
@@ -514,7 +529,14 @@ mod tests {
                 &["1", "a", "LIMIT", "1s", "5", "LIMITS"],
                 UnknownOption {
                     value: b"LIMITS".to_vec(),
-                    accepted: Opt::set(&[Opt::Cost, Opt::At, Opt::Limit, Opt::Align]),
+                    accepted: Opt::set(&[
+                        Opt::Cost,
+                        Opt::At,
+                        Opt::Limit,
+                        Opt::Align,
+                        Opt::Refund,
+                        Opt::Force,
+                    ]),
                 },
             ),
             (
@@ -568,7 +590,11 @@ mod tests {
         );
         assert_eq!(State::parse(&s.encode()), Some(s));
         assert!(State::parse(b"1:0:0").is_some());
-        assert!(State::parse(b"315360000000:9007199254740991:9007199254740991").is_some());
+        assert!(State::parse(b"315360000000:9007199254740991:4417804800000").is_some());
+        // An end later than the latest AT plus the longest window was not written by a
+        // limiter: the year ~287 000, or one millisecond past the bound.
+        assert!(State::parse(b"60000:1:9007199254740991").is_none());
+        assert!(State::parse(b"60000:1:4417804800001").is_none());
         // A count above 2^53 - 1 was never written by a limiter (nor read by a twin).
         assert!(State::parse(b"1000:9007199254740992:0").is_none());
         assert!(State::parse(b"0001:007:0").is_some());
@@ -902,6 +928,7 @@ mod tests {
         for (&k, e) in idx.iter().zip(effects) {
             match e {
                 Effect::None => {}
+                Effect::Delete => keys[k] = None,
                 Effect::Set { state, expires_at } => {
                     keys[k] = Some(Stored {
                         state: state.clone(),

@@ -22,13 +22,15 @@
 
 use crate::call::decision::Chooser;
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Request, Settled, Storage, Syntax, Value, Written,
+    Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax, Value, Written,
 };
 use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
 use crate::call::verdict::{Decision, Verdict};
 use crate::call::Call;
 use crate::limiters::windows;
-use crate::limits::{DEFAULT_BUCKETS, MAX_BUCKETS, MAX_DURATION, MAX_SAFE_INTEGER};
+use crate::limits::{
+    DEFAULT_BUCKETS, MAX_AT_US, MAX_BUCKETS, MAX_BUCKETS_PER_KEY, MAX_DURATION, MAX_SAFE_INTEGER,
+};
 use crate::parse::args::{check_count, Limit, Options};
 use crate::parse::error::{Error, Result};
 use crate::parse::keyword::Opt;
@@ -70,16 +72,31 @@ pub fn call(
     Ok(Call::each_key(COMMAND, numkeys, rule, cost, at))
 }
 
-/// Parse the arguments after the command name; every check that needs no key.
+/// Parse the arguments after the command name; every check that needs no key (an
+/// error that a wrong numkeys explains says so: [`windows::numkeys_hint`]).
 pub fn parse(args: &[&[u8]]) -> Result<Call<Rule>> {
-    let (numkeys, opts) = windows::parse_call(args, COMMAND, <Rule as Syntax>::OPTIONS)?;
-    call(
+    parse_as_given(args).map_err(|e| {
+        windows::numkeys_hint(args, e, crate::limits::MAX_KEYS, |a| {
+            parse_as_given(a).is_ok()
+        })
+    })
+}
+
+fn parse_as_given(args: &[&[u8]]) -> Result<Call<Rule>> {
+    let (numkeys, opts, mode) = windows::parse_call(args, COMMAND, <Rule as Syntax>::OPTIONS)?;
+    // A refund or a forced request of any cost can be settled: no capacity check.
+    let checked = if mode == Mode::Take { opts.cost } else { 0 };
+    let call = call(
         numkeys,
         &opts.limits,
         opts.buckets.unwrap_or(DEFAULT_BUCKETS),
-        opts.cost,
+        checked,
         opts.at,
-    )
+    )?;
+    Ok(Call {
+        cost: opts.cost,
+        ..call.settling(mode)
+    })
 }
 
 /// RL.SLIDING's rule on one key: its LIMITs, each window cut into `buckets`. Each call
@@ -153,25 +170,28 @@ impl Rule {
     pub fn judge_stored(
         &self,
         stored: Option<Stored<State>>,
-        now: Micros,
-        cost: i64,
-    ) -> Judgement<Pending> {
+        req: &Request,
+    ) -> Result<Judgement<Pending>> {
         let mut chooser = Chooser::default();
         let mut updated = Vec::with_capacity(self.windows.len());
         for w in self.windows.iter() {
             let window_ms = w.window.floor_millis();
             let old = stored.as_ref().and_then(|s| s.state.get(window_ms));
-            let pair = judge(old, now, w, self.buckets, cost);
+            let pair = match req.mode {
+                Mode::Take => judge(old, req.now, w, self.buckets, req.cost),
+                Mode::Refund => refund(old, req.now, w, self.buckets, req.cost),
+                Mode::Force => force(old, req.now, w, self.buckets, req.cost)?,
+            };
             chooser.offer(pair.verdict, window_ms);
             updated.push(pair.updated);
         }
         let (verdict, window_ms) = chooser.finish().unwrap_or_else(|| self.untouched());
-        Judgement {
+        Ok(Judgement {
             verdict,
             window_ms,
             extra: None,
             pending: Pending { stored, updated },
-        }
+        })
     }
 }
 
@@ -222,9 +242,8 @@ impl Limiter for Rule {
     }
 
     fn judge(&self, key: KeyRead<'_>, req: &Request) -> Result<Judgement<Pending>> {
-        let (now, cost) = (req.now, req.cost);
         let stored = key.string_state(parse_state)?;
-        Ok(self.judge_stored(stored, now, cost))
+        self.judge_stored(stored, req)
     }
 
     fn write(
@@ -248,6 +267,10 @@ impl Limiter for Rule {
 impl windows::Window for Entry {
     fn window_ms(&self) -> u64 {
         self.window_ms
+    }
+
+    fn buckets(&self) -> u64 {
+        self.buckets
     }
 
     /// Buckets count until the newest one leaves the window.
@@ -378,6 +401,7 @@ impl State {
             return None;
         }
         let mut entries: Vec<Entry> = Vec::new();
+        let mut total_buckets = 0;
         for item in raw.split(|&b| b == b',') {
             let mut parts = item.split(|&b| b == b':');
             let (Some(w), Some(n), Some(first), Some(counts), None) = (
@@ -415,12 +439,15 @@ impl State {
             if list.len() as u64 > buckets + 1 {
                 return None;
             }
-            // Every time derived from it (when its last bucket leaves) below 2^53 µs.
+            // Its buckets no later than a call writes into: the one holding the latest
+            // AT (so every time derived from it stays below 2^53 µs).
             let width = window_ms * 1000 / buckets;
-            let end = (first + list.len() as u64)
-                .checked_mul(width)
-                .and_then(|t| t.checked_add(window_ms * 1000));
-            if !matches!(end, Some(end) if end <= MAX_SAFE_INTEGER) {
+            let end = (first + list.len() as u64).checked_mul(width);
+            if !matches!(end, Some(end) if end <= MAX_AT_US + width) {
+                return None;
+            }
+            total_buckets += buckets;
+            if total_buckets > MAX_BUCKETS_PER_KEY {
                 return None;
             }
             if entries.last().is_some_and(|e| e.window_ms >= window_ms) {
@@ -472,7 +499,9 @@ struct Pair {
     updated: Entry,
 }
 
-fn judge(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) -> Pair {
+/// A pair's entry at `now`: in `n` buckets, its buckets that no longer count dropped;
+/// the time it is judged at (never before its newest bucket starts).
+fn counted_entry(stored: Option<&Entry>, now: Micros, w: &Window, n: u64) -> (Entry, u64) {
     let window = w.window.0;
     let width = window / n;
     let mut e = match stored {
@@ -489,9 +518,16 @@ fn judge(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) -> 
     // not go back inside a key: the state stays within n + 1 buckets).
     let newest_start = e.newest().map_or(0, |m| m * width);
     let t = now.0.max(newest_start);
-    let current = t / width;
     let lo = t.saturating_sub(window) / width;
     e.trim(lo);
+    (e, t)
+}
+
+fn judge(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) -> Pair {
+    let window = w.window.0;
+    let width = window / n;
+    let (mut e, t) = counted_entry(stored, now, w, n);
+    let current = t / width;
     let counted: i64 = e.counts.iter().fold(0i64, |s, &c| s.saturating_add(c));
     // When bucket j stops counting.
     let leaves = |j: u64| (j + 1).saturating_mul(width).saturating_add(window);
@@ -512,15 +548,7 @@ fn judge(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) -> 
         };
     }
     // Denied: the first moment enough of the oldest buckets have left.
-    let mut left = counted;
-    let mut retry = leaves(e.first + e.counts.len().saturating_sub(1) as u64);
-    for (i, &c) in e.counts.iter().enumerate() {
-        left -= c;
-        if left + cost <= w.limit {
-            retry = leaves(e.first + i as u64);
-            break;
-        }
-    }
+    let retry = fits_at(&e, counted, cost, w.limit, leaves);
     let reset = e.newest().map_or(0, |m| leaves(m).saturating_sub(now.0));
     let verdict = Verdict {
         decision: Decision::Denied {
@@ -534,6 +562,94 @@ fn judge(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) -> 
         verdict,
         updated: e,
     }
+}
+
+/// The first moment enough of the oldest of `e`'s buckets (which count `counted`) have
+/// left for `cost` to fit under `limit`; `leaves(j)` is when bucket `j` leaves.
+fn fits_at(e: &Entry, counted: i64, cost: i64, limit: i64, leaves: impl Fn(u64) -> u64) -> u64 {
+    let mut left = counted;
+    let mut at = leaves(e.first + e.counts.len().saturating_sub(1) as u64);
+    for (i, &c) in e.counts.iter().enumerate() {
+        left -= c;
+        if left + cost <= limit {
+            at = leaves(e.first + i as u64);
+            break;
+        }
+    }
+    at
+}
+
+/// `REFUND`: `cost` leaves the counted buckets newest first, never below 0; the entry
+/// keeps its newest counted bucket's leaving time (none left: the window is dropped).
+fn refund(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) -> Pair {
+    let window = w.window.0;
+    let width = window / n;
+    let (mut e, _) = counted_entry(stored, now, w, n);
+    let mut give = cost;
+    for c in e.counts.iter_mut().rev() {
+        if give == 0 {
+            break;
+        }
+        let back = give.min(*c);
+        *c -= back;
+        give -= back;
+    }
+    while e.counts.last() == Some(&0) {
+        e.counts.pop();
+    }
+    e.trim(e.first);
+    let counted: i64 = e.counts.iter().fold(0i64, |s, &c| s.saturating_add(c));
+    let leaves = |j: u64| (j + 1).saturating_mul(width).saturating_add(window);
+    let reset = e.newest().map_or(0, |m| leaves(m).saturating_sub(now.0));
+    let verdict = Verdict {
+        decision: Decision::Allowed,
+        limit: w.limit,
+        remaining: w.limit.saturating_sub(counted).max(0),
+        reset_after: Micros(reset),
+    };
+    Pair {
+        verdict,
+        updated: e,
+    }
+}
+
+/// `FORCE`: `cost` is added to the current bucket whether it fits or not (the counted
+/// cost stays at most 2^53 - 1). Over the limit, field 1 is 1 and the wait is until
+/// enough of the oldest buckets have left for a request of cost 1 to fit.
+fn force(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) -> Result<Pair> {
+    let window = w.window.0;
+    let width = window / n;
+    let (mut e, t) = counted_entry(stored, now, w, n);
+    let counted: i64 = e.counts.iter().fold(0i64, |s, &c| s.saturating_add(c));
+    let after = counted
+        .checked_add(cost)
+        .filter(|a| *a as u64 <= MAX_SAFE_INTEGER)
+        .ok_or(Error::ForceOutOfBounds {
+            what: "a count above 9007199254740991",
+        })?;
+    if cost > 0 {
+        e.add(t / width, cost);
+    }
+    let leaves = |j: u64| (j + 1).saturating_mul(width).saturating_add(window);
+    let reset = e.newest().map_or(0, |m| leaves(m).saturating_sub(now.0));
+    let decision = if after <= w.limit {
+        Decision::Allowed
+    } else {
+        let at = fits_at(&e, after, 1, w.limit, leaves);
+        Decision::Over {
+            retry_after: Micros(at.saturating_sub(now.0)),
+        }
+    };
+    let verdict = Verdict {
+        decision,
+        limit: w.limit,
+        remaining: w.limit.saturating_sub(after).max(0),
+        reset_after: Micros(reset),
+    };
+    Ok(Pair {
+        verdict,
+        updated: e,
+    })
 }
 
 #[cfg(test)]
@@ -571,6 +687,7 @@ mod tests {
             let out = decide(&self.0, at(t_ms), r).unwrap();
             for (k, e) in out.effects.iter().enumerate() {
                 match e {
+                    Effect::Delete => self.0[k] = None,
                     Effect::Set { state, expires_at } => {
                         self.0[k] = Some(Stored {
                             state: state.clone(),
@@ -759,7 +876,14 @@ mod tests {
             p(&["1", "k", "LIMIT", "1s", "5", "ALIGN"]),
             Err(Error::UnknownOption {
                 value: b"ALIGN".to_vec(),
-                accepted: Opt::set(&[Opt::Cost, Opt::At, Opt::Limit, Opt::Buckets]),
+                accepted: Opt::set(&[
+                    Opt::Cost,
+                    Opt::At,
+                    Opt::Limit,
+                    Opt::Buckets,
+                    Opt::Refund,
+                    Opt::Force
+                ]),
             })
         );
         let ok = p(&[
@@ -810,6 +934,7 @@ mod tests {
                 prop_assert!((0..=f[1]).contains(&f[2]));
                 prop_assert_eq!(f[0] == 1, f[3] > 0);
                 match out.verdict.decision {
+                    Decision::Over { .. } => prop_assert!(false, "only FORCE goes over"),
                     Decision::Allowed => {
                         if cost > 0 { allowed.push((now, cost)); }
                         for &(w, l) in &limits {

@@ -91,7 +91,9 @@ pub fn reply(verdict: &Verdict, over_capacity: bool) -> [i64; 5] {
     let (limited, retry_after) = match verdict.decision {
         _ if over_capacity => (1, NO_RETRY),
         Decision::Allowed => (0, NO_RETRY),
-        Decision::Denied { retry_after } => (1, secs_i64(retry_after).max(1)),
+        Decision::Denied { retry_after } | Decision::Over { retry_after } => {
+            (1, secs_i64(retry_after).max(1))
+        }
     };
     [
         limited,

@@ -4,13 +4,13 @@
 //! a call (the same as every call's, [`crate::call::limiter::decide`]), with the *binding*
 //! pair whose numbers the reply carries.
 
-use crate::call::limiter::{Full, Settled};
+use crate::call::limiter::{Full, Mode, Settled};
 use crate::call::state::Effect;
-use crate::limits::{MAX_KEYS, MAX_WINDOWS, MAX_WINDOWS_PER_KEY};
+use crate::limits::{MAX_BUCKETS_PER_KEY, MAX_KEYS, MAX_WINDOWS, MAX_WINDOWS_PER_KEY};
 use crate::parse::args::{parse_int, Options};
 pub use crate::parse::args::{Limit, Limits};
 use crate::parse::error::{Error, Result};
-use crate::parse::keyword::{Opt, COST_AT};
+use crate::parse::keyword::{Opt, COST_AT, SETTLE};
 use crate::units::{Micros, UnixMillis};
 use smallvec::SmallVec;
 
@@ -44,6 +44,58 @@ pub fn parse_keys<'a, 'b>(args: &'a [&'b [u8]]) -> Result<(usize, &'a [&'b [u8]]
     Ok((numkeys, rest))
 }
 
+/// The error of a call with `numkeys` that does not parse (RL.MULTI, RL.SLIDING,
+/// RL.ALL), made helpful when a wrong `numkeys` explains it: when `e` is an unknown
+/// option or rule, no LIMIT, or a key without a rule, and the same arguments parse with
+/// another number of keys (`parses`, tried at the nearest numbers first, fewer before
+/// more, up to `max` and the arguments there are), the error says which. Only on the
+/// error path. The twins do the same with FCALL's numkeys (`with_numkeys_hint` in
+/// lua/ratelimit.lua).
+pub fn numkeys_hint(
+    args: &[&[u8]],
+    e: Error,
+    max: usize,
+    parses: impl Fn(&[&[u8]]) -> bool,
+) -> Error {
+    if !matches!(
+        e,
+        Error::UnknownOption { .. }
+            | Error::UnknownRule { .. }
+            | Error::MissingLimit
+            | Error::KeyWithoutRule { .. }
+    ) {
+        return e;
+    }
+    let Some(given) = args
+        .first()
+        .and_then(|raw| parse_int("numkeys", raw, 1).ok())
+        .and_then(|n| usize::try_from(n).ok())
+    else {
+        return e;
+    };
+    let most = max.min(args.len().saturating_sub(1));
+    for d in 1..=most {
+        for meant in [given.checked_sub(d), given.checked_add(d)] {
+            let Some(meant) = meant.filter(|m| (1..=most).contains(m)) else {
+                continue;
+            };
+            let number = meant.to_string();
+            let mut trial: Vec<&[u8]> = Vec::with_capacity(args.len());
+            trial.push(number.as_bytes());
+            trial.extend(args.iter().skip(1));
+            if parses(&trial) {
+                let at = if meant < given { meant } else { given };
+                return Error::NumKeysMeant {
+                    given,
+                    meant,
+                    word: args.get(at + 1).map_or_else(Vec::new, |w| w.to_vec()),
+                };
+            }
+        }
+    }
+    e
+}
+
 /// One effect per key of a call, inline for the usual one or two keys.
 pub type Effects<S> = SmallVec<[Effect<S>; 2]>;
 
@@ -54,17 +106,18 @@ pub fn parse_call<'a>(
     args: &[&'a [u8]],
     command: &'static str,
     own: &[Opt],
-) -> Result<(usize, Options<'a>)> {
+) -> Result<(usize, Options<'a>, Mode)> {
     // numkeys, one key, LIMIT window limit.
     if args.len() < 5 {
         return Err(Error::WrongArity { command });
     }
     let (numkeys, rest) = parse_keys(args)?;
-    let opts = Options::parse(rest, Opt::set(&COST_AT) | Opt::set(own))?;
+    let opts = Options::parse(rest, Opt::set(&COST_AT) | Opt::set(own) | Opt::set(&SETTLE))?;
+    let mode = opts.mode()?;
     if opts.limits.is_empty() {
         return Err(Error::MissingLimit);
     }
-    Ok((numkeys, opts))
+    Ok((numkeys, opts, mode))
 }
 
 /// The checks every command with RL.MULTI's call shape makes of its keys and LIMITs:
@@ -122,6 +175,10 @@ pub fn key_positions(args: &[&[u8]]) -> Option<std::ops::RangeInclusive<usize>> 
 /// One window of a key that keeps several (RL.MULTI's counter, RL.SLIDING's buckets).
 pub trait Window {
     fn window_ms(&self) -> u64;
+    /// The buckets the window keeps (RL.SLIDING's `BUCKETS`; 0 for a counter).
+    fn buckets(&self) -> u64 {
+        0
+    }
     /// When the window stops counting anything (`None`: it counts nothing).
     fn ends_at(&self) -> Option<Micros>;
 }
@@ -130,7 +187,8 @@ pub trait Window {
 /// writes nothing; a denial consumes nothing but gives a key that lost its TTL the end
 /// of its last live window; an allowed request stores the named windows as `updated`
 /// has them (those that still count) with the windows the call does not name
-/// (`names`) kept while they have not ended, at most [`MAX_WINDOWS_PER_KEY`], as the
+/// (`names`) kept while they have not ended, at most [`MAX_WINDOWS_PER_KEY`] (and
+/// [`MAX_BUCKETS_PER_KEY`] buckets between them), as the
 /// state `state` makes of them (sorted by window; `None`: nothing to store).
 pub fn write_windows<E: Window + Clone, S>(
     stored: Option<(&[E], Option<UnixMillis>)>,
@@ -168,12 +226,19 @@ pub fn write_windows<E: Window + Clone, S>(
                 .cloned(),
         );
     }
-    if windows.len() > MAX_WINDOWS_PER_KEY {
+    if windows.len() > MAX_WINDOWS_PER_KEY
+        || windows.iter().map(Window::buckets).sum::<u64>() > MAX_BUCKETS_PER_KEY
+    {
         return Err(Full);
     }
     windows.sort_unstable_by_key(Window::window_ms);
     let Some(end) = windows.iter().filter_map(Window::ends_at).max() else {
-        return Ok(Effect::None);
+        // Nothing left to keep (a refund gave everything back): the key goes.
+        return Ok(if stored.is_some() {
+            Effect::Delete
+        } else {
+            Effect::None
+        });
     };
     Ok(state(windows).map_or(Effect::None, |state| Effect::Set {
         state,

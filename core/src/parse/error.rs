@@ -3,8 +3,8 @@
 //! the same text.
 
 use crate::limits::{
-    ECHO_MAX, MAX_ALL_KEYS, MAX_AT_MS, MAX_BUCKETS, MAX_ID_LEN, MAX_KEYS, MAX_LEASE_LIMIT,
-    MAX_LOG_LIMIT, MAX_META_LEN, MAX_PATTERN_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS,
+    ECHO_MAX, MAX_ALL_KEYS, MAX_AT_MS, MAX_BUCKETS, MAX_BUCKETS_PER_KEY, MAX_ID_LEN, MAX_KEYS,
+    MAX_LEASE_LIMIT, MAX_LOG_LIMIT, MAX_META_LEN, MAX_PATTERN_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS,
     MAX_WINDOWS_PER_KEY, MIN_AT_MS,
 };
 use std::fmt;
@@ -113,6 +113,13 @@ pub enum Error {
         expected: &'static str,
         key: Option<Vec<u8>>,
     },
+    /// The key holds what can only be another limiter's state (RL.GCRA's time read by
+    /// RL.FIXED, a counter read by RL.GCRA): `holds` says what.
+    ForeignState {
+        command: &'static str,
+        holds: &'static str,
+        key: Option<Vec<u8>>,
+    },
     /// The key holds another Redis type.
     WrongType,
     /// Wrong number of arguments for the command (named as Redis names it).
@@ -131,6 +138,25 @@ pub enum Error {
     NumKeysOverArgs {
         value: Vec<u8>,
         available: usize,
+    },
+    /// RL.MULTI, RL.SLIDING, RL.ALL: the call does not parse with its `numkeys`, but
+    /// does with `meant` keys; `word` is the argument that shows it (the first argument
+    /// after `meant` keys when `meant` is smaller, the first after `given` keys when
+    /// larger).
+    NumKeysMeant {
+        given: usize,
+        meant: usize,
+        word: Vec<u8>,
+    },
+    /// RL.BULKEXPIRE with the keys first: the first argument is no duration, the last
+    /// one is.
+    SecondsFirst {
+        value: Vec<u8>,
+        seconds: Vec<u8>,
+    },
+    /// RL.GCRA with redis-cell's quantity as a fifth positional argument.
+    QuantityPositional {
+        value: Vec<u8>,
     },
     /// RL.MULTI: the same key named twice in one call.
     DuplicateKey {
@@ -207,6 +233,23 @@ pub enum Error {
     OptionNotInRule {
         option: &'static str,
     },
+    /// `REFUND` and `FORCE` in one call.
+    RefundAndForce,
+    /// `REFUND` or `FORCE` with `DELAY`.
+    SettleWithDelay {
+        flag: &'static str,
+    },
+    /// `FORCE` would store a state past the bounds every reader accepts (`what`: a
+    /// count above 2^53 - 1, a TAT beyond the latest AT plus the longest burst window).
+    ForceOutOfBounds {
+        what: &'static str,
+    },
+    /// RL.LOG: `FORCE` would leave the window holding more than twice the limit.
+    LogForceOverTwice {
+        limit: i64,
+    },
+    /// RL.ALL: a second BAN rule in one call.
+    SecondBan,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -379,6 +422,23 @@ impl fmt::Display for Error {
                 "ERR the key '{}' does not hold {command} state (expected {expected})",
                 echo(key)
             ),
+            Error::ForeignState {
+                command,
+                holds,
+                key: None,
+            } => write!(
+                f,
+                "ERR the key holds {holds}, not {command} state: each algorithm needs keys of its own"
+            ),
+            Error::ForeignState {
+                command,
+                holds,
+                key: Some(key),
+            } => write!(
+                f,
+                "ERR the key '{}' holds {holds}, not {command} state: each algorithm needs keys of its own",
+                echo(key)
+            ),
             Error::WrongType => write!(
                 f,
                 "WRONGTYPE Operation against a key holding the wrong kind of value"
@@ -403,6 +463,34 @@ impl fmt::Display for Error {
                 "ERR invalid numkeys '{}': only {available} arguments follow it",
                 echo(value)
             ),
+            Error::NumKeysMeant {
+                given,
+                meant,
+                word,
+            } if meant < given => write!(
+                f,
+                "ERR numkeys is {given} but '{}' starts the arguments after {meant} key{}: did you mean numkeys {meant}?",
+                echo(word),
+                if *meant == 1 { "" } else { "s" }
+            ),
+            Error::NumKeysMeant {
+                given, meant, word, ..
+            } => write!(
+                f,
+                "ERR numkeys is {given} but '{}' reads as a key: did you mean numkeys {meant}?",
+                echo(word)
+            ),
+            Error::SecondsFirst { value, seconds } => write!(
+                f,
+                "ERR invalid seconds '{}': the seconds come first, then the keys (RL.BULKEXPIRE seconds key [key ...]): did you mean RL.BULKEXPIRE {} ...?",
+                echo(value),
+                echo(seconds)
+            ),
+            Error::QuantityPositional { value } => write!(
+                f,
+                "ERR unknown option '{v}': RL.GCRA takes redis-cell's quantity as COST {v} (or call CL.THROTTLE, which takes it fifth)",
+                v = echo(value)
+            ),
             Error::DuplicateKey { key } => {
                 write!(f, "ERR key '{}' given more than once", echo(key))
             }
@@ -416,6 +504,11 @@ impl fmt::Display for Error {
             Error::TooManyWindows => {
                 write!(f, "ERR too many LIMITs: at most {MAX_WINDOWS} windows")
             }
+            Error::KeyFull { key, command } if *command == "RL.SLIDING" => write!(
+                f,
+                "ERR the key '{}' would hold more than {MAX_WINDOWS_PER_KEY} windows or {MAX_BUCKETS_PER_KEY} buckets: {command} keeps at most {MAX_WINDOWS_PER_KEY} windows per key, their BUCKETS adding up to at most {MAX_BUCKETS_PER_KEY} (use fewer distinct windows or buckets, or other keys)",
+                echo(key)
+            ),
             Error::KeyFull { key, command } => write!(
                 f,
                 "ERR the key '{}' would hold more than {MAX_WINDOWS_PER_KEY} windows: {command} keeps at most {MAX_WINDOWS_PER_KEY} windows per key (use fewer distinct windows, or other keys)",
@@ -445,6 +538,27 @@ impl fmt::Display for Error {
             Error::LogNumbersSpent => write!(
                 f,
                 "ERR the log has numbered {MAX_SAFE_INTEGER} units since it began: delete the key (or let it expire) to start a new log"
+            ),
+            Error::RefundAndForce => write!(
+                f,
+                "ERR REFUND and FORCE cannot be given together: a request is either given back or forced"
+            ),
+            Error::SettleWithDelay { flag } => write!(
+                f,
+                "ERR {flag} cannot be given with DELAY: a settled request is not booked"
+            ),
+            Error::ForceOutOfBounds { what } => write!(
+                f,
+                "ERR FORCE would store {what}: nothing was written"
+            ),
+            Error::LogForceOverTwice { limit } => write!(
+                f,
+                "ERR FORCE would leave the log holding more than twice its limit ({}): nothing was written",
+                limit.saturating_mul(2)
+            ),
+            Error::SecondBan => write!(
+                f,
+                "ERR at most one BAN rule per call"
             ),
             Error::InRule { index, kind, inner } => {
                 let text = inner.to_string();
@@ -502,6 +616,11 @@ impl Error {
             } => Error::InvalidState {
                 command,
                 expected,
+                key: Some(key.to_vec()),
+            },
+            Error::ForeignState { command, holds, .. } => Error::ForeignState {
+                command,
+                holds,
                 key: Some(key.to_vec()),
             },
             other => other,
@@ -622,6 +741,28 @@ mod tests {
             Error::DuplicateKey {
                 key: b"a\nb".to_vec(),
             },
+            Error::NumKeysMeant {
+                given: 2,
+                meant: 1,
+                word: b"\n".to_vec(),
+            },
+            Error::NumKeysMeant {
+                given: 1,
+                meant: 2,
+                word: b"\r".to_vec(),
+            },
+            Error::SecondsFirst {
+                value: b"\n".to_vec(),
+                seconds: b"\r".to_vec(),
+            },
+            Error::QuantityPositional {
+                value: b"\n".to_vec(),
+            },
+            Error::ForeignState {
+                command: "RL.FIXED",
+                holds: "RL.GCRA state",
+                key: Some(b"\n".to_vec()),
+            },
             Error::MissingLimit,
             Error::IncompleteLimit,
             Error::DuplicateWindow {
@@ -672,6 +813,13 @@ mod tests {
                 key: b"k\n".to_vec(),
             },
             Error::RuleAfterOptions,
+            Error::RefundAndForce,
+            Error::SettleWithDelay { flag: "FORCE" },
+            Error::ForceOutOfBounds {
+                what: "a count above 9007199254740991",
+            },
+            Error::LogForceOverTwice { limit: 5 },
+            Error::SecondBan,
             Error::InvalidState {
                 key: Some(b"k\r\n".to_vec()),
                 command: "RL.MULTI",

@@ -92,3 +92,7 @@ impl Opt {
 
 /// The options of `COST n` and `AT unix_ms`, which every limiter command takes.
 pub const COST_AT: [Opt; 2] = [Opt::Cost, Opt::At];
+
+/// The flags that settle a request after the fact (`REFUND`, `FORCE`), which the
+/// commands of the limiters that implement them take.
+pub const SETTLE: [Opt; 2] = [Opt::Refund, Opt::Force];

@@ -4,9 +4,13 @@ their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` lib
 - :class:`RateLimiter` / :class:`redis_ratelimit.asyncio.AsyncRateLimiter`: every command,
   results as frozen dataclasses (:class:`RateLimit`, :class:`Throttle`, :class:`Sweep`);
 - policies (:class:`Fixed`, :class:`Gcra`, :class:`Multi`, :class:`Sliding`, :class:`Log`,
-  :class:`Lease`, :class:`All`): limits without their keys, for the middleware and RL.ALL;
+  :class:`Lease`, :class:`All`, and :class:`Ban`, RL.ALL's penalty box): limits without
+  their keys, for the middleware and RL.ALL; ``refund=``/``force=`` on every call, and
+  :meth:`RateLimiter.reserve` / :meth:`Reservation.settle` to settle a cost known only
+  afterwards;
 - leases (``limiter.lease(key, limit, ttl)``, :class:`HeldLease`, :class:`LeaseDenied`):
   how many at once, released on exit and renewed in the background;
+- :class:`Strict`: strict mode, a grant counted only once a replica holds it;
 - :func:`ratelimit_headers`: ``RateLimit-*``, the IETF draft's ``RateLimit-Policy`` and
   ``RateLimit``, ``Retry-After``;
 - :mod:`redis_ratelimit.wsgi` and :mod:`redis_ratelimit.asgi`: middleware that fails open;
@@ -14,17 +18,21 @@ their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` lib
   `limits` library is installed.
 """
 
-from .client import RateLimiter
-from .lease import HeldLease, Lease, LeaseDenied
+from ._middleware import CircuitBreaker, ModuleMissing
+from .client import RateLimiter, Reservation
 from .headers import IETF_DRAFT, ceil_seconds, ratelimit_headers
-from .policies import All, Fixed, Gcra, Log, Multi, Policy, Sliding
+from .lease import HeldLease, Lease, LeaseDenied
+from .policies import All, Ban, Fixed, Gcra, Log, Multi, Policy, Sliding
 from .results import Quota, RateLimit, Sweep, Throttle
+from .strict import Strict
 from .twins import TwinUnavailable
 
 __version__ = "0.1.0"
 
 __all__ = [
     "All",
+    "CircuitBreaker",
+    "Ban",
     "Fixed",
     "Gcra",
     "HeldLease",
@@ -32,12 +40,15 @@ __all__ = [
     "Lease",
     "LeaseDenied",
     "Log",
+    "ModuleMissing",
     "Multi",
     "Policy",
     "Quota",
     "RateLimit",
     "RateLimiter",
+    "Reservation",
     "Sliding",
+    "Strict",
     "Sweep",
     "Throttle",
     "TwinUnavailable",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 #: A duration as the commands take it: ``"1500ms"``, ``"90"`` or ``90`` (seconds),
 #: ``"1m"``, ``"24h"``, ``"7d"``, or a :class:`datetime.timedelta` of whole milliseconds.
@@ -80,6 +80,21 @@ def options(cost: int = 1, at: Optional[Instant] = None) -> list:
     if at is not None:
         out += ["AT", at_arg(at)]
     return out
+
+
+#: What redis-py sends as one key: a string or bytes is never a sequence of keys.
+ONE_KEY = (str, bytes, bytearray, memoryview)
+
+
+def key_list(keys: Any, what: str = "keys") -> Tuple[Any, ...]:
+    """A sequence of keys as a tuple. A ``str`` or ``bytes`` (where a list of keys
+    belongs) is one key, never the sequence of its characters; anything that is not a
+    sequence of keys is a TypeError."""
+    if isinstance(keys, ONE_KEY):
+        return (keys,)
+    if isinstance(keys, (dict, set, frozenset)) or not hasattr(keys, "__iter__"):
+        raise TypeError(f"{what}: a key (str or bytes) or a list of keys, not {type(keys).__name__}")
+    return tuple(keys)
 
 
 def find_key(reply_key: Any, keys: Sequence[Any], encode: Callable[[Any], bytes]) -> Any:

@@ -12,19 +12,39 @@ from typing import Any
 
 import redis
 
+from . import strict as _strict
 from . import twins as _twins
-from .client import _any_node, _Calls, _known
+from .client import Reservation, _any_node, _Calls, _known
 from .lease import AsyncLeaseCall, Lease
 from .policies import Call
+
+
+class AsyncReservation(Reservation):
+    """A :class:`redis_ratelimit.client.Reservation` whose ``settle`` is awaited."""
+
+    async def settle(self, actual: int, *, at: Any = None) -> Any:  # type: ignore[override]
+        pending = Reservation.settle(self, actual, at=at)
+        return None if pending is None else await pending
 
 
 class AsyncRateLimiter(_Calls):
     """Every method of :class:`redis_ratelimit.RateLimiter`, returning an awaitable."""
 
+    def _reservation(self, result: Any, policy: Any, keys: Any, estimate: int, at: Any) -> Any:
+        async def reserved() -> AsyncReservation:
+            return AsyncReservation(self, policy, keys, estimate, at, await result)
+
+        return reserved()
+
     def _run(self, call: Call, **kwargs: Any) -> Any:
         return self._arun(call, **kwargs)
 
     async def _arun(self, call: Call, **kwargs: Any) -> Any:
+        if self.strict is not None and call.keys:
+            # Twins: the call's script (EVALSHA, then EVAL when the server lacks it).
+            argv, fallback = (call.argv, None) if not self.twins else self._twin_argv(call)[1:]
+            reply, acked = await _strict.arun(self.client, argv, fallback, self.strict)
+            return self.strict.settle(call.parse(reply, self._encode), acked, _strict.wrote(call))
         if not self.twins:
             reply = await self.client.execute_command(*call.argv, **kwargs)
         else:

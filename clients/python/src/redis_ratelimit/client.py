@@ -10,14 +10,17 @@ state.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import redis
 
+from . import strict as _strict
 from . import twins as _twins
-from ._args import Duration, Instant, duration_arg, find_key
+from ._args import ONE_KEY, Duration, Instant, duration_arg, find_key, key_list
 from .policies import All, Call, Fixed, Gcra, Log, Multi, Policy, Sliding
 from .results import RateLimit, Sweep, Throttle
 from .lease import HeldLease, Lease, release_call
@@ -68,16 +71,73 @@ def _seconds_arg(value: Union[int, timedelta]) -> int:
     return value
 
 
+def _settled(call: Call, refund: bool, force: bool) -> Call:
+    """The call with ``REFUND`` or ``FORCE`` after its other arguments (settling a
+    request after the fact: give back what it did not use, or record it whether it fits
+    or not). Not both."""
+    if refund and force:
+        raise ValueError("refund and force cannot be given together: a request is either given back or forced")
+    if not (refund or force):
+        return call
+    flag = "REFUND" if refund else "FORCE"
+    return replace(call, argv=call.argv + (flag,), args=call.args + (flag,))
+
+
+class Reservation:
+    """An estimate reserved with :meth:`RateLimiter.reserve`: ``result`` (its
+    :class:`RateLimit`), ``allowed``, and :meth:`settle`."""
+
+    def __init__(self, limiter: Any, policy: Policy, keys: Any, estimate: int, at: Optional[Instant], result: Any):
+        self.limiter = limiter
+        self.policy = policy
+        self.keys = keys
+        self.estimate = estimate
+        self.at = at
+        self.result = result
+        self.settled = False
+
+    @property
+    def allowed(self) -> bool:
+        return bool(self.result.allowed)
+
+    def settle(self, actual: int, *, at: Optional[Instant] = None) -> Any:
+        """Settle the real cost: ``REFUND`` of ``estimate - actual`` when it used less,
+        ``FORCE`` of ``actual - estimate`` when it used more; the reply of that call
+        (None when there is nothing to settle: the cost was the estimate, or the
+        reservation was refused and consumed nothing). Once only."""
+        if actual < 0:
+            raise ValueError(f"the actual cost is a count, not {actual!r}")
+        if self.settled:
+            raise ValueError("this reservation is already settled")
+        self.settled = True
+        diff = actual - self.estimate
+        if not self.allowed or diff == 0:
+            return None
+        when = self.at if at is None else at
+        return self.limiter.check(self.policy, self.keys, cost=abs(diff), at=when, refund=diff < 0, force=diff > 0)
+
+
 class _Calls:
     """The calls, shared by the blocking and the asyncio limiter: each method builds a
     :class:`~redis_ratelimit.policies.Call` and hands it to ``_run`` (which returns the
     result, or an awaitable of it)."""
 
-    def __init__(self, client: Any, *, twins: bool = False, lua_dir: Union[str, Path, None] = None):
+    def __init__(
+        self,
+        client: Any,
+        *,
+        twins: bool = False,
+        lua_dir: Union[str, Path, None] = None,
+        strict: Optional[_strict.Strict] = None,
+    ):
         self.client = client
         self.twins = twins
         self.lua_dir = lua_dir
         self._encode = _encoder(client)
+        #: Strict mode (:mod:`redis_ratelimit.strict`): each call followed by ``WAIT``.
+        self.strict = strict
+        if strict is not None:
+            _strict.check_client(client)
 
     def _run(self, call: Call, **kwargs: Any) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -105,10 +165,12 @@ class _Calls:
         cost: int = 1,
         align: bool = False,
         at: Optional[Instant] = None,
+        refund: bool = False,
+        force: bool = False,
         name: str = "fixed",
     ) -> RateLimit:
         """RL.FIXED key limit window [COST n] [ALIGN] [AT ms]."""
-        return self._run(Fixed(limit, window, align, name).call([key], cost, at))
+        return self._run(_settled(Fixed(limit, window, align, name).call([key], cost, at), refund, force))
 
     def gcra(
         self,
@@ -119,12 +181,14 @@ class _Calls:
         *,
         cost: int = 1,
         at: Optional[Instant] = None,
+        refund: bool = False,
+        force: bool = False,
         delay: Optional[Duration] = None,
         name: str = "gcra",
     ) -> RateLimit:
         """RL.GCRA key max_burst count period [COST n] [AT ms] [DELAY max_delay].
         With ``delay``, the result's ``delay_ms`` (and ``delay``) says when to act."""
-        return self._run(Gcra(max_burst, count, period, delay, name).call([key], cost, at))
+        return self._run(_settled(Gcra(max_burst, count, period, delay, name).call([key], cost, at), refund, force))
 
     def multi(
         self,
@@ -134,11 +198,13 @@ class _Calls:
         cost: int = 1,
         align: bool = False,
         at: Optional[Instant] = None,
+        refund: bool = False,
+        force: bool = False,
         names: Optional[Sequence[str]] = None,
     ) -> RateLimit:
         """RL.MULTI numkeys key... LIMIT window limit... [COST n] [ALIGN] [AT ms]; the
         result names the binding ``key`` and ``window_ms``."""
-        return self._run(Multi(list(limits), names, align).call(list(keys), cost, at))
+        return self._run(_settled(Multi(list(limits), names, align).call(key_list(keys, "RL.MULTI"), cost, at), refund, force))
 
     def sliding(
         self,
@@ -148,10 +214,12 @@ class _Calls:
         buckets: Optional[int] = None,
         cost: int = 1,
         at: Optional[Instant] = None,
+        refund: bool = False,
+        force: bool = False,
         names: Optional[Sequence[str]] = None,
     ) -> RateLimit:
         """RL.SLIDING numkeys key... LIMIT window limit... [BUCKETS n] [COST n] [AT ms]."""
-        return self._run(Sliding(list(limits), names, buckets).call(list(keys), cost, at))
+        return self._run(_settled(Sliding(list(limits), names, buckets).call(key_list(keys, "RL.SLIDING"), cost, at), refund, force))
 
     def log(
         self,
@@ -162,10 +230,12 @@ class _Calls:
         meta: Optional[Any] = None,
         cost: int = 1,
         at: Optional[Instant] = None,
+        refund: bool = False,
+        force: bool = False,
         name: str = "log",
     ) -> RateLimit:
         """RL.LOG key limit window [META value] [COST n] [AT ms]."""
-        return self._run(Log(limit, window, None, name).call([key], cost, at, meta=meta))
+        return self._run(_settled(Log(limit, window, None, name).call([key], cost, at, meta=meta), refund, force))
 
     def all(
         self,
@@ -174,14 +244,22 @@ class _Calls:
         cost: int = 1,
         at: Optional[Instant] = None,
         id: Optional[Any] = None,
+        refund: bool = False,
+        force: bool = False,
     ) -> RateLimit:
         """RL.ALL: ``rules`` is a list of ``(key, policy)`` pairs (Fixed, Gcra, Multi,
-        Sliding, Log, Lease), one per key; the result names the binding ``rule``
+        Sliding, Log, Lease, Ban), one per key; the result names the binding ``rule``
         (1-based) and its ``key``, and with a Lease rule the ``lease_id`` (``id`` names
-        it; release it on each Lease rule's key)."""
+        it; release it on each Lease rule's key). With ``refund``/``force`` a Lease rule
+        takes no part in a refund and takes or renews its lease in a forced call."""
+        if isinstance(rules, ONE_KEY) or not hasattr(rules, "__iter__"):
+            raise TypeError(f"RL.ALL takes a list of (key, policy) pairs, not {type(rules).__name__}")
         pairs = list(rules)
+        for pair in pairs:
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], Policy)):
+                raise TypeError(f"RL.ALL takes (key, policy) pairs, not {pair!r}")
         policy = All([p for _, p in pairs])
-        return self._run(policy.call([k for k, _ in pairs], cost, at, id=id))
+        return self._run(_settled(policy.call([k for k, _ in pairs], cost, at, id=id), refund, force))
 
     # -- leases -----------------------------------------------------------------------
 
@@ -220,13 +298,32 @@ class _Calls:
         *,
         cost: int = 1,
         at: Optional[Instant] = None,
+        refund: bool = False,
+        force: bool = False,
     ) -> RateLimit:
         """Apply a policy to its key (or list of keys, for Multi, Sliding and All)."""
-        if isinstance(keys, (list, tuple)):
-            key_list = list(keys)
-        else:
-            key_list = [keys]
-        return self._run(policy.call(key_list, cost, at))
+        keys = list(keys) if isinstance(keys, (list, tuple)) else [keys]
+        return self._run(_settled(policy.call(keys, cost, at), refund, force))
+
+    def reserve(
+        self,
+        policy: Policy,
+        keys: Union[Any, Sequence[Any]],
+        estimate: int,
+        *,
+        at: Optional[Instant] = None,
+    ) -> Any:
+        """Reserve ``estimate`` (a request whose real cost is known only afterwards, such
+        as an LLM call's tokens): the call of ``policy`` on ``keys`` with ``COST
+        estimate``. The :class:`Reservation` tells whether it was allowed; once the work
+        is done, ``settle(actual)`` gives back what it did not use (``REFUND``) or pays
+        the overage (``FORCE``). An asyncio limiter returns an awaitable of it, and its
+        ``settle`` is awaited too."""
+        result = self.check(policy, keys, cost=estimate, at=at)
+        return self._reservation(result, policy, keys, estimate, at)
+
+    def _reservation(self, result: Any, policy: Policy, keys: Any, estimate: int, at: Optional[Instant]) -> Any:
+        return Reservation(self, policy, keys, estimate, at, result)
 
     def throttle(
         self,
@@ -247,7 +344,7 @@ class _Calls:
     def bulkexpire(self, seconds: Duration, keys: Sequence[Any]) -> List[Any]:
         """RL.BULKEXPIRE seconds key...: the keys that got a TTL, as the caller gave
         them."""
-        keys = tuple(keys)
+        keys = key_list(keys, "RL.BULKEXPIRE")
         seconds_arg = duration_arg(seconds)
 
         def parse(reply: Any, encode: Any) -> List[Any]:
@@ -290,10 +387,17 @@ class RateLimiter(_Calls):
         if not result.allowed:
             wait = result.retry_after          # a timedelta
 
-    ``twins=True`` runs the Lua twins instead of the module's commands.
+    ``twins=True`` runs the Lua twins instead of the module's commands;
+    ``strict=Strict()`` counts a grant only once a replica holds it
+    (:mod:`redis_ratelimit.strict`).
     """
 
     def _run(self, call: Call, **kwargs: Any) -> Any:
+        if self.strict is not None and call.keys:
+            # Twins: the call's script (EVALSHA, then EVAL when the server lacks it).
+            argv, fallback = (call.argv, None) if not self.twins else self._twin_argv(call)[1:]
+            reply, acked = _strict.run(self.client, argv, fallback, self.strict)
+            return self.strict.settle(call.parse(reply, self._encode), acked, _strict.wrote(call))
         if not self.twins:
             reply = self.client.execute_command(*call.argv, **kwargs)
         else:

@@ -1,14 +1,16 @@
 """A storage for the `limits` library (and so for Flask-Limiter and SlowAPI) that
 decides with the module's native commands.
 
-Importing ``redis_ratelimit`` registers it under these URI schemes:
+Installing the package registers it under these URI schemes (its ``redis_ratelimit.pth``
+imports this module right after the `limits` library, see ``redis_ratelimit_hook``;
+``import redis_ratelimit`` does it too):
 
 - ``redis+ratelimit://[user:password@]host:port[/db]`` and ``rediss+ratelimit://...``
   (TLS): one server;
 - ``redis+ratelimit+cluster://host:port[,host:port...]`` and
   ``rediss+ratelimit+cluster://...``: a Redis Cluster.
 
-A Flask-Limiter or SlowAPI app switches with ``import redis_ratelimit`` and
+A Flask-Limiter or SlowAPI app switches with
 ``storage_uri="redis+ratelimit://host:port"``. Add ``?twins=true`` to the URI (or the
 storage option ``twins=True``) to run the Lua twins on a server where the module cannot
 be loaded. Other storage options go to the redis-py client, as with the library's own
@@ -161,8 +163,13 @@ class RateLimitStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport
         return max(self.storage.pttl(self.prefixed_key(key)), 0) / 1000 + time.time()
 
     def check(self) -> bool:
+        """The server answers and can decide: it has the module's commands (or the
+        storage runs the twins). False on a server without the module, where every hit
+        would fail."""
         try:
-            return bool(self.storage.ping())
+            if not self.storage.ping():
+                return False
+            return self.limiter.twins or self.limiter.has_command("RL.FIXED")
         except Exception:  # noqa: BLE001 - a health check answers, it does not raise
             return False
 

@@ -9,6 +9,7 @@ Each policy knows its command's arguments and how to read its reply::
     Sliding([("1s", 10), ("1m", 100)])                  # RL.SLIDING
     Log(limit=20, window="1m")                          # RL.LOG
     All([Gcra(9, 10, "1s", name="burst"), Fixed(10_000, "1d", name="daily")])  # RL.ALL
+    All([Fixed(5, "1m"), Ban(strikes=3, window="10m", duration="1h")])  # RL.ALL, a penalty box
 
 ``name`` is the policy's name in the HTTP ``RateLimit-Policy`` and ``RateLimit``
 fields, and in the middleware's key prefix.
@@ -20,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
-from ._args import Duration, Instant, duration_arg, duration_label, duration_ms, find_key, options
+from ._args import Duration, Instant, duration_arg, duration_label, duration_ms, find_key, key_list, options
 from .results import Quota, RateLimit
 
 Encode = Callable[[Any], bytes]
@@ -70,6 +71,7 @@ class Policy:
         raise NotImplementedError
 
     def _one_key(self, keys: Sequence[Any]) -> Any:
+        keys = key_list(keys)
         if len(keys) != 1:
             raise ValueError(f"{type(self).__name__} takes one key, not {len(keys)}")
         return keys[0]
@@ -215,7 +217,7 @@ class _Windows(Policy):
         raise NotImplementedError
 
     def call(self, keys, cost=1, at=None) -> Call:
-        keys = tuple(keys)
+        keys = key_list(keys, self.command)
         if not keys:
             raise ValueError(f"{self.command} needs at least one key")
         args = tuple(self._limit_args() + self._extra() + options(cost, at))
@@ -279,7 +281,7 @@ class All(Policy):
         return tuple(q for rule in self.rules for q in rule.quotas(1))
 
     def call(self, keys, cost=1, at=None, id: Optional[Any] = None) -> Call:
-        keys = tuple(keys)
+        keys = key_list(keys, "RL.ALL")
         rules = list(self.rules)
         if len(keys) != len(rules):
             raise ValueError(f"RL.ALL takes one key per rule: {len(rules)} rules, {len(keys)} keys")
@@ -313,6 +315,27 @@ class All(Policy):
 
     def rule_args(self, position: int) -> List[Any]:
         raise ValueError("RL.ALL rules cannot nest")
+
+
+@dataclass(frozen=True)
+class Ban(Policy):
+    """RL.ALL's BAN rule, a penalty box: after ``strikes`` refused calls within
+    ``window``, every call naming it is refused for ``duration`` (``DEL`` of its key
+    lifts the ban). A rule of :class:`All` only: it has no command of its own."""
+
+    strikes: int
+    window: Duration
+    duration: Duration
+    name: str = "ban"
+
+    def quotas(self, nkeys: int = 1) -> Tuple[Quota, ...]:
+        return (Quota(self.name, self.strikes, duration_ms(self.duration)),)
+
+    def call(self, keys, cost=1, at=None) -> Call:
+        return All([self]).call(keys, cost, at)
+
+    def rule_args(self, position: int) -> List[Any]:
+        return ["BAN", position, self.strikes, duration_arg(self.window), duration_arg(self.duration)]
 
 
 def quota_window_s(quota: Quota) -> Optional[int]:

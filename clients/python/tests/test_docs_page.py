@@ -1,0 +1,82 @@
+"""docs/clients.md runs as written: its Python blocks, top to bottom in one interpreter,
+against a server with the module, twice on the same server (a reader who runs the page
+again must see it work again). And the `limits` library finds ``redis+ratelimit://``
+with no import of the package."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+
+from conftest import REPO
+
+PAGE = REPO / "docs" / "clients.md"
+
+
+def python_blocks(text: str):
+    return re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
+
+
+def run(code: str, server, cwd) -> subprocess.CompletedProcess:
+    env = dict(os.environ, REDIS_URL=server.url())
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_docs_clients_md_runs_as_written(server, tmp_path):
+    blocks = python_blocks(PAGE.read_text())
+    assert len(blocks) >= 10, "docs/clients.md: where are its python blocks?"
+    for block in blocks:
+        # Every block is code a reader can paste: nothing indented as an excerpt.
+        first = block.splitlines()[0]
+        assert first == first.lstrip(), f"an indented block, not runnable as written:\n{block}"
+    page = "\n".join(blocks)
+    for attempt in (1, 2):
+        done = run(page, server, tmp_path)
+        assert done.returncode == 0, f"run {attempt} of docs/clients.md's python blocks:\n{done.stdout}\n{done.stderr}"
+
+
+def test_redis_ratelimit_scheme_works_without_importing_the_package(server, tmp_path):
+    """The URI alone, as a Flask-Limiter app's configuration gives it: the package's .pth
+    file registers the storage when the `limits` library is imported."""
+    code = (
+        "import sys\n"
+        "assert 'redis' not in sys.modules and 'redis_ratelimit' not in sys.modules\n"
+        "from limits.storage import storage_from_string\n"
+        "import os\n"
+        "storage = storage_from_string(os.environ['REDIS_URL'].replace('redis://', 'redis+ratelimit://', 1))\n"
+        "assert type(storage).__module__ == 'redis_ratelimit.limits_storage', type(storage)\n"
+        "assert storage.check()\n"
+        "from flask import Flask\n"
+        "from flask_limiter import Limiter\n"
+        "from flask_limiter.util import get_remote_address\n"
+        "app = Flask(__name__)\n"
+        "limiter = Limiter(get_remote_address, app=app, storage_uri=os.environ['REDIS_URL'].replace('redis://', 'redis+ratelimit://', 1), key_prefix='nopkg')\n"
+        "@app.route('/')\n"
+        "@limiter.limit('1 per hour')\n"
+        "def index():\n"
+        "    return 'ok'\n"
+        "storage.reset()\n"
+        "codes = [app.test_client().get('/').status_code for _ in range(2)]\n"
+        "assert codes == [200, 429], codes\n"
+    )
+    done = run(code, server, tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_wheel_carries_the_pth_file_and_its_hook(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "-w", str(tmp_path), str(REPO / "clients" / "python")],
+        check=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("redis_ratelimit-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        assert {"redis_ratelimit.pth", "redis_ratelimit_hook.py"} <= names, sorted(names)
+        assert z.read("redis_ratelimit.pth").decode().strip() == "import redis_ratelimit_hook"
