@@ -927,6 +927,81 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_lease_rule_ignores_refund_and_force_and_a_ban_ends_the_call_before_it() {
+        // A slot of 1 per account, 10 per minute per user.
+        let call = |extra: &[&'static str]| {
+            let mut args = vec![
+                "2", "acct", "user", "LEASE", "1", "1", "30s", "FIXED", "2", "10", "1m",
+            ];
+            args.extend_from_slice(extra);
+            all(&args).unwrap()
+        };
+        let mut keys: Vec<Option<Key>> = vec![None, None];
+        let s = memory::run(&call(&["ID", "r1"]), &mut keys, at(0)).unwrap();
+        assert_eq!(s.field, Some(Field::Bulk(b"r1"[..].into())));
+        // The slot is full; a refund of the rate is allowed all the same, takes no slot
+        // and renews nothing; field 8 is nil.
+        let s = memory::run(&call(&["ID", "r2", "REFUND"]), &mut keys, at(10)).unwrap();
+        assert_eq!(s.settled, Settled::Allowed);
+        assert_eq!(s.field, Some(Field::Nil));
+        assert_eq!(members(&keys[0]), [(30_000, "r1".to_string())]);
+        let s = memory::run(&call(&["ID", "r1", "REFUND"]), &mut keys, at(20)).unwrap();
+        assert_eq!((s.settled, s.field), (Settled::Allowed, Some(Field::Nil)));
+        assert_eq!(members(&keys[0]), [(30_000, "r1".to_string())]);
+        // Without ID a refund needs no made id.
+        assert!(!call(&["REFUND"]).wants_token());
+        // FORCE is ignored by the lease: a full key refuses the forced call, nothing written.
+        let before = keys.clone();
+        let s = memory::run(&call(&["ID", "r2", "FORCE"]), &mut keys, at(30)).unwrap();
+        assert_eq!(
+            (s.settled, s.binding, s.field),
+            (Settled::Denied, 0, Some(Field::Nil))
+        );
+        assert_eq!(keys, before);
+        // ... and a forced call of its live id renews it.
+        let s = memory::run(&call(&["ID", "r1", "FORCE"]), &mut keys, at(40)).unwrap();
+        assert_eq!(s.field, Some(Field::Bulk(b"r1"[..].into())));
+        assert_eq!(members(&keys[0]), [(30_040, "r1".to_string())]);
+        // A BAN rule and a LEASE rule in one call: while banned, the lease is not read.
+        let banned = |id: &'static str| {
+            all(&[
+                "3", "acct", "user", "ban", "LEASE", "1", "1", "30s", "FIXED", "2", "10", "1m",
+                "BAN", "3", "1", "1m", "1h", "ID", id,
+            ])
+            .unwrap()
+        };
+        let mut keys: Vec<Option<Key>> = vec![None, None, None];
+        let s = memory::run(&banned("r1"), &mut keys, at(0)).unwrap();
+        assert_eq!(s.field, Some(Field::Bulk(b"r1"[..].into())));
+        // r2 is refused by the lease: a strike that starts the ban.
+        let s = memory::run(&banned("r2"), &mut keys, at(10)).unwrap();
+        assert_eq!(
+            (s.settled, s.binding, s.penalized),
+            (Settled::Denied, 2, true)
+        );
+        assert_eq!(s.field, Some(Field::Nil));
+        // r1's renewal is refused by the ban, its lease left as it was.
+        let s = memory::run(&banned("r1"), &mut keys, at(20)).unwrap();
+        assert_eq!(
+            (s.settled, s.gated, s.field),
+            (Settled::Denied, true, Some(Field::Nil))
+        );
+        assert_eq!(members(&keys[0]), [(30_000, "r1".to_string())]);
+    }
+
+    #[test]
+    fn rl_lease_takes_neither_refund_nor_force() {
+        for flag in ["REFUND", "FORCE"] {
+            assert_eq!(
+                parse(&["5", "1m", flag]).err().map(|e| e.to_string()),
+                Some(format!(
+                    "ERR unknown option '{flag}' (options here: COST, AT, ID)"
+                ))
+            );
+        }
+    }
+
     /// One step of a random walk.
     #[derive(Clone, Debug)]
     enum Step {
