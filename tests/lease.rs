@@ -701,6 +701,76 @@ fn rl_all_and_its_twin_agree_with_a_lease_rule() {
     }
 }
 
+/// RL.ALL with a LEASE rule beside a rate and a BAN rule, under REFUND and FORCE: the
+/// command, its function and its script give the same replies and leave the same
+/// states. A refund is never refused (not by a full lease key, not by a ban) and takes,
+/// renews and refuses no lease; a forced call takes or renews its lease, and a full key
+/// refuses it writing nothing; a ban ends the call before the lease is read.
+#[test]
+fn rl_all_and_its_twin_agree_on_a_lease_rule_with_refund_force_and_ban() {
+    let s = Server::start();
+    let mut c = s.client();
+    let [f, sc] = Twins::both(&mut c);
+    let t = at_base(2 * HOUR, HOUR);
+    // (ms, id, flag, field 1 and field 8 expected)
+    let steps: [(u64, &str, &str, i64, Option<&str>); 9] = [
+        (0, "r0", "", 0, Some("r0")),
+        (10, "r1", "", 1, None), // the lease is full: a strike
+        (20, "r1", "REFUND", 0, None),
+        (30, "r1", "FORCE", 1, None), // the lease refuses it, nothing written
+        (40, "r0", "FORCE", 0, Some("r0")), // a renewal
+        (50, "r2", "", 1, None),      // the second strike starts the ban
+        (60, "r0", "", 1, None),      // banned: the lease is not read
+        (70, "r0", "REFUND", 0, None),
+        (80, "r0", "FORCE", 1, None),
+    ];
+    for (ms, id, flag, limited, field) in steps {
+        let at = (t + ms).to_string();
+        let mut replies = Vec::new();
+        for (side, all) in ["n", "f", "s"]
+            .iter()
+            .zip([None, Some(&f.all), Some(&sc.all)])
+        {
+            let keys = [
+                format!("{{{side}}}acct"),
+                format!("{{{side}}}user"),
+                format!("{{{side}}}box"),
+            ];
+            let mut args = vec![
+                "LEASE", "1", "1", "30s", "FIXED", "2", "3", "1m", "BAN", "3", "2", "1m", "10m",
+                "ID", id, "AT", &at,
+            ];
+            if !flag.is_empty() {
+                args.push(flag);
+            }
+            let r = match all {
+                None => {
+                    let mut v = vec!["RL.ALL".to_string(), "3".into()];
+                    v.extend(keys.iter().cloned());
+                    v.extend(args.iter().map(|a| a.to_string()));
+                    c.cmd(&v)
+                }
+                Some(twin) => c.cmd(&twin.argv(&keys, &args)),
+            };
+            let mut a = r.array().to_vec();
+            assert_eq!(a.len(), 8, "{side} +{ms} {a:?}");
+            assert_eq!(a[0].int(), limited, "{side} +{ms} {a:?}");
+            let got = match &a[7] {
+                Value::Nil => None,
+                other => Some(other.text()),
+            };
+            assert_eq!(got.as_deref(), field, "{side} +{ms}");
+            a[6] = Value::Nil; // the key names differ by side
+            let user = c.cmd(&["GET", &keys[1]]);
+            let ban = c.cmd(&["GET", &keys[2]]);
+            let ttls: Vec<Value> = keys.iter().map(|k| c.cmd(&["PEXPIRETIME", k])).collect();
+            replies.push((a, leases(&mut c, &keys[0]), user, ban, ttls));
+        }
+        assert_eq!(replies[1], replies[0], "function, +{ms}");
+        assert_eq!(replies[2], replies[0], "script, +{ms}");
+    }
+}
+
 #[test]
 fn command_info_and_cluster_routing() {
     let s = Server::start();
