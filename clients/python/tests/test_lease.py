@@ -214,3 +214,61 @@ def test_asgi_middleware_holds_a_lease_for_the_request(server, tag):
         assert seen == [1] and r.exists(key) == 0
         assert client.get("/fail").status_code == 500
         assert seen == [1, 1] and r.exists(key) == 0
+
+
+def test_the_route_decorators_hold_a_lease_for_the_view(server, tag):
+    """Flask's and FastAPI's per-route decorators with a Lease policy: the slot is held
+    while the view runs (a second request from inside it is refused) and released
+    after it, also when the view raises."""
+    r = redis.Redis(port=server.port, decode_responses=True)
+    seen = []
+
+    app = Flask(__name__)
+    limiter = WsgiRateLimit(app.wsgi_app, redis.Redis(port=server.port), None, prefix=f"{tag}:w:", timeout=30.0)
+    app.wsgi_app = limiter
+    wkey = f"{tag}:w:lease:127.0.0.1"
+
+    @app.get("/report")
+    @limiter.limit(Lease(1, "1m"))
+    def report():
+        seen.append(r.zcard(wkey))
+        inner = client.get("/report")
+        seen.append(inner.status_code)
+        return jsonify(ok=True)
+
+    @app.get("/fail")
+    @limiter.limit(Lease(1, "1m"))
+    def fail():
+        seen.append(r.zcard(wkey))
+        raise RuntimeError("boom")
+
+    app.config["PROPAGATE_EXCEPTIONS"] = False
+    client = app.test_client()
+    assert client.get("/report").status_code == 200
+    assert seen == [1, 429] and r.exists(wkey) == 0, "released after the view"
+    assert client.get("/fail").status_code == 500
+    assert seen == [1, 429, 1] and r.exists(wkey) == 0, "released after an error"
+
+    from redis_ratelimit.asgi import RouteLimiter
+
+    routes = RouteLimiter(redis.asyncio.Redis(port=server.port), prefix=f"{tag}:a:", timeout=30.0)
+    api = FastAPI()
+    akey = f"{tag}:a:lease:testclient"
+
+    @api.get("/report")
+    @routes.limit(Lease(1, "1m"))
+    async def areport():
+        seen.append(r.zcard(akey))
+        return {"ok": True}
+
+    @api.get("/fail")
+    @routes.limit(Lease(1, "1m"))
+    async def afail():
+        seen.append(r.zcard(akey))
+        raise RuntimeError("boom")
+
+    with TestClient(api, raise_server_exceptions=False) as test:
+        assert test.get("/report").status_code == 200
+        assert seen[3:] == [1] and r.exists(akey) == 0
+        assert test.get("/fail").status_code == 500
+        assert seen[3:] == [1, 1] and r.exists(akey) == 0
