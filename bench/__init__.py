@@ -11,6 +11,7 @@
 | `scale.py` | cost and memory with many live keys |
 | `peers.py` | runs `limits_client.py` (the `limits` library, in the virtualenv) |
 | `log_cost.py` | RL.LOG's cost against the entries in its window |
+| `lease_cost.py` | RL.LEASE's cost against the leases a key holds (also `python3 -m bench.lease_cost` alone) |
 | `estimate.py` | `--plan`: each row's requests and runs, and the last results' seconds |
 | `compare.py` | two builds of the module against each other (`--compare-module`) |
 | `floor.py` | builds the floor module `floor/floor.c` |

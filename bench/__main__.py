@@ -37,6 +37,8 @@ from bench.compare import run_compare
 from bench.criterion import run_criterion
 from bench.estimate import print_plan
 from bench.extra import run_all_vs_singles, run_cell, run_log_cost_units, run_log_worst
+from bench.lease_cost import run_lease_cost
+from bench.lease_cost import section as lease_cost_section
 from bench.log_cost import run_log_cost
 from bench.measure import Target, memory_per_key, run_all
 from bench.peers import run_peers
@@ -206,6 +208,11 @@ def main() -> int:
             with open(raw_dir / "redis-benchmark-scale.log", "w") as raw_log:
                 with phases.run("RL.LOG against its entries"):
                     log_cost, log_problems = run_log_cost(c, server, opts, raw_log)
+                with phases.run("RL.LEASE against the leases held"):
+                    lease_results, problems = run_lease_cost(c, server, opts, raw_log)
+                    lease_section = lease_cost_section(lease_results)
+                    sections += [lease_section] if lease_section else []
+                    log_problems += problems
                 with phases.run("RL.LOG: COST 100 against COST 1, and the longest calls"):
                     for run in (lambda: run_log_cost_units(c, server, opts, raw_log), lambda: run_log_worst(c, opts)):
                         section, problems = run()

@@ -216,6 +216,16 @@ ROWS: List[Row] = [
         "(the cost against the entries read is in its own table)",
     ),
     Row(
+        "RL.LEASE",
+        native="RL.LEASE rl:lease:__rand_int__ 10000 1h",
+        twin="rl_lease",
+        keys=FIRST,
+        denied="RL.LEASE rl:lease:__rand_int__ 1 1h",
+        floor_of="FLOOR.FIXED",
+        about="concurrency limit; allowed: a new lease (an id made for it) of 10 000 per key, a few held per "
+        "key; denied: limit 1, the slot held (the cost against the leases held is in its own table)",
+    ),
+    Row(
         "list_with_metadata (published)",
         script="lua/published/list_with_metadata.lua",
         call="1 ratelimit:__rand_int__ user:42",

@@ -5,7 +5,7 @@
 --   redis-cli FCALL rl_gcra 1 rl:user:42 2 1 10s
 --
 -- One function per command (rl_fixed, rl_gcra, rl_multi, rl_sliding, rl_log, rl_all,
--- cl_throttle, rl_bulkexpire), at the end of this file: the command's keys as the
+-- rl_lease, rl_release, cl_throttle, rl_bulkexpire), at the end of this file: the command's keys as the
 -- function's keys, the rest of its arguments in the same order; the same replies, error
 -- texts and state as the command, so the two can be mixed on one key. This file is also
 -- the source of the self-contained scripts in lua/scripts/ (one per function, for
@@ -14,7 +14,7 @@
 -- fails when they are stale. So every definition at the top level of this file is a
 -- `local function name(...)` or a `local NAME = ...`, and the build follows the names.
 --
--- Each limiter (FIXED, GCRA, MULTI, SLIDING, LOG, BAN below) is a table of its parts, built
+-- Each limiter (FIXED, GCRA, MULTI, SLIDING, LOG, LEASE, BAN below) is a table of its parts, built
 -- once when the library loads, as the module's core has them:
 --   kind, command, expected        its rule keyword, its command, its state in errors
 --   storage, expiry                'string' or 'zset'; whether a string's expiry is read
@@ -57,6 +57,8 @@ local DEFAULT_BUCKETS = 10 -- buckets per window without BUCKETS (RL.SLIDING)
 local MAX_LOG_LIMIT = 10000 -- the largest limit (RL.LOG)
 local MAX_LOG_MEMBERS = 20000 -- members (and cost of one member) a log holds: twice its largest limit (RL.LOG, FORCE)
 local MAX_META_LEN = 256 -- bytes of a META value (RL.LOG)
+local MAX_LEASE_LIMIT = 10000 -- the largest limit (RL.LEASE)
+local MAX_ID_LEN = 256 -- bytes of a lease id (RL.LEASE, RL.RELEASE)
 local MAX_END_MS = 4417804800000 -- the latest window end in stored state: MAX_AT_MS + MAX_DURATION_MS (RL.MULTI)
 local MAX_AT_US = 4102444800000000 -- MAX_AT_MS in µs: the latest log entry, the latest bucket start (RL.LOG, RL.SLIDING)
 local MAX_BUCKETS_PER_KEY = 1000 -- buckets one key keeps, its windows' BUCKETS added up (RL.SLIDING)
@@ -203,7 +205,7 @@ end
 
 -- The options that follow a command's (or a rule's) positional arguments, as the
 -- module's one option parser reads them: `accepts` is a set of keywords among COST, AT,
--- ALIGN, DELAY, BUCKETS, META and LIMIT (LIMIT window limit, repeatable); each other
+-- ALIGN, DELAY, BUCKETS, META, LIMIT (LIMIT window limit, repeatable) and ID; each other
 -- one at most once, each value checked where it stands. Reads args[first..#args]; at a
 -- word that is not accepted, stops there when `stop`, else calls `unknown(word)` when
 -- given (which raises), else refuses it. Returns the options and the index after them.
@@ -267,6 +269,8 @@ local function parse_options(args, first, accepts, stop, unknown)
           fail('ERR META of ' .. int(#v) .. ' bytes: at most ' .. int(MAX_META_LEN) .. ' bytes')
         end
         o.meta = v
+      elseif w == 'ID' then
+        o.id = v
       end
       i = i + 2
     end
@@ -1189,6 +1193,170 @@ local LOG = (function()
   return L
 end)()
 
+-- A lease id as given (ID, RL.RELEASE's argument): 1 to MAX_ID_LEN bytes.
+local function check_id(v)
+  if #v == 0 then fail("ERR invalid ID '': a lease id is 1 to " .. int(MAX_ID_LEN) .. ' bytes') end
+  if #v > MAX_ID_LEN then
+    fail('ERR ID of ' .. int(#v) .. ' bytes: a lease id is 1 to ' .. int(MAX_ID_LEN) .. ' bytes')
+  end
+  return v
+end
+
+-- RL.LEASE: a sorted set of lease ids scored by their expiry in Unix ms. At most `limit`
+-- live leases (expiry after the call's ms); a live id renews; COST 0 peeks.
+local LEASE = (function()
+  local L = { kind = 'LEASE', command = 'RL.LEASE', storage = 'zset', nargs = 2,
+    expected = 'a sorted set of lease ids scored by their expiry in Unix milliseconds',
+    options = {}, accepts = { COST = true, AT = true, ID = true }, call_options = { ID = true },
+    wants_token = true,
+    syntax = 'RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]',
+    rule_syntax = 'LEASE i limit ttl' }
+  function L.parse_args(args, i)
+    local v = args[i]
+    local limit = string.match(v, '^%-?%d+$') and tonumber(v)
+    if not limit or limit < 1 or limit > MAX_LEASE_LIMIT then
+      local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_LEASE_LIMIT)
+        .. ' (leases held at once)'
+      if looks_like_a_duration(v) then msg = msg .. ' (RL.LEASE key limit ttl: the limit comes first)' end
+      fail(msg)
+    end
+    return { limit = limit, ttl_ms = parse_duration('ttl', args[i + 1]) }
+  end
+  function L.build(r, o)
+    if o.id then r.id = check_id(o.id) end
+    return r
+  end
+  -- RL.ALL: the call's ID names the lease of every LEASE rule.
+  function L.call_opts(r, o)
+    if o.id then r.id = check_id(o.id) end
+  end
+  function L.check_cost(r, cost)
+    if cost ~= 0 and cost ~= 1 then
+      fail('ERR invalid cost ' .. int(cost) .. ': a lease takes COST 1 (the default) or COST 0 to peek')
+    end
+  end
+  -- A member and its score as a lease's expiry (ms), or the invalid-state error.
+  local function lease_of(member, score, bad)
+    local e = stored_number(score, MAX_SAFE_INTEGER)
+    if not e or #member < 1 or #member > MAX_ID_LEN then bad() end
+    return e
+  end
+  -- The latest live expiry of a member other than `except`, from the two highest.
+  local function latest_except(key, now_ms, except, bad)
+    local top = redis.call('ZREVRANGE', key, 0, 1, 'WITHSCORES')
+    for i = 1, #top, 2 do
+      local e = lease_of(top[i], top[i + 1], bad)
+      if e <= now_ms then return nil end
+      if top[i] ~= except then return e end
+    end
+    return nil
+  end
+  L.latest_except = latest_except
+  L.lease_of = lease_of
+  -- Live and expired leases at now_ms, and the latest live expiry.
+  function L.held(key, now_ms, bad)
+    local card = redis.call('ZCARD', key)
+    if card > MAX_LEASE_LIMIT then bad() end
+    local old = redis.call('ZRANGEBYSCORE', key, '-inf', now_ms, 'WITHSCORES')
+    for i = 1, #old, 2 do lease_of(old[i], old[i + 1], bad) end
+    local latest
+    local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    if #top > 0 then
+      local e = lease_of(top[1], top[2], bad)
+      if e > now_ms then latest = e end
+    end
+    local expired = #old / 2
+    return card - expired, expired, latest
+  end
+  function L.judge(r, opened, key, named, now, cost, mode)
+    local bad = function() state_error(L, key, named) end
+    local now_ms = floor_ms(now)
+    local live, expired, latest = 0, 0, nil
+    if opened.exists then live, expired, latest = L.held(key, now_ms, bad) end
+    local limit = r.limit
+    local free = math.max(limit - live, 0)
+    local expiry = now_ms + r.ttl_ms
+    local function granted(remaining, id, key_expiry)
+      local w = { { 'ZADD', key, expiry, id } }
+      if expired > 0 then w[#w + 1] = { 'ZREMRANGEBYSCORE', key, '-inf', now_ms } end
+      w[#w + 1] = { 'PEXPIREAT', key, key_expiry }
+      return { fields = { 0, limit, remaining, -1, key_expiry - now_ms }, window = r.ttl_ms,
+        pending = { allow = w, id = id } }
+    end
+    if mode == 'refund' then
+      -- RL.ALL's REFUND gives back what its other rules took: the lease rule takes,
+      -- renews and denies nothing; its numbers are a peek's. (FORCE is ignored.)
+      return { fields = { 0, limit, free, -1, latest and (latest - now_ms) or 0 }, window = r.ttl_ms, pending = {} }
+    end
+    if cost > 0 then
+      -- The call's id holds a live lease: a renewal, always allowed.
+      if r.id and opened.exists then
+        local s = redis.call('ZSCORE', key, r.id)
+        if s and lease_of(r.id, s, bad) > now_ms then
+          local others = latest_except(key, now_ms, r.id, bad)
+          return granted(free, r.id, others and math.max(others, expiry) or expiry)
+        end
+      end
+      if live < limit then
+        return granted(limit - live - 1, r.id or r.token, latest and math.max(latest, expiry) or expiry)
+      end
+    end
+    local reset = latest and (latest - now_ms) or 0
+    if live < limit then
+      return { fields = { 0, limit, free, -1, reset }, window = r.ttl_ms, pending = {} }
+    end
+    -- Denied: until the (live - limit + 1)-th earliest live lease has expired.
+    local k = live - limit + 1
+    local first = redis.call('ZRANGEBYSCORE', key, '(' .. int(now_ms), '+inf', 'WITHSCORES', 'LIMIT', 0, k)
+    local retry_at
+    for i = 1, #first, 2 do retry_at = lease_of(first[i], first[i + 1], bad) end
+    local retry = retry_at - now_ms
+    return { fields = { 1, limit, free, retry, reset }, window = r.ttl_ms, retry = retry * 1000, pending = {} }
+  end
+  function L.write(r, key, pending, allowed)
+    if allowed then return pending.allow end
+    return nil
+  end
+  -- Field 6 (RL.ALL's field 8): the lease id when the call holds a lease, nil (false)
+  -- otherwise.
+  function L.reply_field(pending, allowed)
+    return (allowed and pending.id) or false
+  end
+  return L
+end)()
+
+-- A name for a call that records one it was not given (a lease without ID), the same
+-- for every rule of the call and unused on each of `keys`: 20 hex digits, the call's
+-- time in µs and a number from the size of the largest set up (the module's are random).
+local function make_token(now, keys)
+  local n = 0
+  for _, key in ipairs(keys) do n = math.max(n, redis.call('ZCARD', key)) end
+  while true do
+    local token = string.format('%014x%06x', now, n % 16777216)
+    local free = true
+    for _, key in ipairs(keys) do
+      if redis.call('ZSCORE', key, token) then free = false end
+    end
+    if free then return token end
+    n = n + 1
+  end
+end
+
+-- Give the rules of a call that ask for one (a lease without ID) the call's token, when
+-- the call records something (cost > 0).
+local function give_token(call, now)
+  if call.cost == 0 or call.mode == 'refund' then return end
+  local wanting = {}
+  for _, rule in ipairs(call.rules) do
+    if rule.L.wants_token and not rule.r.id then wanting[#wanting + 1] = call.keys[rule.k] end
+  end
+  if #wanting == 0 then return end
+  local token = make_token(now, wanting)
+  for _, rule in ipairs(call.rules) do
+    if rule.L.wants_token then rule.r.token = token end
+  end
+end
+
 -- RL.ALL's BAN rule: a penalty box, `strikes:<count>:<end_ms>` while a strike window
 -- runs, `banned:<end_ms>` while a ban runs (docs/all.md). A gate: judged before the
 -- other rules, and while a ban runs the call is denied there; a strike is its penalty,
@@ -1299,6 +1467,7 @@ local function run_call(call)
   for i, rule in ipairs(rules) do
     opened[rule.k] = rule_step(call, i, open_key, rule.L, keys[rule.k])
   end
+  give_token(call, now)
   local judged = {}
   local function judge(i)
     local rule = rules[i]
@@ -1313,6 +1482,13 @@ local function run_call(call)
       if judge(i).retry then
         local reply = judged[i].fields
         reply[6], reply[7] = i, keys[rule.k]
+        -- The other rules, not judged, give their own field as in any denial (nil).
+        for _, other in ipairs(rules) do
+          if other.L.reply_field then
+            reply[8] = false
+            break
+          end
+        end
         return reply
       end
     else
@@ -1368,6 +1544,13 @@ local function run_call(call)
   else
     reply[6] = bind
     reply[7] = keys[rules[bind].k]
+    -- A rule's own field (a LEASE rule's id or nil), whatever the binding rule.
+    for i, rule in ipairs(rules) do
+      if rule.L.reply_field then
+        reply[8] = rule.L.reply_field(judged[i].pending, not blocked)
+        break
+      end
+    end
   end
   return reply
 end
@@ -1382,7 +1565,9 @@ end
 -- without its lists.
 local function run_one(L, key, r, cost, at, mode)
   local now = now_us(at)
-  local j = L.judge(r, open_key(L, key), key, false, now, cost, mode or 'take')
+  local opened = open_key(L, key)
+  if L.wants_token and not r.id and cost > 0 and mode ~= 'refund' then r.token = make_token(now, { key }) end
+  local j = L.judge(r, opened, key, false, now, cost, mode or 'take')
   local writes = L.write(r, key, j.pending, not j.retry or j.over == true, now, cost)
   if writes then
     for _, c in ipairs(writes) do redis.call(unpack(c)) end
@@ -1421,6 +1606,7 @@ local function single_command(keys, args, L, name)
   local j = run_one(L, keys[1], r, o.cost, o.at, mode)
   local reply = j.fields
   if j.booking then reply[6] = j.booking end
+  if L.reply_field then reply[6] = L.reply_field(j.pending, not j.retry) end
   return reply
 end
 
@@ -1498,22 +1684,23 @@ local function each_key_command(keys, args, L, name)
 end
 
 -- The rules of RL.ALL by keyword.
-local RULES = { FIXED = FIXED, GCRA = GCRA, MULTI = MULTI, SLIDING = SLIDING, LOG = LOG, BAN = BAN }
+local RULES = { FIXED = FIXED, GCRA = GCRA, MULTI = MULTI, SLIDING = SLIDING, LOG = LOG, LEASE = LEASE, BAN = BAN }
 local ALL_OPTIONS = {
   COST = true, AT = true, ALIGN = true, DELAY = true, BUCKETS = true, META = true, LIMIT = true,
   ID = true, REFUND = true, FORCE = true,
 }
 local CALL_OPTIONS = { COST = true, AT = true, REFUND = true, FORCE = true }
 
--- RL.ALL: numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms], with the rules
--- FIXED i limit window [ALIGN] | GCRA i max_burst count period | MULTI i LIMIT window
--- limit [...] [ALIGN] | SLIDING i LIMIT window limit [...] [BUCKETS n] | LOG i limit
--- window [META value], each naming its key by its 1-based position among the keys.
+-- RL.ALL: numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms] [ID id]
+-- [REFUND|FORCE], with the rules FIXED i limit window [ALIGN] | GCRA i max_burst count
+-- period | MULTI i LIMIT window limit [...] [ALIGN] | SLIDING i LIMIT window limit [...]
+-- [BUCKETS n] | LOG i limit window [META value] | LEASE i limit ttl | BAN i strikes
+-- window duration, each naming its key by its 1-based position among the keys.
 -- Each rule is judged by the same limiter as its own command, on the same state; the
 -- call is allowed iff every rule allows, and a denial writes nothing.
 local function all_parse(keys, args, name)
   if 1 + #keys + #args < 4 then
-    arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [REFUND|FORCE]')
+    arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE]')
   end
   check_keys(keys, MAX_ALL_KEYS, name)
   local rules, taken = {}, {}
@@ -1525,8 +1712,15 @@ local function all_parse(keys, args, name)
   while i <= #args do
     local w = string.upper(args[i])
     local index = #rules + 1
-    if CALL_OPTIONS[w] then
-      o = parse_options(args, i, CALL_OPTIONS, false, function(word)
+    if CALL_OPTIONS[w] or w == 'ID' then
+      -- The call's options: COST, AT, REFUND, FORCE, and those its rules take from the
+      -- call (ID).
+      local accepts = {}
+      for k in pairs(CALL_OPTIONS) do accepts[k] = true end
+      for _, rule in ipairs(rules) do
+        for k in pairs(rule.L.call_options or {}) do accepts[k] = true end
+      end
+      o = parse_options(args, i, accepts, false, function(word)
         if RULES[string.upper(word)] then fail('ERR COST and AT come after every rule') end
       end)
       break
@@ -1540,7 +1734,7 @@ local function all_parse(keys, args, name)
     end
     local L = RULES[w]
     if not L then
-      fail("ERR unknown rule '" .. echo(args[i]) .. "': a rule is FIXED, GCRA, MULTI, SLIDING, LOG or BAN"
+      fail("ERR unknown rule '" .. echo(args[i]) .. "': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN"
         .. ' followed by its key\'s position (COST and AT come after the rules)')
     end
     local raw = args[i + 1] or ''
@@ -1581,8 +1775,13 @@ local function all_parse(keys, args, name)
     end
   end
   local mode = settle_mode(o)
-  if mode == 'take' then
-    for index, rule in ipairs(rules) do
+  for index, rule in ipairs(rules) do
+    if rule.L.call_opts then
+      local ok, res = pcall(rule.L.call_opts, rule.r, o)
+      if not ok then in_rule(index, rule.L.kind, res) end
+    end
+    -- A refund or a forced request of any cost can be settled.
+    if mode == 'take' then
       local ok, res = pcall(rule.L.check_cost, rule.r, o.cost)
       if not ok then in_rule(index, rule.L.kind, res) end
     end
@@ -1646,6 +1845,33 @@ local function bulkexpire_command(keys, args, name)
   return modified
 end
 
+-- RL.RELEASE: key id [AT unix_ms]. Ends a lease: 1 if a live lease with that id was
+-- released, 0 otherwise; also removes the key's expired members; a key left without
+-- live leases is deleted (by the removals), otherwise it expires with its latest lease.
+local function release_command(keys, args, name)
+  if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
+  if #args < 1 then arity_error('RL.RELEASE', 'RL.RELEASE key id [AT unix_ms]') end
+  local key, id = keys[1], check_id(args[1])
+  local o = NO_OPTIONS
+  if #args > 1 then o = parse_options(args, 2, { AT = true }, false) end
+  local now_ms = floor_ms(now_us(o.at))
+  if not open_key(LEASE, key).exists then return 0 end
+  local bad = function() state_error(LEASE, key, false) end
+  local live, expired = LEASE.held(key, now_ms, bad)
+  local released = false
+  local s = redis.call('ZSCORE', key, id)
+  if s then released = LEASE.lease_of(id, s, bad) > now_ms end
+  local left = live - (released and 1 or 0)
+  local latest
+  if (released or expired > 0) and left > 0 then
+    latest = LEASE.latest_except(key, now_ms, released and id or nil, bad)
+  end
+  if expired > 0 then redis.call('ZREMRANGEBYSCORE', key, '-inf', now_ms) end
+  if released then redis.call('ZREM', key, id) end
+  if latest then redis.call('PEXPIREAT', key, latest) end
+  return released and 1 or 0
+end
+
 -- The functions, one per command: FCALL <name> numkeys key [key ...] arg [arg ...],
 -- with the command's keys and the rest of its arguments in the same order. Each is
 -- also a script of its own, lua/scripts/<name>.lua (EVALSHA sha numkeys ...).
@@ -1660,6 +1886,14 @@ end
 
 local function rl_log(keys, args)
   return run(single_command, keys, args, LOG, 'rl_log')
+end
+
+local function rl_lease(keys, args)
+  return run(single_command, keys, args, LEASE, 'rl_lease')
+end
+
+local function rl_release(keys, args)
+  return run(release_command, keys, args, 'rl_release')
 end
 
 local function rl_multi(keys, args)
@@ -1685,6 +1919,8 @@ end
 redis.register_function('rl_fixed', rl_fixed)
 redis.register_function('rl_gcra', rl_gcra)
 redis.register_function('rl_log', rl_log)
+redis.register_function('rl_lease', rl_lease)
+redis.register_function('rl_release', rl_release)
 redis.register_function('rl_multi', rl_multi)
 redis.register_function('rl_sliding', rl_sliding)
 redis.register_function('rl_all', rl_all)

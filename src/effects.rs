@@ -112,7 +112,7 @@ pub fn key_deleted(ctx: &Context, key: KeyName) {
     unsafe { replicate(ctx.ctx, c"DEL".as_ptr(), c"s".as_ptr(), key.ptr()) };
 }
 
-/// The effects of `ZREM key member` (a refund's write): the signal, the `zrem` event
+/// The effects of `ZREM key member` (a refund's write, a released lease): the signal, the `zrem` event
 /// and the same command replicated.
 pub fn member_removed(ctx: &Context, key: KeyName, member: &[u8]) {
     signal_modified(ctx, key);
@@ -154,6 +154,36 @@ pub fn members_removed(ctx: &Context, key: KeyName, members: &mut [*mut raw::Red
             members.len(),
         )
     };
+}
+
+/// The effects of `ZREMRANGEBYSCORE key -inf through` that removed members (a lease
+/// key's expired leases): the `zremrangebyscore` event (`notify_it`: when the server did
+/// not run the command itself) and the same command replicated (the key was signalled
+/// by the write it goes with).
+pub fn members_removed_through(ctx: &Context, key: KeyName, through: Micros, notify_it: bool) {
+    if notify_it {
+        notify(ctx, raw::REDISMODULE_NOTIFY_ZSET, c"zremrangebyscore", key);
+    }
+    let Ok(replicate) = api!(RedisModule_Replicate) else {
+        return;
+    };
+    // SAFETY: the format "scl" matches (string, C string, long long).
+    unsafe {
+        replicate(
+            ctx.ctx,
+            c"ZREMRANGEBYSCORE".as_ptr(),
+            c"scl".as_ptr(),
+            key.ptr(),
+            c"-inf".as_ptr(),
+            micros(through),
+        )
+    };
+}
+
+/// The `del` event of a key a removal emptied (the server deleted it; the replicated
+/// removal empties it on replicas too).
+pub fn key_emptied(ctx: &Context, key: KeyName) {
+    notify(ctx, raw::REDISMODULE_NOTIFY_GENERIC, c"del", key);
 }
 
 /// A time in µs as the API's signed integer (times here are below 2^53).

@@ -3,6 +3,7 @@
 use crate::api::api;
 use crate::argv::KeyName;
 use crate::stats::{self, Tally};
+use ratelimit_core::call::limiter::Field;
 use ratelimit_core::commands::Id;
 use ratelimit_core::{Error, Verdict};
 use redis_module::{raw, Context};
@@ -53,6 +54,28 @@ pub fn verdict_and(ctx: &Context, v: &Verdict, sixth: i64) -> Tally {
     outcome(v)
 }
 
+/// Reply with a limiter's five fields and a field of its own (RL.LEASE's id or nil).
+pub fn verdict_and_field(ctx: &Context, v: &Verdict, sixth: &Field) -> Tally {
+    raw::reply_with_array(ctx.ctx, 6);
+    for f in v.fields() {
+        raw::reply_with_long_long(ctx.ctx, f);
+    }
+    field(ctx, sixth);
+    outcome(v)
+}
+
+/// A rule's own field: a bulk string, or a null.
+fn field(ctx: &Context, f: &Field) {
+    match f {
+        Field::Bulk(bytes) => {
+            raw::reply_with_string_buffer(ctx.ctx, bytes.as_ptr().cast(), bytes.len());
+        }
+        Field::Nil => {
+            raw::reply_with_null(ctx.ctx);
+        }
+    }
+}
+
 /// Reply with a multi-key limiter's seven fields: the five, then the binding pair's key
 /// and window in ms; the outcome to count.
 pub fn binding_verdict(ctx: &Context, v: &Verdict, key: KeyName, window_ms: u64) -> Tally {
@@ -66,14 +89,24 @@ pub fn binding_verdict(ctx: &Context, v: &Verdict, key: KeyName, window_ms: u64)
 }
 
 /// Reply with RL.ALL's seven fields: the five, then the binding rule's place among the
-/// rules (1-based) and its key; the outcome to count.
-pub fn rule_verdict(ctx: &Context, v: &Verdict, place: usize, key: KeyName) -> Tally {
-    raw::reply_with_array(ctx.ctx, 7);
+/// rules (1-based) and its key; and an eighth, a rule's own field (a LEASE rule's id or
+/// nil), when the call has one; the outcome to count.
+pub fn rule_verdict(
+    ctx: &Context,
+    v: &Verdict,
+    place: usize,
+    key: KeyName,
+    eighth: Option<&Field>,
+) -> Tally {
+    raw::reply_with_array(ctx.ctx, if eighth.is_some() { 8 } else { 7 });
     for f in v.fields() {
         raw::reply_with_long_long(ctx.ctx, f);
     }
     raw::reply_with_long_long(ctx.ctx, i64::try_from(place).unwrap_or(i64::MAX));
     raw::reply_with_string(ctx.ctx, key.ptr());
+    if let Some(f) = eighth {
+        field(ctx, f);
+    }
     outcome(v)
 }
 

@@ -83,7 +83,9 @@ pub fn settled(command: &str, mode: Mode, ban_started: bool, denied_by_ban: bool
 }
 
 /// The `ratelimit` INFO section: `<command>_calls`, `_allowed`, `_denied`, `_errors`
-/// for the limiters, `<command>_calls`, `_keys_expired`, `_errors` for the bulk ones.
+/// for the limiters, `<command>_calls`, `_keys_expired`, `_errors` for the bulk ones,
+/// `release_calls`, `_released`, `_not_held`, `_errors` for RL.RELEASE (its replies 1
+/// and 0).
 pub fn info(ctx: &InfoContext) {
     // Nothing to do if the server refuses a field: INFO shows what it got.
     let _ = add_section(ctx);
@@ -97,6 +99,12 @@ fn add_section(ctx: &InfoContext) -> RedisResult<()> {
                 ("calls", &c.calls),
                 ("allowed", &c.allowed),
                 ("denied", &c.denied),
+                ("errors", &c.errors),
+            ],
+            Counts::Releases => &[
+                ("calls", &c.calls),
+                ("released", &c.allowed),
+                ("not_held", &c.denied),
                 ("errors", &c.errors),
             ],
             Counts::KeysExpired => &[

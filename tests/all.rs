@@ -80,6 +80,9 @@ struct Rule {
     kind: &'static str,
     /// The rule's arguments after its key position.
     args: Vec<String>,
+    /// The options of the whole call it takes (a LEASE rule's `ID id`): in its own
+    /// command with the others, in RL.ALL after `COST` and `AT`.
+    call: Vec<String>,
 }
 
 impl Rule {
@@ -97,6 +100,7 @@ impl Rule {
         };
         v.extend(self.args.iter().cloned());
         v.extend(strings(&["COST", cost, "AT", at]));
+        v.extend(self.call.iter().cloned());
         v
     }
 }
@@ -132,6 +136,7 @@ fn random_rule(rng: &mut Rng, kind: &'static str) -> Rule {
             }
             a
         }
+        "LEASE" => strings(&[&rng.range(1, 4).to_string(), *rng.pick(&["1s", "10s"])]),
         _ => {
             let mut a = strings(&[&rng.range(1, 6).to_string(), *rng.pick(&["1s", "10s"])]);
             if rng.chance(60) {
@@ -140,7 +145,17 @@ fn random_rule(rng: &mut Rng, kind: &'static str) -> Rule {
             a
         }
     };
-    Rule { kind, args }
+    let call = if kind == "LEASE" {
+        lease_id(rng)
+    } else {
+        vec![]
+    };
+    Rule { kind, args, call }
+}
+
+/// `ID id` of a LEASE rule: one of a few holders, so that calls renew and release.
+fn lease_id(rng: &mut Rng) -> Vec<String> {
+    strings(&["ID", &format!("holder:{}", rng.range(0, 4))])
 }
 
 /// The rest of an RL.ALL call after its keys: each rule with its key's position.
@@ -152,10 +167,14 @@ fn all_rest(rules: &[(usize, Rule)], cost: &str, at: &str) -> Vec<String> {
         v.extend(rule.args.iter().cloned());
     }
     v.extend(strings(&["COST", cost, "AT", at]));
+    // The call's own options (one LEASE rule at most here, so one `ID`).
+    for (_, rule) in rules {
+        v.extend(rule.call.iter().cloned());
+    }
     v
 }
 
-const KINDS: [&str; 5] = ["FIXED", "GCRA", "MULTI", "SLIDING", "LOG"];
+const KINDS: [&str; 6] = ["FIXED", "GCRA", "MULTI", "SLIDING", "LOG", "LEASE"];
 
 /// The policy of the docs: 10/s smooth per user (GCRA), 10 000/day per account
 /// (fixed), 100/min sliding per address; a denial by one consumes nothing in the others.
@@ -267,6 +286,7 @@ fn a_single_rule_is_its_own_command() {
         "GCRA" => t.gcra.clone(),
         "MULTI" => t.multi.clone(),
         "SLIDING" => t.sliding.clone(),
+        "LEASE" => t.lease.clone(),
         _ => t.log.clone(),
     };
     let mut marks = 0;
@@ -331,11 +351,10 @@ fn a_single_rule_is_its_own_command() {
                     continue;
                 }
                 assert_eq!(r.array()[..5], own.array()[..5], "{ctx}");
-                assert_eq!(
-                    r.array()[5..],
-                    [Value::Int(1), Value::Bulk(key.clone().into_bytes())],
-                    "{ctx}"
-                );
+                let mut tail = vec![Value::Int(1), Value::Bulk(key.clone().into_bytes())];
+                // A LEASE rule's lease id (or nil) is the eighth field, its command's sixth.
+                tail.extend(own.array().get(5).filter(|_| kind == "LEASE").cloned());
+                assert_eq!(r.array()[5..], tail, "{ctx}");
                 assert_eq!(
                     key_state(&mut c, &key),
                     key_state(&mut c, &own_key),
@@ -395,6 +414,7 @@ fn random_walks_judge_each_rule_as_its_own_command() {
             t.multi.clone(),
             t.sliding.clone(),
             t.log.clone(),
+            t.lease.clone(),
         ]
     };
     let singles = [singles(&tf), singles(&ts)];
@@ -403,7 +423,7 @@ fn random_walks_judge_each_rule_as_its_own_command() {
         let mut rng = Rng::new(seed);
         let mut now = at_base(2 * HOUR, HOUR);
         // One key per kind, with a rule fixed for the walk (so states stay compatible).
-        let rules: Vec<Rule> = KINDS.iter().map(|&k| random_rule(&mut rng, k)).collect();
+        let mut rules: Vec<Rule> = KINDS.iter().map(|&k| random_rule(&mut rng, k)).collect();
         let key = |side: &str, i: usize| format!("{{w{seed}}}{side}:{}", KINDS[i]);
         for step in 0..300 {
             now += *rng.pick(&[0u64, 0, 1, 50, 400, 1_000, 3_000]);
@@ -411,9 +431,13 @@ fn random_walks_judge_each_rule_as_its_own_command() {
             // Costs every rule's capacity takes (the smallest limit is 1).
             let cost = rng.pick(&["0", "1", "1", "1"]).to_string();
             let ctx = format!("seed {seed} step {step}");
+            // The LEASE rule's holder for this step.
+            if let Some(lease) = rules.iter_mut().find(|r| r.kind == "LEASE") {
+                lease.call = lease_id(&mut rng);
+            }
             if rng.chance(25) {
                 // A single command (or its twin) on one key of both sides.
-                let i = rng.range(0, 5) as usize;
+                let i = rng.range(0, KINDS.len() as u64) as usize;
                 for side in ["n", "f", "t"] {
                     let mut line = rules[i].own_command(&key(side, i), &cost, &at);
                     if rng.chance(50) {
@@ -432,10 +456,10 @@ fn random_walks_judge_each_rule_as_its_own_command() {
                 }
                 continue;
             }
-            // A call of 1 to 5 rules, in random order, on keys in random order.
-            let mut chosen: Vec<usize> = (0..5).collect();
+            // A call of 1 to 6 rules, in random order, on keys in random order.
+            let mut chosen: Vec<usize> = (0..KINDS.len()).collect();
             rng.shuffle(&mut chosen);
-            chosen.truncate(rng.range(1, 6) as usize);
+            chosen.truncate(rng.range(1, KINDS.len() as u64 + 1) as usize);
             let mut order: Vec<usize> = (0..chosen.len()).collect();
             rng.shuffle(&mut order);
             // Keys in `order`; rules in `chosen` order, naming their key's position.
@@ -482,6 +506,19 @@ fn random_walks_judge_each_rule_as_its_own_command() {
                 allowed,
                 "{ctx}: {reply:?} vs {alone:?}"
             );
+            // With a LEASE rule, an eighth field: its id when the call takes (or renews)
+            // the lease, nil otherwise; without one, seven fields.
+            match chosen.iter().find(|&&i| KINDS[i] == "LEASE") {
+                Some(&i) => {
+                    let want = if allowed && cost != "0" {
+                        Value::Bulk(rules[i].call[1].clone().into_bytes())
+                    } else {
+                        Value::Nil
+                    };
+                    assert_eq!(items.get(7), Some(&want), "{ctx}: the lease id");
+                }
+                None => assert_eq!(items.len(), 7, "{ctx}"),
+            }
             let binding = items[5].int() as usize - 1;
             assert_eq!(items[6].text(), keys[key_of_rule[binding]], "{ctx}");
             assert_eq!(
@@ -522,6 +559,11 @@ fn random_walks_judge_each_rule_as_its_own_command() {
             for (twin_reply, twin_keys) in &replies[1..] {
                 assert_eq!(twin_reply.array()[..6], items[..6], "{ctx}: twin");
                 assert_eq!(
+                    twin_reply.array()[7..],
+                    items[7..],
+                    "{ctx}: twin's lease id"
+                );
+                assert_eq!(
                     twin_reply.array()[6].text(),
                     twin_keys[key_of_rule[binding]]
                 );
@@ -555,10 +597,10 @@ fn bad_inputs_are_errors_that_write_nothing() {
     let before = key_state(&mut c, "a");
     let max = "9007199254740991";
     let cases: Vec<(Vec<&str>, String)> = vec![
-        (vec!["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [REFUND|FORCE])".into()),
+        (vec!["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE])".into()),
         (vec!["0", "a", "FIXED", "1", "5", "1m"], "ERR invalid numkeys '0': must be an integer from 1 to 16".into()),
         (vec!["2", "a", "a", "FIXED", "1", "5", "1m"], "ERR key 'a' given more than once".into()),
-        (vec!["1", "a", "FIXD", "1", "5", "1m"], "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING, LOG or BAN followed by its key's position (COST and AT come after the rules)".into()),
+        (vec!["1", "a", "FIXD", "1", "5", "1m"], "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN followed by its key's position (COST and AT come after the rules)".into()),
         (vec!["1", "a", "FIXED", "2", "5", "1m"], "ERR rule 1 (FIXED): invalid key position '2': must be an integer from 1 to 1 (the keys' places after numkeys)".into()),
         (vec!["1", "a", "FIXED", "x", "5", "1m"], "ERR rule 1 (FIXED): invalid key position 'x': must be an integer from 1 to 1 (the keys' places after numkeys)".into()),
         (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "GCRA", "1", "1", "1", "1s"], "ERR rule 2 (GCRA): key 1 is already named by rule 1: one rule per key".into()),

@@ -64,7 +64,7 @@ fn missing(kind: &str, command: &str) -> Vec<String> {
         "its command! row in src/register/mod.rs".to_string(),
     );
     need(
-        twin_function(kind),
+        twin_function(kind, command),
         format!("its twin function ({kind} in the twins' source)"),
     );
     need(
@@ -78,11 +78,19 @@ fn missing(kind: &str, command: &str) -> Vec<String> {
     missing
 }
 
-/// Whether the twins' source (the Functions library) lists the limiter of kind `kind`
-/// among its rules.
-fn twin_function(kind: &str) -> bool {
+/// Whether the twins' library defines the limiter of kind `kind` (its table), lists it
+/// among its rules, and registers the function of its command `command`, and the build
+/// wrote its script.
+fn twin_function(kind: &str, command: &str) -> bool {
     let library = read("lua/ratelimit.lua");
-    library.contains(&format!("kind = '{kind}'")) && library.contains(&format!("{kind} = {kind}"))
+    let function = command.to_ascii_lowercase().replace('.', "_");
+    library.contains(&format!("local {kind} = (function()"))
+        && library.contains(&format!("kind = '{kind}'"))
+        && library.contains(&format!("{kind} = {kind}"))
+        && library.contains(&format!(
+            "redis.register_function('{function}', {function})"
+        ))
+        && root().join(format!("lua/scripts/{function}.lua")).is_file()
 }
 
 #[test]

@@ -197,6 +197,53 @@ fn valid_log(rng: &mut Rng) -> Vec<Vec<u8>> {
     v
 }
 
+fn valid_lease(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let mut v = vec![
+        s(rng.pick::<&str>(&["lease", "lease2"])),
+        rng.range(1, 20).to_string().into_bytes(),
+        s(rng.pick::<&str>(&["1s", "1ms", "10", "1h"])),
+    ];
+    if rng.chance(60) {
+        let id: Vec<u8> = (0..rng.range(1, 20))
+            .map(|_| rng.range(0, 256) as u8)
+            .collect();
+        v.extend([s("ID"), id]);
+    }
+    limiter_options(rng, &mut v, false);
+    v
+}
+
+/// The five integers, then the lease id or nil.
+fn lease_reply(v: &Value) -> bool {
+    match v {
+        Value::Array(items) if items.len() == 6 => {
+            five_ints(&Value::Array(items[..5].to_vec()))
+                && matches!(&items[5], Value::Nil | Value::Bulk(_))
+        }
+        _ => false,
+    }
+}
+
+fn valid_release(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let mut v = vec![
+        s(rng.pick::<&str>(&["lease", "lease2"])),
+        (0..rng.range(1, 20))
+            .map(|_| rng.range(0, 256) as u8)
+            .collect(),
+    ];
+    if rng.chance(30) {
+        v.extend([
+            s("AT"),
+            rng.range(0, 4_102_444_800_000).to_string().into_bytes(),
+        ]);
+    }
+    v
+}
+
+fn zero_or_one(v: &Value) -> bool {
+    matches!(v, Value::Int(0 | 1))
+}
+
 fn valid_sliding(rng: &mut Rng) -> Vec<Vec<u8>> {
     let n = rng.range(1, 3);
     let mut v = vec![n.to_string().into_bytes()];
@@ -381,6 +428,30 @@ const TARGETS: &[Target] = &[
         prefix: |t| vec![s(t.log.call), t.log.id.clone().into_bytes(), s("1")],
         valid: valid_log,
         well_formed: five_ints,
+    },
+    Target {
+        name: "RL.LEASE",
+        prefix: |_| vec![s("RL.LEASE")],
+        valid: valid_lease,
+        well_formed: lease_reply,
+    },
+    Target {
+        name: "RL.LEASE twin",
+        prefix: |t| vec![s(t.lease.call), t.lease.id.clone().into_bytes(), s("1")],
+        valid: valid_lease,
+        well_formed: lease_reply,
+    },
+    Target {
+        name: "RL.RELEASE",
+        prefix: |_| vec![s("RL.RELEASE")],
+        valid: valid_release,
+        well_formed: zero_or_one,
+    },
+    Target {
+        name: "RL.RELEASE twin",
+        prefix: |t| vec![s(t.release.call), t.release.id.clone().into_bytes(), s("1")],
+        valid: valid_release,
+        well_formed: zero_or_one,
     },
     Target {
         name: "RL.SLIDING",

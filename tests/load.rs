@@ -224,6 +224,21 @@ fn log_allows_exactly_the_limit_under_load() {
 }
 
 #[test]
+fn lease_grants_exactly_the_limit_under_load() {
+    let s = Server::start();
+    // 16 clients × 2 000 requests on 4 hot keys of 500 leases held for an hour, never
+    // released: exactly 500 granted on each, each key holding exactly its 500 leases.
+    let totals = hammer(&s, |key| {
+        ["RL.LEASE", key, "500", "1h"].map(String::from).to_vec()
+    });
+    assert_eq!(totals, vec![500; HOT_KEYS]);
+    let mut c = s.client();
+    for k in 0..HOT_KEYS {
+        assert_eq!(c.cmd(&["ZCARD", &format!("hot:{k}")]).int(), 500);
+    }
+}
+
+#[test]
 fn a_key_named_with_many_windows_under_load_stays_bounded() {
     // Every client names its own four windows on one shared key: the key fills up to
     // its bound of 32 windows, further windows are refused, nothing else fails.

@@ -81,6 +81,12 @@ fn log_keys_expire_and_memory_returns_to_baseline() {
 }
 
 #[test]
+fn lease_keys_expire_and_memory_returns_to_baseline() {
+    // A lease with a made id per key, never released: the key expires with it.
+    returns_to_baseline(|i| crate::args!["RL.LEASE", format!("pool:{i}"), 10, "2s"]);
+}
+
+#[test]
 fn all_keys_expire_and_memory_returns_to_baseline() {
     returns_to_baseline(|i| {
         crate::args![

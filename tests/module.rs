@@ -222,6 +222,7 @@ fn denials_and_peeks_leave_watched_keys_alone() {
     c.cmd(&["RL.MULTI", "1", "m", "LIMIT", "1h", "1"]);
     c.cmd(&["RL.SLIDING", "1", "s", "LIMIT", "1h", "1"]);
     c.cmd(&["RL.LOG", "l", "1", "1h"]);
+    c.cmd(&["RL.LEASE", "ls", "1", "1h", "ID", "a"]);
     c.cmd(&[
         "RL.ALL", "2", "{a}f", "{a}l", "FIXED", "1", "1", "1h", "LOG", "2", "5", "1h",
     ]);
@@ -256,6 +257,23 @@ fn denials_and_peeks_leave_watched_keys_alone() {
         ),
         (vec!["RL.LOG", "l", "1", "1h"], "l", false),
         (vec!["RL.LOG", "l", "9", "1h", "COST", "0"], "l", false),
+        (vec!["RL.LEASE", "ls", "1", "1h", "ID", "b"], "ls", false),
+        (
+            vec!["RL.LEASE", "ls", "9", "1h", "ID", "a", "COST", "0"],
+            "ls",
+            false,
+        ),
+        (vec!["RL.RELEASE", "ls", "unknown"], "ls", false),
+        (
+            vec!["FCALL", "rl_lease", "1", "ls", "1", "1h", "ID", "b"],
+            "ls",
+            false,
+        ),
+        (
+            vec!["FCALL", "rl_release", "1", "ls", "unknown"],
+            "ls",
+            false,
+        ),
         (vec!["RL.BULKEXPIRE", "1h", "ttl"], "ttl", false),
         // RL.ALL denied by its first rule: the second key is not touched either.
         (
@@ -327,6 +345,8 @@ fn denials_and_peeks_leave_watched_keys_alone() {
             true,
         ),
         (vec!["RL.LOG", "l2", "9", "1h"], "l2", true),
+        (vec!["RL.LEASE", "ls", "9", "1h", "ID", "b"], "ls", true),
+        (vec!["RL.RELEASE", "ls", "b"], "ls", true),
         (vec!["RL.BULKEXPIRE", "1h", "p"], "p", true),
     ];
     c.cmd(&["SET", "p", "x"]);

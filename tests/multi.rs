@@ -1172,7 +1172,7 @@ fn numkeys_mistakes_say_what_was_meant() {
         (
             "RL.ALL",
             &["1", "a", "FIXD", "1", "5", "1m"],
-            "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING, LOG or BAN followed by its key's position (COST and AT come after the rules)",
+            "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN followed by its key's position (COST and AT come after the rules)",
         ),
     ];
     for (command, args, want) in cases {

@@ -41,6 +41,8 @@ fn every_command(p: &str) -> Vec<Vec<String>> {
             "5",
         ]),
         v(&["RL.LOG", &format!("{p}:log"), "5", "1m", "META", "u"]),
+        v(&["RL.LEASE", &format!("{p}:lease"), "5", "1m", "ID", "w"]),
+        v(&["RL.RELEASE", &format!("{p}:lease"), "w"]),
         v(&[
             "RL.ALL",
             "2",
@@ -62,9 +64,9 @@ fn every_command(p: &str) -> Vec<Vec<String>> {
 }
 
 /// The number of refusals `ACL LOG` counts for `user` (entries of the same kind are
-/// merged into one with a count).
+/// merged into one with a count; `ACL LOG` alone lists only the latest 10 entries).
 fn acl_log_count(c: &mut Client, user: &str) -> i64 {
-    c.cmd(&["ACL", "LOG"])
+    c.cmd(&["ACL", "LOG", "128"])
         .array()
         .iter()
         .filter_map(|entry| {
@@ -118,6 +120,7 @@ fn a_user_denied_writes_cannot_write_through_any_command() {
                 "k:multi",
                 "k:sliding",
                 "k:log",
+                "k:lease",
                 "k:all:f",
                 "k:all:l",
                 "k:cell"
@@ -301,8 +304,10 @@ fn write_and_ratelimit_categories_grant_the_commands_where_the_server_has_them()
                 "rl.bulkexpire",
                 "rl.fixed",
                 "rl.gcra",
+                "rl.lease",
                 "rl.log",
                 "rl.multi",
+                "rl.release",
                 "rl.sliding",
                 "rl.sweep"
             ]
@@ -313,6 +318,8 @@ fn write_and_ratelimit_categories_grant_the_commands_where_the_server_has_them()
             "rl.multi",
             "rl.sliding",
             "rl.log",
+            "rl.lease",
+            "rl.release",
             "rl.all",
             "cl.throttle",
             "rl.bulkexpire",

@@ -28,6 +28,8 @@ pub enum Id {
     BulkExpire,
     Sweep,
     Throttle,
+    Lease,
+    Release,
 }
 
 /// Where a command's keys are in its argument vector (the command name is index 0).
@@ -72,6 +74,8 @@ pub enum Counts {
     Verdicts,
     /// `_keys_expired`: a bulk TTL command.
     KeysExpired,
+    /// `_released` and `_not_held`: RL.RELEASE (its replies 1 and 0).
+    Releases,
 }
 
 /// Which settle counters a limiter command has besides its verdicts.
@@ -302,13 +306,20 @@ const TTL: Arg = Arg::new(
     Kind::String,
     "the TTL to give: a duration (60, 1500ms, 10m, 24h, 7d)",
 );
+/// `ID id`: a lease's name.
+const ID: Arg = Arg::option(
+    "ID",
+    "id",
+    Kind::String,
+    "the lease's id, 1 to 256 bytes; the same live id renews its lease; without it the module makes one",
+);
 /// RL.ALL's rules, one per key. A plain argument rather than a one-of of five blocks:
 /// `redis-cli` would write that tree out in full, twice (`x [x ...]`), as a hint of
 /// several hundred characters; the forms are in the summary and on the command's page.
 const RULES_ARG: Arg = Arg::new(
     "rule",
     Kind::String,
-    "FIXED i limit window [ALIGN] | GCRA i max_burst count period | MULTI i LIMIT window limit [...] [ALIGN] | SLIDING i LIMIT window limit [...] [BUCKETS n] | LOG i limit window [META value] | BAN i strikes window duration; i: the key's position, from 1",
+    "FIXED i limit window [ALIGN] | GCRA i max_burst count period | MULTI i LIMIT window limit [...] [ALIGN] | SLIDING i LIMIT window limit [...] [BUCKETS n] | LOG i limit window [META value] | LEASE i limit ttl | BAN i strikes window duration; i: the key's position, from 1",
 )
 .multiple();
 
@@ -341,7 +352,7 @@ const LIMITER: Command = Command {
 /// server's memory, so the limiters refuse only a write of a value at OOM themselves, as
 /// a Lua script's `SET` is refused; the bulk TTL commands are how a full server gets
 /// memory back (`EXPIRE` is not `deny-oom` either).
-pub const TABLE: [Command; 9] = [
+pub const TABLE: [Command; 11] = [
     Command {
         id: Id::Fixed,
         name: "RL.FIXED",
@@ -435,10 +446,10 @@ pub const TABLE: [Command; 9] = [
     Command {
         id: Id::All,
         name: "RL.ALL",
-        syntax: "RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [REFUND|FORCE]",
+        syntax: "RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE]",
         summary: "Checks one request against limiters of different algorithms on several keys, all or nothing",
         complexity: "O(N) for N rules, each as its own command",
-        args: &[NUMKEYS, KEYS, RULES_ARG, COST, AT, SETTLE],
+        args: &[NUMKEYS, KEYS, RULES_ARG, COST, AT, ID, SETTLE],
         keys: Keys::NumKeys,
         info: "all",
         settles: Settles::FlagsAndBans,
@@ -532,6 +543,50 @@ pub const TABLE: [Command; 9] = [
         optional: true,
         ..LIMITER
     },
+    // A write removes every lease that has expired (up to its limit at once): not
+    // `fast`, as RL.LOG.
+    Command {
+        id: Id::Lease,
+        name: "RL.LEASE",
+        syntax: "RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]",
+        summary: "Holds one of limit slots at once (a concurrency limit) until released or ttl after it was last renewed; replies with the lease id",
+        complexity: "O(log N + E) for N leases held and E expired",
+        args: &[
+            KEY,
+            Arg::new("limit", Kind::Integer, "leases held at once, 1 to 10000"),
+            Arg::new(
+                "ttl",
+                Kind::String,
+                "how long a lease lasts unless renewed: a duration (30s, 1500ms, 5m)",
+            ),
+            ID,
+            Arg::option(
+                "COST",
+                "n",
+                Kind::Integer,
+                "1 (the default) takes a lease; 0 peeks and writes nothing",
+            ),
+            AT,
+        ],
+        info: "lease",
+        ..LIMITER
+    },
+    // Not a limiter: it ends a lease, never denies.
+    Command {
+        id: Id::Release,
+        name: "RL.RELEASE",
+        syntax: "RL.RELEASE key id [AT unix_ms]",
+        summary: "Ends a lease of RL.LEASE: 1 if a live lease with that id was released, 0 otherwise",
+        complexity: "O(log N + E) for N leases held and E expired",
+        args: &[
+            KEY,
+            Arg::new("id", Kind::String, "the lease's id, 1 to 256 bytes"),
+            AT,
+        ],
+        info: "release",
+        counts: Counts::Releases,
+        ..LIMITER
+    },
 ];
 
 /// The entry of command `id`.
@@ -552,6 +607,7 @@ pub const RULES: &[(&str, &str)] = &[
         "SLIDING i LIMIT window limit [LIMIT window limit ...] [BUCKETS n]",
     ),
     ("LOG", "LOG i limit window [META value]"),
+    ("LEASE", "LEASE i limit ttl"),
     ("BAN", "BAN i strikes window duration"),
 ];
 

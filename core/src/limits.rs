@@ -43,6 +43,11 @@ pub const MAX_LOG_LIMIT: i64 = 10_000;
 pub const MAX_LOG_MEMBERS: usize = 2 * MAX_LOG_LIMIT as usize;
 /// RL.LOG: the longest `META` value, in bytes.
 pub const MAX_META_LEN: usize = 256;
+/// RL.LEASE: the largest `limit` (leases held at once on one key: a key keeps one
+/// member per lease, and a denial reads the earliest of them).
+pub const MAX_LEASE_LIMIT: i64 = 10_000;
+/// RL.LEASE, RL.RELEASE: the longest lease id, in bytes.
+pub const MAX_ID_LEN: usize = 256;
 /// RL.LOG: the most members that left the window one write removes (the oldest
 /// first). The rest stay, uncounted, for the next writes (each removes up to this
 /// many again) or the key's expiry: so a burst of entries leaving at once costs no
@@ -127,6 +132,8 @@ mod tests {
             ("DEFAULT_BUCKETS", DEFAULT_BUCKETS),
             ("MAX_LOG_LIMIT", MAX_LOG_LIMIT as u64),
             ("MAX_META_LEN", MAX_META_LEN as u64),
+            ("MAX_LEASE_LIMIT", MAX_LEASE_LIMIT as u64),
+            ("MAX_ID_LEN", MAX_ID_LEN as u64),
             ("MAX_LOG_TRIM", MAX_LOG_TRIM as u64),
             ("MAX_AT_US", MAX_AT_US),
             ("MAX_BUCKETS_PER_KEY", MAX_BUCKETS_PER_KEY),

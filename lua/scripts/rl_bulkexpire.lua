@@ -136,10 +136,6 @@ local function bulkexpire_command(keys, args, name)
   return modified
 end
 
--- The functions, one per command: FCALL <name> numkeys key [key ...] arg [arg ...],
--- with the command's keys and the rest of its arguments in the same order. Each is
--- also a script of its own, lua/scripts/<name>.lua (EVALSHA sha numkeys ...).
-
 local function rl_bulkexpire(keys, args)
   return run(bulkexpire_command, keys, args, 'rl_bulkexpire')
 end

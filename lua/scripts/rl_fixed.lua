@@ -163,7 +163,7 @@ end
 
 -- The options that follow a command's (or a rule's) positional arguments, as the
 -- module's one option parser reads them: `accepts` is a set of keywords among COST, AT,
--- ALIGN, DELAY, BUCKETS, META and LIMIT (LIMIT window limit, repeatable); each other
+-- ALIGN, DELAY, BUCKETS, META, LIMIT (LIMIT window limit, repeatable) and ID; each other
 -- one at most once, each value checked where it stands. Reads args[first..#args]; at a
 -- word that is not accepted, stops there when `stop`, else calls `unknown(word)` when
 -- given (which raises), else refuses it. Returns the options and the index after them.
@@ -227,6 +227,8 @@ local function parse_options(args, first, accepts, stop, unknown)
           fail('ERR META of ' .. int(#v) .. ' bytes: at most ' .. int(MAX_META_LEN) .. ' bytes')
         end
         o.meta = v
+      elseif w == 'ID' then
+        o.id = v
       end
       i = i + 2
     end
@@ -437,6 +439,23 @@ local FIXED = (function()
   return L
 end)()
 
+-- A name for a call that records one it was not given (a lease without ID), the same
+-- for every rule of the call and unused on each of `keys`: 20 hex digits, the call's
+-- time in µs and a number from the size of the largest set up (the module's are random).
+local function make_token(now, keys)
+  local n = 0
+  for _, key in ipairs(keys) do n = math.max(n, redis.call('ZCARD', key)) end
+  while true do
+    local token = string.format('%014x%06x', now, n % 16777216)
+    local free = true
+    for _, key in ipairs(keys) do
+      if redis.call('ZSCORE', key, token) then free = false end
+    end
+    if free then return token end
+    n = n + 1
+  end
+end
+
 -- Open a key as limiter L keeps it: its raw value and expiry (strings), or whether it
 -- exists (sorted sets); WRONGTYPE for another type.
 local function open_key(L, key)
@@ -461,7 +480,9 @@ end
 -- without its lists.
 local function run_one(L, key, r, cost, at, mode)
   local now = now_us(at)
-  local j = L.judge(r, open_key(L, key), key, false, now, cost, mode or 'take')
+  local opened = open_key(L, key)
+  if L.wants_token and not r.id and cost > 0 and mode ~= 'refund' then r.token = make_token(now, { key }) end
+  local j = L.judge(r, opened, key, false, now, cost, mode or 'take')
   local writes = L.write(r, key, j.pending, not j.retry or j.over == true, now, cost)
   if writes then
     for _, c in ipairs(writes) do redis.call(unpack(c)) end
@@ -500,6 +521,7 @@ local function single_command(keys, args, L, name)
   local j = run_one(L, keys[1], r, o.cost, o.at, mode)
   local reply = j.fields
   if j.booking then reply[6] = j.booking end
+  if L.reply_field then reply[6] = L.reply_field(j.pending, not j.retry) end
   return reply
 end
 

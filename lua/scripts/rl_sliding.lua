@@ -173,7 +173,7 @@ end
 
 -- The options that follow a command's (or a rule's) positional arguments, as the
 -- module's one option parser reads them: `accepts` is a set of keywords among COST, AT,
--- ALIGN, DELAY, BUCKETS, META and LIMIT (LIMIT window limit, repeatable); each other
+-- ALIGN, DELAY, BUCKETS, META, LIMIT (LIMIT window limit, repeatable) and ID; each other
 -- one at most once, each value checked where it stands. Reads args[first..#args]; at a
 -- word that is not accepted, stops there when `stop`, else calls `unknown(word)` when
 -- given (which raises), else refuses it. Returns the options and the index after them.
@@ -237,6 +237,8 @@ local function parse_options(args, first, accepts, stop, unknown)
           fail('ERR META of ' .. int(#v) .. ' bytes: at most ' .. int(MAX_META_LEN) .. ' bytes')
         end
         o.meta = v
+      elseif w == 'ID' then
+        o.id = v
       end
       i = i + 2
     end
@@ -638,6 +640,38 @@ local SLIDING = (function()
   return L
 end)()
 
+-- A name for a call that records one it was not given (a lease without ID), the same
+-- for every rule of the call and unused on each of `keys`: 20 hex digits, the call's
+-- time in µs and a number from the size of the largest set up (the module's are random).
+local function make_token(now, keys)
+  local n = 0
+  for _, key in ipairs(keys) do n = math.max(n, redis.call('ZCARD', key)) end
+  while true do
+    local token = string.format('%014x%06x', now, n % 16777216)
+    local free = true
+    for _, key in ipairs(keys) do
+      if redis.call('ZSCORE', key, token) then free = false end
+    end
+    if free then return token end
+    n = n + 1
+  end
+end
+
+-- Give the rules of a call that ask for one (a lease without ID) the call's token, when
+-- the call records something (cost > 0).
+local function give_token(call, now)
+  if call.cost == 0 or call.mode == 'refund' then return end
+  local wanting = {}
+  for _, rule in ipairs(call.rules) do
+    if rule.L.wants_token and not rule.r.id then wanting[#wanting + 1] = call.keys[rule.k] end
+  end
+  if #wanting == 0 then return end
+  local token = make_token(now, wanting)
+  for _, rule in ipairs(call.rules) do
+    if rule.L.wants_token then rule.r.token = token end
+  end
+end
+
 -- Open a key as limiter L keeps it: its raw value and expiry (strings), or whether it
 -- exists (sorted sets); WRONGTYPE for another type.
 local function open_key(L, key)
@@ -676,6 +710,7 @@ local function run_call(call)
   for i, rule in ipairs(rules) do
     opened[rule.k] = rule_step(call, i, open_key, rule.L, keys[rule.k])
   end
+  give_token(call, now)
   local judged = {}
   local function judge(i)
     local rule = rules[i]
@@ -690,6 +725,13 @@ local function run_call(call)
       if judge(i).retry then
         local reply = judged[i].fields
         reply[6], reply[7] = i, keys[rule.k]
+        -- The other rules, not judged, give their own field as in any denial (nil).
+        for _, other in ipairs(rules) do
+          if other.L.reply_field then
+            reply[8] = false
+            break
+          end
+        end
         return reply
       end
     else
@@ -745,6 +787,13 @@ local function run_call(call)
   else
     reply[6] = bind
     reply[7] = keys[rules[bind].k]
+    -- A rule's own field (a LEASE rule's id or nil), whatever the binding rule.
+    for i, rule in ipairs(rules) do
+      if rule.L.reply_field then
+        reply[8] = rule.L.reply_field(judged[i].pending, not blocked)
+        break
+      end
+    end
   end
   return reply
 end

@@ -1,15 +1,16 @@
 //! The one path of every limiter command (RL.FIXED, RL.GCRA, RL.MULTI, RL.SLIDING,
-//! RL.LOG, RL.ALL, CL.THROTTLE): parse the call (pure, in core), open and read every
+//! RL.LOG, RL.LEASE, RL.ALL, CL.THROTTLE): parse the call (pure, in core), open and read every
 //! key, settle the call (pure, in core: judge, decide, the writes), check memory,
 //! apply the writes, reply with the binding rule's numbers.
 
+use crate::api::api;
 use crate::argv::{Args, KeyName};
 use crate::clock::request_time;
 use crate::effects;
 use crate::keys::limiter::LimiterKey;
 use crate::reply;
 use crate::stats::{self, Tally};
-use ratelimit_core::call::limiter::Limiter;
+use ratelimit_core::call::limiter::{Limiter, Token, TOKEN_LEN};
 use ratelimit_core::call::{Call, Settlement, Shape};
 use ratelimit_core::limiters::throttle;
 use ratelimit_core::Error;
@@ -43,7 +44,12 @@ pub fn run<'a, R: Limiter>(
         None => Err(Error::Internal("rule key")),
     };
     let name_of = |i: usize| keys.get(i).map_or(&b""[..], |(name, _)| name.bytes());
-    let settlement = call.settle_with(now, read, name_of)?;
+    let token = if call.wants_token() {
+        Some(token()?)
+    } else {
+        None
+    };
+    let settlement = call.settle_request(&call.request(now, token), read, name_of)?;
     let first_set = settlement
         .first_set
         .and_then(|i| keys.get(i).map(|(name, _)| *name));
@@ -69,14 +75,15 @@ pub fn run<'a, R: Limiter>(
 /// The reply of a call, with the numbers of its binding rule (on key `name`).
 fn reply<R, S>(ctx: &Context, call: &Call<R>, s: &Settlement<S>, name: KeyName) -> Tally {
     match call.shape {
-        Shape::Single => match s.extra {
+        Shape::Single => match (s.extra, &s.field) {
             // A sixth field of the limiter's own (RL.GCRA's DELAY: the delay in ms, 0:
-            // act now, -1: not booked).
-            Some(extra) => reply::verdict_and(ctx, &s.verdict, extra),
-            None => reply::verdict(ctx, &s.verdict),
+            // act now, -1: not booked; RL.LEASE's id or nil).
+            (Some(extra), _) => reply::verdict_and(ctx, &s.verdict, extra),
+            (None, Some(field)) => reply::verdict_and_field(ctx, &s.verdict, field),
+            (None, None) => reply::verdict(ctx, &s.verdict),
         },
         Shape::EachKey => reply::binding_verdict(ctx, &s.verdict, name, s.window_ms),
-        Shape::All => reply::rule_verdict(ctx, &s.verdict, s.binding + 1, name),
+        Shape::All => reply::rule_verdict(ctx, &s.verdict, s.binding + 1, name, s.field.as_ref()),
         Shape::Throttle { over_capacity } => {
             let fields = throttle::reply(&s.verdict, over_capacity);
             reply::integers(ctx, &fields);
@@ -87,4 +94,49 @@ fn reply<R, S>(ctx: &Context, call: &Call<R>, s: &Settlement<S>, name: KeyName) 
             }
         }
     }
+}
+
+/// A name for a call that records one it was not given (a lease without `ID`): 20 hex
+/// digits (80 bits) of a generator started once from the server's random bytes
+/// (`RedisModule_GetRandomBytes`, which hashes for each call: a quarter of a lease's
+/// cost). Unique with overwhelming odds, and checked unused on the key by the limiter;
+/// ids are not secrets (whoever may release a lease may read the key).
+fn token() -> Result<Token, Error> {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let (hi, lo) = TOKENS.with(|state| -> Result<(u64, u64), Error> {
+        let mut s = state.get();
+        if s == 0 {
+            let random_bytes = api!(RedisModule_GetRandomBytes)?;
+            let mut start = [0u8; 8];
+            // SAFETY: the server writes exactly 8 bytes into the buffer.
+            unsafe { random_bytes(start.as_mut_ptr(), start.len()) };
+            s = u64::from_le_bytes(start) | 1;
+        }
+        let hi = splitmix64(&mut s);
+        let lo = splitmix64(&mut s);
+        state.set(s);
+        Ok((hi, lo))
+    })?;
+    let mut token = [0u8; TOKEN_LEN];
+    let bits = (u128::from(hi) << 16) | u128::from(lo & 0xffff);
+    for (i, t) in token.iter_mut().enumerate() {
+        let shift = 4 * (TOKEN_LEN - 1 - i);
+        *t = HEX[((bits >> shift) & 0xf) as usize];
+    }
+    Ok(Token(token))
+}
+
+thread_local! {
+    /// The state of the token generator (0: not started yet). Commands run on the
+    /// server's main thread, one at a time.
+    static TOKENS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// One step of SplitMix64: a well-mixed 64-bit output of a counter.
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }

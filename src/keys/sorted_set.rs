@@ -1,8 +1,9 @@
-//! Limiter state kept in a sorted set (RL.LOG's entries), beside `string.rs` for
+//! Limiter state kept in a sorted set (RL.LOG's entries, RL.LEASE's leases), beside `string.rs` for
 //! strings: opening it (`WRONGTYPE` for another type), reading it through the module's
 //! sorted-set API (walks in score order, each step O(log n)), and writing a change:
-//! a member added, the members scored at or below a time removed, the absolute expiry set,
-//! each replicated as the plain command it stands for (`ZADD`, `ZREM`, `PEXPIREAT` with
+//! a member added, members removed by name, the members scored at or below a time removed
+//! (a log's oldest, a lease key's expired), the absolute expiry set, each replicated as
+//! the plain command it stands for (`ZADD`, `ZREM`, `ZREMRANGEBYSCORE`, `PEXPIREAT` with
 //! absolute times) and announced with that command's keyspace event. No command runs
 //! inside the module.
 
@@ -11,7 +12,7 @@ use crate::argv::KeyName;
 use crate::effects;
 use crate::keys::open::OpenKey;
 use ratelimit_core::call::limiter::{SetWrite, SortedSet, Walk};
-use ratelimit_core::limits::MAX_LOG_TRIM;
+use ratelimit_core::limits::{MAX_LEASE_LIMIT, MAX_LOG_TRIM};
 use ratelimit_core::{Error, Micros, UnixMillis};
 use redis_module::{raw, Context};
 use smallvec::SmallVec;
@@ -140,13 +141,31 @@ impl<'a> SortedSetKey<'a> {
             })?;
         }
         for member in w.remove {
-            self.remove(member)?;
+            self.remove_member(member)?;
         }
         if let Some(through) = w.remove_through {
             self.remove_through(through)?;
         }
+        if let Some(through) = w.remove_expired {
+            self.remove_expired(through)?;
+        }
+        self.expire_at(expires_at)
+    }
+
+    /// `ZREMRANGEBYSCORE key -inf through` (every member, a lease key's expired
+    /// leases), replicated and announced (a key it empties is deleted, and announced so).
+    pub fn remove_expired(&self, through: Micros) -> Result<(), Error> {
+        if self.remove_range(through)? {
+            effects::members_removed_through(self.ctx, self.name, through, true);
+            self.announce_if_deleted()?;
+        }
+        Ok(())
+    }
+
+    /// `PEXPIREAT key at`, replicated and announced.
+    pub fn expire_at(&self, expires_at: UnixMillis) -> Result<(), Error> {
         let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
-        // SAFETY: the key is open for writing and holds the set just written.
+        // SAFETY: the key is open for writing and holds a set.
         if unsafe { set_abs_expire(self.key.ptr(), effects::millis(expires_at)) } != OK {
             return Err(Error::Internal("set expire"));
         }
@@ -154,8 +173,9 @@ impl<'a> SortedSetKey<'a> {
         Ok(())
     }
 
-    /// `ZREM key member`, replicated and announced (a refund's write).
-    fn remove(&self, member: &[u8]) -> Result<(), Error> {
+    /// `ZREM key member` (a refund's write, a released lease), replicated and announced
+    /// (a key it empties is deleted, and announced so).
+    pub fn remove_member(&self, member: &[u8]) -> Result<(), Error> {
         let (create, rem, free) = (
             api!(RedisModule_CreateString)?,
             api!(RedisModule_ZsetRem)?,
@@ -167,7 +187,7 @@ impl<'a> SortedSetKey<'a> {
             return Err(Error::Internal("member"));
         }
         let mut deleted: c_int = 0;
-        // SAFETY: the key is an open sorted set; the string is freed right after.
+        // SAFETY: the key is open for writing; the string is freed right after.
         let rc = unsafe { rem(self.key.ptr(), ele, &mut deleted) };
         // SAFETY: created above, not used after this.
         unsafe { free(self.ctx.ctx, ele) };
@@ -176,6 +196,23 @@ impl<'a> SortedSetKey<'a> {
         }
         if deleted != 0 {
             effects::member_removed(self.ctx, self.name, member);
+            self.announce_if_deleted()?;
+        }
+        Ok(())
+    }
+
+    /// Whether the key is gone (its last member removed).
+    pub fn is_gone(&self) -> Result<bool, Error> {
+        let key_type = api!(RedisModule_KeyType)?;
+        // SAFETY: the key is open.
+        Ok(unsafe { key_type(self.key.ptr()) } as isize == raw::REDISMODULE_KEYTYPE_EMPTY)
+    }
+
+    /// The `del` event of a key that its removals through the key API emptied (the
+    /// server deletes it, as `ZREM` does, without saying so).
+    fn announce_if_deleted(&self) -> Result<(), Error> {
+        if self.is_gone()? {
+            effects::key_emptied(self.ctx, self.name);
         }
         Ok(())
     }
@@ -209,6 +246,51 @@ impl<'a> SortedSetKey<'a> {
         }
         effects::member_added(self.ctx, self.name, score, member);
         Ok(())
+    }
+
+    /// Remove every member with a score at or below `through` through the key API (no
+    /// command runs inside the module); whether any was removed. A lease key holds at
+    /// most [`MAX_LEASE_LIMIT`] members (a larger set is refused before any write).
+    fn remove_range(&self, through: Micros) -> Result<bool, Error> {
+        let (create, rem, free) = (
+            api!(RedisModule_CreateString)?,
+            api!(RedisModule_ZsetRem)?,
+            api!(RedisModule_FreeString)?,
+        );
+        let mut leaving: SmallVec<[*mut raw::RedisModuleString; 8]> = SmallVec::new();
+        let walked = self.range(
+            (raw::REDISMODULE_NEGATIVE_INFINITE, false),
+            through.0 as f64,
+            false,
+            &mut |ele, _| {
+                let member = bytes(ele);
+                // SAFETY: ctx is live; the bytes are copied into a new string, freed below.
+                let copy = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
+                if copy.is_null() {
+                    return Err(Error::Internal("member"));
+                }
+                leaving.push(copy);
+                Ok(leaving.len() <= MAX_LEASE_LIMIT as usize)
+            },
+        );
+        let mut result = walked;
+        if result.is_ok() {
+            for &member in &leaving {
+                let mut deleted: c_int = 0;
+                // SAFETY: the key is open for writing (a removal that empties it leaves
+                // an empty key, which the last removal here is).
+                if unsafe { rem(self.key.ptr(), member, &mut deleted) } != OK {
+                    result = Err(Error::Internal("sorted set remove"));
+                    break;
+                }
+            }
+        }
+        let removed = !leaving.is_empty();
+        for &member in &leaving {
+            // SAFETY: created above, not used after this.
+            unsafe { free(self.ctx.ctx, member) };
+        }
+        result.map(|()| removed)
     }
 
     /// Remove the members with a score at or below `through`, lowest first, at most

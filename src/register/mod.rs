@@ -85,6 +85,8 @@ const COMMANDS: [CommandDef; TABLE.len()] = [
     command!(Id::BulkExpire, commands::bulkexpire::command),
     command!(Id::Sweep, commands::sweep::command),
     command!(Id::Throttle, limit!(limiters::throttle)),
+    command!(Id::Lease, limit!(limiters::lease)),
+    command!(Id::Release, commands::release::command),
 ];
 
 // Row `i` is the command of the table's entry `i`: each command once.

@@ -59,18 +59,22 @@ pub struct Twins {
     pub multi: Twin,
     pub sliding: Twin,
     pub log: Twin,
+    pub lease: Twin,
+    pub release: Twin,
     pub all: Twin,
     pub bulkexpire: Twin,
     pub throttle: Twin,
 }
 
 /// The functions, in the order of the fields of `Twins`.
-pub const FUNCTIONS: [&str; 8] = [
+pub const FUNCTIONS: [&str; 10] = [
     "rl_fixed",
     "rl_gcra",
     "rl_multi",
     "rl_sliding",
     "rl_log",
+    "rl_lease",
+    "rl_release",
     "rl_all",
     "rl_bulkexpire",
     "cl_throttle",
@@ -138,6 +142,8 @@ impl Twins {
             multi: load("rl_multi"),
             sliding: load("rl_sliding"),
             log: load("rl_log"),
+            lease: load("rl_lease"),
+            release: load("rl_release"),
             all: load("rl_all"),
             bulkexpire: load("rl_bulkexpire"),
             throttle: load("cl_throttle"),

@@ -79,6 +79,37 @@ pub fn run(
                         &[limit, window],
                         &opts,
                     )
+                } else if rng.chance(25) {
+                    // A lease of one of a few holders, or its release.
+                    let key = format!("lease:{id}");
+                    let holder = format!("holder:{}", rng.range(0, 4));
+                    if rng.chance(30) {
+                        let at_only: Vec<String> = opts
+                            .iter()
+                            .skip_while(|o| *o != "AT")
+                            .take(2)
+                            .cloned()
+                            .collect();
+                        limiter(
+                            form.map(|t| &t.release),
+                            "RL.RELEASE",
+                            &[key],
+                            &[holder],
+                            &at_only,
+                        )
+                    } else {
+                        let limit = rng.range(1, 4).to_string();
+                        let ttl = rng.pick(&["1m", "90", "1h"]).to_string();
+                        let mut opts = opts.clone();
+                        opts.extend(["ID".to_string(), holder]);
+                        limiter(
+                            form.map(|t| &t.lease),
+                            "RL.LEASE",
+                            &[key],
+                            &[limit, ttl],
+                            &opts,
+                        )
+                    }
                 } else {
                     let key = format!("fixed:{id}");
                     let limit = rng.range(1, 5).to_string();

@@ -161,7 +161,7 @@ for (const [name, make] of Object.entries(FRAMEWORKS)) {
       }
       let open;
       let entered;
-      const inside = new Promise((r) => (entered = r));
+      let inside = new Promise((r) => (entered = r));
       const gate = () => {
         entered();
         return new Promise((r) => (open = r));
@@ -183,7 +183,10 @@ for (const [name, make] of Object.entries(FRAMEWORKS)) {
           if (!freed) await new Promise((r) => setImmediate(r));
         }
         assert.ok(freed, "the lease was not released");
+        // Open the gate once this request is inside (its own gate, not the first's).
+        inside = new Promise((r) => (entered = r));
         const again = get(app.url, "/slow", { "x-user": "frank" });
+        await inside;
         open();
         assert.equal((await again).status, 200);
       } finally {

@@ -141,6 +141,27 @@ pub struct Request {
     pub now: Micros,
     pub cost: i64,
     pub mode: Mode,
+    /// A name the glue made for the call, when a rule asks for one
+    /// ([`Limiter::wants_token`]): random hex digits, one for the whole call.
+    pub token: Option<Token>,
+}
+
+/// How many characters a [`Token`] has: 20 hex digits, 80 random bits.
+pub const TOKEN_LEN: usize = 20;
+
+/// A name made for a call by the glue (random hex digits from the server), for a rule
+/// that records a name when the call gives none; the same for every rule of the call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Token(pub [u8; TOKEN_LEN]);
+
+/// A reply field of a rule's own after the fixed fields, where its command gives one
+/// whatever the binding rule: a name it recorded, or nil.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Field {
+    /// A null reply: nothing recorded (a denial, a peek).
+    Nil,
+    /// A bulk string.
+    Bulk(smallvec::SmallVec<[u8; 24]>),
 }
 
 impl Request {
@@ -150,6 +171,7 @@ impl Request {
             now,
             cost,
             mode: Mode::Take,
+            token: None,
         }
     }
 }
@@ -184,6 +206,19 @@ pub trait Limiter {
         settled: Settled,
         req: &Request,
     ) -> std::result::Result<Effect<Self::State>, Full>;
+
+    /// Whether the rule needs a [`Token`] in the request (a name to record when the call
+    /// gives none).
+    fn wants_token(&self) -> bool {
+        false
+    }
+
+    /// A reply field of its own, after the call's fixed fields, from its judgement
+    /// once the call is settled (`None`: it adds none); `pending` is `None` when the
+    /// rule was not judged (a gate ended the call first).
+    fn reply_field(&self, _pending: Option<&Self::Pending>, _settled: Settled) -> Option<Field> {
+        None
+    }
 
     /// Whether the rule is judged before the others and, when it denies, ends the call
     /// there: the other keys are neither read nor written (RL.ALL's BAN rule while a
@@ -232,12 +267,19 @@ pub trait Syntax<'a>: Sized {
     const OPTIONS: &'static [Opt];
     /// Options its command takes that RL.ALL does not (`DELAY`).
     const COMMAND_OPTIONS: &'static [Opt] = &[];
+    /// Options of the whole call it takes in RL.ALL, after the rules (`ID`).
+    const CALL_OPTIONS: &'static [Opt] = &[];
     /// The positional arguments, read in order.
     type Args;
     fn parse_args(args: &[&'a [u8]]) -> Result<Self::Args>;
     /// The checked rule from its arguments and options. `opts.cost` is the call's
     /// cost, for checks that come before the rule's other checks (RL.GCRA's `DELAY`).
     fn build(args: Self::Args, opts: &Options<'a>) -> Result<Self>;
+    /// In RL.ALL, take the call's options of [`Syntax::CALL_OPTIONS`] (read after every
+    /// rule).
+    fn call_options(&mut self, _opts: &Options<'a>) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// What a write stores: a string's value, or a change to a sorted set.
@@ -250,7 +292,9 @@ pub enum Value<'a> {
 /// members removed by name (`ZREM`, never the one added), and the members scored at or
 /// below a time removed, lowest score first (then in the set's order), at most
 /// [`MAX_LOG_TRIM`](crate::limits::MAX_LOG_TRIM) of them: `ZREM key member...` of the
-/// first of `ZRANGEBYSCORE key -inf through LIMIT 0 MAX_LOG_TRIM`.
+/// first of `ZRANGEBYSCORE key -inf through LIMIT 0 MAX_LOG_TRIM`; and every member
+/// scored at or below a time removed (`ZREMRANGEBYSCORE key -inf remove_expired`, a
+/// lease key's expired leases, never more than a lease key holds).
 #[derive(Clone, Copy)]
 pub struct SetWrite<'a> {
     /// Members removed by name.
@@ -258,6 +302,7 @@ pub struct SetWrite<'a> {
     /// The member's bytes and its score.
     pub add: Option<(&'a dyn Encode, Micros)>,
     pub remove_through: Option<Micros>,
+    pub remove_expired: Option<Micros>,
 }
 
 /// The stored form of a limiter's state.

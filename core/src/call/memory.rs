@@ -3,7 +3,9 @@
 //! applied as the module applies it, and [`run`], the module's path of a call (read,
 //! [`Call::settle`], write) on them.
 
-use crate::call::limiter::{KeyRead, Limiter, SortedSet, Storage, Value, Walk, Written};
+use crate::call::limiter::{
+    KeyRead, Limiter, SortedSet, Storage, Token, Value, Walk, Written, TOKEN_LEN,
+};
 use crate::call::state::Effect;
 use crate::call::{Call, Settlement};
 use crate::parse::error::Result;
@@ -126,6 +128,9 @@ pub fn apply<S: Written>(key: &mut Option<Key>, effect: &Effect<S>) {
                         members.remove(m);
                     }
                 }
+                if let Some(through) = w.remove_expired {
+                    members.retain(|(s, _)| *s > through.0);
+                }
                 *key = (!members.is_empty()).then_some(Key::SortedSet {
                     members,
                     expires_at: Some(*expires_at),
@@ -167,9 +172,12 @@ pub fn run<R: Limiter>(
             .iter()
             .map(|(k, _)| k.to_string().into_bytes())
             .collect();
-        call.settle(&reads, now, |i| {
-            names.get(i).map_or(&b""[..], Vec::as_slice)
-        })?
+        let token = call.wants_token().then(next_token);
+        call.settle_request(
+            &call.request(now, token),
+            |i| Ok(reads.get(i).copied().unwrap_or(KeyRead::Missing)),
+            |i| names.get(i).map_or(&b""[..], Vec::as_slice),
+        )?
     };
     for (i, effect) in &settlement.writes {
         if let Some(key) = call.rules.get(*i).and_then(|(k, _)| keys.get_mut(*k)) {
@@ -177,4 +185,32 @@ pub fn run<R: Limiter>(
         }
     }
     Ok(settlement)
+}
+
+thread_local! {
+    /// How many tokens [`next_token`] has made on this thread.
+    static TOKENS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The name the glue would make for a call, made here from a count (`...0001`, then
+/// `...0002`, ...), so that tests see every call's token and none twice.
+pub fn next_token() -> Token {
+    let n = TOKENS.with(|t| {
+        t.set(t.get() + 1);
+        t.get()
+    });
+    let digits = format!("{n:0width$x}", width = TOKEN_LEN);
+    let mut token = [b'0'; TOKEN_LEN];
+    for (t, d) in token.iter_mut().zip(
+        digits
+            .bytes()
+            .rev()
+            .take(TOKEN_LEN)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev(),
+    ) {
+        *t = d;
+    }
+    Token(token)
 }

@@ -28,7 +28,9 @@ pub mod state;
 pub mod verdict;
 
 use crate::call::decision::Chooser;
-use crate::call::limiter::{Judgement, KeyRead, Limiter, Mode, Request, Settled, Syntax};
+use crate::call::limiter::{
+    Field, Judgement, KeyRead, Limiter, Mode, Request, Settled, Syntax, Token,
+};
 use crate::call::state::{Effect, Encode, Outcome, Stored};
 use crate::call::verdict::Verdict;
 use crate::parse::args::Options;
@@ -81,6 +83,9 @@ pub struct Settlement<S> {
     pub window_ms: u64,
     /// The binding rule's sixth reply field of its own, if any.
     pub extra: Option<i64>,
+    /// The reply field of the first rule that gives one whatever the binding rule
+    /// ([`Limiter::reply_field`]: a lease's id), if any.
+    pub field: Option<Field>,
     /// The writes, in key order: (the rule's place, its effect); none for a rule that
     /// writes nothing.
     pub writes: SmallVec<[(usize, Effect<S>); 4]>,
@@ -115,19 +120,46 @@ impl<R: Limiter> Call<R> {
     }
 
     /// Settle the call at `now`, reading the key of rule `i` with `read(i)` (as the
-    /// module reads it, its errors those of rule `i`); `name(i)` is that key's name. The
-    /// one loop of every limiter call.
+    /// module reads it, its errors those of rule `i`); `name(i)` is that key's name.
     pub fn settle_with<'k, 'n>(
         &self,
         now: Micros,
         read: impl Fn(usize) -> Result<KeyRead<'k>>,
         name: impl Fn(usize) -> &'n [u8],
     ) -> Result<Settlement<R::State>> {
-        let req = Request {
+        self.settle_request(&self.request(now, None), read, name)
+    }
+
+    /// The request every rule of the call judges at `now`; `token`: the name the glue
+    /// made for it, when [`Call::wants_token`].
+    pub fn request(&self, now: Micros, token: Option<Token>) -> Request {
+        Request {
             now,
             cost: self.cost,
             mode: self.mode,
-        };
+            token,
+        }
+    }
+
+    /// Whether a rule of the call records a name the call does not give (a lease
+    /// without `ID`): the glue then makes a [`Token`] for the request. A peek and a
+    /// refund record none.
+    pub fn wants_token(&self) -> bool {
+        self.cost > 0
+            && self.mode != Mode::Refund
+            && self.rules.iter().any(|(_, r)| r.wants_token())
+    }
+
+    /// Settle the call's request `req`, reading the key of rule `i` with `read(i)` (as
+    /// the module reads it, its errors those of rule `i`); `name(i)` is that key's name.
+    /// The one loop of every limiter call.
+    pub fn settle_request<'k, 'n>(
+        &self,
+        req: &Request,
+        read: impl Fn(usize) -> Result<KeyRead<'k>>,
+        name: impl Fn(usize) -> &'n [u8],
+    ) -> Result<Settlement<R::State>> {
+        let req = *req;
         let judge = |i: usize, rule: &R| {
             read(i)
                 .and_then(|key| rule.judge(key, &req))
@@ -143,12 +175,18 @@ impl<R: Limiter> Call<R> {
             }
             let j = judge(i, rule)?;
             if j.verdict.is_denied() {
+                // The other rules, unjudged, give their field as in any denial (nil).
+                let field = self
+                    .rules
+                    .iter()
+                    .find_map(|(_, rule)| rule.reply_field(None, Settled::Denied));
                 return Ok(Settlement {
                     settled: Settled::Denied,
                     verdict: j.verdict,
                     binding: i,
                     window_ms: j.window_ms,
                     extra: j.extra,
+                    field,
                     writes: SmallVec::new(),
                     first_set: None,
                     gated: true,
@@ -185,6 +223,11 @@ impl<R: Limiter> Call<R> {
             .and_then(Option::as_ref)
             .ok_or(Error::Internal("binding rule"))?;
         let (mut window_ms, mut extra) = (b.window_ms, b.extra);
+        // A rule's own reply field (a lease's id), from its judgement as the call settled.
+        let field =
+            self.rules.iter().zip(&judged).find_map(|((_, rule), j)| {
+                rule.reply_field(j.as_ref().map(|j| &j.pending), settled)
+            });
         let mut writes: SmallVec<[(usize, Effect<R::State>); 4]> = SmallVec::new();
         let mut first_set = None;
         let mut penalized = false;
@@ -231,6 +274,7 @@ impl<R: Limiter> Call<R> {
             binding,
             window_ms,
             extra,
+            field,
             writes,
             first_set,
             gated: false,

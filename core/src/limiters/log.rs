@@ -231,6 +231,7 @@ impl Written for Append<'_> {
             remove: &[],
             add: Some((self, self.time)),
             remove_through: Some(self.trim_through),
+            remove_expired: None,
         })
     }
 }
@@ -277,6 +278,7 @@ impl Written for LogWrite<'_> {
                 remove: &r.remove,
                 add: r.rest.as_ref().map(|(m, t)| (m as &dyn Encode, *t)),
                 remove_through: Some(r.trim_through),
+                remove_expired: None,
             }),
         }
     }

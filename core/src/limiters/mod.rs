@@ -5,6 +5,7 @@
 pub mod ban;
 pub mod fixed;
 pub mod gcra;
+pub mod lease;
 pub mod log;
 pub mod multi;
 pub mod sliding;
@@ -15,8 +16,8 @@ pub mod windows;
 mod settle_tests;
 
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Mode, Penalty, Request, Settled, Storage, Syntax, Value,
-    Written,
+    Field, Full, Judgement, KeyRead, Limiter, Mode, Penalty, Request, Settled, Storage, Syntax,
+    Value, Written,
 };
 use crate::call::state::{Effect, StateKind};
 use crate::call::{Call, Shape};
@@ -123,6 +124,23 @@ macro_rules! limiters {
                 }
             }
 
+            fn wants_token(&self) -> bool {
+                match self {
+                    $(Rule::$variant(r) => Limiter::wants_token(r),)*
+                }
+            }
+
+            fn reply_field(&self, pending: Option<&Pending<'a>>, settled: Settled) -> Option<Field> {
+                match (self, pending) {
+                    $((Rule::$variant(r), Some(Pending::$variant(p))) => {
+                        Limiter::reply_field(r, Some(p), settled)
+                    })*
+                    $((Rule::$variant(r), None) => Limiter::reply_field(r, None, settled),)*
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                }
+            }
+
             fn gates(&self) -> bool {
                 match self {
                     $(Rule::$variant(r) => Limiter::gates(r),)*
@@ -135,6 +153,22 @@ macro_rules! limiters {
                         Limiter::penalty(r, p, req).map(|p| p.map(State::$variant))
                     })*
                     _ => None,
+                }
+            }
+        }
+
+        impl<'a> Rule<'a> {
+            /// The options of the whole call this rule takes in RL.ALL (a set of bits).
+            fn call_option_set(&self) -> u16 {
+                match self {
+                    $(Rule::$variant(_) => Opt::set(<$rule as Syntax>::CALL_OPTIONS),)*
+                }
+            }
+
+            /// Take the call's options, read after every rule.
+            fn call_options(&mut self, opts: &Options<'a>) -> Result<()> {
+                match self {
+                    $(Rule::$variant(r) => Syntax::call_options(r, opts),)*
                 }
             }
         }
@@ -186,6 +220,7 @@ limiters! {
     Multi(multi::Rule),
     Sliding(sliding::Rule),
     Log(log::Rule<'a>),
+    Lease(lease::Rule<'a>),
     Ban(ban::Rule),
 }
 
@@ -228,6 +263,11 @@ pub fn log<'a>(args: &[&'a [u8]]) -> Result<Call<log::Rule<'a>>> {
     Call::single(args)
 }
 
+/// `RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]`.
+pub fn lease<'a>(args: &[&'a [u8]]) -> Result<Call<lease::Rule<'a>>> {
+    Call::single(args)
+}
+
 /// `CL.THROTTLE key max_burst count period [quantity]`: RL.GCRA's rule on the key, the
 /// quantity as the cost (0 when above the capacity), the server's clock.
 pub fn throttle(args: &[&[u8]]) -> Result<Call<gcra::Rule>> {
@@ -261,8 +301,13 @@ pub fn sliding(args: &[&[u8]]) -> Result<Call<sliding::Rule>> {
     sliding::parse(args)
 }
 
-/// `RL.ALL numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms]`: one rule per
-/// key, each naming its key by its 1-based position, `COST` and `AT` after the rules.
+/// The options of a whole RL.ALL call, after its rules: `COST`, `AT`, and those some
+/// rules take from the call (`ID`, a LEASE rule's).
+const CALL: [Opt; 3] = [Opt::Cost, Opt::At, Opt::Id];
+
+/// `RL.ALL numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms] [ID id]`: one
+/// rule per key, each naming its key by its 1-based position, the call's options after
+/// the rules.
 pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
     all_as_given(args)
         .map_err(|e| windows::numkeys_hint(args, e, MAX_ALL_KEYS, |a| all_as_given(a).is_ok()))
@@ -289,8 +334,12 @@ fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
     let mut opts = Options::default();
     while let Some(word) = rest.get(i) {
         let index = rules.len() + 1;
-        if Opt::named(word).is_some_and(|o| COST_AT.contains(&o) || SETTLE.contains(&o)) {
-            let accepts = Opt::set(&COST_AT) | Opt::set(&SETTLE);
+        if Opt::named(word).is_some_and(|o| CALL.contains(&o) || SETTLE.contains(&o)) {
+            let accepts = rules
+                .iter()
+                .fold(Opt::set(&COST_AT) | Opt::set(&SETTLE), |set, (_, r)| {
+                    set | r.call_option_set()
+                });
             opts = Options::parse(&rest[i..], accepts).map_err(|e| match e {
                 Error::UnknownOption { value, .. } if is_rule_keyword(&value) => {
                     Error::RuleAfterOptions
@@ -369,14 +418,18 @@ fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
         });
     }
     let mode = opts.mode()?;
-    // A refund or a forced request of any cost can be settled.
-    if mode == Mode::Take {
-        for (i, (_, rule)) in rules.iter().enumerate() {
-            rule.check_cost(opts.cost).map_err(|e| Error::InRule {
-                index: i + 1,
-                kind: rule.kind(),
-                inner: Box::new(e),
-            })?;
+    for (i, (_, rule)) in rules.iter_mut().enumerate() {
+        let in_rule = |kind: &'static str, e: Error| Error::InRule {
+            index: i + 1,
+            kind,
+            inner: Box::new(e),
+        };
+        rule.call_options(&opts)
+            .map_err(|e| in_rule(rule.kind(), e))?;
+        // A refund or a forced request of any cost can be settled.
+        if mode == Mode::Take {
+            rule.check_cost(opts.cost)
+                .map_err(|e| in_rule(rule.kind(), e))?;
         }
     }
     Ok(Call {
@@ -455,12 +508,12 @@ mod tests {
     #[test]
     fn errors_name_their_rule() {
         let cases: &[(&[&'static str], &str)] = &[
-            (&["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [REFUND|FORCE])"),
+            (&["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE])"),
             (&["1", "a", "FIXED", "1", "5"], "ERR rule 1 (FIXED): wrong number of arguments for a FIXED rule (syntax: FIXED i limit window [ALIGN])"),
             (&["1", "a", "FIXED", "1", "1m", "5"], "ERR rule 1 (FIXED): invalid limit '1m': must be an integer from 1 to 9007199254740991 (RL.FIXED key limit window: the limit comes first)"),
             (&["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "BUCKETS"], "ERR unknown option 'BUCKETS' (options here: COST, AT, REFUND, FORCE)"),
             (&["17", "a", "FIXED", "1"], "ERR invalid numkeys '17': must be an integer from 1 to 16"),
-            (&["1", "a", "NOPE", "1", "5", "1m"], "ERR unknown rule 'NOPE': a rule is FIXED, GCRA, MULTI, SLIDING, LOG or BAN followed by its key's position (COST and AT come after the rules)"),
+            (&["1", "a", "NOPE", "1", "5", "1m"], "ERR unknown rule 'NOPE': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN followed by its key's position (COST and AT come after the rules)"),
             (&["1", "a", "LOG", "0", "5", "1m"], "ERR rule 1 (LOG): invalid key position '0': must be an integer from 1 to 1 (the keys' places after numkeys)"),
             (&["2", "a", "b", "LOG", "1", "5", "1m", "LOG", "1", "5", "1m"], "ERR rule 2 (LOG): key 1 is already named by rule 1: one rule per key"),
             (&["2", "a", "b", "LOG", "2", "5", "1m"], "ERR key 1 'a' is named by no rule: every key needs exactly one rule"),
@@ -487,7 +540,8 @@ mod tests {
             1 => vec!["GCRA", &p, &l, "2", "1s"],
             2 => vec!["MULTI", &p, "LIMIT", "1s", &l, "LIMIT", "10s", "6"],
             3 => vec!["SLIDING", &p, "LIMIT", "1s", &l, "BUCKETS", "4"],
-            _ => vec!["LOG", &p, &l, "1s", "META", "m"],
+            4 => vec!["LOG", &p, &l, "1s", "META", "m"],
+            _ => vec!["LEASE", &p, &l, "1s"],
         };
         v.into_iter().map(String::from).collect()
     }
@@ -499,8 +553,8 @@ mod tests {
         /// nothing; and after the binding retry_after every rule allows the same call.
         #[test]
         fn the_call_is_all_or_nothing_and_retry_after_is_enough(
-            kinds in proptest::collection::btree_set(0usize..5, 1..=5),
-            limits in proptest::collection::vec(0u64..8, 5),
+            kinds in proptest::collection::btree_set(0usize..6, 1..=6),
+            limits in proptest::collection::vec(0u64..8, 6),
             steps in proptest::collection::vec((0u64..1_500, 0i64..2), 1..60),
         ) {
             let kinds: Vec<usize> = kinds.into_iter().collect();
@@ -565,7 +619,7 @@ mod tests {
 /// slower. They live on the heap now (a rule's LIMITs are shared between its keys).
 #[cfg(test)]
 mod sizes {
-    use super::{fixed, gcra, log, multi, sliding};
+    use super::{fixed, gcra, lease, log, multi, sliding};
     use super::{Call, Pending, Rule, State};
     use crate::call::limiter::{Judgement, Limiter};
     use crate::Effect;
@@ -592,6 +646,7 @@ mod sizes {
         small::<multi::Rule>();
         small::<sliding::Rule>();
         small::<log::Rule>();
+        small::<lease::Rule>();
         assert!(size_of::<Judgement<Pending>>() <= 144);
         assert!(size_of::<Effect<State>>() <= 72);
         assert!(size_of::<Call<Rule>>() <= 128);

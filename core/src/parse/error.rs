@@ -3,8 +3,9 @@
 //! the same text.
 
 use crate::limits::{
-    ECHO_MAX, MAX_ALL_KEYS, MAX_AT_MS, MAX_BUCKETS, MAX_BUCKETS_PER_KEY, MAX_KEYS, MAX_LOG_LIMIT,
-    MAX_META_LEN, MAX_PATTERN_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS, MAX_WINDOWS_PER_KEY, MIN_AT_MS,
+    ECHO_MAX, MAX_ALL_KEYS, MAX_AT_MS, MAX_BUCKETS, MAX_BUCKETS_PER_KEY, MAX_ID_LEN, MAX_KEYS,
+    MAX_LEASE_LIMIT, MAX_LOG_LIMIT, MAX_META_LEN, MAX_PATTERN_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS,
+    MAX_WINDOWS_PER_KEY, MIN_AT_MS,
 };
 use std::fmt;
 
@@ -78,6 +79,18 @@ pub enum Error {
     /// RL.LOG: `limit` not an integer from 1 to [`MAX_LOG_LIMIT`].
     InvalidLogLimit {
         value: Vec<u8>,
+    },
+    /// RL.LEASE: `limit` not an integer from 1 to [`MAX_LEASE_LIMIT`].
+    InvalidLeaseLimit {
+        value: Vec<u8>,
+    },
+    /// RL.LEASE: a cost other than 1 (a lease) or 0 (a peek).
+    LeaseCost {
+        cost: i64,
+    },
+    /// RL.LEASE, RL.RELEASE: an id that is empty or longer than [`MAX_ID_LEN`] bytes.
+    InvalidId {
+        len: usize,
     },
     /// RL.LOG: a `META` value longer than [`MAX_META_LEN`] bytes.
     MetaTooLong {
@@ -358,6 +371,23 @@ impl fmt::Display for Error {
                 "ERR invalid limit '{}': must be an integer from 1 to {MAX_LOG_LIMIT}",
                 echo(value)
             ),
+            Error::InvalidLeaseLimit { value } => write!(
+                f,
+                "ERR invalid limit '{}': must be an integer from 1 to {MAX_LEASE_LIMIT} (leases held at once)",
+                echo(value)
+            ),
+            Error::LeaseCost { cost } => write!(
+                f,
+                "ERR invalid cost {cost}: a lease takes COST 1 (the default) or COST 0 to peek"
+            ),
+            Error::InvalidId { len: 0 } => write!(
+                f,
+                "ERR invalid ID '': a lease id is 1 to {MAX_ID_LEN} bytes"
+            ),
+            Error::InvalidId { len } => write!(
+                f,
+                "ERR ID of {len} bytes: a lease id is 1 to {MAX_ID_LEN} bytes"
+            ),
             Error::MetaTooLong { len } => write!(
                 f,
                 "ERR META of {len} bytes: at most {MAX_META_LEN} bytes"
@@ -540,11 +570,16 @@ impl fmt::Display for Error {
                 "ERR invalid numkeys '{}': must be an integer from 1 to {MAX_ALL_KEYS}",
                 echo(value)
             ),
-            Error::UnknownRule { value } => write!(
-                f,
-                "ERR unknown rule '{}': a rule is FIXED, GCRA, MULTI, SLIDING, LOG or BAN followed by its key's position (COST and AT come after the rules)",
-                echo(value)
-            ),
+            Error::UnknownRule { value } => {
+                let kinds = crate::limiters::kinds().map(|(kind, _)| kind);
+                let (last, first) = kinds.split_last().unwrap_or((&"", &[]));
+                write!(
+                    f,
+                    "ERR unknown rule '{}': a rule is {} or {last} followed by its key's position (COST and AT come after the rules)",
+                    echo(value),
+                    first.join(", ")
+                )
+            }
             Error::InvalidPosition { value, numkeys } => write!(
                 f,
                 "ERR invalid key position '{}': must be an integer from 1 to {numkeys} (the keys' places after numkeys)",
@@ -675,6 +710,12 @@ mod tests {
                 value: b"0".to_vec(),
             },
             Error::MetaTooLong { len: 300 },
+            Error::InvalidLeaseLimit {
+                value: b"\n".to_vec(),
+            },
+            Error::LeaseCost { cost: 2 },
+            Error::InvalidId { len: 0 },
+            Error::InvalidId { len: 257 },
             Error::UnevenBuckets {
                 window_ms: 1,
                 buckets: 7,

@@ -4,10 +4,12 @@ their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` lib
 - :class:`RateLimiter` / :class:`redis_ratelimit.asyncio.AsyncRateLimiter`: every command,
   results as frozen dataclasses (:class:`RateLimit`, :class:`Throttle`, :class:`Sweep`);
 - policies (:class:`Fixed`, :class:`Gcra`, :class:`Multi`, :class:`Sliding`, :class:`Log`,
-  :class:`All`, and :class:`Ban`, RL.ALL's penalty box): limits without their keys, for
-  the middleware and RL.ALL; ``refund=``/``force=`` on every call, and
+  :class:`Lease`, :class:`All`, and :class:`Ban`, RL.ALL's penalty box): limits without
+  their keys, for the middleware and RL.ALL; ``refund=``/``force=`` on every call, and
   :meth:`RateLimiter.reserve` / :meth:`Reservation.settle` to settle a cost known only
   afterwards;
+- leases (``limiter.lease(key, limit, ttl)``, :class:`HeldLease`, :class:`LeaseDenied`):
+  how many at once, released on exit and renewed in the background;
 - :class:`Strict`: strict mode, a grant counted only once a replica holds it;
 - :func:`ratelimit_headers`: ``RateLimit-*``, the IETF draft's ``RateLimit-Policy`` and
   ``RateLimit``, ``Retry-After``;
@@ -17,9 +19,9 @@ their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` lib
 """
 
 from ._middleware import CircuitBreaker, ModuleMissing
-from .client import RateLimiter
+from .client import RateLimiter, Reservation
 from .headers import IETF_DRAFT, ceil_seconds, ratelimit_headers
-from .client import Reservation
+from .lease import HeldLease, Lease, LeaseDenied
 from .policies import All, Ban, Fixed, Gcra, Log, Multi, Policy, Sliding
 from .results import Quota, RateLimit, Sweep, Throttle
 from .strict import Strict
@@ -33,7 +35,10 @@ __all__ = [
     "Ban",
     "Fixed",
     "Gcra",
+    "HeldLease",
     "IETF_DRAFT",
+    "Lease",
+    "LeaseDenied",
     "Log",
     "ModuleMissing",
     "Multi",

@@ -340,6 +340,26 @@ def _body(value: Any, content_type: Optional[str]) -> Tuple[bytes, str]:
     raise TypeError(f"limited_body must return a dict, a list, a str or bytes, not {type(value).__name__}")
 
 
+def held_leases(policy: Policy, keys: Sequence[Any], result: RateLimit) -> List[Tuple[Any, Any]]:
+    """The leases an allowed request holds until its response is sent: (key, lease id)
+    of a Lease policy, or of each Lease rule of an All policy."""
+    from .lease import Lease
+    from .policies import All
+
+    if not result.allowed or result.lease_id is None:
+        return []
+    if isinstance(policy, Lease):
+        return [(keys[0], result.lease_id)]
+    if isinstance(policy, All):
+        return [(k, result.lease_id) for k, rule in zip(keys, policy.rules) if isinstance(rule, Lease)]
+    return []
+
+
+def release_failed(exc: BaseException, key: Any) -> None:
+    """A lease the middleware could not release: it frees itself at its ttl."""
+    log.warning("lease on %r not released (%s: %s): it frees itself at its ttl", key, type(exc).__name__, exc)
+
+
 def too_many(
     result: RateLimit,
     headers: Dict[str, str],

@@ -27,7 +27,7 @@ import functools
 import inspect
 from typing import Any, Callable, List, Optional, Tuple, Union
 
-from ._middleware import USE_TWINS, Guard, PolicyChoice, Settings, unavailable
+from ._middleware import USE_TWINS, Guard, PolicyChoice, Settings, held_leases, release_failed, unavailable
 from .asyncio import AsyncRateLimiter
 from .policies import Policy
 from .results import RateLimit
@@ -63,23 +63,34 @@ class RouteLimiter:
         """One call of the limiter, bounded by the timeout and through the circuit
         breaker: the result, or None when the limiter is unavailable. Errors in the call
         itself (bad arguments) are raised."""
+        return (await self.judge_holding(policy, identity, cost, where))[0]
+
+    async def judge_holding(
+        self, policy: Policy, identity: Any, cost: int, where: str = ""
+    ) -> Tuple[Optional[RateLimit], List[Tuple[Any, Any]], AsyncRateLimiter]:
+        """:meth:`judge`, the leases an allowed request then holds (a Lease policy, or
+        Lease rules of an All policy: (key, lease id) pairs to release once the response
+        is sent) and the limiter that granted them (the module's, or its twins' after a
+        fallback), which releases them."""
         s, guard = self.settings, self.guard
         if not guard.allow():
-            return None
+            return None, [], self.limiter
         policy, keys = s.with_ban(policy, s.keys_for(policy, identity))
         twins = self.twins_limiter if guard.use_twins and self.twins_limiter is not None else None
+        limiter = twins or self.limiter
         try:
-            result = await asyncio.wait_for((twins or self.limiter).check(policy, keys, cost=cost), s.timeout)
+            result = await asyncio.wait_for(limiter.check(policy, keys, cost=cost), s.timeout)
         except Exception as exc:
             if guard.failed(exc, where) != USE_TWINS or self.twins_limiter is None:
-                return None
+                return None, [], limiter
+            limiter = self.twins_limiter
             try:
-                result = await asyncio.wait_for(self.twins_limiter.check(policy, keys, cost=cost), s.timeout)
+                result = await asyncio.wait_for(limiter.check(policy, keys, cost=cost), s.timeout)
             except Exception as again:
                 guard.failed(again, where)
-                return None
+                return None, [], limiter
         guard.succeeded()
-        return result
+        return result, held_leases(policy, keys, result), limiter
 
     def unavailable(self) -> Tuple[int, List[Tuple[str, str]], bytes]:
         """The response of a request that fails closed (raises ModuleMissing on a server
@@ -147,7 +158,7 @@ class RouteLimiter:
                 if identity is None:
                     return await run()
                 how_much = s.cost_for(scope) if cost is None else (cost(scope) if callable(cost) else cost)
-                result = await self.judge(policy, identity, how_much, scope.get("path", ""))
+                result, leases, granted_by = await self.judge_holding(policy, identity, how_much, scope.get("path", ""))
                 if result is None:
                     if s.fail_open:
                         return await run()
@@ -158,7 +169,14 @@ class RouteLimiter:
                 if not result.allowed:
                     status, headers, body = s.too_many(result, extra)
                     return _response(status, headers, body)
-                out = await run()
+                try:
+                    out = await run()
+                finally:
+                    for lease_key, lease_id in leases:
+                        try:
+                            await asyncio.wait_for(granted_by.release(lease_key, lease_id), s.timeout)
+                        except Exception as exc:  # noqa: BLE001 - it frees itself at its ttl
+                            release_failed(exc, lease_key)
                 if s.headers_when_allowed:
                     target = out.headers if isinstance(out, Response) else response.headers
                     for name, value in extra.items():
@@ -219,7 +237,8 @@ class RateLimitMiddleware:
         if policy is None or identity is None:
             await self.app(scope, receive, send)
             return
-        result = await self.route_limiter.judge(policy, identity, s.cost_for(scope), path)
+        judged = await self.route_limiter.judge_holding(policy, identity, s.cost_for(scope), path)
+        result, leases, granted_by = judged
         if result is None:
             if s.fail_open:
                 await self.app(scope, receive, send)
@@ -231,6 +250,22 @@ class RateLimitMiddleware:
         if not result.allowed:
             await self._respond(send, *s.too_many(result, headers))
             return
+        if leases:
+            # A Lease policy: the request holds its slot until its response is sent
+            # (also when the application raises).
+            try:
+                await self._serve(scope, receive, send, headers)
+            finally:
+                for key, lease_id in leases:
+                    try:
+                        await asyncio.wait_for(granted_by.release(key, lease_id), s.timeout)
+                    except Exception as exc:  # noqa: BLE001 - it frees itself at its ttl
+                        release_failed(exc, key)
+            return
+        await self._serve(scope, receive, send, headers)
+
+    async def _serve(self, scope: dict, receive: Callable, send: Callable, headers: Any) -> None:
+        s = self.settings
         if not s.headers_when_allowed:
             await self.app(scope, receive, send)
             return

@@ -15,6 +15,7 @@ import redis
 from . import strict as _strict
 from . import twins as _twins
 from .client import Reservation, _any_node, _Calls, _known
+from .lease import AsyncLeaseCall, Lease
 from .policies import Call
 
 
@@ -63,6 +64,9 @@ class AsyncRateLimiter(_Calls):
                 except redis.exceptions.NoScriptError:
                     reply = await self.client.execute_command(*eval_)
         return call.parse(reply, self._encode)
+
+    def _hold(self, key: Any, policy: Lease, call: Call, renew_every: Any) -> AsyncLeaseCall:
+        return AsyncLeaseCall(self, key, policy, call, renew_every)
 
     async def has_command(self, name: str) -> bool:
         """Whether the server knows a command (COMMAND INFO)."""

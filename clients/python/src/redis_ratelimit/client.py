@@ -23,6 +23,7 @@ from . import twins as _twins
 from ._args import ONE_KEY, Duration, Instant, duration_arg, find_key, key_list
 from .policies import All, Call, Fixed, Gcra, Log, Multi, Policy, Sliding
 from .results import RateLimit, Sweep, Throttle
+from .lease import HeldLease, Lease, release_call
 
 #: The file of each twin in the Lua directory.
 TWIN_OF = {
@@ -31,6 +32,8 @@ TWIN_OF = {
     "RL.MULTI": "multi",
     "RL.SLIDING": "sliding",
     "RL.LOG": "log",
+    "RL.LEASE": "lease",
+    "RL.RELEASE": "release",
     "RL.ALL": "all",
     "CL.THROTTLE": "throttle",
     "RL.BULKEXPIRE": "bulkexpire",
@@ -240,12 +243,15 @@ class _Calls:
         *,
         cost: int = 1,
         at: Optional[Instant] = None,
+        id: Optional[Any] = None,
         refund: bool = False,
         force: bool = False,
     ) -> RateLimit:
         """RL.ALL: ``rules`` is a list of ``(key, policy)`` pairs (Fixed, Gcra, Multi,
-        Sliding, Log), one per key; the result names the binding ``rule`` (1-based) and
-        its ``key``."""
+        Sliding, Log, Lease, Ban), one per key; the result names the binding ``rule``
+        (1-based) and its ``key``, and with a Lease rule the ``lease_id`` (``id`` names
+        it; release it on each Lease rule's key). With ``refund``/``force`` a Lease rule
+        takes no part in a refund and takes or renews its lease in a forced call."""
         if isinstance(rules, ONE_KEY) or not hasattr(rules, "__iter__"):
             raise TypeError(f"RL.ALL takes a list of (key, policy) pairs, not {type(rules).__name__}")
         pairs = list(rules)
@@ -253,7 +259,37 @@ class _Calls:
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], Policy)):
                 raise TypeError(f"RL.ALL takes (key, policy) pairs, not {pair!r}")
         policy = All([p for _, p in pairs])
-        return self._run(_settled(policy.call([k for k, _ in pairs], cost, at), refund, force))
+        return self._run(_settled(policy.call([k for k, _ in pairs], cost, at, id=id), refund, force))
+
+    # -- leases -----------------------------------------------------------------------
+
+    def lease(
+        self,
+        key: Any,
+        limit: int,
+        ttl: Duration,
+        *,
+        id: Optional[Any] = None,
+        cost: int = 1,
+        at: Optional[Instant] = None,
+        renew_every: Optional[float] = None,
+        name: str = "lease",
+    ) -> Any:
+        """RL.LEASE key limit ttl [ID id] [COST n] [AT ms]: one of ``limit`` slots. A
+        :class:`~redis_ratelimit.lease.HeldLease` (``allowed``, ``id``, ``release()``),
+        also a context manager that raises ``LeaseDenied`` when refused, renews every
+        ``renew_every`` seconds (a third of ``ttl`` by default) while its body runs,
+        and releases on exit."""
+        policy = Lease(limit, ttl, name)
+        return self._hold(key, policy, policy.call([key], cost, at, id=id), renew_every)
+
+    def release(self, key: Any, id: Any, *, at: Optional[Instant] = None) -> bool:
+        """RL.RELEASE key id [AT ms]: True when a live lease with that id was
+        released (an unknown or expired one is not an error)."""
+        return self._run(release_call(key, id, at))
+
+    def _hold(self, key: Any, policy: Lease, call: Call, renew_every: Optional[float]) -> Any:
+        return HeldLease(self, key, policy, self._run(call), renew_every)
 
     def check(
         self,

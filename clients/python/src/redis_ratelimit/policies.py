@@ -280,7 +280,7 @@ class All(Policy):
     def quotas(self, nkeys: int = 0) -> Tuple[Quota, ...]:
         return tuple(q for rule in self.rules for q in rule.quotas(1))
 
-    def call(self, keys, cost=1, at=None) -> Call:
+    def call(self, keys, cost=1, at=None, id: Optional[Any] = None) -> Call:
         keys = key_list(keys, "RL.ALL")
         rules = list(self.rules)
         if len(keys) != len(rules):
@@ -289,6 +289,8 @@ class All(Policy):
         for i, rule in enumerate(rules, start=1):
             args += rule.rule_args(i)
         args += options(cost, at)
+        if id is not None:
+            args += ["ID", id]
         quotas = self.quotas()
         starts, n = [], 0
         for rule in rules:
@@ -304,7 +306,10 @@ class All(Policy):
                 own = rules[place - 1].quotas(1)
                 j = next((j for j, q in enumerate(own) if q.limit == base[1]), 0)
                 binding = starts[place - 1] + j
-            return RateLimit(*base, key=key, rule=place, quotas=quotas, binding=binding)
+            lease_id = reply[7] if len(reply) > 7 else None
+            if isinstance(lease_id, bytes):
+                lease_id = lease_id.decode("utf-8", "surrogateescape")
+            return RateLimit(*base, key=key, rule=place, lease_id=lease_id, quotas=quotas, binding=binding)
 
         return Call(("RL.ALL", len(keys)) + keys + tuple(args), keys, tuple(args), "all", parse)
 

@@ -41,6 +41,8 @@ class RateLimit:
     - ``rule``: the binding rule's 1-based place among the rules (RL.ALL).
     - ``delay_ms``: with RL.GCRA ... DELAY, how long to wait before acting (0: now; -1:
       refused, nothing booked); ``None`` without DELAY.
+    - ``lease_id``: RL.LEASE's lease id (and RL.ALL's, with a LEASE rule) when allowed;
+      ``None`` when refused, peeking, or for the other commands.
 
     ``quotas`` and ``binding`` describe the limits of the call for the HTTP headers
     (:func:`redis_ratelimit.headers.ratelimit_headers`); they are left out of ``==``.
@@ -55,6 +57,7 @@ class RateLimit:
     window_ms: Optional[int] = None
     rule: Optional[int] = None
     delay_ms: Optional[int] = None
+    lease_id: Any = None
     quotas: Tuple[Quota, ...] = field(default=(), compare=False, repr=False)
     binding: Optional[int] = field(default=None, compare=False, repr=False)
 

@@ -35,6 +35,8 @@ FUNCTIONS: Dict[str, str] = {
     "multi": "rl_multi",
     "sliding": "rl_sliding",
     "log": "rl_log",
+    "lease": "rl_lease",
+    "release": "rl_release",
     "all": "rl_all",
     "throttle": "cl_throttle",
     "bulkexpire": "rl_bulkexpire",

@@ -38,7 +38,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ._middleware import USE_TWINS, Guard, PolicyChoice, Settings, unavailable
+from ._middleware import USE_TWINS, Guard, PolicyChoice, Settings, held_leases, release_failed, unavailable
 from .client import RateLimiter
 from .policies import Policy
 from .results import RateLimit
@@ -104,23 +104,34 @@ class RateLimitMiddleware:
         """One call of the limiter for a request, through the circuit breaker: the
         result, or None when the limiter is unavailable (the request then fails open or
         closed). Errors in the call itself (bad arguments) are raised."""
+        return self.judge_holding(policy, identity, cost, where)[0]
+
+    def judge_holding(
+        self, policy: Policy, identity: Any, cost: int, where: str = ""
+    ) -> Tuple[Optional[RateLimit], List[Tuple[Any, Any]], RateLimiter]:
+        """:meth:`judge`, the leases an allowed request then holds (a Lease policy, or
+        Lease rules of an All policy: (key, lease id) pairs to release once the response
+        is sent) and the limiter that granted them (the module's, or its twins' after a
+        fallback), which releases them."""
         guard = self.guard
         if not guard.allow():
-            return None
+            return None, [], self.limiter
         policy, keys = self.settings.with_ban(policy, self.settings.keys_for(policy, identity))
         twins = self.twins_limiter if guard.use_twins and self.twins_limiter is not None else None
+        limiter = twins or self.limiter
         try:
-            result = (twins or self.limiter).check(policy, keys, cost=cost)
+            result = limiter.check(policy, keys, cost=cost)
         except Exception as exc:
             if guard.failed(exc, where) != USE_TWINS or self.twins_limiter is None:
-                return None
+                return None, [], limiter
+            limiter = self.twins_limiter
             try:
-                result = self.twins_limiter.check(policy, keys, cost=cost)
+                result = limiter.check(policy, keys, cost=cost)
             except Exception as again:
                 guard.failed(again, where)
-                return None
+                return None, [], limiter
         guard.succeeded()
-        return result
+        return result, held_leases(policy, keys, result), limiter
 
     def unavailable(self) -> Tuple[int, List[Tuple[str, str]], bytes]:
         """The response of a request that fails closed (raises ModuleMissing on a server
@@ -137,7 +148,7 @@ class RateLimitMiddleware:
         identity = None if policy is None else (s.key or default_key)(environ)
         if policy is None or identity is None:
             return self.app(environ, start_response)
-        result = self.judge(policy, identity, s.cost_for(environ), path)
+        result, leases, granted_by = self.judge_holding(policy, identity, s.cost_for(environ), path)
         if result is None:
             if s.fail_open:
                 return self.app(environ, start_response)
@@ -146,9 +157,35 @@ class RateLimitMiddleware:
         headers = s.headers(result)
         if not result.allowed:
             return self._respond(start_response, *s.too_many(result, headers))
+        if leases:
+            respond = self._with(headers, start_response) if s.headers_when_allowed else start_response
+            return self._holding(leases, granted_by, environ, respond)
         if not s.headers_when_allowed:
             return self.app(environ, start_response)
+        return self.app(environ, self._with(headers, start_response))
 
+    def _holding(
+        self, leases: List[Tuple[Any, Any]], limiter: RateLimiter, environ: dict, start_response: Callable
+    ) -> Iterable[bytes]:
+        """The response of a request that holds leases (a Lease policy): released when
+        the server closes the response, or when the application raises."""
+
+        def release() -> None:
+            for key, lease_id in leases:
+                try:
+                    limiter.release(key, lease_id)
+                except Exception as exc:  # noqa: BLE001 - it frees itself at its ttl
+                    release_failed(exc, key)
+
+        try:
+            body = self.app(environ, start_response)
+        except BaseException:
+            release()
+            raise
+        return _Releasing(body, release)
+
+    @staticmethod
+    def _with(headers: Any, start_response: Callable) -> Callable:
         def start_with_headers(status: str, response_headers: List[Tuple[str, str]], exc_info: Any = None) -> Any:
             taken = {name.lower() for name, _ in response_headers}
             extra = [(k, v) for k, v in headers.items() if k.lower() not in taken]
@@ -156,7 +193,7 @@ class RateLimitMiddleware:
                 return start_response(status, list(response_headers) + extra, exc_info)
             return start_response(status, list(response_headers) + extra)
 
-        return self.app(environ, start_with_headers)
+        return start_with_headers
 
     def limit(
         self,
@@ -192,7 +229,7 @@ class RateLimitMiddleware:
                 if identity is None:
                     return view(*args, **kwargs)
                 how_much = s.cost_for(environ) if cost is None else (cost(environ) if callable(cost) else cost)
-                result = self.judge(policy, identity, how_much, flask.request.path)
+                result, leases, granted_by = self.judge_holding(policy, identity, how_much, flask.request.path)
                 if result is None:
                     if s.fail_open:
                         return view(*args, **kwargs)
@@ -203,7 +240,14 @@ class RateLimitMiddleware:
                 if not result.allowed:
                     status, headers, body = s.too_many(result, extra)
                     return flask.Response(body, status=status, headers=headers)
-                response = flask.make_response(view(*args, **kwargs))
+                try:
+                    response = flask.make_response(view(*args, **kwargs))
+                finally:
+                    for lease_key, lease_id in leases:
+                        try:
+                            granted_by.release(lease_key, lease_id)
+                        except Exception as exc:  # noqa: BLE001 - it frees itself at its ttl
+                            release_failed(exc, lease_key)
                 if s.headers_when_allowed:
                     for name, value in extra.items():
                         if name not in response.headers:
@@ -218,3 +262,25 @@ class RateLimitMiddleware:
     def _respond(start_response: Callable, status: int, headers: List[Tuple[str, str]], body: bytes) -> Iterable[bytes]:
         start_response(_STATUS[status], headers)
         return [body]
+
+
+class _Releasing:
+    """A response body that runs ``release`` once, when the server closes it (after
+    the last byte is sent, or on an error)."""
+
+    def __init__(self, body: Iterable[bytes], release: Callable[[], None]):
+        self.body = body
+        self._release: Optional[Callable[[], None]] = release
+
+    def __iter__(self):
+        return iter(self.body)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
