@@ -135,6 +135,24 @@ pub enum Mode {
     Force,
 }
 
+impl Mode {
+    /// How a call's request settles, from its `REFUND` and `FORCE`: at most one of
+    /// them, and neither with `DELAY` (a settled request is not booked).
+    pub fn of(opts: &Options<'_>) -> Result<Mode> {
+        let mode = match (opts.refund, opts.force) {
+            (true, true) => return Err(Error::RefundAndForce),
+            (true, false) => Mode::Refund,
+            (false, true) => Mode::Force,
+            (false, false) => Mode::Take,
+        };
+        match (mode, opts.delay) {
+            (Mode::Refund, Some(_)) => Err(Error::SettleWithDelay { flag: "REFUND" }),
+            (Mode::Force, Some(_)) => Err(Error::SettleWithDelay { flag: "FORCE" }),
+            _ => Ok(mode),
+        }
+    }
+}
+
 /// What every rule of a call judges: the call's time, its cost and how it settles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Request {

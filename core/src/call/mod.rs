@@ -322,7 +322,7 @@ impl<R: Limiter> Call<R> {
         let positional = R::parse_args(positional)?;
         let accepts = Opt::set(&COST_AT) | Opt::set(R::OPTIONS) | Opt::set(R::COMMAND_OPTIONS);
         let opts = Options::parse(options, accepts)?;
-        let mode = opts.mode()?;
+        let mode = Mode::of(&opts)?;
         let rule = R::build(positional, &opts)?;
         // A refund or a forced request of any cost can be settled.
         if mode == Mode::Take {

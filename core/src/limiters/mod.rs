@@ -417,7 +417,7 @@ fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
             inner: Box::new(Error::SecondBan),
         });
     }
-    let mode = opts.mode()?;
+    let mode = Mode::of(&opts)?;
     for (i, (_, rule)) in rules.iter_mut().enumerate() {
         let in_rule = |kind: &'static str, e: Error| Error::InRule {
             index: i + 1,
@@ -450,6 +450,16 @@ fn is_rule_keyword(word: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_command_table_lists_every_rule_in_the_order_of_the_limiters() {
+        let table: Vec<&str> = crate::commands::RULES
+            .iter()
+            .map(|(kind, _)| *kind)
+            .collect();
+        let listed: Vec<&str> = kinds().iter().map(|(kind, _)| *kind).collect();
+        assert_eq!(table, listed);
+    }
     use crate::call::memory::{self, Key};
     use crate::call::verdict::{Decision, Verdict};
     use crate::units::Micros;

@@ -113,7 +113,7 @@ pub fn parse_call<'a>(
     }
     let (numkeys, rest) = parse_keys(args)?;
     let opts = Options::parse(rest, Opt::set(&COST_AT) | Opt::set(own) | Opt::set(&SETTLE))?;
-    let mode = opts.mode()?;
+    let mode = Mode::of(&opts)?;
     if opts.limits.is_empty() {
         return Err(Error::MissingLimit);
     }

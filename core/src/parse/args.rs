@@ -231,25 +231,6 @@ impl<'a> Options<'a> {
     }
 }
 
-impl Options<'_> {
-    /// How the request settles, from `REFUND` and `FORCE`: at most one of them, and
-    /// neither with `DELAY` (a settled request is not booked).
-    pub fn mode(&self) -> Result<crate::call::limiter::Mode> {
-        use crate::call::limiter::Mode;
-        let mode = match (self.refund, self.force) {
-            (true, true) => return Err(Error::RefundAndForce),
-            (true, false) => Mode::Refund,
-            (false, true) => Mode::Force,
-            (false, false) => Mode::Take,
-        };
-        match (mode, self.delay) {
-            (Mode::Refund, Some(_)) => Err(Error::SettleWithDelay { flag: "REFUND" }),
-            (Mode::Force, Some(_)) => Err(Error::SettleWithDelay { flag: "FORCE" }),
-            _ => Ok(mode),
-        }
-    }
-}
-
 /// One `LIMIT window limit` after those already read: at most [`MAX_WINDOWS`] of them,
 /// both values present, no window twice (compared in milliseconds).
 fn parse_limit(earlier: &[Limit], window: Option<&&[u8]>, limit: Option<&&[u8]>) -> Result<Limit> {

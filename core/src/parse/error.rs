@@ -571,7 +571,8 @@ impl fmt::Display for Error {
                 echo(value)
             ),
             Error::UnknownRule { value } => {
-                let kinds = crate::limiters::kinds().map(|(kind, _)| kind);
+                // RL.ALL's rules, in the order of the list of limiters (a test keeps it).
+                let kinds: Vec<&str> = crate::commands::RULES.iter().map(|(kind, _)| *kind).collect();
                 let (last, first) = kinds.split_last().unwrap_or((&"", &[]));
                 write!(
                     f,
