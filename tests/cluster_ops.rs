@@ -210,14 +210,11 @@ fn start_clients(
         .collect()
 }
 
-/// Wait (bounded) until `counter` (the clients' rounds or calls, between them) reaches
-/// `n`.
-fn wait_for(counter: &AtomicUsize, n: usize) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while counter.load(Ordering::SeqCst) < n {
-        assert!(std::time::Instant::now() < deadline, "the clients stalled");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+/// Wait until `counter` (the clients' rounds or calls, between them) reaches `n`; the
+/// clients ending first fails the test.
+fn wait_for<T>(counter: &AtomicUsize, n: usize, clients: &[std::thread::JoinHandle<T>]) {
+    let reached = common::wait_for_clients(|| counter.load(Ordering::SeqCst) >= n, clients);
+    assert!(reached, "the clients ended before {n} rounds or calls");
 }
 
 /// After a move with clients calling: every limiter allowed at most its capacity in
@@ -336,7 +333,7 @@ fn cluster_migrateslots_moves_every_limiter_with_its_state_and_the_limits_hold()
     );
     let attempts = Arc::new(AtomicUsize::new(0));
     let clients = start_clients(&cluster, at, &done, &rounds, &attempts);
-    wait_for(&rounds, 20);
+    wait_for(&rounds, 20, &clients);
     let next = (to + 1) % 3;
     let rounds_before = rounds.load(Ordering::SeqCst);
     let reply = cluster.migrate_slot_atomically(slot, to, next);
@@ -397,13 +394,13 @@ fn legacy_resharding_moves_every_limiter_with_its_state_and_the_limits_hold() {
     );
     let attempts = Arc::new(AtomicUsize::new(0));
     let clients = start_clients(&cluster, at, &done, &rounds, &attempts);
-    wait_for(&rounds, 20);
+    wait_for(&rounds, 20, &clients);
     let next = (to + 1) % 3;
     let mut between = || {
         // The clients send 20 calls (redirections and tries again included) between
         // two keys: after the last one, every call meets a key already moved.
         let now = attempts.load(Ordering::SeqCst);
-        wait_for(&attempts, now + 20);
+        wait_for(&attempts, now + 20, &clients);
     };
     cluster.migrate_slot_legacy(slot, to, next, &mut between);
     done.store(true, Ordering::SeqCst);

@@ -116,19 +116,16 @@ fn strict_clients(
         .collect()
 }
 
-/// Wait (bounded) until `granted` reaches `n` or every client has ended.
+/// Wait until `granted` reaches `n` or every client has ended.
 fn wait_for_grants(
     granted: &std::sync::atomic::AtomicI64,
     n: i64,
     clients: &[std::thread::JoinHandle<()>],
 ) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while granted.load(std::sync::atomic::Ordering::SeqCst) < n
-        && clients.iter().any(|c| !c.is_finished())
-    {
-        assert!(std::time::Instant::now() < deadline, "the clients stalled");
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    common::wait_for_clients(
+        || granted.load(std::sync::atomic::Ordering::SeqCst) >= n,
+        clients,
+    );
 }
 
 /// After a primary's death: its stand-in counts at least every grant its callers were

@@ -61,3 +61,21 @@ pub fn module_names(c: &mut Client) -> Vec<String> {
         .map(|m| m.array()[1].text())
         .collect()
 }
+
+/// Wait until `reached()` holds or every client thread has ended (each is bounded in
+/// requests, and a stalled one fails through its client's read timeout): whether it
+/// was reached. No clock is read: how long it takes is the machine's business.
+pub fn wait_for_clients<T>(
+    reached: impl Fn() -> bool,
+    clients: &[std::thread::JoinHandle<T>],
+) -> bool {
+    loop {
+        if reached() {
+            return true;
+        }
+        if clients.iter().all(|c| c.is_finished()) {
+            return reached();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
