@@ -24,8 +24,8 @@ import uuid
 import redis
 from flask import Flask, jsonify, request
 
-from redis_ratelimit import Fixed, Gcra, RateLimiter
-from redis_ratelimit.headers import ratelimit_headers
+from redis_native_ratelimit import Fixed, Gcra, RateLimiter
+from redis_native_ratelimit.headers import ratelimit_headers
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 

@@ -21,7 +21,7 @@ from datetime import timedelta
 
 import redis
 
-from redis_ratelimit import LeaseDenied, RateLimiter
+from redis_native_ratelimit import LeaseDenied, RateLimiter
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 

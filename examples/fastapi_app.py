@@ -21,8 +21,8 @@ import redis
 import redis.asyncio
 from fastapi import FastAPI, Request
 
-from redis_ratelimit import Gcra, Sliding
-from redis_ratelimit.asgi import RateLimitMiddleware
+from redis_native_ratelimit import Gcra, Sliding
+from redis_native_ratelimit.asgi import RateLimitMiddleware
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 

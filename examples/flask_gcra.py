@@ -21,8 +21,8 @@ import uuid
 import redis
 from flask import Flask, jsonify, request
 
-from redis_ratelimit import Gcra
-from redis_ratelimit.wsgi import RateLimitMiddleware
+from redis_native_ratelimit import Gcra
+from redis_native_ratelimit.wsgi import RateLimitMiddleware
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 
@@ -35,7 +35,7 @@ def create_app(r, policy=POLICY, prefix="rl:", timeout=0.25):
 
     @app.get("/")
     def hello():
-        result = request.environ.get("redis_ratelimit.result")  # None when unlimited
+        result = request.environ.get("redis_native_ratelimit.result")  # None when unlimited
         return jsonify(hello="world", remaining=None if result is None else result.remaining)
 
     @app.get("/health")

@@ -18,7 +18,7 @@ import uuid
 
 import redis
 
-from redis_ratelimit import Fixed, RateLimiter
+from redis_native_ratelimit import Fixed, RateLimiter
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 

@@ -22,8 +22,8 @@ import uuid
 import redis
 from flask import Flask, jsonify, request
 
-from redis_ratelimit import RateLimiter, ratelimit_headers
-from redis_ratelimit.wsgi import bounded_client
+from redis_native_ratelimit import RateLimiter, ratelimit_headers
+from redis_native_ratelimit.wsgi import bounded_client
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 

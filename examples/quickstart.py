@@ -1,4 +1,4 @@
-"""Calling the rate limiting commands from Python, with the redis-ratelimit package.
+"""Calling the rate limiting commands from Python, with the redis-native-ratelimit package.
 
     python examples/quickstart.py          # a few calls against $REDIS_URL
     python examples/quickstart.py --check  # the self-check `make test` runs
@@ -14,7 +14,7 @@ import uuid
 
 import redis
 
-from redis_ratelimit import RateLimit, RateLimiter, ratelimit_headers
+from redis_native_ratelimit import RateLimit, RateLimiter, ratelimit_headers
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 

@@ -16,7 +16,7 @@ import uuid
 
 import redis
 
-from redis_ratelimit import RateLimiter, Strict
+from redis_native_ratelimit import RateLimiter, Strict
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 

@@ -18,7 +18,7 @@ from collections import Counter
 
 import redis
 
-from redis_ratelimit import RateLimiter
+from redis_native_ratelimit import RateLimiter
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 

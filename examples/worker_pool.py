@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import redis
 
-from redis_ratelimit import RateLimiter
+from redis_native_ratelimit import RateLimiter
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 

@@ -28,8 +28,8 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
-from redis_ratelimit import RateLimiter
-from redis_ratelimit.asyncio import AsyncRateLimiter
+from redis_native_ratelimit import RateLimiter
+from redis_native_ratelimit.asyncio import AsyncRateLimiter
 
 REPO = Path(__file__).resolve().parents[3]
 START_WITHIN = 15  # seconds for a server to answer PING

@@ -16,7 +16,7 @@ import redis.asyncio
 from test_middleware import Flavour, body, paused
 
 from conftest import Server
-from redis_ratelimit import CircuitBreaker, Gcra, ModuleMissing
+from redis_native_ratelimit import CircuitBreaker, Gcra, ModuleMissing
 
 SHORT = 0.2  # the call's timeout under CLIENT PAUSE (the pause outlasts it)
 COOLDOWN = 5.0
@@ -192,15 +192,15 @@ def test_without_a_breaker_every_request_calls(kind, tag):
 
 
 def errors(caplog) -> List[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "redis_ratelimit" and r.levelno >= logging.ERROR]
+    return [r.getMessage() for r in caplog.records if r.name == "redis_native_ratelimit" and r.levelno >= logging.ERROR]
 
 
 def warnings(caplog) -> List[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "redis_ratelimit" and r.levelno == logging.WARNING]
+    return [r.getMessage() for r in caplog.records if r.name == "redis_native_ratelimit" and r.levelno == logging.WARNING]
 
 
 def test_a_server_without_the_module_is_found_out_once_and_said_loudly(kind, bare_server, caplog, tag):
-    caplog.set_level(logging.INFO, logger="redis_ratelimit")
+    caplog.set_level(logging.INFO, logger="redis_native_ratelimit")
     flavour = Flavour(kind, bare_server.port)
     tries, clock = Tries(), Clock()
     breaker = CircuitBreaker(cooldown=COOLDOWN, clock=clock)
@@ -231,7 +231,7 @@ def test_a_server_without_the_module_fails_closed_with_an_exception(kind, bare_s
 
 
 def test_a_server_without_the_module_uses_the_twins_when_allowed(kind, bare_server, caplog, tag):
-    caplog.set_level(logging.INFO, logger="redis_ratelimit")
+    caplog.set_level(logging.INFO, logger="redis_native_ratelimit")
     flavour = Flavour(kind, bare_server.port)
     plain = redis.Redis(port=bare_server.port)
     tries = Tries()

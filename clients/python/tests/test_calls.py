@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import redis
 
-from redis_ratelimit import All, Fixed, Gcra, Log, Multi, Quota, RateLimit, Sliding, Sweep, Throttle
+from redis_native_ratelimit import All, Fixed, Gcra, Log, Multi, Quota, RateLimit, Sliding, Sweep, Throttle
 
 T = 1_900_000_000_000  # ms since the Unix epoch (2030-03-17)
 
@@ -140,7 +140,7 @@ def test_sweep(limiter, raw, variant, tag):
 def test_sweep_on_a_cluster_node(cluster, tag):
     client = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.port)
     try:
-        from redis_ratelimit import RateLimiter
+        from redis_native_ratelimit import RateLimiter
 
         rl = RateLimiter(client)
         client.set(tag + "k", 1)

@@ -45,11 +45,11 @@ def test_redis_ratelimit_scheme_works_without_importing_the_package(server, tmp_
     file registers the storage when the `limits` library is imported."""
     code = (
         "import sys\n"
-        "assert 'redis' not in sys.modules and 'redis_ratelimit' not in sys.modules\n"
+        "assert 'redis' not in sys.modules and 'redis_native_ratelimit' not in sys.modules\n"
         "from limits.storage import storage_from_string\n"
         "import os\n"
         "storage = storage_from_string(os.environ['REDIS_URL'].replace('redis://', 'redis+ratelimit://', 1))\n"
-        "assert type(storage).__module__ == 'redis_ratelimit.limits_storage', type(storage)\n"
+        "assert type(storage).__module__ == 'redis_native_ratelimit.limits_storage', type(storage)\n"
         "assert storage.check()\n"
         "from flask import Flask\n"
         "from flask_limiter import Limiter\n"
@@ -75,8 +75,8 @@ def test_the_wheel_carries_the_pth_file_and_its_hook(tmp_path):
         check=True,
         timeout=300,
     )
-    (wheel,) = tmp_path.glob("redis_ratelimit-*.whl")
+    (wheel,) = tmp_path.glob("redis_native_ratelimit-*.whl")
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
-        assert {"redis_ratelimit.pth", "redis_ratelimit_hook.py"} <= names, sorted(names)
-        assert z.read("redis_ratelimit.pth").decode().strip() == "import redis_ratelimit_hook"
+        assert {"redis_native_ratelimit.pth", "redis_native_ratelimit_hook.py"} <= names, sorted(names)
+        assert z.read("redis_native_ratelimit.pth").decode().strip() == "import redis_native_ratelimit_hook"

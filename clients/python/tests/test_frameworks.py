@@ -1,6 +1,6 @@
 """Flask-Limiter and SlowAPI apps, written for the `limits` library's Redis storage,
 switched to the native commands by their storage URI alone (and ``import
-redis_ratelimit``). The same behaviour checks run against both URIs: the app's own
+redis_native_ratelimit``). The same behaviour checks run against both URIs: the app's own
 test passes before and after the switch."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from slowapi import _rate_limit_exceeded_handler
 from slowapi.errors import RateLimitExceeded
 from slowapi.util import get_remote_address as slow_address
 
-import redis_ratelimit  # noqa: F401 - the only change besides the URI
-from redis_ratelimit.limits_storage import RateLimitStorage
+import redis_native_ratelimit  # noqa: F401 - the only change besides the URI
+from redis_native_ratelimit.limits_storage import RateLimitStorage
 
 STRATEGIES = ["fixed-window", "moving-window", "sliding-window-counter"]
 

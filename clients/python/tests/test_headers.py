@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import redis
 
-from redis_ratelimit import IETF_DRAFT, Quota, RateLimit, RateLimiter, Throttle, ceil_seconds, ratelimit_headers
+from redis_native_ratelimit import IETF_DRAFT, Quota, RateLimit, RateLimiter, Throttle, ceil_seconds, ratelimit_headers
 
 T = 1_900_000_000_000
 

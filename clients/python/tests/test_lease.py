@@ -15,10 +15,10 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from flask import Flask, jsonify
 
-from redis_ratelimit import All, Gcra, Lease, LeaseDenied, RateLimiter
-from redis_ratelimit.asgi import RateLimitMiddleware as AsgiRateLimit
-from redis_ratelimit.asyncio import AsyncRateLimiter
-from redis_ratelimit.wsgi import RateLimitMiddleware as WsgiRateLimit
+from redis_native_ratelimit import All, Gcra, Lease, LeaseDenied, RateLimiter
+from redis_native_ratelimit.asgi import RateLimitMiddleware as AsgiRateLimit
+from redis_native_ratelimit.asyncio import AsyncRateLimiter
+from redis_native_ratelimit.wsgi import RateLimitMiddleware as WsgiRateLimit
 
 T = 1_900_000_000_000  # an AT far ahead: nothing written expires while the tests run
 # How long a test waits for something the background heartbeat must do (it is never a
@@ -249,7 +249,7 @@ def test_the_route_decorators_hold_a_lease_for_the_view(server, tag):
     assert client.get("/fail").status_code == 500
     assert seen == [1, 429, 1] and r.exists(wkey) == 0, "released after an error"
 
-    from redis_ratelimit.asgi import RouteLimiter
+    from redis_native_ratelimit.asgi import RouteLimiter
 
     routes = RouteLimiter(redis.asyncio.Redis(port=server.port), prefix=f"{tag}:a:", timeout=30.0)
     api = FastAPI()

@@ -11,8 +11,8 @@ import limits.strategies
 import pytest
 import redis
 
-import redis_ratelimit  # noqa: F401 - registers the schemes
-from redis_ratelimit.limits_storage import RateLimitStorage, _client_uri, limit_of
+import redis_native_ratelimit  # noqa: F401 - registers the schemes
+from redis_native_ratelimit.limits_storage import RateLimitStorage, _client_uri, limit_of
 
 STRATEGIES = {
     "fixed-window": limits.strategies.FixedWindowRateLimiter,

@@ -15,9 +15,9 @@ from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 from flask import Flask, jsonify, request
 
-from redis_ratelimit import Fixed, Gcra, Log, Multi
-from redis_ratelimit.asgi import RateLimitMiddleware as AsgiRateLimit
-from redis_ratelimit.wsgi import RateLimitMiddleware as WsgiRateLimit
+from redis_native_ratelimit import Fixed, Gcra, Log, Multi
+from redis_native_ratelimit.asgi import RateLimitMiddleware as AsgiRateLimit
+from redis_native_ratelimit.wsgi import RateLimitMiddleware as WsgiRateLimit
 
 # Ample for any machine: the normal path must never take the outage path.
 PATIENT = 30.0
@@ -33,7 +33,7 @@ def flask_app(client, prefix, **settings):
 
     @app.get("/")
     def index():
-        result = request.environ.get("redis_ratelimit.result")
+        result = request.environ.get("redis_native_ratelimit.result")
         return jsonify(remaining=None if result is None else result.remaining)
 
     @app.post("/login")
@@ -294,7 +294,7 @@ def test_the_429_body_can_be_changed(flavour, tag, limited_body, content_type, w
 
 
 def test_a_per_route_decorator_for_flask(plain, tag):
-    from redis_ratelimit import Log
+    from redis_native_ratelimit import Log
 
     app = Flask(__name__)
     # The middleware limits every route with POLICY, but /export, which has its own.
@@ -304,7 +304,7 @@ def test_a_per_route_decorator_for_flask(plain, tag):
     @app.get("/export")
     @limiter.limit(Log(2, "1h", name="export"))
     def export():
-        result = request.environ["redis_ratelimit.result"]
+        result = request.environ["redis_native_ratelimit.result"]
         return jsonify(remaining=result.remaining)
 
     @app.get("/")
@@ -326,7 +326,7 @@ def test_a_per_route_decorator_for_flask(plain, tag):
 def test_a_per_route_decorator_for_fastapi(server, plain, tag):
     from fastapi.responses import PlainTextResponse
 
-    from redis_ratelimit.asgi import RouteLimiter
+    from redis_native_ratelimit.asgi import RouteLimiter
 
     routes = RouteLimiter(redis.asyncio.Redis(port=server.port), prefix=tag, key=asgi_key)
     app = FastAPI()

@@ -9,7 +9,7 @@ import inspect
 import pytest
 import redis
 
-from redis_ratelimit import All, Ban, Fixed, Gcra, Log, RateLimit, Reservation
+from redis_native_ratelimit import All, Ban, Fixed, Gcra, Log, RateLimit, Reservation
 
 from test_middleware import Flavour, body  # noqa: F401  (the flavour fixture's class)
 
@@ -118,7 +118,7 @@ def test_the_middleware_bans_a_caller_refused_too_often(flavour, plain, tag):
 
 
 def test_the_ban_option_takes_a_ban_policy():
-    from redis_ratelimit._middleware import Settings
+    from redis_native_ratelimit._middleware import Settings
 
     with pytest.raises(TypeError):
         Settings(Fixed(1, "1m"), ban=Fixed(1, "1m"))

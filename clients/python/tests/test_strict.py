@@ -14,7 +14,7 @@ import redis.asyncio
 import redis.cluster
 from conftest import AwaitEach, Server
 
-from redis_ratelimit import RateLimiter, Strict
+from redis_native_ratelimit import RateLimiter, Strict
 
 AT = 1_900_000_000_000  # every call's AT: the windows neither start nor end in a test
 LINK_UP_WITHIN = 20  # seconds for a replica to report its link up

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from conftest import REPO, make_limiter
-from redis_ratelimit import Fixed, Gcra, RateLimiter, TwinUnavailable, twins
+from redis_native_ratelimit import Fixed, Gcra, RateLimiter, TwinUnavailable, twins
 
 T = 1_900_000_000_000
 
@@ -70,7 +70,7 @@ def test_a_command_without_a_twin_says_so(bare_server, tmp_path):
 
 def test_the_wheel_carries_every_twin(tmp_path):
     """`pip install ./clients/python` installs the twins: the wheel holds each file of
-    lua/ (redis_ratelimit/lua is a link to it in the checkout), byte for byte, and not
+    lua/ (redis_native_ratelimit/lua is a link to it in the checkout), byte for byte, and not
     the published scripts kept there as benchmark baselines."""
     import subprocess
     import sys
@@ -82,8 +82,8 @@ def test_the_wheel_carries_every_twin(tmp_path):
         check=True,
         timeout=300,
     )
-    (wheel,) = tmp_path.glob("redis_ratelimit-*.whl")
-    prefix = "redis_ratelimit/lua/"
+    (wheel,) = tmp_path.glob("redis_native_ratelimit-*.whl")
+    prefix = "redis_native_ratelimit/lua/"
     with zipfile.ZipFile(wheel) as z:
         carried = {n[len(prefix):]: z.read(n) for n in z.namelist() if n.startswith(prefix)}
     lua = REPO / "lua"

@@ -36,7 +36,7 @@ def _text(value: Any) -> Any:
 @dataclass(frozen=True)
 class Lease(Policy):
     """RL.LEASE: at most ``limit`` leases held at once on a key, each until released or
-    ``ttl`` after it was last renewed. As a rule of :class:`~redis_ratelimit.All`, the
+    ``ttl`` after it was last renewed. As a rule of :class:`~redis_native_ratelimit.All`, the
     call's ``id`` names the lease (the result's ``lease_id``)."""
 
     limit: int

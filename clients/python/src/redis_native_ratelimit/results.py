@@ -45,7 +45,7 @@ class RateLimit:
       ``None`` when refused, peeking, or for the other commands.
 
     ``quotas`` and ``binding`` describe the limits of the call for the HTTP headers
-    (:func:`redis_ratelimit.headers.ratelimit_headers`); they are left out of ``==``.
+    (:func:`redis_native_ratelimit.headers.ratelimit_headers`); they are left out of ``==``.
     """
 
     allowed: bool

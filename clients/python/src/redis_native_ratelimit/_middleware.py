@@ -16,7 +16,7 @@ from .headers import ratelimit_headers
 from .policies import All, Ban, Policy
 from .results import RateLimit
 
-log = logging.getLogger("redis_ratelimit")
+log = logging.getLogger("redis_native_ratelimit")
 
 #: How long a middleware waits for the limiter by default, in seconds, before it
 #: serves the request unlimited (fail open) or refuses it (fail closed).
@@ -279,7 +279,7 @@ class Guard:
                 log.error(
                     "the Redis server has no redis-ratelimit module (%s): the middleware now runs the "
                     "commands' Lua twins, slower (their Functions library when it is loaded, "
-                    "redis_ratelimit.twins.load_library, else their scripts); load the module into the "
+                    "redis_native_ratelimit.twins.load_library, else their scripts); load the module into the "
                     "server to use its commands",
                     exc,
                 )

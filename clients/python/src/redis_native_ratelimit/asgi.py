@@ -1,7 +1,7 @@
 """Rate limiting for ASGI applications (FastAPI, Starlette, Quart...)::
 
-    from redis_ratelimit import Gcra, Log
-    from redis_ratelimit.asgi import RateLimitMiddleware
+    from redis_native_ratelimit import Gcra, Log
+    from redis_native_ratelimit.asgi import RateLimitMiddleware
 
     app = FastAPI()
     app.add_middleware(
@@ -11,7 +11,7 @@
         routes={"POST /login": Log(5, "1m"), "/health": None},
     )
 
-The same behaviour as :mod:`redis_ratelimit.wsgi`, on an asyncio client: ``key(scope)``
+The same behaviour as :mod:`redis_native_ratelimit.wsgi`, on an asyncio client: ``key(scope)``
 (default: the client address), a policy per route, 429 with the headers, the result in
 ``request.state.rate_limit`` (``scope["state"]["rate_limit"]``). The limiter's call is
 bounded by ``timeout`` seconds (``asyncio.wait_for``); past it, or when the limiter
@@ -202,7 +202,7 @@ def _response(status: int, headers: List[Tuple[str, str]], body: bytes) -> Any:
 
 class RateLimitMiddleware:
     """ASGI middleware: ``RateLimitMiddleware(app, client=..., policy=..., **settings)``
-    (the settings of :class:`redis_ratelimit.wsgi.RateLimitMiddleware`). ``limiter=``
+    (the settings of :class:`redis_native_ratelimit.wsgi.RateLimitMiddleware`). ``limiter=``
     shares a :class:`RouteLimiter` (its client, settings and circuit breaker) with the
     routes it decorates, instead of ``client`` and the settings."""
 

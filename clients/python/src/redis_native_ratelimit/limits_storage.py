@@ -1,9 +1,9 @@
 """A storage for the `limits` library (and so for Flask-Limiter and SlowAPI) that
 decides with the module's native commands.
 
-Installing the package registers it under these URI schemes (its ``redis_ratelimit.pth``
-imports this module right after the `limits` library, see ``redis_ratelimit_hook``;
-``import redis_ratelimit`` does it too):
+Installing the package registers it under these URI schemes (its ``redis_native_ratelimit.pth``
+imports this module right after the `limits` library, see ``redis_native_ratelimit_hook``;
+``import redis_native_ratelimit`` does it too):
 
 - ``redis+ratelimit://[user:password@]host:port[/db]`` and ``rediss+ratelimit://...``
   (TLS): one server;

@@ -1,7 +1,7 @@
 """The Lua twins: the commands' arguments, replies and state in Lua, for servers where
 the module cannot be loaded (managed services that refuse ``MODULE LOAD``).
 
-They come in two forms, both in the package's ``lua/`` (``redis_ratelimit/lua``, a link
+They come in two forms, both in the package's ``lua/`` (``redis_native_ratelimit/lua``, a link
 to the repository's ``lua/`` in the checkout that the wheel resolves):
 
 - the Functions library ``ratelimit.lua`` (``FUNCTION LOAD``, once per primary), whose

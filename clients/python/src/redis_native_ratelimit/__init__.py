@@ -1,7 +1,7 @@
-"""redis-ratelimit: typed Python calls of the redis-ratelimit module's native commands,
+"""redis-native-ratelimit: typed Python calls of the redis-ratelimit module's native commands,
 their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` library.
 
-- :class:`RateLimiter` / :class:`redis_ratelimit.asyncio.AsyncRateLimiter`: every command,
+- :class:`RateLimiter` / :class:`redis_native_ratelimit.asyncio.AsyncRateLimiter`: every command,
   results as frozen dataclasses (:class:`RateLimit`, :class:`Throttle`, :class:`Sweep`);
 - policies (:class:`Fixed`, :class:`Gcra`, :class:`Multi`, :class:`Sliding`, :class:`Log`,
   :class:`Lease`, :class:`All`, and :class:`Ban`, RL.ALL's penalty box): limits without
@@ -13,8 +13,8 @@ their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` lib
 - :class:`Strict`: strict mode, a grant counted only once a replica holds it;
 - :func:`ratelimit_headers`: ``RateLimit-*``, the IETF draft's ``RateLimit-Policy`` and
   ``RateLimit``, ``Retry-After``;
-- :mod:`redis_ratelimit.wsgi` and :mod:`redis_ratelimit.asgi`: middleware that fails open;
-- :mod:`redis_ratelimit.limits_storage`: registered as ``redis+ratelimit://`` when the
+- :mod:`redis_native_ratelimit.wsgi` and :mod:`redis_native_ratelimit.asgi`: middleware that fails open;
+- :mod:`redis_native_ratelimit.limits_storage`: registered as ``redis+ratelimit://`` when the
   `limits` library is installed.
 """
 

@@ -1,5 +1,5 @@
 """Typed calls of every command, with redis-py: :class:`RateLimiter` (blocking) and, in
-:mod:`redis_ratelimit.asyncio`, :class:`~redis_ratelimit.asyncio.AsyncRateLimiter`.
+:mod:`redis_native_ratelimit.asyncio`, :class:`~redis_native_ratelimit.asyncio.AsyncRateLimiter`.
 
 They take any redis-py client: ``redis.Redis`` or ``redis.cluster.RedisCluster`` (and
 their asyncio versions), with ``decode_responses`` on or off, RESP2 or RESP3. With
@@ -119,7 +119,7 @@ class Reservation:
 
 class _Calls:
     """The calls, shared by the blocking and the asyncio limiter: each method builds a
-    :class:`~redis_ratelimit.policies.Call` and hands it to ``_run`` (which returns the
+    :class:`~redis_native_ratelimit.policies.Call` and hands it to ``_run`` (which returns the
     result, or an awaitable of it)."""
 
     def __init__(
@@ -134,7 +134,7 @@ class _Calls:
         self.twins = twins
         self.lua_dir = lua_dir
         self._encode = _encoder(client)
-        #: Strict mode (:mod:`redis_ratelimit.strict`): each call followed by ``WAIT``.
+        #: Strict mode (:mod:`redis_native_ratelimit.strict`): each call followed by ``WAIT``.
         self.strict = strict
         if strict is not None:
             _strict.check_client(client)
@@ -276,7 +276,7 @@ class _Calls:
         name: str = "lease",
     ) -> Any:
         """RL.LEASE key limit ttl [ID id] [COST n] [AT ms]: one of ``limit`` slots. A
-        :class:`~redis_ratelimit.lease.HeldLease` (``allowed``, ``id``, ``release()``),
+        :class:`~redis_native_ratelimit.lease.HeldLease` (``allowed``, ``id``, ``release()``),
         also a context manager that raises ``LeaseDenied`` when refused, renews every
         ``renew_every`` seconds (a third of ``ttl`` by default) while its body runs,
         and releases on exit."""
@@ -389,7 +389,7 @@ class RateLimiter(_Calls):
 
     ``twins=True`` runs the Lua twins instead of the module's commands;
     ``strict=Strict()`` counts a grant only once a replica holds it
-    (:mod:`redis_ratelimit.strict`).
+    (:mod:`redis_native_ratelimit.strict`).
     """
 
     def _run(self, call: Call, **kwargs: Any) -> Any:

@@ -1,6 +1,6 @@
 """The typed calls on redis-py's asyncio clients (``redis.asyncio.Redis``,
 ``redis.asyncio.cluster.RedisCluster``): the same methods as
-:class:`redis_ratelimit.RateLimiter`, to be awaited::
+:class:`redis_native_ratelimit.RateLimiter`, to be awaited::
 
     rl = AsyncRateLimiter(redis.asyncio.Redis.from_url("redis://127.0.0.1:6379"))
     result = await rl.gcra("user:42", max_burst=2, count=1, period="2s")
@@ -20,7 +20,7 @@ from .policies import Call
 
 
 class AsyncReservation(Reservation):
-    """A :class:`redis_ratelimit.client.Reservation` whose ``settle`` is awaited."""
+    """A :class:`redis_native_ratelimit.client.Reservation` whose ``settle`` is awaited."""
 
     async def settle(self, actual: int, *, at: Any = None) -> Any:  # type: ignore[override]
         pending = Reservation.settle(self, actual, at=at)
@@ -28,7 +28,7 @@ class AsyncReservation(Reservation):
 
 
 class AsyncRateLimiter(_Calls):
-    """Every method of :class:`redis_ratelimit.RateLimiter`, returning an awaitable."""
+    """Every method of :class:`redis_native_ratelimit.RateLimiter`, returning an awaitable."""
 
     def _reservation(self, result: Any, policy: Any, keys: Any, estimate: int, at: Any) -> Any:
         async def reserved() -> AsyncReservation:

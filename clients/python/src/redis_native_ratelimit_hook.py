@@ -1,13 +1,13 @@
 """Registers the ``redis+ratelimit://`` storage with the `limits` library as soon as that
 library is imported, so that a Flask-Limiter or SlowAPI app needs no ``import
-redis_ratelimit`` kept for its side effect.
+redis_native_ratelimit`` kept for its side effect.
 
 The `limits` library finds storages only among the classes defined so far (it has no
 plugin entry points), so the storage's module must be imported before a URI names it.
-The package installs ``redis_ratelimit.pth``, whose one line imports this module when
+The package installs ``redis_native_ratelimit.pth``, whose one line imports this module when
 Python starts. It imports nothing else and does nothing until `limits` is imported:
 it puts one finder on ``sys.meta_path`` that, when `limits` is first imported, lets the
-library load as usual and then imports ``redis_ratelimit.limits_storage``, which
+library load as usual and then imports ``redis_native_ratelimit.limits_storage``, which
 registers the schemes. If that import fails, the library is left as it is.
 """
 
@@ -34,7 +34,7 @@ class _AfterLimits:
         def exec_then_register(module):
             exec_module(module)
             try:
-                import redis_ratelimit.limits_storage  # noqa: F401 - registers the schemes
+                import redis_native_ratelimit.limits_storage  # noqa: F401 - registers the schemes
             except Exception:  # noqa: BLE001 - the library works without the storage
                 pass
 

@@ -1,7 +1,7 @@
 """Rate limiting for WSGI applications (Flask, Django, Falcon...)::
 
-    from redis_ratelimit import Gcra, Log
-    from redis_ratelimit.wsgi import RateLimitMiddleware
+    from redis_native_ratelimit import Gcra, Log
+    from redis_native_ratelimit.wsgi import RateLimitMiddleware
 
     app.wsgi_app = RateLimitMiddleware(
         app.wsgi_app,
@@ -14,15 +14,15 @@ Every request whose route has a policy is checked with one call, keyed by
 ``key(environ)`` (default: the client address; return a list for Multi, Sliding and
 All policies, ``None`` to let the request through). A refused request gets 429 with
 ``Retry-After`` and the rate limit headers; an allowed one goes on, with the headers
-added to its response and the result in ``environ["redis_ratelimit.result"]``.
+added to its response and the result in ``environ["redis_native_ratelimit.result"]``.
 
 If the limiter does not answer within ``timeout`` seconds (or cannot be reached), the
 request is served unlimited and a warning is logged (``fail_open=True``, the default),
 or refused with 503 (``fail_open=False``); then a circuit breaker (``breaker``, a
-:class:`~redis_ratelimit.CircuitBreaker`) serves the next requests the same way without
+:class:`~redis_native_ratelimit.CircuitBreaker`) serves the next requests the same way without
 calling the limiter for its cooldown, and one request tries again. A server without the
 module is logged once as an error (``twins="auto"``: the Lua twins take over; with
-``fail_open=False`` each limited request raises :class:`~redis_ratelimit.ModuleMissing`).
+``fail_open=False`` each limited request raises :class:`~redis_native_ratelimit.ModuleMissing`).
 The timeout is enforced on a copy of the
 client's connection pool with that socket timeout and no retries, so a client made
 without a timeout cannot stall requests; pass a Cluster client made with
@@ -75,7 +75,7 @@ def default_key(environ: dict) -> Optional[str]:
 
 class RateLimitMiddleware:
     """WSGI middleware: ``RateLimitMiddleware(app, client, policy, **settings)``; see
-    the module's description and :class:`redis_ratelimit._middleware.Settings` for
+    the module's description and :class:`redis_native_ratelimit._middleware.Settings` for
     the settings (``key``, ``routes``, ``prefix``, ``fail_open``, ``timeout``,
     ``cost``, ``legacy_headers``, ``draft_headers``, ``x_prefix``,
     ``headers_when_allowed``, ``breaker``, ``limited_body``, ``limited_content_type``).
@@ -153,7 +153,7 @@ class RateLimitMiddleware:
             if s.fail_open:
                 return self.app(environ, start_response)
             return self._respond(start_response, *self.unavailable())
-        environ["redis_ratelimit.result"] = result
+        environ["redis_native_ratelimit.result"] = result
         headers = s.headers(result)
         if not result.allowed:
             return self._respond(start_response, *s.too_many(result, headers))
@@ -235,7 +235,7 @@ class RateLimitMiddleware:
                         return view(*args, **kwargs)
                     status, headers, body = self.unavailable()
                     return flask.Response(body, status=status, headers=headers)
-                environ["redis_ratelimit.result"] = result
+                environ["redis_native_ratelimit.result"] = result
                 extra = s.headers(result)
                 if not result.allowed:
                     status, headers, body = s.too_many(result, extra)
