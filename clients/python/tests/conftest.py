@@ -57,8 +57,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def whose_server(port: int) -> Optional[int]:
+    """The process_id of the server that answers on a 127.0.0.1 port (INFO server), or
+    None when none answers yet."""
+    client = redis.Redis(port=port, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        return int(client.info("server")["process_id"])
+    except redis.RedisError:
+        return None
+    finally:
+        client.close()
+
+
 class Server:
-    """One server process in a temporary directory of its own."""
+    """One server process in a temporary directory of its own, verified to be the one
+    that answers on its port."""
 
     def __init__(self, module: bool = True, cluster: bool = False):
         self.dir = Path(tempfile.mkdtemp(prefix="rl-py-"))
@@ -104,15 +117,18 @@ class Server:
             raise RuntimeError(f"server failed to start again on port {self.port}: {why}\n{self.log()}")
 
     def _wait(self) -> Optional[str]:
+        """None once the server answers on its port and is the process we spawned (its
+        INFO's process_id is our child's pid: a port another test's server took between
+        our choice and our bind is not ours); else why not."""
         deadline = time.monotonic() + START_WITHIN
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return f"exited with {self.proc.returncode}"
-            try:
-                if redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1).ping():
-                    return None
-            except redis.RedisError:
-                pass
+            answered = whose_server(self.port)
+            if answered == self.proc.pid:
+                return None
+            if answered is not None:
+                return f"port {self.port} is another server's (process_id {answered}, ours {self.proc.pid})"
             time.sleep(0.05)
         return f"no PING answer within {START_WITHIN} s"
 
