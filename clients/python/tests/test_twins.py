@@ -3,6 +3,11 @@ the module, and gives the results the module gives."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -68,21 +73,22 @@ def test_a_command_without_a_twin_says_so(bare_server, tmp_path):
         empty.gcra("k", 1, 1, "1s")
 
 
-def test_the_wheel_carries_every_twin(tmp_path):
-    """`pip install ./clients/python` installs the twins: the wheel holds each file of
-    lua/ (redis_native_ratelimit/lua is a link to it in the checkout), byte for byte, and not
-    the published scripts kept there as benchmark baselines."""
-    import subprocess
-    import sys
-    import zipfile
+PACKAGE = REPO / "clients" / "python"
 
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-         "-w", str(tmp_path), str(REPO / "clients" / "python")],
-        check=True,
+
+def pip_wheel(source: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(source)],
+        capture_output=True,
+        text=True,
         timeout=300,
     )
-    (wheel,) = tmp_path.glob("redis_native_ratelimit-*.whl")
+
+
+def assert_carries_every_twin(wheel_dir: Path) -> None:
+    """The wheel holds each file of lua/, byte for byte, and not the published scripts
+    kept there as benchmark baselines."""
+    (wheel,) = wheel_dir.glob("redis_native_ratelimit-*.whl")
     prefix = "redis_native_ratelimit/lua/"
     with zipfile.ZipFile(wheel) as z:
         carried = {n[len(prefix):]: z.read(n) for n in z.namelist() if n.startswith(prefix)}
@@ -90,6 +96,45 @@ def test_the_wheel_carries_every_twin(tmp_path):
     repo = {str(p.relative_to(lua)): p.read_bytes() for p in lua.rglob("*.lua") if p.parent.name != "published"}
     assert "ratelimit.lua" in repo and "scripts/rl_gcra.lua" in repo
     assert carried == repo
+
+
+def test_the_wheel_carries_every_twin(tmp_path):
+    """`pip install ./clients/python` installs the twins (redis_native_ratelimit/lua is a
+    link to lua/ in the checkout)."""
+    built = pip_wheel(PACKAGE, tmp_path)
+    assert built.returncode == 0, built.stderr
+    assert_carries_every_twin(tmp_path)
+
+
+def test_the_sdist_holds_the_twins_and_installs_anywhere(tmp_path):
+    """The sdist built in a checkout holds the twins' files themselves: unpacked far from
+    the repository, it builds a wheel that carries them all."""
+    subprocess.run(
+        [sys.executable, "-m", "hatchling", "build", "-t", "sdist", "-d", str(tmp_path / "dist")],
+        cwd=PACKAGE,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (sdist,) = (tmp_path / "dist").glob("redis_native_ratelimit-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        assert not any(m.issym() or "/published/" in m.name for m in tar.getmembers())
+        tar.extractall(tmp_path / "unpacked")
+    (source,) = (tmp_path / "unpacked").iterdir()
+    built = pip_wheel(source, tmp_path / "wheel")
+    assert built.returncode == 0, built.stderr
+    assert_carries_every_twin(tmp_path / "wheel")
+
+
+def test_a_copy_of_the_package_without_the_repository_says_how_to_install(tmp_path):
+    """A copy of clients/python alone has a lua link to nothing: the build stops with
+    what to do instead, not with a missing file deep in the build tool."""
+    copy = tmp_path / "python"
+    shutil.copytree(PACKAGE, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    built = pip_wheel(copy, tmp_path / "wheel")
+    assert built.returncode != 0
+    said = built.stdout + built.stderr
+    assert "holds no Lua twins" in said and "pip install ./clients/python" in said and "sdist" in said, said
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
