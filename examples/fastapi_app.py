@@ -34,7 +34,7 @@ def client_address(scope):
     return client[0] if client else "unknown"
 
 
-def create_app(r, prefix="rl:", per_second=Gcra(19, 10, "1s", name="api"), timeout=0.25):
+def create_app(r, prefix="rl:", per_second=Gcra(19, 10, "1s", name="api"), timeout_ms=250):
     app = FastAPI()
 
     @app.get("/")
@@ -61,7 +61,7 @@ def create_app(r, prefix="rl:", per_second=Gcra(19, 10, "1s", name="api"), timeo
         },
         key=client_address,
         prefix=prefix,
-        timeout=timeout,
+        timeout_ms=timeout_ms,
     )
     return app
 
@@ -76,7 +76,7 @@ def self_check(prefix):
     r = redis.asyncio.Redis.from_url(REDIS_URL)
     # 5 per hour (no burst beyond), and a generous timeout: the self-check must never
     # take the outage path on a busy machine.
-    app = create_app(r, prefix=prefix, per_second=Gcra(4, 5, "1h", name="api"), timeout=30)
+    app = create_app(r, prefix=prefix, per_second=Gcra(4, 5, "1h", name="api"), timeout_ms=30_000)
     with TestClient(app) as client:
         for n in range(1, 6):
             ok = client.get("/")

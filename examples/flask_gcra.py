@@ -30,7 +30,7 @@ REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379")
 POLICY = Gcra(max_burst=19, count=10, period="1s", name="api")
 
 
-def create_app(r, policy=POLICY, prefix="rl:", timeout=0.25):
+def create_app(r, policy=POLICY, prefix="rl:", timeout_ms=250):
     app = Flask(__name__)
 
     @app.get("/")
@@ -44,14 +44,14 @@ def create_app(r, policy=POLICY, prefix="rl:", timeout=0.25):
 
     app.wsgi_app = RateLimitMiddleware(
         app.wsgi_app,
-        r,  # any redis-py client; the middleware bounds its calls by `timeout`
+        r,  # any redis-py client; the middleware bounds its calls by `timeout_ms`
         policy,  # the policy of every route...
         routes={"/health": None},  # ...but these (None: not limited)
         # The key of a request: its address (behind a proxy, let werkzeug's ProxyFix set
         # it). A signed-in user's id makes a better key.
         key=lambda environ: environ.get("REMOTE_ADDR") or "unknown",
         prefix=prefix,  # keys are <prefix><policy name>:<key>
-        timeout=timeout,  # seconds; then fail open (fail_open=False refuses with 503)
+        timeout_ms=timeout_ms,  # then fail open (fail_open=False refuses with 503)
     )
     return app
 
@@ -60,7 +60,7 @@ def self_check(r, prefix):
     """Real requests through Flask's test client against the server at REDIS_URL."""
     # 5 per hour, no burst beyond them: T = 720 s, capacity 5. A generous timeout: the
     # self-check must never take the outage path on a busy machine.
-    app = create_app(r, policy=Gcra(4, 5, "1h", name="api"), prefix=prefix, timeout=30)
+    app = create_app(r, policy=Gcra(4, 5, "1h", name="api"), prefix=prefix, timeout_ms=30_000)
     client = app.test_client()
 
     def get(address, path="/"):

@@ -80,13 +80,14 @@ def self_check(r, prefix: str):
         RateLimit(True, 3, 0, -1, 30000),
         RateLimit(False, 3, 0, 10000, 30000),
     ], seen
-    assert ratelimit_headers(seen[3], draft=False) == {
+    assert ratelimit_headers(seen[3], standard_headers="draft-6") == {
+        "RateLimit-Policy": "3;w=30",
         "RateLimit-Limit": "3",
         "RateLimit-Remaining": "0",
         "RateLimit-Reset": "30",
         "Retry-After": "10",
     }, ratelimit_headers(seen[3])
-    assert ratelimit_headers(seen[0], legacy=False) == {
+    assert ratelimit_headers(seen[0], standard_headers="draft-8") == {
         "RateLimit-Policy": '"gcra";q=3;w=30',
         "RateLimit": '"gcra";r=2;t=10',
     }, ratelimit_headers(seen[0])

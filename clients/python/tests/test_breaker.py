@@ -18,16 +18,16 @@ from test_middleware import Flavour, body, paused
 from conftest import Server
 from redis_native_ratelimit import CircuitBreaker, Gcra, ModuleMissing
 
-SHORT = 0.2  # the call's timeout under CLIENT PAUSE (the pause outlasts it)
-COOLDOWN = 5.0
+SHORT = 200  # the call's timeout in ms under CLIENT PAUSE (the pause outlasts it)
+COOLDOWN = 5_000  # ms
 POLICY = Gcra(max_burst=4, count=5, period="1h")
 
 
 class Clock:
-    """Seconds that move only when the test says so."""
+    """Milliseconds that move only when the test says so."""
 
     def __init__(self) -> None:
-        self.now = 1000.0
+        self.now = 1_000_000.0
 
     def __call__(self) -> float:
         return self.now
@@ -102,10 +102,10 @@ def test_circuit_breaker_stops_waiting_for_a_stopped_server_and_tries_again_afte
     try:
         flavour = Flavour(kind, server.port)
         tries, clock = Tries(), Clock()
-        breaker = CircuitBreaker(cooldown=COOLDOWN, clock=clock)
+        breaker = CircuitBreaker(cooldown_ms=COOLDOWN, now=clock)
         degraded = 200 if fail_open else 503
         client = counting_client(flavour, server.port, tries)
-        with flavour.app(client, tag, timeout=SHORT, breaker=breaker, fail_open=fail_open) as send:
+        with flavour.app(client, tag, timeout_ms=SHORT, breaker=breaker, fail_open=fail_open) as send:
             assert limited(send("GET", "/")) and tries.count == 1 and breaker.state == "closed"
             server.stop()
             # The first call after the stop fails: the breaker opens.
@@ -119,10 +119,10 @@ def test_circuit_breaker_stops_waiting_for_a_stopped_server_and_tries_again_afte
                 assert send("GET", "/").status_code == degraded
             assert tries.count == after_failure and breaker.skipped == 10
             # Within the cooldown, still none.
-            clock.now += COOLDOWN - 0.001
+            clock.now += COOLDOWN - 1
             assert send("GET", "/").status_code == degraded and tries.count == after_failure
             # After it, one request tries; the server is still down: open again.
-            clock.now += 0.001
+            clock.now += 1
             assert send("GET", "/").status_code == degraded
             after_trial = tries.count
             assert after_trial > after_failure and breaker.state == "open" and breaker.opened == 1
@@ -148,9 +148,9 @@ def test_circuit_breaker_stops_waiting_for_a_paused_server_and_tries_again_after
     flavour = Flavour(kind, server.port)
     plain = redis.Redis(port=server.port)
     tries, clock = Tries(), Clock()
-    breaker = CircuitBreaker(cooldown=COOLDOWN, clock=clock)
+    breaker = CircuitBreaker(cooldown_ms=COOLDOWN, now=clock)
     try:
-        with flavour.app(counting_client(flavour, server.port, tries), tag, timeout=SHORT, breaker=breaker) as send:
+        with flavour.app(counting_client(flavour, server.port, tries), tag, timeout_ms=SHORT, breaker=breaker) as send:
             assert limited(send("GET", "/")) and tries.sent == ["RL.GCRA"]
             with paused(plain):
                 # The call waits for its timeout once, then the breaker opens.
@@ -179,7 +179,7 @@ def test_without_a_breaker_every_request_calls(kind, tag):
     try:
         flavour = Flavour(kind, server.port)
         tries = Tries()
-        with flavour.app(counting_client(flavour, server.port, tries), tag, timeout=SHORT, breaker=None) as send:
+        with flavour.app(counting_client(flavour, server.port, tries), tag, timeout_ms=SHORT, breaker=None) as send:
             assert limited(send("GET", "/"))
             server.stop()
             counts = []
@@ -203,7 +203,7 @@ def test_a_server_without_the_module_is_found_out_once_and_said_loudly(kind, bar
     caplog.set_level(logging.INFO, logger="redis_native_ratelimit")
     flavour = Flavour(kind, bare_server.port)
     tries, clock = Tries(), Clock()
-    breaker = CircuitBreaker(cooldown=COOLDOWN, clock=clock)
+    breaker = CircuitBreaker(cooldown_ms=COOLDOWN, now=clock)
     client = counting_client(flavour, bare_server.port, tries)
     with flavour.app(client, tag, breaker=breaker) as send:
         for _ in range(5):
@@ -213,7 +213,7 @@ def test_a_server_without_the_module_is_found_out_once_and_said_loudly(kind, bar
         # warning per request, no call per request.
         said = errors(caplog)
         assert len(said) == 1, said
-        assert "no redis-ratelimit module" in said[0] and "loadmodule" in said[0] and 'twins="auto"' in said[0]
+        assert "no redis-ratelimit module" in said[0] and "loadmodule" in said[0] and 'twins="fallback"' in said[0]
         assert warnings(caplog) == []
         assert tries.sent == ["RL.GCRA"]
         # Checked again after the cooldown, quietly: the error was said.
@@ -236,12 +236,12 @@ def test_a_server_without_the_module_uses_the_twins_when_allowed(kind, bare_serv
     plain = redis.Redis(port=bare_server.port)
     tries = Tries()
     try:
-        with flavour.app(counting_client(flavour, bare_server.port, tries), tag, twins="auto") as send:
+        with flavour.app(counting_client(flavour, bare_server.port, tries), tag, twins="fallback") as send:
             seen = [send("GET", "/") for _ in range(6)]
             assert [r.status_code for r in seen] == [200] * 5 + [429]
             assert [r.headers["RateLimit-Remaining"] for r in seen] == ["4", "3", "2", "1", "0", "0"]
             said = errors(caplog)
-            assert len(said) == 1 and "Lua twins" in said[0], said
+            assert len(said) == 1 and "Lua twin" in said[0], said
             # The module's command once, then only the twin: its function (FCALL), and
             # without the library loaded its script (EVALSHA, EVAL the first time).
             assert tries.sent[0] == "RL.GCRA" and "RL.GCRA" not in tries.sent[1:]

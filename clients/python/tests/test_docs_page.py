@@ -80,3 +80,39 @@ def test_the_wheel_carries_the_pth_file_and_its_hook(tmp_path):
         names = set(z.namelist())
         assert {"redis_native_ratelimit.pth", "redis_native_ratelimit_hook.py"} <= names, sorted(names)
         assert z.read("redis_native_ratelimit.pth").decode().strip() == "import redis_native_ratelimit_hook"
+
+
+#: Names of other projects (and Python's) that the page's prose quotes.
+OTHERS = {"RedisCluster", "TestClient", "TypeError", "ValueError", "Response", "Flask", "FastAPI", "Limiter"}
+
+
+def test_the_python_part_names_only_what_the_package_has():
+    """Every class or function the Python part of docs/clients.md quotes in its prose
+    (`RateLimitMiddleware(...)`, `redis_native_ratelimit.twins.load_library`) is one the
+    package has: a reader who copies it finds it."""
+    import importlib
+    import pkgutil
+
+    import redis_native_ratelimit
+
+    modules = [redis_native_ratelimit] + [
+        importlib.import_module(f"redis_native_ratelimit.{m.name}") for m in pkgutil.iter_modules(redis_native_ratelimit.__path__)
+    ]
+    has = {name for module in modules for name in vars(module)}
+    text = PAGE.read_text()
+    prose = re.sub(r"```.*?```", "", text[: text.index("\n## Node\n")], flags=re.S)
+    spans = re.findall(r"`([^`\n]+)`", prose)
+    quoted = {m.group(1) for span in spans for m in re.finditer(r"\b([A-Z][A-Za-z0-9]+)(?=\()", span)}
+    quoted |= {span for span in spans if re.fullmatch(r"[A-Z][a-z]+[A-Z][A-Za-z0-9]*", span)}
+    assert {"RateLimitMiddleware", "RouteLimiter", "CircuitBreaker", "Lease"} <= quoted
+    assert sorted(quoted - has - OTHERS) == []
+    for span in spans:
+        for path in re.findall(r"(?<![\"'])\bredis_native_ratelimit(?:\.\w+)+", span):  # not a string
+            if path.endswith(".pth"):  # the file the package installs, checked above
+                continue
+            module, _, attr = path.rpartition(".")
+            try:
+                owner = importlib.import_module(path)
+            except ImportError:
+                owner = getattr(importlib.import_module(module), attr, None)
+            assert owner is not None, path

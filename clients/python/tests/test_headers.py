@@ -3,6 +3,7 @@ fields with one policy per limit, Retry-After rounded up."""
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from redis_native_ratelimit import IETF_DRAFT, Quota, RateLimit, RateLimiter, Throttle, ceil_seconds, ratelimit_headers
@@ -28,16 +29,39 @@ def test_allowed_and_denied_gcra(server, tag):
         "RateLimit-Policy": '"gcra";q=3;w=30',
         "RateLimit": '"gcra";r=2;t=10',
     }
-    assert ratelimit_headers(seen[3], draft=False, x_prefix=True) == {
+    assert ratelimit_headers(seen[3], standard_headers=False, legacy_headers=True) == {
         "X-RateLimit-Limit": "3",
         "X-RateLimit-Remaining": "0",
         "X-RateLimit-Reset": "30",
         "Retry-After": "10",
     }
-    assert ratelimit_headers(seen[3], legacy=False, retry_after=False) == {
+    assert ratelimit_headers(seen[3], standard_headers="draft-8", retry_after=False) == {
         "RateLimit-Policy": '"gcra";q=3;w=30',
         "RateLimit": '"gcra";r=0;t=30',
     }
+    # The drafts as express-rate-limit 8 names them.
+    assert ratelimit_headers(seen[0], standard_headers="draft-6") == {
+        "RateLimit-Policy": "3;w=30",
+        "RateLimit-Limit": "3",
+        "RateLimit-Remaining": "2",
+        "RateLimit-Reset": "10",
+    }
+    assert ratelimit_headers(seen[3], standard_headers="draft-7") == {
+        "RateLimit-Policy": "3;w=30",
+        "RateLimit": "limit=3, remaining=0, reset=30",
+        "Retry-After": "10",
+    }
+    # A lease's refusal says when to come back, not when the oldest lease ends.
+    assert ratelimit_headers(seen[3], standard_headers=False, retry_after_ms=1000) == {"Retry-After": "1"}
+
+
+def test_standard_headers_takes_the_drafts_or_false():
+    result = RateLimit(True, 4, 3, -1, 250)
+    assert ratelimit_headers(result, standard_headers=False) == {}
+    assert ratelimit_headers(result, standard_headers=True) == ratelimit_headers(result, standard_headers="draft-6")
+    assert ratelimit_headers(result) == ratelimit_headers(result, standard_headers=["draft-6", "draft-8"])
+    with pytest.raises(ValueError, match="draft-9"):
+        ratelimit_headers(result, standard_headers="draft-9")
 
 
 def test_multi_lists_every_policy_and_names_the_binding_one(server, tag):
@@ -48,7 +72,7 @@ def test_multi_lists_every_policy_and_names_the_binding_one(server, tag):
         rl.multi(keys, limits, at=T, names=["ip", "user"])
     # Half a second later the per-second windows are full: the address's binds.
     denied = rl.multi(keys, limits, at=T + 500, names=["ip", "user"])
-    headers = ratelimit_headers(denied, legacy=False)
+    headers = ratelimit_headers(denied, standard_headers="draft-8")
     assert headers == {
         "RateLimit-Policy": '"ip-1s";q=2;w=1, "ip-1m";q=3;w=60, "user-1s";q=2;w=1, "user-1m";q=3;w=60',
         "RateLimit": '"ip-1s";r=0;t=1',
@@ -69,18 +93,19 @@ def test_retry_after_rounds_up_and_is_at_least_one_second():
 
 def test_names_are_structured_field_strings():
     result = RateLimit(True, 1, 0, -1, 0, quotas=(Quota('a "b"\\c\n', 1, None),), binding=0)
-    assert ratelimit_headers(result, legacy=False)["RateLimit-Policy"] == '"a \\"b\\"\\\\c?";q=1'
+    assert ratelimit_headers(result, standard_headers="draft-8")["RateLimit-Policy"] == '"a \\"b\\"\\\\c?";q=1'
 
 
 def test_results_without_quotas_get_a_default_policy():
-    assert ratelimit_headers(RateLimit(True, 4, 3, -1, 250), legacy=False) == {
+    assert ratelimit_headers(RateLimit(True, 4, 3, -1, 250), standard_headers="draft-8") == {
         "RateLimit-Policy": '"default";q=4',
         "RateLimit": '"default";r=3;t=1',
     }
 
 
 def test_throttle_results_are_already_in_seconds():
-    assert ratelimit_headers(Throttle(False, 3, 0, 7, 20), draft=False) == {
+    assert ratelimit_headers(Throttle(False, 3, 0, 7, 20), standard_headers="draft-6") == {
+        "RateLimit-Policy": "3",
         "RateLimit-Limit": "3",
         "RateLimit-Remaining": "0",
         "RateLimit-Reset": "20",

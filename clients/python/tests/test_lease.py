@@ -6,6 +6,7 @@ ASGI middleware holding a lease for a request's duration."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -166,7 +167,7 @@ def test_wsgi_middleware_holds_a_lease_for_the_request(server, tag):
         raise RuntimeError("boom")
 
     app.wsgi_app = WsgiRateLimit(
-        app.wsgi_app, redis.Redis(port=server.port), Lease(1, "1m"), prefix=f"{tag}:", timeout=30.0
+        app.wsgi_app, redis.Redis(port=server.port), Lease(1, "1m"), prefix=f"{tag}:", timeout_ms=30_000
     )
     app.config["PROPAGATE_EXCEPTIONS"] = False
     client = app.test_client()
@@ -205,10 +206,11 @@ def test_asgi_middleware_holds_a_lease_for_the_request(server, tag):
         policy=All([Lease(1, "1m"), Gcra(99, 100, "1s")]),
         key=lambda scope: [f"lease:{scope['client'][0]}", "rate"],
         prefix=f"{tag}:",
-        timeout=30.0,
+        timeout_ms=30_000,
     )
-    # All's keys are the prefix, the policy's name and each identity.
-    key = f"{tag}:all:lease:testclient"
+    # All's keys are the prefix, the policy's name, the rule's kind and place, and each
+    # identity.
+    key = f"{tag}:all:lease1:lease:testclient"
     with TestClient(app, raise_server_exceptions=False) as client:
         assert client.get("/report").status_code == 200
         assert seen == [1] and r.exists(key) == 0
@@ -224,7 +226,7 @@ def test_the_route_decorators_hold_a_lease_for_the_view(server, tag):
     seen = []
 
     app = Flask(__name__)
-    limiter = WsgiRateLimit(app.wsgi_app, redis.Redis(port=server.port), None, prefix=f"{tag}:w:", timeout=30.0)
+    limiter = WsgiRateLimit(app.wsgi_app, redis.Redis(port=server.port), None, prefix=f"{tag}:w:", timeout_ms=30_000)
     app.wsgi_app = limiter
     wkey = f"{tag}:w:lease:127.0.0.1"
 
@@ -251,7 +253,7 @@ def test_the_route_decorators_hold_a_lease_for_the_view(server, tag):
 
     from redis_native_ratelimit.asgi import RouteLimiter
 
-    routes = RouteLimiter(redis.asyncio.Redis(port=server.port), prefix=f"{tag}:a:", timeout=30.0)
+    routes = RouteLimiter(redis.asyncio.Redis(port=server.port), prefix=f"{tag}:a:", timeout_ms=30_000)
     api = FastAPI()
     akey = f"{tag}:a:lease:testclient"
 
@@ -272,3 +274,103 @@ def test_the_route_decorators_hold_a_lease_for_the_view(server, tag):
         assert seen[3:] == [1] and r.exists(akey) == 0
         assert test.get("/fail").status_code == 500
         assert seen[3:] == [1, 1] and r.exists(akey) == 0
+
+
+class GivesUp:
+    """A client whose first `times` lease calls reach the server and take their slot,
+    but whose replies the middleware never gets: a timeout, as when a reply comes after
+    the middleware stopped waiting (the connection stays open, the call runs)."""
+
+    def __init__(self, client, times):
+        self.client = client
+        self.times = times
+
+    def get_encoder(self):
+        return self.client.get_encoder()
+
+    def _give_up(self, command):
+        if str(command).upper() in ("RL.LEASE", "RL.ALL") and self.times > 0:
+            self.times -= 1
+            raise redis.exceptions.TimeoutError("gave up waiting for the reply")
+
+    def execute_command(self, *args, **kwargs):
+        reply = self.client.execute_command(*args, **kwargs)
+        self._give_up(args[0])
+        return reply
+
+
+class AsyncGivesUp(GivesUp):
+    async def execute_command(self, *args, **kwargs):
+        reply = await self.client.execute_command(*args, **kwargs)
+        self._give_up(args[0])
+        return reply
+
+
+def lease_app(kind, client, prefix, **settings):
+    """An app whose /report holds a Lease(2, "30s") slot per client while it runs; no
+    breaker (every request calls), so that each request below is judged."""
+    settings = dict(prefix=prefix, breaker=None, **settings)
+    if kind == "flask":
+        app = Flask(__name__)
+        app.add_url_rule("/report", "report", lambda: jsonify(ok=True))
+        app.wsgi_app = WsgiRateLimit(app.wsgi_app, client, Lease(2, "30s"), **settings)
+        test = app.test_client()
+        return contextlib.nullcontext(lambda: test.get("/report", buffered=True))
+
+    @contextlib.contextmanager
+    def served():
+        app = FastAPI()
+        app.add_api_route("/report", lambda: {"ok": True})
+        app.add_middleware(AsgiRateLimit, client=client, policy=Lease(2, "30s"), **settings)
+        with TestClient(app) as test:
+            yield lambda: test.get("/report")
+
+    return served()
+
+
+@pytest.mark.parametrize("kind", ["flask", "fastapi"])
+def test_a_lease_the_middleware_gave_up_on_is_released_when_the_call_ran(kind, server, tag):
+    """Two requests whose RL.LEASE took a slot but whose replies never came back in time
+    pass (fail open); the middleware made their lease ids, so it releases them: the
+    slots are free again, and the next requests are served with their own."""
+    r = redis.Redis(port=server.port, decode_responses=True)
+    key = f"{tag}:lease:" + ("127.0.0.1" if kind == "flask" else "testclient")
+    client = GivesUp(redis.Redis(port=server.port), 2) if kind == "flask" else AsyncGivesUp(redis.asyncio.Redis(port=server.port), 2)
+    with lease_app(kind, client, f"{tag}:", timeout_ms=30_000) as send:
+        stalled = [send() for _ in range(2)]
+        assert [s.status_code for s in stalled] == [200, 200]
+        assert not any("RateLimit-Limit" in s.headers for s in stalled)  # served unlimited
+        wait_for(lambda: r.zcard(key) == 0, "the two abandoned leases released")
+        served = [send() for _ in range(3)]
+        assert [s.status_code for s in served] == [200, 200, 200]
+        assert all(s.headers["RateLimit-Limit"] == "2" for s in served)
+        assert r.zcard(key) == 0
+
+
+@pytest.mark.parametrize("kind", ["flask", "fastapi"])
+def test_no_lease_slot_stays_held_after_a_short_stall(kind, server, tag):
+    """The server stalls (CLIENT PAUSE ... WRITE: the RL.LEASE calls wait in its queue),
+    the requests time out and pass (fail open); when it runs the queued calls (or drops
+    them with their closed connections), no slot stays held. The requests after the
+    stall go through another app on the same keys with a patient timeout: each is judged,
+    however slow the machine."""
+    r = redis.Redis(port=server.port, decode_responses=True)
+    key = f"{tag}:lease:" + ("127.0.0.1" if kind == "flask" else "testclient")
+
+    def client():
+        return redis.Redis(port=server.port) if kind == "flask" else redis.asyncio.Redis(port=server.port)
+
+    with lease_app(kind, client(), f"{tag}:", timeout_ms=200) as send:
+        r.execute_command("CLIENT", "PAUSE", 60_000, "WRITE")
+        try:
+            stalled = [send() for _ in range(2)]  # each ends by its timeout: the pause outlasts it
+        finally:
+            r.execute_command("CLIENT", "UNPAUSE")  # the queued calls run now, if still there
+        assert [s.status_code for s in stalled] == [200, 200]
+        assert not any("RateLimit-Limit" in s.headers for s in stalled)  # served unlimited
+        wait_for(lambda: r.zcard(key) == 0, "no slot held by the stalled requests")
+    with lease_app(kind, client(), f"{tag}:", timeout_ms=30_000) as send:
+        served = [send() for _ in range(3)]
+        assert [s.status_code for s in served] == [200, 200, 200]
+        assert all(s.headers["RateLimit-Limit"] == "2" for s in served)
+        assert r.zcard(key) == 0

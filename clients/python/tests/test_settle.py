@@ -123,5 +123,5 @@ def test_the_ban_option_takes_a_ban_policy():
     with pytest.raises(TypeError):
         Settings(Fixed(1, "1m"), ban=Fixed(1, "1m"))
     s = Settings(Fixed(1, "1m"), ban=Ban(3, "1m", "1h"), prefix="p:")
-    policy, keys = s.with_ban(Fixed(1, "1m"), ["p:fixed:1.2.3.4"])
+    policy, keys = s.with_ban(Fixed(1, "1m"), ["p:fixed:1.2.3.4"], "1.2.3.4")
     assert isinstance(policy, All) and keys == ["p:fixed:1.2.3.4", "p:ban:1.2.3.4"]

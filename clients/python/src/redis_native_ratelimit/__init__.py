@@ -13,14 +13,16 @@ their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` lib
 - :class:`Strict`: strict mode, a grant counted only once a replica holds it;
 - :func:`ratelimit_headers`: ``RateLimit-*``, the IETF draft's ``RateLimit-Policy`` and
   ``RateLimit``, ``Retry-After``;
-- :mod:`redis_native_ratelimit.wsgi` and :mod:`redis_native_ratelimit.asgi`: middleware that fails open;
+- :mod:`redis_native_ratelimit.wsgi` and :mod:`redis_native_ratelimit.asgi`: middleware that fails open,
+  behind a circuit breaker, with shadow mode; :func:`ip_key`, the default key's address
+  (an IPv6 one grouped by its /56);
 - :mod:`redis_native_ratelimit.limits_storage`: registered as ``redis+ratelimit://`` when the
   `limits` library is installed.
 """
 
-from ._middleware import CircuitBreaker, ModuleMissing
+from ._middleware import CircuitBreaker, ModuleMissing, ip_key
 from .client import RateLimiter, Reservation
-from .headers import IETF_DRAFT, ceil_seconds, ratelimit_headers
+from .headers import DEFAULT_STANDARD_HEADERS, IETF_DRAFT, ceil_seconds, ratelimit_headers
 from .lease import HeldLease, Lease, LeaseDenied
 from .policies import All, Ban, Fixed, Gcra, Log, Multi, Policy, Sliding
 from .results import Quota, RateLimit, Sweep, Throttle
@@ -31,8 +33,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "All",
-    "CircuitBreaker",
     "Ban",
+    "CircuitBreaker",
+    "DEFAULT_STANDARD_HEADERS",
     "Fixed",
     "Gcra",
     "HeldLease",
@@ -53,6 +56,7 @@ __all__ = [
     "Throttle",
     "TwinUnavailable",
     "ceil_seconds",
+    "ip_key",
     "ratelimit_headers",
 ]
 

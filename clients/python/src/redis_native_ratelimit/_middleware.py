@@ -1,26 +1,46 @@
-"""What the WSGI and ASGI middleware share: choosing the policy of a request, its keys,
-telling an outage of the limiter from a bug, and the responses."""
+"""What the WSGI and ASGI middleware share: their settings, choosing the policy of a
+request and its keys, telling an outage of the limiter from a bug, the circuit breaker,
+shadow mode, the leases a request holds, and the responses.
+
+A request is decided by a plan (a generator) that yields the one call it needs and is
+sent its result (or thrown its exception): the WSGI middleware runs it with a blocking
+client, the ASGI one with an asyncio client, and both decide alike.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import http
+import ipaddress
 import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import redis
 
-from .headers import ratelimit_headers
+from ._args import ONE_KEY
+from ._slots import holds_leases, new_lease_id
+from .headers import DEFAULT_STANDARD_HEADERS, StandardHeaders, ratelimit_headers, standard_drafts
+from .lease import Lease
 from .policies import All, Ban, Policy
 from .results import RateLimit
+from .twins import command_missing
 
 log = logging.getLogger("redis_native_ratelimit")
 
-#: How long a middleware waits for the limiter by default, in seconds, before it
+#: How long a middleware waits for the limiter by default, in milliseconds, before it
 #: serves the request unlimited (fail open) or refuses it (fail closed).
-DEFAULT_TIMEOUT = 0.25
+DEFAULT_TIMEOUT_MS = 250
+
+#: How IPv6 client addresses are grouped by default (as express-rate-limit 8 does): a
+#: /56 is what one customer of an ISP usually gets, and can change its low bits at will.
+DEFAULT_IPV6_SUBNET = 56
+
+#: How long a background release waits after a failure before it tries again.
+RELEASE_RETRY_MS = 1000
 
 PolicyChoice = Union[Policy, Callable[[Any], Optional[Policy]], None]
 Routes = Mapping[str, Optional[Policy]]
@@ -46,23 +66,9 @@ def is_outage(exc: BaseException) -> bool:
     return isinstance(exc, (redis.exceptions.RedisError, OSError))
 
 
-#: The commands the module adds: a server that answers ``unknown command`` to one of
-#: them has no module loaded.
-_MODULE_COMMANDS = ("'rl.", "'cl.throttle'")
-
-
-def is_missing_module(exc: BaseException) -> bool:
-    """True when the server answered that it does not know a command of the module:
-    the module is not loaded there (a mistake of the deployment, not an outage)."""
-    if not isinstance(exc, redis.exceptions.ResponseError):
-        return False
-    text = str(exc).lower()
-    return text.startswith("unknown command") and any(c in text for c in _MODULE_COMMANDS)
-
-
 class ModuleMissing(RuntimeError):
     """The server has no redis-ratelimit module, and the middleware was not allowed to
-    use the Lua twins instead (``twins="auto"``). Raised by a middleware that fails
+    use the Lua twins instead (``twins="fallback"``). Raised by a middleware that fails
     closed (``fail_open=False``) on every request it limits; a middleware that fails
     open logs it once, as an error, and serves the requests unlimited."""
 
@@ -70,71 +76,106 @@ class ModuleMissing(RuntimeError):
 #: What the error log and ModuleMissing say: the fix.
 MISSING_MODULE_FIX = (
     "load the module into the server (loadmodule /path/to/libredis_ratelimit.so in its "
-    "configuration, or MODULE LOAD), or pass twins=\"auto\" to the middleware to run the "
+    "configuration, or MODULE LOAD), or pass twins=\"fallback\" to the middleware to run the "
     "commands' Lua twins on a server without it"
 )
+
+
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000
 
 
 class CircuitBreaker:
     """Stops a middleware from waiting for a limiter that has just failed.
 
-    Closed, every request calls the limiter. A failure (a timeout, a refused or lost
-    connection, a server loading or out of memory) opens it: for ``cooldown`` seconds
-    no request calls the limiter, each is served at once as the middleware fails
-    (unlimited, or refused with 503). Then one request tries again: if it gets an
-    answer the breaker closes, if not it stays open for another ``cooldown``.
+    Closed, every request calls the limiter. ``failures`` failures in a row (default 1:
+    a timeout, a refused or lost connection, a server loading or out of memory) open it:
+    for ``cooldown_ms`` (default 1000) no request calls the limiter, each is served at
+    once as the middleware fails (unlimited, or refused with 503). Then one request
+    probes it (``"half-open"``; the others are still served at once): an answer closes
+    the breaker, a failure opens it for another cooldown.
 
-    ``clock`` (seconds, monotonic) is the time it reads; ``opened`` counts the times it
-    opened after being closed and ``skipped`` the requests that did not call.
+    ``now`` (milliseconds, monotonic) is the clock it reads; ``opened`` counts the times
+    it opened after being closed and ``skipped`` the requests that did not call.
     """
 
-    def __init__(self, cooldown: float = 5.0, clock: Callable[[], float] = time.monotonic):
-        if cooldown is None or cooldown <= 0:
-            raise ValueError("a circuit breaker needs a positive cooldown, in seconds")
-        self.cooldown = cooldown
-        self.clock = clock
+    def __init__(self, failures: int = 1, cooldown_ms: float = 1000, now: Optional[Callable[[], float]] = None):
+        if not isinstance(failures, int) or failures < 1:
+            raise ValueError(f"a circuit breaker opens after at least 1 failure, not {failures!r}")
+        if cooldown_ms is None or cooldown_ms <= 0:
+            raise ValueError("a circuit breaker needs a positive cooldown_ms")
+        self.failures = failures
+        self.cooldown_ms = cooldown_ms
+        self.now = now or _monotonic_ms
         self.opened = 0
         self.skipped = 0
-        self._retry_at: Optional[float] = None  # None: closed
+        self.state = "closed"
+        self._failed = 0
+        self._opened_at = 0.0
         self._lock = threading.Lock()
 
-    @property
-    def state(self) -> str:
-        """``"closed"`` or ``"open"``."""
-        return "closed" if self._retry_at is None else "open"
-
     def allow(self) -> bool:
-        """Whether this request calls the limiter. Once the cooldown is over one request
-        does (the trial); the others go on being skipped until it answers, or for one
-        more cooldown if it never does."""
+        """Whether this request calls the limiter."""
         with self._lock:
-            if self._retry_at is None:
+            if self.state == "closed":
                 return True
-            now = self.clock()
-            if now >= self._retry_at:
-                self._retry_at = now + self.cooldown
+            if self.state == "open" and self.now() - self._opened_at >= self.cooldown_ms:
+                self.state = "half-open"
                 return True
             self.skipped += 1
             return False
 
     def success(self) -> bool:
-        """The limiter answered: closed. True if it was open."""
+        """The limiter answered: closed. True if it was not."""
         with self._lock:
-            was_open = self._retry_at is not None
-            self._retry_at = None
-            return was_open
+            was = self.state
+            self.state, self._failed = "closed", 0
+            return was != "closed"
 
     def failure(self) -> bool:
-        """The limiter failed: open for a cooldown from now. True if it was closed."""
+        """The limiter failed. True if this failure opened a closed breaker."""
         with self._lock:
-            was_closed = self._retry_at is None
-            self._retry_at = self.clock() + self.cooldown
-            if was_closed:
+            self._failed += 1
+            if self.state == "closed" and self._failed < self.failures:
+                return False
+            opened = self.state == "closed"
+            if opened:
                 self.opened += 1
-            return was_closed
+            self.state, self._opened_at = "open", self.now()
+            return opened
+
+
+def breaker_of(value: Any) -> Optional[CircuitBreaker]:
+    """The ``breaker`` setting: a CircuitBreaker, its options as a dict (``failures``,
+    ``cooldown_ms``), or None/False for none."""
+    if value is None or value is False:
+        return None
+    if isinstance(value, CircuitBreaker):
+        return value
+    if isinstance(value, Mapping):
+        return CircuitBreaker(**value)
+    raise TypeError("breaker: a CircuitBreaker, its options as a dict, or None to call the limiter on every request")
 
 
 _DEFAULT_BREAKER: Any = object()
+
+
+def ip_key(address: Optional[str], ipv6_subnet: Union[int, bool, None] = DEFAULT_IPV6_SUBNET) -> str:
+    """A client address as a rate limiting key: an IPv4 address as it is, an IPv6 one as
+    its /``ipv6_subnet`` network (``2001:db8:1:2300::/56``; False or None: the whole
+    address), as express-rate-limit 8's ``ipKeyGenerator``. An IPv4 address mapped into
+    IPv6 (``::ffff:10.0.0.1``) is the IPv4 address."""
+    if not address:
+        return "unknown"
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    if isinstance(ip, ipaddress.IPv4Address) or not ipv6_subnet:
+        return str(ip)
+    return str(ipaddress.ip_network(f"{ip}/{ipv6_subnet}", strict=False))
 
 
 def _matches(pattern: str, method: str, path: str) -> Optional[int]:
@@ -150,6 +191,23 @@ def _matches(pattern: str, method: str, path: str) -> Optional[int]:
     return None
 
 
+def rule_tag(rule: Policy, position: int) -> str:
+    """The part of an All policy's key that names its rule: kind and 1-based place
+    (``gcra1``, ``lease2``), so that one identity can be given to several rules."""
+    return f"{type(rule).__name__.lower()}{position}"
+
+
+def check_default_key(policy: Optional[Policy], key: Any, where: str) -> None:
+    """At start-up: the default key is one identity, which an All policy of several
+    rules cannot take."""
+    if key is None and isinstance(policy, All) and len(policy.rules) > 1:
+        raise ValueError(
+            f"{where}: the All policy {policy.name!r} has {len(policy.rules)} rules, and the default key is "
+            f"one identity (the client's address): give key= a function that returns a list of "
+            f"{len(policy.rules)} identities, one per rule (the same one several times is fine)"
+        )
+
+
 class Settings:
     """The middleware's settings (the keyword arguments of both middleware)."""
 
@@ -161,40 +219,59 @@ class Settings:
         routes: Optional[Routes] = None,
         prefix: str = "rl:",
         fail_open: bool = True,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout_ms: float = DEFAULT_TIMEOUT_MS,
         cost: Union[int, Callable[[Any], int]] = 1,
-        legacy_headers: bool = True,
-        draft_headers: bool = True,
-        x_prefix: bool = False,
+        standard_headers: StandardHeaders = DEFAULT_STANDARD_HEADERS,
+        legacy_headers: bool = False,
         headers_when_allowed: bool = True,
-        breaker: Optional[CircuitBreaker] = _DEFAULT_BREAKER,
-        limited_body: Optional[Callable[[RateLimit], Any]] = None,
-        limited_content_type: Optional[str] = None,
+        breaker: Any = _DEFAULT_BREAKER,
+        message: Any = None,
+        status_code: int = 429,
+        handler: Optional[Callable[[Any, RateLimit], Any]] = None,
+        skip: Optional[Callable[[Any], bool]] = None,
+        ipv6_subnet: Union[int, bool, None] = DEFAULT_IPV6_SUBNET,
+        shadow: bool = False,
         ban: Optional[Ban] = None,
+        logger: Optional[logging.Logger] = None,
     ):
-        if timeout is None or timeout <= 0:
-            raise ValueError("the middleware needs a positive timeout, in seconds")
-        if breaker is _DEFAULT_BREAKER:
-            breaker = CircuitBreaker()
-        if breaker is not None and not isinstance(breaker, CircuitBreaker):
-            raise TypeError("breaker: a CircuitBreaker, or None to call the limiter on every request")
-        self.breaker: Optional[CircuitBreaker] = breaker
-        self.limited_body = limited_body
-        self.limited_content_type = limited_content_type
+        if timeout_ms is None or timeout_ms <= 0:
+            raise ValueError("the middleware needs a positive timeout_ms")
+        if ipv6_subnet not in (False, None) and not (isinstance(ipv6_subnet, int) and 1 <= ipv6_subnet <= 128):
+            raise ValueError(f"ipv6_subnet: a prefix length from 1 to 128 (default 56), or False, not {ipv6_subnet!r}")
+        if not isinstance(status_code, int) or not 400 <= status_code <= 599:
+            raise ValueError(f"status_code: an HTTP error status (429 by default), not {status_code!r}")
+        for name, value in (("key", key), ("skip", skip), ("handler", handler)):
+            if value is not None and not callable(value):
+                raise TypeError(f"{name}: a function of the request, not {value!r}")
+        if ban is not None and not isinstance(ban, Ban):
+            raise TypeError(f"ban takes a Ban policy (strikes, window, duration), not {ban!r}")
+        self.breaker = breaker_of(CircuitBreaker() if breaker is _DEFAULT_BREAKER else breaker)
         self.policy = policy
         self.key = key
         self.routes = dict(routes or {})
         self.prefix = prefix
         self.fail_open = fail_open
-        self.timeout = timeout
+        self.timeout_ms = timeout_ms
         self.cost = cost
+        self.standard_headers = standard_drafts(standard_headers)
         self.legacy_headers = legacy_headers
-        self.draft_headers = draft_headers
-        self.x_prefix = x_prefix
         self.headers_when_allowed = headers_when_allowed
-        if ban is not None and not isinstance(ban, Ban):
-            raise TypeError(f"ban takes a Ban policy (strikes, window, duration), not {ban!r}")
+        self.message = message
+        self.status_code = status_code
+        self.handler = handler
+        self.skip = skip
+        self.ipv6_subnet = ipv6_subnet
+        self.shadow = shadow
         self.ban = ban
+        self.log = logger or log
+        for p in [policy, *self.routes.values()]:
+            if isinstance(p, Policy):
+                check_default_key(p, key, "RateLimitMiddleware")
+
+    @property
+    def timeout(self) -> float:
+        """The timeout in seconds."""
+        return self.timeout_ms / 1000
 
     def policy_for(self, request: Any, method: str, path: str) -> Optional[Policy]:
         best: Tuple[int, Optional[Policy]] = (-1, None)
@@ -208,49 +285,123 @@ class Settings:
             return self.policy
         return self.policy(request)
 
-    def keys_for(self, policy: Policy, identity: Union[str, Sequence[str]]) -> List[str]:
-        idents = [identity] if isinstance(identity, (str, bytes)) else list(identity)
-        return [f"{self.prefix}{policy.name}:{i.decode() if isinstance(i, bytes) else i}" for i in idents]
+    def keys_for(self, policy: Policy, identity: Any) -> List[str]:
+        """The Redis keys of a request: ``<prefix><policy name>:<identity>``; for an All
+        policy one identity per rule, each key naming its rule
+        (``<prefix><policy name>:<kind><place>:<identity>``). An identity list that does
+        not fit the policy is a ValueError that says what it needs."""
+        idents = [identity] if isinstance(identity, ONE_KEY) else identity
+        if isinstance(idents, (dict, set, frozenset)) or not hasattr(idents, "__iter__"):
+            raise TypeError(f"the key function returned {identity!r}: an identity (str) or a list of them")
+        idents = [i.decode() if isinstance(i, (bytes, bytearray)) else str(i) for i in idents]
+        base = f"{self.prefix}{policy.name}:"
+        if isinstance(policy, All):
+            n = len(policy.rules)
+            if isinstance(identity, ONE_KEY) and n > 1 or len(idents) != n:
+                raise ValueError(
+                    f"the All policy {policy.name!r} has {n} rules, and the key function returned "
+                    f"{identity!r}: return a list of {n} identities, one per rule in the rules' order "
+                    f"(the same one several times is fine)"
+                )
+            return [base + f"{rule_tag(rule, i)}:{ident}" for i, (rule, ident) in enumerate(zip(policy.rules, idents), 1)]
+        if not idents or policy.keys == 1 and len(idents) != 1:
+            raise ValueError(
+                f"the {type(policy).__name__} policy {policy.name!r} takes "
+                f"{'one identity' if policy.keys == 1 else 'one identity or more'}, and the key function "
+                f"returned {identity!r}"
+            )
+        return [base + i for i in idents]
 
-    def with_ban(self, policy: Policy, keys: List[str]) -> Tuple[Policy, List[str]]:
+    def with_ban(self, policy: Policy, keys: List[str], identity: Any) -> Tuple[Policy, List[str]]:
         """The policy and keys a request is checked with: as they are, or with the
         ``ban`` penalty box added (one RL.ALL call: the policy's rules on their keys, and
-        a BAN rule on the first identity's ban key, so a caller refused ``strikes`` times
-        within its window is refused for its duration)."""
+        a BAN rule on the first identity's ban key, ``<prefix><ban name>:<identity>``, so
+        a caller refused ``strikes`` times within its window is refused for its
+        duration)."""
         if self.ban is None:
             return policy, keys
+        first = identity if isinstance(identity, ONE_KEY) else list(identity)[0]
+        first = first.decode() if isinstance(first, (bytes, bytearray)) else str(first)
         rules = list(policy.rules) if isinstance(policy, All) else [policy] * len(keys)
-        ban_key = keys[0].replace(f"{self.prefix}{policy.name}:", f"{self.prefix}{self.ban.name}:", 1)
-        return All(rules + [self.ban], name=policy.name), keys + [ban_key]
+        return All(rules + [self.ban], name=policy.name), keys + [f"{self.prefix}{self.ban.name}:{first}"]
 
     def cost_for(self, request: Any) -> int:
         return self.cost(request) if callable(self.cost) else self.cost
 
-    def headers(self, result: RateLimit) -> Dict[str, str]:
+    def headers(self, result: RateLimit, retry_after: bool = True, retry_after_ms: Optional[int] = None) -> Dict[str, str]:
         return ratelimit_headers(
-            result, legacy=self.legacy_headers, draft=self.draft_headers, x_prefix=self.x_prefix
+            result,
+            standard_headers=self.standard_headers,
+            legacy_headers=self.legacy_headers,
+            retry_after=retry_after,
+            retry_after_ms=retry_after_ms,
         )
 
-    def too_many(self, result: RateLimit, headers: Dict[str, str]) -> Tuple[int, List[Tuple[str, str]], bytes]:
-        return too_many(result, headers, self.limited_body, self.limited_content_type)
+    def too_many(self, decision: "Decision", request: Any) -> Tuple[int, List[Tuple[str, str]], bytes]:
+        """The refusal's status, headers and body (``message``: a value, or a function of
+        the result and the request; a dict or list is sent as JSON, a str as text,
+        bytes as they are)."""
+        if self.message is None:
+            value: Any = {"error": "too many requests", "retry_after_ms": decision.retry_after_ms}
+        elif callable(self.message):
+            value = self.message(decision.result, request)
+        else:
+            value = self.message
+        body, ctype = _body(value)
+        out = [("Content-Type", ctype), ("Content-Length", str(len(body)))]
+        return self.status_code, out + list(decision.headers.items()), body
+
+
+class Shadow:
+    """Shadow mode's record: every would-be denial is counted (``denials``) and the
+    first of each key and window is logged (a warning naming the policy and the key);
+    the request passes. ``now`` (milliseconds, monotonic) is the clock that tells when
+    a denial's window has passed."""
+
+    #: How many keys it remembers as logged; the oldest are forgotten past it.
+    REMEMBERED = 10_000
+
+    def __init__(self, logger: logging.Logger, now: Optional[Callable[[], float]] = None):
+        self.log = logger
+        self.now = now or _monotonic_ms
+        self.denials = 0
+        self._logged: Dict[Tuple[str, Tuple[str, ...]], float] = {}
+        self._lock = threading.Lock()
+
+    def denied(self, policy: Policy, keys: Sequence[str], result: RateLimit) -> None:
+        now = self.now()
+        with self._lock:
+            self.denials += 1
+            which = (policy.name, tuple(keys))
+            if self._logged.get(which, -1.0) > now:
+                return
+            if len(self._logged) >= self.REMEMBERED:
+                self._logged = {k: v for k, v in self._logged.items() if v > now}
+                while len(self._logged) >= self.REMEMBERED:
+                    self._logged.pop(next(iter(self._logged)))
+            self._logged[which] = now + max(result.retry_after_ms, 1)
+        binding = result.key if result.key is not None else keys[0]
+        self.log.warning(
+            "shadow mode: policy %r would refuse %s (the key %r is over its limit for another %d ms); "
+            "the request passes",
+            policy.name,
+            ", ".join(keys),
+            binding,
+            result.retry_after_ms,
+        )
 
 
 #: What the guard says of a failed call.
-OUTAGE, MISSING, USE_TWINS = "outage", "missing", "twins"
+OUTAGE, MISSING = "outage", "missing"
 
 
 class Guard:
     """What a middleware knows of its limiter, shared by its requests: the circuit
     breaker, and whether the server lacks the module (found out on the first call that
-    says so, logged once as an error; with ``twins="auto"`` the calls move to the Lua
-    twins)."""
+    says so, logged once as an error)."""
 
-    def __init__(self, settings: Settings, twins: Union[bool, str]):
-        if twins not in (False, True, "auto"):
-            raise ValueError('twins: False (the module), True (the Lua twins) or "auto" (the twins where the module is missing)')
+    def __init__(self, settings: Settings):
         self.settings = settings
-        self.auto_twins = twins == "auto"
-        self.use_twins = twins is True
         self.module_missing = False
         self._lock = threading.Lock()
 
@@ -261,31 +412,19 @@ class Guard:
     def succeeded(self) -> None:
         breaker = self.settings.breaker
         if breaker is not None and breaker.success():
-            log.warning("rate limiter available again: requests are limited")
-        if self.module_missing:
-            self.module_missing = False
+            self.settings.log.warning("rate limiter available again: requests are limited")
+        self.module_missing = False
 
     def failed(self, exc: BaseException, where: str) -> str:
-        """OUTAGE (the request fails open or closed), MISSING (the same, the module is
-        not loaded) or USE_TWINS (call the twins now); raises what is neither."""
+        """OUTAGE (the request fails open or closed) or MISSING (the same, the module is
+        not loaded); raises what is neither."""
         s = self.settings
-        if is_missing_module(exc) and not self.use_twins:
+        if command_missing(exc):
             with self._lock:
                 first = not self.module_missing
                 self.module_missing = True
-                if self.auto_twins:
-                    self.use_twins = True
-            if self.auto_twins:
-                log.error(
-                    "the Redis server has no redis-ratelimit module (%s): the middleware now runs the "
-                    "commands' Lua twins, slower (their Functions library when it is loaded, "
-                    "redis_native_ratelimit.twins.load_library, else their scripts); load the module into the "
-                    "server to use its commands",
-                    exc,
-                )
-                return USE_TWINS
             if first:
-                log.error(
+                s.log.error(
                     "the Redis server has no redis-ratelimit module (%s): requests are %s until it is "
                     "loaded. To fix: %s",
                     exc,
@@ -296,88 +435,230 @@ class Guard:
                 s.breaker.failure()
             return MISSING
         if not is_outage(exc):
+            self.succeeded()  # the server answered: the error is the call's own (a bug)
             raise exc
+        how = "served unlimited" if s.fail_open else "refused"
         breaker = s.breaker
-        if breaker is None:
-            log.warning(
-                "rate limiter unavailable (%s: %s): request %s",
+        was = "closed" if breaker is None else breaker.state
+        if breaker is not None and breaker.failure():
+            s.log.warning(
+                "rate limiter unavailable (%s: %s): requests %s without calling it for %g ms, then one tries again",
                 type(exc).__name__,
                 exc,
-                "served unlimited" if s.fail_open else "refused",
+                how,
+                breaker.cooldown_ms,
                 extra={"path": where},
             )
-        elif breaker.failure():
-            log.warning(
-                "rate limiter unavailable (%s: %s): requests %s without calling it for %g s, then one tries again",
+        elif was != "closed":
+            s.log.warning(
+                "rate limiter still unavailable (%s: %s): another %g ms without calling it",
                 type(exc).__name__,
                 exc,
-                "served unlimited" if s.fail_open else "refused",
-                breaker.cooldown,
+                breaker.cooldown_ms,  # type: ignore[union-attr]
                 extra={"path": where},
             )
         else:
-            log.warning(
-                "rate limiter still unavailable (%s: %s): another %g s without calling it",
-                type(exc).__name__,
-                exc,
-                breaker.cooldown,
-                extra={"path": where},
-            )
+            s.log.warning("rate limiter unavailable (%s: %s): request %s", type(exc).__name__, exc, how, extra={"path": where})
         return OUTAGE
 
-    def refuse_missing(self) -> None:
-        """Fail closed on a server without the module: raise."""
-        raise ModuleMissing("the Redis server has no redis-ratelimit module: " + MISSING_MODULE_FIX)
+
+@dataclass
+class Decision:
+    """What the middleware decided for a request: ``"pass"`` (served as it is: no limit,
+    skipped, or the limiter unavailable and failing open), ``"unavailable"`` (503),
+    ``"limited"`` (the refusal) or ``"allowed"`` (served, with ``headers`` on its
+    response and ``leases`` to release once it is sent). ``orphans`` are leases a call
+    the middleware gave up on may have taken: released in the background."""
+
+    kind: str
+    result: Optional[RateLimit] = None
+    headers: Dict[str, str] = field(default_factory=dict)
+    leases: List[Tuple[Any, Any]] = field(default_factory=list)
+    retry_after_ms: int = -1
+    orphans: List[Tuple[Any, Any]] = field(default_factory=list)
+    orphan_ttl_ms: int = 0
 
 
-def _body(value: Any, content_type: Optional[str]) -> Tuple[bytes, str]:
-    if isinstance(value, (dict, list)):
-        return json.dumps(value).encode(), content_type or "application/json"
-    if isinstance(value, str):
-        return value.encode("utf-8"), content_type or "text/plain; charset=utf-8"
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value), content_type or "application/octet-stream"
-    raise TypeError(f"limited_body must return a dict, a list, a str or bytes, not {type(value).__name__}")
+#: One call a plan needs: (policy, keys, cost, lease id).
+Ask = Tuple[Policy, List[str], int, Optional[str]]
+#: A step of a release plan: ("release", key, lease id) or ("sleep", seconds, None).
+Chore = Tuple[str, Any, Any]
+Plan = Generator[Ask, Any, Decision]
 
 
-def held_leases(policy: Policy, keys: Sequence[Any], result: RateLimit) -> List[Tuple[Any, Any]]:
-    """The leases an allowed request holds until its response is sent: (key, lease id)
-    of a Lease policy, or of each Lease rule of an All policy."""
-    from .lease import Lease
-    from .policies import All
-
-    if not result.allowed or result.lease_id is None:
-        return []
+def _leases_of(policy: Policy, keys: Sequence[Any]) -> List[Tuple[Any, Lease]]:
+    """(key, Lease) of each lease a call of the policy takes."""
     if isinstance(policy, Lease):
-        return [(keys[0], result.lease_id)]
+        return [(keys[0], policy)]
     if isinstance(policy, All):
-        return [(k, result.lease_id) for k, rule in zip(keys, policy.rules) if isinstance(rule, Lease)]
+        return [(k, rule) for k, rule in zip(keys, policy.rules) if isinstance(rule, Lease)]
     return []
 
 
-def release_failed(exc: BaseException, key: Any) -> None:
-    """A lease the middleware could not release: it frees itself at its ttl."""
-    log.warning("lease on %r not released (%s: %s): it frees itself at its ttl", key, type(exc).__name__, exc)
+def _binding_lease(policy: Policy, result: RateLimit) -> Optional[Lease]:
+    """The Lease that refused a request, if a lease did."""
+    if isinstance(policy, Lease):
+        return policy
+    if isinstance(policy, All) and result.rule is not None and 1 <= result.rule <= len(policy.rules):
+        rule = policy.rules[result.rule - 1]
+        return rule if isinstance(rule, Lease) else None
+    return None
 
 
-def too_many(
-    result: RateLimit,
-    headers: Dict[str, str],
-    body_of: Optional[Callable[[RateLimit], Any]] = None,
-    content_type: Optional[str] = None,
-) -> Tuple[int, List[Tuple[str, str]], bytes]:
-    """The 429 response: ``body_of(result)`` (a dict or list sent as JSON, a str as
-    text, bytes as they are) or the default JSON body."""
-    if body_of is None:
-        value: Any = {"error": "too many requests", "retry_after_ms": result.retry_after_ms}
-    else:
-        value = body_of(result)
-    body, ctype = _body(value, content_type)
-    out = [("Content-Type", ctype), ("Content-Length", str(len(body)))]
-    return 429, out + list(headers.items()), body
+class Limiting:
+    """The part of a middleware that decides requests: its settings, guard and shadow
+    record; the WSGI and ASGI middleware run its plans with their own clients."""
+
+    def __init__(self, policy: PolicyChoice, settings: Dict[str, Any]):
+        self.settings = Settings(policy, **settings)
+        self.guard = Guard(self.settings)
+        self.shadow = Shadow(self.settings.log)
+
+    @property
+    def breaker(self) -> Optional[CircuitBreaker]:
+        return self.settings.breaker
+
+    @property
+    def shadow_denials(self) -> int:
+        """Shadow mode: how many requests would have been refused (and passed)."""
+        return self.shadow.denials
+
+    def stats(self) -> Dict[str, Any]:
+        """What the middleware counted: ``shadow_denials``, and the breaker's ``state``,
+        ``opened`` and ``skipped`` (None without a breaker)."""
+        b = self.settings.breaker
+        return {
+            "shadow_denials": self.shadow.denials,
+            "breaker": None if b is None else {"state": b.state, "opened": b.opened, "skipped": b.skipped},
+        }
+
+    def default_key(self, request: Any) -> Optional[str]:  # pragma: no cover - per framework
+        raise NotImplementedError
+
+    def check_route(self, policy: Policy, key: Any) -> None:
+        """At decoration: a route's own policy fits the key it will be given."""
+        check_default_key(policy, key or self.settings.key, "limit()")
+
+    def deciding(
+        self,
+        request: Any,
+        policy: Policy,
+        where: str,
+        key: Optional[Callable[[Any], Any]] = None,
+        cost: Union[int, Callable[[Any], int], None] = None,
+    ) -> Plan:
+        """The plan of one request under ``policy`` (``key`` and ``cost`` override the
+        settings' for a route)."""
+        s = self.settings
+        if s.skip is not None and s.skip(request):
+            return Decision("pass")
+        identity = (key or s.key or self.default_key)(request)
+        if identity is None:
+            return Decision("pass")
+        if cost is None:
+            cost = s.cost_for(request)
+        elif callable(cost):
+            cost = cost(request)
+        checked, keys = s.with_ban(policy, s.keys_for(policy, identity), identity)
+        if not self.guard.allow():
+            return self._down()
+        lease_id = new_lease_id() if holds_leases(checked) else None
+        try:
+            result = yield (checked, keys, cost, lease_id)
+        except Exception as exc:
+            self.guard.failed(exc, where)
+            down = self._down()
+            leases = _leases_of(checked, keys)
+            if lease_id is not None and leases:
+                down.orphans = [(k, lease_id) for k, _ in leases]
+                down.orphan_ttl_ms = max(rule.ttl_ms or 0 for _, rule in leases)
+            return down
+        self.guard.succeeded()
+        if not result.allowed:
+            lease = _binding_lease(checked, result)
+            retry_ms = result.retry_after_ms if lease is None else lease.retry_after_ms
+            if not s.shadow:
+                headers = s.headers(result, retry_after_ms=retry_ms)
+                return Decision("limited", result, headers, retry_after_ms=retry_ms)
+            self.shadow.denied(checked, keys, result)
+        headers = s.headers(result, retry_after=False) if s.headers_when_allowed else {}
+        held = [(k, lease_id) for k, _ in _leases_of(checked, keys)] if result.allowed else []
+        return Decision("allowed", result, headers, leases=held)
+
+    def _down(self) -> Decision:
+        """The limiter cannot answer: fail open (pass) or closed (503, or ModuleMissing
+        on a server without the module)."""
+        if self.settings.fail_open:
+            return Decision("pass")
+        if self.guard.module_missing:
+            raise ModuleMissing("the Redis server has no redis-ratelimit module: " + MISSING_MODULE_FIX)
+        return Decision("unavailable", headers={"Retry-After": "1"})
+
+    def release_failed(self, exc: BaseException, key: Any) -> None:
+        """A lease the middleware could not release: it frees itself at its ttl."""
+        self.settings.log.warning(
+            "lease on %r not released (%s: %s): it frees itself at its ttl", key, type(exc).__name__, exc
+        )
+
+    def releasing(self, leases: Sequence[Tuple[Any, Any]]) -> Generator[Chore, Any, None]:
+        """The plan that releases a request's leases once its response is sent (one
+        try each: a lease not released frees itself at its ttl)."""
+        for key, lease_id in leases:
+            try:
+                yield ("release", key, lease_id)
+            except Exception as exc:  # noqa: BLE001 - it frees itself at its ttl
+                self.release_failed(exc, key)
+
+    def releasing_later(self, leases: Sequence[Tuple[Any, Any]], ttl_ms: int) -> Generator[Chore, Any, None]:
+        """The plan that releases leases a call the middleware gave up on may have taken
+        (the server may run it late), run in the background: tried again every second
+        until the server answers, or until the leases' ttl has freed them anyway.
+        Releasing an id that holds nothing is harmless."""
+        pending = list(leases)
+        deadline = time.monotonic() + ttl_ms / 1000
+        while pending and time.monotonic() < deadline:
+            key, lease_id = pending[0]
+            try:
+                yield ("release", key, lease_id)
+            except Exception as exc:  # noqa: BLE001 - try again, or leave it to its ttl
+                if not is_outage(exc):
+                    self.release_failed(exc, key)
+                    return
+                yield ("sleep", RELEASE_RETRY_MS / 1000, None)
+                continue
+            pending.pop(0)
+
+
+def _body(value: Any) -> Tuple[bytes, str]:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value).encode(), "application/json"
+    if isinstance(value, str):
+        return value.encode("utf-8"), "text/plain; charset=utf-8"
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value), "application/octet-stream"
+    raise TypeError(f"message must be (or return) a dict, a list, a str or bytes, not {type(value).__name__}")
 
 
 def unavailable() -> Tuple[int, List[Tuple[str, str]], bytes]:
     body = json.dumps({"error": "rate limiter unavailable"}).encode()
     out = [("Content-Type", "application/json"), ("Content-Length", str(len(body))), ("Retry-After", "1")]
     return 503, out, body
+
+
+def with_headers(response: Any, headers: Mapping[str, str]) -> Any:
+    """A framework's response (Flask's, Starlette's) with the rate limit headers it does
+    not set itself."""
+    for name, value in headers.items():
+        if name not in response.headers:
+            response.headers[name] = value
+    return response
+
+
+def status_line(status: int) -> str:
+    """A WSGI status line: ``"429 Too Many Requests"``."""
+    try:
+        return f"{status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"{status} Error"
+
+

@@ -11,13 +11,16 @@
         routes={"POST /login": Log(5, "1m"), "/health": None},
     )
 
-The same behaviour as :mod:`redis_native_ratelimit.wsgi`, on an asyncio client: ``key(scope)``
-(default: the client address), a policy per route, 429 with the headers, the result in
+The same behaviour as :mod:`redis_native_ratelimit.wsgi`, on an asyncio client:
+``key(scope)`` and ``skip(scope)`` (default key: the client address, an IPv6 one grouped
+by its /56), a policy per route, 429 with the headers (or ``handler(scope, result)``'s
+ASGI application: a Starlette ``Response`` is one), shadow mode, the result in
 ``request.state.rate_limit`` (``scope["state"]["rate_limit"]``). The limiter's call is
-bounded by ``timeout`` seconds (``asyncio.wait_for``); past it, or when the limiter
-cannot be reached, the request is served unlimited (``fail_open=True``, the default) or
-refused with 503, and the circuit breaker and the missing module are handled as there.
-:class:`RouteLimiter` gives single FastAPI routes a policy of their own (a decorator).
+bounded by ``timeout_ms`` (``asyncio.wait_for``; default 250); past it, or when the
+limiter cannot be reached, the request is served unlimited (``fail_open=True``, the
+default) or refused with 503, and the circuit breaker and the missing module are handled
+as there. :class:`RouteLimiter` gives single FastAPI routes a policy of their own (a
+decorator).
 """
 
 from __future__ import annotations
@@ -25,24 +28,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from typing import Any, Callable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
-from ._middleware import USE_TWINS, Guard, PolicyChoice, Settings, held_leases, release_failed, unavailable
+from ._middleware import Decision, Limiting, PolicyChoice, ip_key, unavailable, with_headers
+from ._slots import adrive
 from .asyncio import AsyncRateLimiter
 from .policies import Policy
-from .results import RateLimit
 
 
-def default_key(scope: dict) -> Optional[str]:
-    """The client's address (behind a proxy, run the server with its proxy-headers
-    option so that it is the real client's)."""
-    client = scope.get("client")
-    return client[0] if client else "unknown"
-
-
-class RouteLimiter:
+class RouteLimiter(Limiting):
     """The limiter of an ASGI app, with the middleware's settings (``key(scope)``,
-    ``prefix``, ``timeout``, ``fail_open``, ``breaker``, ``limited_body``...): what
+    ``prefix``, ``timeout_ms``, ``fail_open``, ``breaker``, ``shadow``...): what
     :class:`RateLimitMiddleware` runs for every request, and :meth:`limit`, a
     decorator that gives one FastAPI route a policy of its own::
 
@@ -53,51 +49,52 @@ class RouteLimiter:
         async def login(): ...
     """
 
-    def __init__(self, client: Any, policy: PolicyChoice = None, *, twins: Union[bool, str] = False, **settings: Any):
-        self.settings = Settings(policy, **settings)
-        self.guard = Guard(self.settings, twins)
-        self.limiter = AsyncRateLimiter(client, twins=twins is True)
-        self.twins_limiter = AsyncRateLimiter(client, twins=True) if twins == "auto" else None
+    def __init__(
+        self, client: Any, policy: PolicyChoice = None, *, twins: Union[bool, str] = False, lua_dir: Any = None, **settings: Any
+    ):
+        super().__init__(policy, settings)
+        self.limiter = AsyncRateLimiter(client, twins=twins, lua_dir=lua_dir, logger=self.settings.log)
+        self._background: Set["asyncio.Future[None]"] = set()
 
-    async def judge(self, policy: Policy, identity: Any, cost: int, where: str = "") -> Optional[RateLimit]:
-        """One call of the limiter, bounded by the timeout and through the circuit
-        breaker: the result, or None when the limiter is unavailable. Errors in the call
-        itself (bad arguments) are raised."""
-        return (await self.judge_holding(policy, identity, cost, where))[0]
+    def default_key(self, scope: dict) -> Optional[str]:
+        """The client's address (behind a proxy, run the server with its proxy-headers
+        option so that it is the real client's), an IPv6 one grouped by ``ipv6_subnet``."""
+        client = scope.get("client")
+        return ip_key(client[0] if client else None, self.settings.ipv6_subnet)
 
-    async def judge_holding(
-        self, policy: Policy, identity: Any, cost: int, where: str = ""
-    ) -> Tuple[Optional[RateLimit], List[Tuple[Any, Any]], AsyncRateLimiter]:
-        """:meth:`judge`, the leases an allowed request then holds (a Lease policy, or
-        Lease rules of an All policy: (key, lease id) pairs to release once the response
-        is sent) and the limiter that granted them (the module's, or its twins' after a
-        fallback), which releases them."""
-        s, guard = self.settings, self.guard
-        if not guard.allow():
-            return None, [], self.limiter
-        policy, keys = s.with_ban(policy, s.keys_for(policy, identity))
-        twins = self.twins_limiter if guard.use_twins and self.twins_limiter is not None else None
-        limiter = twins or self.limiter
-        try:
-            result = await asyncio.wait_for(limiter.check(policy, keys, cost=cost), s.timeout)
-        except Exception as exc:
-            if guard.failed(exc, where) != USE_TWINS or self.twins_limiter is None:
-                return None, [], limiter
-            limiter = self.twins_limiter
-            try:
-                result = await asyncio.wait_for(limiter.check(policy, keys, cost=cost), s.timeout)
-            except Exception as again:
-                guard.failed(again, where)
-                return None, [], limiter
-        guard.succeeded()
-        return result, held_leases(policy, keys, result), limiter
+    async def decide(self, scope: dict, policy: Policy, where: str, key: Any = None, cost: Any = None) -> Decision:
+        """One request's decision: the call (bounded by the timeout, through the
+        breaker)."""
+        decision = await adrive(self.deciding(scope, policy, where, key, cost), self._ask)
+        if decision.orphans:
+            self._release_later(decision.orphans, decision.orphan_ttl_ms)
+        return decision
 
-    def unavailable(self) -> Tuple[int, List[Tuple[str, str]], bytes]:
-        """The response of a request that fails closed (raises ModuleMissing on a server
-        without the module)."""
-        if self.guard.module_missing:
-            self.guard.refuse_missing()
-        return unavailable()
+    def _ask(self, ask: Any) -> Any:
+        policy, keys, cost, lease_id = ask
+        return asyncio.wait_for(self.limiter.check(policy, keys, cost=cost, id=lease_id), self.settings.timeout)
+
+    def _chore(self, chore: Any) -> Any:
+        what, a, b = chore
+        if what == "sleep":
+            return asyncio.sleep(a)
+        return asyncio.wait_for(self.limiter.release(a, b), self.settings.timeout)
+
+    async def _release(self, leases: List[Tuple[Any, Any]]) -> None:
+        await adrive(self.releasing(leases), self._chore)
+
+    def _release_later(self, leases: List[Tuple[Any, Any]], ttl_ms: int) -> None:
+        """:meth:`releasing_later` in a task of its own."""
+        task = asyncio.ensure_future(adrive(self.releasing_later(leases, ttl_ms), self._chore))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def refusal(self, decision: Decision, scope: dict) -> Any:
+        """``handler(scope, result)``'s answer (awaited if it is awaitable), or None."""
+        if self.settings.handler is None:
+            return None
+        answer = self.settings.handler(scope, decision.result)
+        return await answer if inspect.isawaitable(answer) else answer
 
     def limit(
         self,
@@ -116,6 +113,7 @@ class RouteLimiter:
         from starlette.responses import Response
 
         s = self.settings
+        self.check_route(policy, key)
 
         def own(params: List[inspect.Parameter], cls: type) -> Optional[str]:
             """The endpoint's own parameter of that type (FastAPI passes one only)."""
@@ -154,34 +152,23 @@ class RouteLimiter:
                     return await endpoint(*args, **kwargs)
 
                 scope = request.scope
-                identity = (key or s.key or default_key)(scope)
-                if identity is None:
+                decision = await self.decide(scope, policy, scope.get("path", ""), key, cost)
+                if decision.result is not None:
+                    request.state.rate_limit = decision.result
+                if decision.kind == "pass":
                     return await run()
-                how_much = s.cost_for(scope) if cost is None else (cost(scope) if callable(cost) else cost)
-                result, leases, granted_by = await self.judge_holding(policy, identity, how_much, scope.get("path", ""))
-                if result is None:
-                    if s.fail_open:
-                        return await run()
-                    status, headers, body = self.unavailable()
-                    return _response(status, headers, body)
-                request.state.rate_limit = result
-                extra = s.headers(result)
-                if not result.allowed:
-                    status, headers, body = s.too_many(result, extra)
-                    return _response(status, headers, body)
+                if decision.kind == "unavailable":
+                    return _response(*unavailable())
+                if decision.kind == "limited":
+                    answer = await self.refusal(decision, scope)
+                    if answer is not None:
+                        return with_headers(answer, decision.headers)
+                    return _response(*s.too_many(decision, scope))
                 try:
                     out = await run()
                 finally:
-                    for lease_key, lease_id in leases:
-                        try:
-                            await asyncio.wait_for(granted_by.release(lease_key, lease_id), s.timeout)
-                        except Exception as exc:  # noqa: BLE001 - it frees itself at its ttl
-                            release_failed(exc, lease_key)
-                if s.headers_when_allowed:
-                    target = out.headers if isinstance(out, Response) else response.headers
-                    for name, value in extra.items():
-                        if name not in target:
-                            target[name] = value
+                    await self._release(decision.leases)
+                with_headers(out if isinstance(out, Response) else response, decision.headers)
                 return out
 
             limited.__signature__ = signature.replace(parameters=params[:at] + mine + params[at:])  # type: ignore[attr-defined]
@@ -202,9 +189,9 @@ def _response(status: int, headers: List[Tuple[str, str]], body: bytes) -> Any:
 
 class RateLimitMiddleware:
     """ASGI middleware: ``RateLimitMiddleware(app, client=..., policy=..., **settings)``
-    (the settings of :class:`redis_native_ratelimit.wsgi.RateLimitMiddleware`). ``limiter=``
-    shares a :class:`RouteLimiter` (its client, settings and circuit breaker) with the
-    routes it decorates, instead of ``client`` and the settings."""
+    (the settings of :class:`redis_native_ratelimit.wsgi.RateLimitMiddleware`).
+    ``limiter=`` shares a :class:`RouteLimiter` (its client, settings, circuit breaker and
+    shadow count) with the routes it decorates, instead of ``client`` and the settings."""
 
     def __init__(
         self,
@@ -213,6 +200,7 @@ class RateLimitMiddleware:
         policy: PolicyChoice = None,
         *,
         twins: Union[bool, str] = False,
+        lua_dir: Any = None,
         limiter: Optional[RouteLimiter] = None,
         **settings: Any,
     ):
@@ -220,11 +208,18 @@ class RateLimitMiddleware:
         if limiter is None:
             if client is None:
                 raise TypeError("RateLimitMiddleware needs a client (or a RouteLimiter as limiter=)")
-            limiter = RouteLimiter(client, policy, twins=twins, **settings)
+            limiter = RouteLimiter(client, policy, twins=twins, lua_dir=lua_dir, **settings)
         elif client is not None or settings or policy is not None:
             raise TypeError("give either limiter= or a client and settings, not both")
         self.route_limiter = limiter
         self.settings = limiter.settings
+
+    @property
+    def shadow_denials(self) -> int:
+        return self.route_limiter.shadow_denials
+
+    def stats(self) -> Dict[str, Any]:
+        return self.route_limiter.stats()
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope.get("type") != "http":
@@ -233,42 +228,35 @@ class RateLimitMiddleware:
         s = self.settings
         path = scope.get("path", "") or "/"
         policy = s.policy_for(scope, scope.get("method", "GET"), path)
-        identity = None if policy is None else (s.key or default_key)(scope)
-        if policy is None or identity is None:
+        if policy is None:
             await self.app(scope, receive, send)
             return
-        judged = await self.route_limiter.judge_holding(policy, identity, s.cost_for(scope), path)
-        result, leases, granted_by = judged
-        if result is None:
-            if s.fail_open:
-                await self.app(scope, receive, send)
+        decision = await self.route_limiter.decide(scope, policy, path)
+        if decision.result is not None:
+            scope["state"] = {**(scope.get("state") or {}), "rate_limit": decision.result}
+        if decision.kind == "pass":
+            await self.app(scope, receive, send)
+        elif decision.kind == "unavailable":
+            await self._respond(send, *unavailable())
+        elif decision.kind == "limited":
+            answer = await self.route_limiter.refusal(decision, scope)
+            if answer is None:
+                await self._respond(send, *s.too_many(decision, scope))
             else:
-                await self._respond(send, *self.route_limiter.unavailable())
-            return
-        scope["state"] = {**(scope.get("state") or {}), "rate_limit": result}
-        headers = s.headers(result)
-        if not result.allowed:
-            await self._respond(send, *s.too_many(result, headers))
-            return
-        if leases:
+                await answer(scope, receive, self._with(decision.headers, send))
+        else:
             # A Lease policy: the request holds its slot until its response is sent
             # (also when the application raises).
             try:
-                await self._serve(scope, receive, send, headers)
+                await self.app(scope, receive, self._with(decision.headers, send))
             finally:
-                for key, lease_id in leases:
-                    try:
-                        await asyncio.wait_for(granted_by.release(key, lease_id), s.timeout)
-                    except Exception as exc:  # noqa: BLE001 - it frees itself at its ttl
-                        release_failed(exc, key)
-            return
-        await self._serve(scope, receive, send, headers)
+                await self.route_limiter._release(decision.leases)
 
-    async def _serve(self, scope: dict, receive: Callable, send: Callable, headers: Any) -> None:
-        s = self.settings
-        if not s.headers_when_allowed:
-            await self.app(scope, receive, send)
-            return
+    @staticmethod
+    def _with(headers: Dict[str, str], send: Callable) -> Callable:
+        """``send`` that adds the headers the response does not set itself."""
+        if not headers:
+            return send
         extra = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
 
         async def send_with_headers(message: dict) -> None:
@@ -278,7 +266,7 @@ class RateLimitMiddleware:
                 message["headers"] = list(message.get("headers", [])) + [h for h in extra if h[0] not in taken]
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        return send_with_headers
 
     @staticmethod
     async def _respond(send: Callable, status: int, headers: List[Tuple[str, str]], body: bytes) -> None:

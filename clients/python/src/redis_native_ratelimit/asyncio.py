@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import redis
-
 from . import strict as _strict
-from . import twins as _twins
+from ._slots import adrive
 from .client import Reservation, _any_node, _Calls, _known
 from .lease import AsyncLeaseCall, Lease
 from .policies import Call
@@ -42,28 +40,17 @@ class AsyncRateLimiter(_Calls):
     async def _arun(self, call: Call, **kwargs: Any) -> Any:
         if self.strict is not None and call.keys:
             # Twins: the call's script (EVALSHA, then EVAL when the server lacks it).
-            argv, fallback = (call.argv, None) if not self.twins else self._twin_argv(call)[1:]
+            argv, fallback = (call.argv, None) if not self._twin_for(call) else self._twin_argv(call)[1:]
             reply, acked = await _strict.arun(self.client, argv, fallback, self.strict)
             return self.strict.settle(call.parse(reply, self._encode), acked, _strict.wrote(call))
-        if not self.twins:
-            reply = await self.client.execute_command(*call.argv, **kwargs)
-        else:
-            fcall, evalsha, eval_ = self._twin_argv(call)
-            reply = None
-            if self._library is not False:
-                try:
-                    reply = await self.client.execute_command(*fcall)
-                    self._library = True
-                except redis.exceptions.ResponseError as e:
-                    if not _twins.function_missing(e):
-                        raise
-                    self._library = False
-            if self._library is False:
-                try:
-                    reply = await self.client.execute_command(*evalsha)
-                except redis.exceptions.NoScriptError:
-                    reply = await self.client.execute_command(*eval_)
-        return call.parse(reply, self._encode)
+        return await adrive(self._sending(call, kwargs), self._send)
+
+    def _send(self, sent: Any) -> Any:
+        argv, kwargs = sent
+        return self.client.execute_command(*argv, **kwargs)
+
+    def _drive(self, plan: Any) -> Any:
+        return adrive(plan, self._run)
 
     def _hold(self, key: Any, policy: Lease, call: Call, renew_every: Any) -> AsyncLeaseCall:
         return AsyncLeaseCall(self, key, policy, call, renew_every)

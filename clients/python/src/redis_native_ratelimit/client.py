@@ -10,20 +10,22 @@ state.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+import logging
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Set, Tuple, Union
 
 import redis
 
 from . import strict as _strict
 from . import twins as _twins
 from ._args import ONE_KEY, Duration, Instant, duration_arg, find_key, key_list
+from ._slots import across_slots, cluster_slots, drive, settled
 from .policies import All, Call, Fixed, Gcra, Log, Multi, Policy, Sliding
 from .results import RateLimit, Sweep, Throttle
 from .lease import HeldLease, Lease, release_call
+
+log = logging.getLogger("redis_native_ratelimit")
 
 #: The file of each twin in the Lua directory.
 TWIN_OF = {
@@ -71,18 +73,6 @@ def _seconds_arg(value: Union[int, timedelta]) -> int:
     return value
 
 
-def _settled(call: Call, refund: bool, force: bool) -> Call:
-    """The call with ``REFUND`` or ``FORCE`` after its other arguments (settling a
-    request after the fact: give back what it did not use, or record it whether it fits
-    or not). Not both."""
-    if refund and force:
-        raise ValueError("refund and force cannot be given together: a request is either given back or forced")
-    if not (refund or force):
-        return call
-    flag = "REFUND" if refund else "FORCE"
-    return replace(call, argv=call.argv + (flag,), args=call.args + (flag,))
-
-
 class Reservation:
     """An estimate reserved with :meth:`RateLimiter.reserve`: ``result`` (its
     :class:`RateLimit`), ``allowed``, and :meth:`settle`."""
@@ -126,13 +116,22 @@ class _Calls:
         self,
         client: Any,
         *,
-        twins: bool = False,
+        twins: Union[bool, str] = False,
         lua_dir: Union[str, Path, None] = None,
         strict: Optional[_strict.Strict] = None,
+        logger: Optional[logging.Logger] = None,
     ):
+        if twins not in (False, True, "fallback"):
+            raise ValueError(
+                'twins: False (the module\'s commands), True (their Lua twins) or "fallback" '
+                "(the commands, and the twin of a command the server lacks)"
+            )
         self.client = client
         self.twins = twins
         self.lua_dir = lua_dir
+        self.logger = logger or log
+        #: twins="fallback": the commands the server turned out to lack (their twins run).
+        self.missing: Set[str] = set()
         self._encode = _encoder(client)
         #: Strict mode (:mod:`redis_native_ratelimit.strict`): each call followed by ``WAIT``.
         self.strict = strict
@@ -154,6 +153,74 @@ class _Calls:
     # twins then call the function while it is there, the script otherwise).
     _library: Optional[bool] = None
 
+    def _twin_for(self, call: Call) -> bool:
+        """Whether the call runs as its twin: always, or (``twins="fallback"``) when the
+        server turned out to lack its command."""
+        return self.twins is True or (self.twins == "fallback" and str(call.argv[0]).upper() in self.missing)
+
+    def _falls_back(self, call: Call, error: Exception) -> bool:
+        """``twins="fallback"`` and the server has no such command: its twin runs now and
+        from now on (said once in the log, as an error: the module is missing there)."""
+        if self.twins != "fallback" or call.twin is None or not _twins.command_missing(error):
+            return False
+        name = str(call.argv[0]).upper()
+        if name not in self.missing:
+            self.missing.add(name)
+            self.logger.error(
+                "the Redis server has no %s (%s): its Lua twin runs instead, now and from now on "
+                "(the Functions library when it is loaded, redis_native_ratelimit.twins.load_library, "
+                "else the script); load the redis-ratelimit module into the server to use the command",
+                name,
+                error,
+            )
+        return True
+
+    def _all(self, policy: All, keys: Sequence[Any], cost: int, at: Optional[Instant], id: Any, refund: bool, force: bool) -> Any:
+        """One RL.ALL, or on a Cluster client whose keys are in several slots one per slot
+        (``redis_native_ratelimit._slots``)."""
+        keys = list(key_list(keys, "RL.ALL"))
+        slots = cluster_slots(self.client, keys, self._encode) if len(keys) > 1 else None
+        if slots is None or len(set(slots)) == 1:
+            return self._run(settled(policy.call(keys, cost, at, id=id), refund, force))
+        return self._drive(across_slots(policy, keys, slots, cost, at, id, refund, force))
+
+    def _drive(self, plan: Any) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _sending(self, call: Call, kwargs: dict) -> Any:
+        """The plan of one call: what it sends to the server (each ``(argv, kwargs)``
+        sent back its reply, or thrown its error), and its parsed result: the command,
+        or its twin (the function while the server has the library, else the script,
+        EVALSHA then EVAL), or the command and then its twin when the server lacks it
+        (``twins="fallback"``)."""
+        if self._twin_for(call):
+            reply = yield from self._sending_twin(call)
+        else:
+            try:
+                reply = yield (call.argv, kwargs)
+            except redis.exceptions.ResponseError as e:
+                if not self._falls_back(call, e):
+                    raise
+                reply = yield from self._sending_twin(call)
+        return call.parse(reply, self._encode)
+
+    def _sending_twin(self, call: Call) -> Any:
+        fcall, evalsha, eval_ = self._twin_argv(call)
+        if self._library is not False:
+            try:
+                reply = yield (fcall, {})
+            except redis.exceptions.ResponseError as e:
+                if not _twins.function_missing(e):
+                    raise
+                self._library = False
+            else:
+                self._library = True
+                return reply
+        try:
+            return (yield (evalsha, {}))
+        except redis.exceptions.NoScriptError:
+            return (yield (eval_, {}))
+
     # -- the limiters ---------------------------------------------------------------
 
     def fixed(
@@ -170,7 +237,7 @@ class _Calls:
         name: str = "fixed",
     ) -> RateLimit:
         """RL.FIXED key limit window [COST n] [ALIGN] [AT ms]."""
-        return self._run(_settled(Fixed(limit, window, align, name).call([key], cost, at), refund, force))
+        return self._run(settled(Fixed(limit, window, align, name).call([key], cost, at), refund, force))
 
     def gcra(
         self,
@@ -188,7 +255,7 @@ class _Calls:
     ) -> RateLimit:
         """RL.GCRA key max_burst count period [COST n] [AT ms] [DELAY max_delay].
         With ``delay``, the result's ``delay_ms`` (and ``delay``) says when to act."""
-        return self._run(_settled(Gcra(max_burst, count, period, delay, name).call([key], cost, at), refund, force))
+        return self._run(settled(Gcra(max_burst, count, period, delay, name).call([key], cost, at), refund, force))
 
     def multi(
         self,
@@ -204,7 +271,7 @@ class _Calls:
     ) -> RateLimit:
         """RL.MULTI numkeys key... LIMIT window limit... [COST n] [ALIGN] [AT ms]; the
         result names the binding ``key`` and ``window_ms``."""
-        return self._run(_settled(Multi(list(limits), names, align).call(key_list(keys, "RL.MULTI"), cost, at), refund, force))
+        return self._run(settled(Multi(list(limits), names, align).call(key_list(keys, "RL.MULTI"), cost, at), refund, force))
 
     def sliding(
         self,
@@ -219,7 +286,7 @@ class _Calls:
         names: Optional[Sequence[str]] = None,
     ) -> RateLimit:
         """RL.SLIDING numkeys key... LIMIT window limit... [BUCKETS n] [COST n] [AT ms]."""
-        return self._run(_settled(Sliding(list(limits), names, buckets).call(key_list(keys, "RL.SLIDING"), cost, at), refund, force))
+        return self._run(settled(Sliding(list(limits), names, buckets).call(key_list(keys, "RL.SLIDING"), cost, at), refund, force))
 
     def log(
         self,
@@ -235,7 +302,7 @@ class _Calls:
         name: str = "log",
     ) -> RateLimit:
         """RL.LOG key limit window [META value] [COST n] [AT ms]."""
-        return self._run(_settled(Log(limit, window, None, name).call([key], cost, at, meta=meta), refund, force))
+        return self._run(settled(Log(limit, window, None, name).call([key], cost, at, meta=meta), refund, force))
 
     def all(
         self,
@@ -258,8 +325,7 @@ class _Calls:
         for pair in pairs:
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], Policy)):
                 raise TypeError(f"RL.ALL takes (key, policy) pairs, not {pair!r}")
-        policy = All([p for _, p in pairs])
-        return self._run(_settled(policy.call([k for k, _ in pairs], cost, at, id=id), refund, force))
+        return self._all(All([p for _, p in pairs]), [k for k, _ in pairs], cost, at, id, refund, force)
 
     # -- leases -----------------------------------------------------------------------
 
@@ -274,13 +340,15 @@ class _Calls:
         at: Optional[Instant] = None,
         renew_every: Optional[float] = None,
         name: str = "lease",
+        retry_after: Duration = "1s",
     ) -> Any:
         """RL.LEASE key limit ttl [ID id] [COST n] [AT ms]: one of ``limit`` slots. A
         :class:`~redis_native_ratelimit.lease.HeldLease` (``allowed``, ``id``, ``release()``),
         also a context manager that raises ``LeaseDenied`` when refused, renews every
         ``renew_every`` seconds (a third of ``ttl`` by default) while its body runs,
-        and releases on exit."""
-        policy = Lease(limit, ttl, name)
+        and releases on exit; ``retry_after`` is the ``Retry-After`` of its denial's
+        headers."""
+        policy = Lease(limit, ttl, name, retry_after)
         return self._hold(key, policy, policy.call([key], cost, at, id=id), renew_every)
 
     def release(self, key: Any, id: Any, *, at: Optional[Instant] = None) -> bool:
@@ -300,10 +368,15 @@ class _Calls:
         at: Optional[Instant] = None,
         refund: bool = False,
         force: bool = False,
+        id: Optional[Any] = None,
     ) -> RateLimit:
-        """Apply a policy to its key (or list of keys, for Multi, Sliding and All)."""
+        """Apply a policy to its key (or list of keys, for Multi, Sliding and All);
+        ``id`` names the lease of a Lease policy (or of the Lease rules of an All)."""
         keys = list(keys) if isinstance(keys, (list, tuple)) else [keys]
-        return self._run(_settled(policy.call(keys, cost, at), refund, force))
+        if isinstance(policy, All):
+            return self._all(policy, keys, cost, at, id, refund, force)
+        call = policy.call(keys, cost, at, id=id) if id is not None else policy.call(keys, cost, at)
+        return self._run(settled(call, refund, force))
 
     def reserve(
         self,
@@ -395,28 +468,17 @@ class RateLimiter(_Calls):
     def _run(self, call: Call, **kwargs: Any) -> Any:
         if self.strict is not None and call.keys:
             # Twins: the call's script (EVALSHA, then EVAL when the server lacks it).
-            argv, fallback = (call.argv, None) if not self.twins else self._twin_argv(call)[1:]
+            argv, fallback = (call.argv, None) if not self._twin_for(call) else self._twin_argv(call)[1:]
             reply, acked = _strict.run(self.client, argv, fallback, self.strict)
             return self.strict.settle(call.parse(reply, self._encode), acked, _strict.wrote(call))
-        if not self.twins:
-            reply = self.client.execute_command(*call.argv, **kwargs)
-        else:
-            fcall, evalsha, eval_ = self._twin_argv(call)
-            reply = None
-            if self._library is not False:
-                try:
-                    reply = self.client.execute_command(*fcall)
-                    self._library = True
-                except redis.exceptions.ResponseError as e:
-                    if not _twins.function_missing(e):
-                        raise
-                    self._library = False
-            if self._library is False:
-                try:
-                    reply = self.client.execute_command(*evalsha)
-                except redis.exceptions.NoScriptError:
-                    reply = self.client.execute_command(*eval_)
-        return call.parse(reply, self._encode)
+        return drive(self._sending(call, kwargs), self._send)
+
+    def _send(self, sent: Tuple[Tuple[Any, ...], dict]) -> Any:
+        argv, kwargs = sent
+        return self.client.execute_command(*argv, **kwargs)
+
+    def _drive(self, plan: Any) -> Any:
+        return drive(plan, self._run)
 
     def has_command(self, name: str) -> bool:
         """Whether the server knows a command (COMMAND INFO): RL.ALL and CL.THROTTLE

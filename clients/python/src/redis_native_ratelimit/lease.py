@@ -37,11 +37,16 @@ def _text(value: Any) -> Any:
 class Lease(Policy):
     """RL.LEASE: at most ``limit`` leases held at once on a key, each until released or
     ``ttl`` after it was last renewed. As a rule of :class:`~redis_native_ratelimit.All`, the
-    call's ``id`` names the lease (the result's ``lease_id``)."""
+    call's ``id`` names the lease (the result's ``lease_id``).
+
+    ``retry_after`` (a duration, default 1 s) is the ``Retry-After`` of a refusal: a slot
+    frees when a request ends, usually long before the oldest lease's ``ttl`` (the wait
+    the server replies), so a refused client is told to come back soon."""
 
     limit: int
     ttl: Duration
     name: str = "lease"
+    retry_after: Duration = "1s"
 
     def quotas(self, nkeys: int = 1) -> Tuple[Quota, ...]:
         return (Quota(self.name, self.limit, None),)
@@ -69,6 +74,14 @@ class Lease(Policy):
     def ttl_ms(self) -> Optional[int]:
         return duration_ms(self.ttl)
 
+    @property
+    def retry_after_ms(self) -> int:
+        """``retry_after`` in milliseconds (at least 1)."""
+        ms = duration_ms(self.retry_after)
+        if ms is None:
+            raise ValueError(f"retry_after: a positive duration, not {self.retry_after!r}")
+        return ms
+
 
 def release_call(key: Any, id: Any, at: Optional[Instant] = None) -> Call:
     """RL.RELEASE key id [AT ms]: True when a live lease was released."""
@@ -86,10 +99,11 @@ class LeaseDenied(Exception):
     ``headers`` the HTTP headers (``Retry-After`` and the RateLimit fields) for a 429,
     or a 503 when the limit protects a backend."""
 
-    def __init__(self, key: Any, result: RateLimit):
+    def __init__(self, key: Any, result: RateLimit, retry_after_ms: int = 1000):
         super().__init__(f"no free slot on {key!r}: {result.limit} held; retry in {result.retry_after_ms} ms")
         self.key = key
         self.result = result
+        self._header_retry_ms = retry_after_ms
 
     @property
     def retry_after(self):
@@ -97,7 +111,9 @@ class LeaseDenied(Exception):
 
     @property
     def headers(self) -> Dict[str, str]:
-        return ratelimit_headers(self.result)
+        """The headers of a 429: ``Retry-After`` is the policy's ``retry_after`` (1 s
+        unless the lease was taken with another)."""
+        return ratelimit_headers(self.result, retry_after_ms=self._header_retry_ms)
 
 
 class _Held:
@@ -177,7 +193,7 @@ class HeldLease(_Held):
 
     def __enter__(self) -> "HeldLease":
         if not self.allowed:
-            raise LeaseDenied(self.key, self.result)
+            raise LeaseDenied(self.key, self.result, self.policy.retry_after_ms)
         if self.renew_every:
             self._stop = threading.Event()
             self._thread = threading.Thread(target=self._heartbeat, args=(self._stop,), daemon=True)
@@ -234,7 +250,7 @@ class AsyncHeldLease(_Held):
 
     def start(self) -> "AsyncHeldLease":
         if not self.allowed:
-            raise LeaseDenied(self.key, self.result)
+            raise LeaseDenied(self.key, self.result, self.policy.retry_after_ms)
         if self.renew_every:
             self._task = asyncio.ensure_future(self._heartbeat())
         return self

@@ -291,30 +291,34 @@ class All(Policy):
         args += options(cost, at)
         if id is not None:
             args += ["ID", id]
-        quotas = self.quotas()
-        starts, n = [], 0
-        for rule in rules:
-            starts.append(n)
-            n += len(rule.quotas(1))
 
         def parse(reply, encode):
             place = int(reply[5])
-            key = keys[place - 1] if 1 <= place <= len(keys) else find_key(reply[6], keys, encode)
-            base = _five(reply)
-            binding = None
-            if 1 <= place <= len(rules):
-                own = rules[place - 1].quotas(1)
-                j = next((j for j, q in enumerate(own) if q.limit == base[1]), 0)
-                binding = starts[place - 1] + j
+            key = None if 1 <= place <= len(keys) else find_key(reply[6], keys, encode)
             lease_id = reply[7] if len(reply) > 7 else None
             if isinstance(lease_id, bytes):
                 lease_id = lease_id.decode("utf-8", "surrogateescape")
-            return RateLimit(*base, key=key, rule=place, lease_id=lease_id, quotas=quotas, binding=binding)
+            return self.result(keys, place, _five(reply), lease_id=lease_id, key=key)
 
         return Call(("RL.ALL", len(keys)) + keys + tuple(args), keys, tuple(args), "all", parse)
 
     def rule_args(self, position: int) -> List[Any]:
         raise ValueError("RL.ALL rules cannot nest")
+
+    def result(
+        self, keys: Sequence[Any], place: int, five: Tuple[bool, int, int, int, int], lease_id: Any = None, key: Any = None
+    ) -> RateLimit:
+        """The result of a call of these rules on ``keys`` whose binding rule is the
+        ``place``-th (1-based), with the reply's five fields."""
+        rules = list(self.rules)
+        if key is None and 1 <= place <= len(keys):
+            key = keys[place - 1]
+        binding = None
+        if 1 <= place <= len(rules):
+            start = sum(len(rule.quotas(1)) for rule in rules[: place - 1])
+            own = rules[place - 1].quotas(1)
+            binding = start + next((j for j, q in enumerate(own) if q.limit == five[1]), 0)
+        return RateLimit(*five, key=key, rule=place, lease_id=lease_id, quotas=self.quotas(), binding=binding)
 
 
 @dataclass(frozen=True)

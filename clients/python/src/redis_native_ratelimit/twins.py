@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 
+import redis
+
 PACKAGED_LUA_DIR = Path(__file__).resolve().parent / "lua"
 
 # The library's name, as FUNCTION LOAD reports it.
@@ -116,3 +118,17 @@ def function_missing(error: Exception) -> bool:
     not loaded) or no FCALL at all (a server before Redis 7): then the script runs."""
     text = str(error).lower()
     return "function not found" in text or "unknown command" in text
+
+
+#: The commands the module adds: a server that answers ``unknown command`` to one of
+#: them has no module loaded (or an older one).
+_MODULE_COMMANDS = ("'rl.", "'cl.throttle'")
+
+
+def command_missing(error: BaseException) -> bool:
+    """True when the server answered that it does not know a command of the module: the
+    module is not loaded there (or is older than the command)."""
+    if not isinstance(error, redis.exceptions.ResponseError):
+        return False
+    text = str(error).lower()
+    return text.startswith("unknown command") and any(c in text for c in _MODULE_COMMANDS)

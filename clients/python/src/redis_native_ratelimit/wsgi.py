@@ -11,20 +11,24 @@
     )
 
 Every request whose route has a policy is checked with one call, keyed by
-``key(environ)`` (default: the client address; return a list for Multi, Sliding and
-All policies, ``None`` to let the request through). A refused request gets 429 with
-``Retry-After`` and the rate limit headers; an allowed one goes on, with the headers
-added to its response and the result in ``environ["redis_native_ratelimit.result"]``.
+``key(environ)`` (default: the client address, an IPv6 one grouped by its /56; return
+a list for Multi, Sliding and All policies, ``None`` to let the request through;
+``skip(environ)`` true lets it through too). A refused request gets 429 with
+``Retry-After`` and the rate limit headers (or what ``handler(environ, result)``
+returns); an allowed one goes on, with the headers added to its response and the result
+in ``environ["redis_native_ratelimit.result"]``. With ``shadow=True`` a refused request
+goes on too, counted in :attr:`RateLimitMiddleware.shadow_denials` and logged once per
+key and window.
 
-If the limiter does not answer within ``timeout`` seconds (or cannot be reached), the
-request is served unlimited and a warning is logged (``fail_open=True``, the default),
-or refused with 503 (``fail_open=False``); then a circuit breaker (``breaker``, a
-:class:`~redis_native_ratelimit.CircuitBreaker`) serves the next requests the same way without
-calling the limiter for its cooldown, and one request tries again. A server without the
-module is logged once as an error (``twins="auto"``: the Lua twins take over; with
-``fail_open=False`` each limited request raises :class:`~redis_native_ratelimit.ModuleMissing`).
-The timeout is enforced on a copy of the
-client's connection pool with that socket timeout and no retries, so a client made
+If the limiter does not answer within ``timeout_ms`` (default 250), or cannot be
+reached, the request is served unlimited and a warning is logged (``fail_open=True``,
+the default), or refused with 503 (``fail_open=False``); then a circuit breaker
+(``breaker``, a :class:`~redis_native_ratelimit.CircuitBreaker`) serves the next requests
+the same way without calling the limiter for its cooldown (1 s), and one request tries
+again. A server without the module is logged once as an error (``twins="fallback"``:
+the Lua twins take over; with ``fail_open=False`` each limited request raises
+:class:`~redis_native_ratelimit.ModuleMissing`). The timeout is enforced on a copy of
+the client's connection pool with that socket timeout and no retries, so a client made
 without a timeout cannot stall requests; pass a Cluster client made with
 ``socket_timeout`` set.
 """
@@ -32,18 +36,21 @@ without a timeout cannot stall requests; pass a Cluster client made with
 from __future__ import annotations
 
 import functools
+import threading
+import time
 from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ._middleware import USE_TWINS, Guard, PolicyChoice, Settings, held_leases, release_failed, unavailable
+from ._middleware import Decision, Limiting, PolicyChoice, ip_key, status_line, unavailable, with_headers
+from ._slots import drive
 from .client import RateLimiter
 from .policies import Policy
-from .results import RateLimit
 
-_STATUS = {429: "429 Too Many Requests", 503: "503 Service Unavailable"}
+#: Where the result of a request is put in its WSGI environ.
+RESULT = "redis_native_ratelimit.result"
 
 
 def bounded_client(client: Any, timeout: float) -> Any:
@@ -67,20 +74,15 @@ def bounded_client(client: Any, timeout: float) -> Any:
     return client
 
 
-def default_key(environ: dict) -> Optional[str]:
-    """The client's address (behind a proxy, let the proxy middleware of your framework
-    set REMOTE_ADDR)."""
-    return environ.get("REMOTE_ADDR") or "unknown"
-
-
-class RateLimitMiddleware:
-    """WSGI middleware: ``RateLimitMiddleware(app, client, policy, **settings)``; see
-    the module's description and :class:`redis_native_ratelimit._middleware.Settings` for
-    the settings (``key``, ``routes``, ``prefix``, ``fail_open``, ``timeout``,
-    ``cost``, ``legacy_headers``, ``draft_headers``, ``x_prefix``,
-    ``headers_when_allowed``, ``breaker``, ``limited_body``, ``limited_content_type``).
-    ``twins=True`` uses the Lua twins; ``twins="auto"`` uses them only if the server
-    turns out to lack the module.
+class RateLimitMiddleware(Limiting):
+    """WSGI middleware: ``RateLimitMiddleware(app, client, policy, **settings)``; see the
+    module's description and :class:`redis_native_ratelimit._middleware.Settings` for the
+    settings (``key``, ``routes``, ``prefix``, ``fail_open``, ``timeout_ms``, ``cost``,
+    ``standard_headers``, ``legacy_headers``, ``headers_when_allowed``, ``breaker``,
+    ``message``, ``status_code``, ``handler``, ``skip``, ``ipv6_subnet``, ``shadow``,
+    ``ban``, ``logger``). ``twins=True`` uses the Lua twins; ``twins="fallback"`` uses
+    them for the commands the server turns out to lack; ``lua_dir`` points at another
+    copy of them.
 
     :meth:`limit` is a decorator of Flask views: a policy of its own for one route."""
 
@@ -91,98 +93,78 @@ class RateLimitMiddleware:
         policy: PolicyChoice = None,
         *,
         twins: Union[bool, str] = False,
+        lua_dir: Any = None,
         **settings: Any,
     ):
         self.app = app
-        self.settings = Settings(policy, **settings)
-        self.guard = Guard(self.settings, twins)
+        super().__init__(policy, settings)
         bounded = bounded_client(client, self.settings.timeout)
-        self.limiter = RateLimiter(bounded, twins=twins is True)
-        self.twins_limiter = RateLimiter(bounded, twins=True) if twins == "auto" else None
+        self.limiter = RateLimiter(bounded, twins=twins, lua_dir=lua_dir, logger=self.settings.log)
 
-    def judge(self, policy: Policy, identity: Any, cost: int, where: str = "") -> Optional[RateLimit]:
-        """One call of the limiter for a request, through the circuit breaker: the
-        result, or None when the limiter is unavailable (the request then fails open or
-        closed). Errors in the call itself (bad arguments) are raised."""
-        return self.judge_holding(policy, identity, cost, where)[0]
+    def default_key(self, environ: dict) -> Optional[str]:
+        """The client's address (behind a proxy, let the proxy middleware of your framework
+        set REMOTE_ADDR), an IPv6 one grouped by ``ipv6_subnet``."""
+        return ip_key(environ.get("REMOTE_ADDR"), self.settings.ipv6_subnet)
 
-    def judge_holding(
-        self, policy: Policy, identity: Any, cost: int, where: str = ""
-    ) -> Tuple[Optional[RateLimit], List[Tuple[Any, Any]], RateLimiter]:
-        """:meth:`judge`, the leases an allowed request then holds (a Lease policy, or
-        Lease rules of an All policy: (key, lease id) pairs to release once the response
-        is sent) and the limiter that granted them (the module's, or its twins' after a
-        fallback), which releases them."""
-        guard = self.guard
-        if not guard.allow():
-            return None, [], self.limiter
-        policy, keys = self.settings.with_ban(policy, self.settings.keys_for(policy, identity))
-        twins = self.twins_limiter if guard.use_twins and self.twins_limiter is not None else None
-        limiter = twins or self.limiter
-        try:
-            result = limiter.check(policy, keys, cost=cost)
-        except Exception as exc:
-            if guard.failed(exc, where) != USE_TWINS or self.twins_limiter is None:
-                return None, [], limiter
-            limiter = self.twins_limiter
-            try:
-                result = limiter.check(policy, keys, cost=cost)
-            except Exception as again:
-                guard.failed(again, where)
-                return None, [], limiter
-        guard.succeeded()
-        return result, held_leases(policy, keys, result), limiter
+    def decide(self, environ: dict, policy: Policy, where: str, key: Any = None, cost: Any = None) -> Decision:
+        """One request's decision: the call (bounded by the timeout, through the
+        breaker), and its result in the environ."""
+        decision = drive(self.deciding(environ, policy, where, key, cost), self._ask)
+        if decision.orphans:
+            self._release_later(decision.orphans, decision.orphan_ttl_ms)
+        if decision.result is not None:
+            environ[RESULT] = decision.result
+        return decision
 
-    def unavailable(self) -> Tuple[int, List[Tuple[str, str]], bytes]:
-        """The response of a request that fails closed (raises ModuleMissing on a server
-        without the module)."""
-        if self.guard.module_missing:
-            self.guard.refuse_missing()
-        return unavailable()
+    def _ask(self, ask: Any) -> Any:
+        policy, keys, cost, lease_id = ask
+        return self.limiter.check(policy, keys, cost=cost, id=lease_id)
+
+    def _chore(self, chore: Any) -> Any:
+        what, a, b = chore
+        if what == "sleep":
+            return time.sleep(a)
+        return self.limiter.release(a, b)
+
+    def _release(self, leases: List[Tuple[Any, Any]]) -> None:
+        drive(self.releasing(leases), self._chore)
+
+    def _release_later(self, leases: List[Tuple[Any, Any]], ttl_ms: int) -> None:
+        """:meth:`releasing_later` in a thread of its own."""
+        plan = self.releasing_later(leases, ttl_ms)
+        threading.Thread(target=drive, args=(plan, self._chore), name="redis_native_ratelimit release", daemon=True).start()
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
-        s = self.settings
         method = environ.get("REQUEST_METHOD", "GET")
         path = environ.get("PATH_INFO", "") or "/"
-        policy = s.policy_for(environ, method, path)
-        identity = None if policy is None else (s.key or default_key)(environ)
-        if policy is None or identity is None:
+        policy = self.settings.policy_for(environ, method, path)
+        if policy is None:
             return self.app(environ, start_response)
-        result, leases, granted_by = self.judge_holding(policy, identity, s.cost_for(environ), path)
-        if result is None:
-            if s.fail_open:
-                return self.app(environ, start_response)
-            return self._respond(start_response, *self.unavailable())
-        environ["redis_native_ratelimit.result"] = result
-        headers = s.headers(result)
-        if not result.allowed:
-            return self._respond(start_response, *s.too_many(result, headers))
-        if leases:
-            respond = self._with(headers, start_response) if s.headers_when_allowed else start_response
-            return self._holding(leases, granted_by, environ, respond)
-        if not s.headers_when_allowed:
+        decision = self.decide(environ, policy, path)
+        if decision.kind == "pass":
             return self.app(environ, start_response)
-        return self.app(environ, self._with(headers, start_response))
-
-    def _holding(
-        self, leases: List[Tuple[Any, Any]], limiter: RateLimiter, environ: dict, start_response: Callable
-    ) -> Iterable[bytes]:
-        """The response of a request that holds leases (a Lease policy): released when
-        the server closes the response, or when the application raises."""
-
-        def release() -> None:
-            for key, lease_id in leases:
-                try:
-                    limiter.release(key, lease_id)
-                except Exception as exc:  # noqa: BLE001 - it frees itself at its ttl
-                    release_failed(exc, key)
-
+        if decision.kind == "unavailable":
+            return self._respond(start_response, *unavailable())
+        if decision.kind == "limited":
+            return self._refuse(decision, environ, start_response)
+        respond = self._with(decision.headers, start_response) if decision.headers else start_response
+        if not decision.leases:
+            return self.app(environ, respond)
         try:
-            body = self.app(environ, start_response)
+            body = self.app(environ, respond)
         except BaseException:
-            release()
+            self._release(decision.leases)
             raise
-        return _Releasing(body, release)
+        return _Releasing(body, lambda: self._release(decision.leases))
+
+    def _refuse(self, decision: Decision, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        """The refusal: ``handler(environ, result)``'s WSGI application (a Flask or
+        werkzeug Response is one), with the rate limit headers it does not set, or the
+        settings' own response."""
+        if self.settings.handler is not None:
+            answer = self.settings.handler(environ, decision.result)
+            return answer(environ, self._with(decision.headers, start_response))
+        return self._respond(start_response, *self.settings.too_many(decision, environ))
 
     @staticmethod
     def _with(headers: Any, start_response: Callable) -> Callable:
@@ -205,7 +187,7 @@ class RateLimitMiddleware:
         """A decorator of a Flask view: ``policy`` on that view, with this middleware's
         client, breaker and settings (``key`` and ``cost``, functions of the WSGI
         environ, default to the middleware's). A refused request gets the middleware's
-        429 response; an allowed one runs the view, and its response gets the headers.
+        refusal; an allowed one runs the view, and its response gets the headers.
         The middleware's own policy applies too where it covers the route: give the
         route ``None`` in ``routes`` (or the middleware no policy) to limit it only
         here::
@@ -219,40 +201,28 @@ class RateLimitMiddleware:
         """
         import flask  # the decorator is Flask's; the middleware needs no framework
 
-        s = self.settings
+        self.check_route(policy, key)
 
         def decorate(view: Callable) -> Callable:
             @functools.wraps(view)
             def limited(*args: Any, **kwargs: Any) -> Any:
                 environ = flask.request.environ
-                identity = (key or s.key or default_key)(environ)
-                if identity is None:
+                decision = self.decide(environ, policy, flask.request.path, key, cost)
+                if decision.kind == "pass":
                     return view(*args, **kwargs)
-                how_much = s.cost_for(environ) if cost is None else (cost(environ) if callable(cost) else cost)
-                result, leases, granted_by = self.judge_holding(policy, identity, how_much, flask.request.path)
-                if result is None:
-                    if s.fail_open:
-                        return view(*args, **kwargs)
-                    status, headers, body = self.unavailable()
+                if decision.kind == "unavailable":
+                    status, headers, body = unavailable()
                     return flask.Response(body, status=status, headers=headers)
-                environ["redis_native_ratelimit.result"] = result
-                extra = s.headers(result)
-                if not result.allowed:
-                    status, headers, body = s.too_many(result, extra)
+                if decision.kind == "limited":
+                    if self.settings.handler is not None:
+                        return with_headers(flask.make_response(self.settings.handler(environ, decision.result)), decision.headers)
+                    status, headers, body = self.settings.too_many(decision, environ)
                     return flask.Response(body, status=status, headers=headers)
                 try:
                     response = flask.make_response(view(*args, **kwargs))
                 finally:
-                    for lease_key, lease_id in leases:
-                        try:
-                            granted_by.release(lease_key, lease_id)
-                        except Exception as exc:  # noqa: BLE001 - it frees itself at its ttl
-                            release_failed(exc, lease_key)
-                if s.headers_when_allowed:
-                    for name, value in extra.items():
-                        if name not in response.headers:
-                            response.headers[name] = value
-                return response
+                    self._release(decision.leases)
+                return with_headers(response, decision.headers)
 
             return limited
 
@@ -260,7 +230,7 @@ class RateLimitMiddleware:
 
     @staticmethod
     def _respond(start_response: Callable, status: int, headers: List[Tuple[str, str]], body: bytes) -> Iterable[bytes]:
-        start_response(_STATUS[status], headers)
+        start_response(status_line(status), headers)
         return [body]
 
 
