@@ -86,9 +86,14 @@ def test_a_lease_an_earlier_slot_took_is_released_when_a_later_one_refuses(limit
     # The client made the lease id: one for the whole call, as one RL.ALL has.
     assert first.allowed and isinstance(first.lease_id, str) and plain.zscore(slot, first.lease_id) is not None
     assert limiter.release(slot, first.lease_id)
-    refused = limiter.all(rules, id="second")
+    refused = limiter.all(rules, id="second", new_lease=True)  # an id of ours, new
     assert (refused.allowed, refused.rule, refused.lease_id) == (False, 2, None)
     assert plain.exists(slot) == 0, "the refused call's lease was released"
+    # A lease the caller holds is renewed by a call with its id: a refusal in a later
+    # slot does not take it away (a renewal cannot be undone).
+    assert limiter.lease(slot, 5, "1m", id="held").allowed
+    assert not limiter.all(rules, id="held").allowed
+    assert plain.zscore(slot, "held") is not None
 
 
 def test_peeks_and_refunds_across_slots(limiter, plain, tag):

@@ -86,10 +86,15 @@ def test_shadow_mode_judges_counts_logs_once_per_key_and_window_and_lets_request
             assert not any("Retry-After" in r.headers for r in seen)
             # Judged and counted as usual: the would-be refusals counted nowhere.
             assert plain.get(tag + "api:10.0.0.1") == b"2"
-            assert limiter.shadow_denials == 3 and limiter.stats()["shadow_denials"] == 3
+            assert limiter.shadow_denials == 3
+            assert {k: limiter.stats()[k] for k in ("allowed", "limited", "shadow_denials")} == {
+                "allowed": 5,
+                "limited": 0,
+                "shadow_denials": 3,
+            }
             said = shadow_warnings(caplog)
             assert len(said) == 1, said
-            assert "'api'" in said[0] and tag + "api:10.0.0.1" in said[0]
+            assert said[0].startswith('shadow mode: policy "api" would refuse ' + tag + "api:10.0.0.1 (retry in ")
             # Another key: its own first refusal is logged.
             assert [send("10.0.0.2").status_code for _ in range(3)] == [200] * 3
             assert limiter.shadow_denials == 4 and len(shadow_warnings(caplog)) == 2
@@ -110,3 +115,4 @@ def test_without_shadow_mode_the_same_requests_are_refused(where, server, tag):
         limiter.settings.shadow = False
         assert [send("10.0.0.1").status_code for _ in range(3)] == [200, 200, 429]
         assert limiter.shadow_denials == 0
+        assert (limiter.stats()["allowed"], limiter.stats()["limited"]) == (2, 1)

@@ -354,9 +354,9 @@ class Settings:
 
 class Shadow:
     """Shadow mode's record: every would-be denial is counted (``denials``) and the
-    first of each key and window is logged (a warning naming the policy and the key);
-    the request passes. ``now`` (milliseconds, monotonic) is the clock that tells when
-    a denial's window has passed."""
+    first of each key and window is logged (a warning naming the policy and the key),
+    again once that refusal would have ended; the request passes. ``now``
+    (milliseconds, monotonic) is the clock that tells when that time has come."""
 
     #: How many keys it remembers as logged; the oldest are forgotten past it.
     REMEMBERED = 10_000
@@ -379,14 +379,12 @@ class Shadow:
                 self._logged = {k: v for k, v in self._logged.items() if v > now}
                 while len(self._logged) >= self.REMEMBERED:
                     self._logged.pop(next(iter(self._logged)))
+            # Said again once the refusal would have ended (a new window, for a window).
             self._logged[which] = now + max(result.retry_after_ms, 1)
-        binding = result.key if result.key is not None else keys[0]
         self.log.warning(
-            "shadow mode: policy %r would refuse %s (the key %r is over its limit for another %d ms); "
-            "the request passes",
+            'shadow mode: policy "%s" would refuse %s (retry in %d ms); the request passes',
             policy.name,
             ", ".join(keys),
-            binding,
             result.retry_after_ms,
         )
 
@@ -513,6 +511,14 @@ class Limiting:
         self.settings = Settings(policy, **settings)
         self.guard = Guard(self.settings)
         self.shadow = Shadow(self.settings.log)
+        self._counts = {"allowed": 0, "limited": 0}
+        self._counting = threading.Lock()
+
+    def _count(self, decision: Decision) -> Decision:
+        if decision.kind in self._counts:
+            with self._counting:
+                self._counts[decision.kind] += 1
+        return decision
 
     @property
     def breaker(self) -> Optional[CircuitBreaker]:
@@ -524,10 +530,13 @@ class Limiting:
         return self.shadow.denials
 
     def stats(self) -> Dict[str, Any]:
-        """What the middleware counted: ``shadow_denials``, and the breaker's ``state``,
-        ``opened`` and ``skipped`` (None without a breaker)."""
+        """What the middleware counted: the requests ``allowed`` and ``limited`` (refused),
+        the ``shadow_denials`` (would-be refusals that passed, also counted as allowed),
+        and the breaker's ``state``, ``opened`` and ``skipped`` (None without a
+        breaker)."""
         b = self.settings.breaker
         return {
+            **self._counts,
             "shadow_denials": self.shadow.denials,
             "breaker": None if b is None else {"state": b.state, "opened": b.opened, "skipped": b.skipped},
         }
@@ -579,11 +588,11 @@ class Limiting:
             retry_ms = result.retry_after_ms if lease is None else lease.retry_after_ms
             if not s.shadow:
                 headers = s.headers(result, retry_after_ms=retry_ms)
-                return Decision("limited", result, headers, retry_after_ms=retry_ms)
+                return self._count(Decision("limited", result, headers, retry_after_ms=retry_ms))
             self.shadow.denied(checked, keys, result)
         headers = s.headers(result, retry_after=False) if s.headers_when_allowed else {}
         held = [(k, lease_id) for k, _ in _leases_of(checked, keys)] if result.allowed else []
-        return Decision("allowed", result, headers, leases=held)
+        return self._count(Decision("allowed", result, headers, leases=held))
 
     def _down(self) -> Decision:
         """The limiter cannot answer: fail open (pass) or closed (503, or ModuleMissing

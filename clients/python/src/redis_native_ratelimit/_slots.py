@@ -64,10 +64,15 @@ def across_slots(
     id: Any,
     refund: bool,
     force: bool,
+    new_lease: bool = False,
 ) -> Plan:
     """The plan of one RL.ALL whose keys are in several slots. Its result is the one RL.ALL
     would reply: when denied, the denying slot's binding rule (its place in the whole
-    call); when allowed, the rule with the least remaining (the first on ties)."""
+    call); when allowed, the rule with the least remaining (the first on ties).
+
+    A lease an earlier slot took is released after a denial when the id is the plan's
+    own (``id`` None) or ``new_lease`` says the caller's id named no lease before: a
+    renewal of a lease the caller holds cannot be undone, and is left as it is."""
     rules = list(policy.rules)
     if any(isinstance(rule, Ban) for rule in rules):
         raise ValueError(
@@ -76,7 +81,7 @@ def across_slots(
             "e.g. {user42}:rate and {user42}:box"
         )
     if id is None and holds_leases(policy):
-        id = new_lease_id()
+        id, new_lease = new_lease_id(), True
     # A refused peek, refund or forced call has nothing to give back: a peek and a
     # refused request wrote nothing, a refund is never refused, a forced request is paid.
     undo_on_denial = cost != 0 and not refund and not force
@@ -90,10 +95,10 @@ def across_slots(
             result = yield settled(sub.call(sub_keys, cost, at, id=sub_id), refund, force)
         except Exception:
             if undo_on_denial:
-                yield from _give_back(rules, keys, taken, cost, at, id)
+                yield from _give_back(rules, keys, taken, cost, at, id if new_lease else None)
             raise
         if not result.allowed and undo_on_denial:
-            yield from _give_back(rules, keys, taken, cost, at, id)
+            yield from _give_back(rules, keys, taken, cost, at, id if new_lease else None)
             return _whole(policy, keys, group, result, id=None)
         taken.append((group, result))
     denied = [(g, r) for g, r in taken if not r.allowed]  # a peek, or a forced call
@@ -106,15 +111,16 @@ def across_slots(
 
 def _give_back(rules: List[Policy], keys: Sequence[Any], taken: List[Tuple[List[int], RateLimit]], cost: int, at: Any, id: Any) -> Plan:
     """REFUND of what each earlier slot took (a LEASE rule takes no part in a refund),
-    then RL.RELEASE of the leases it took. Best effort: a failure here leaves the units
-    to their windows (and the leases to their ttl), and the call's own outcome stands."""
+    then RL.RELEASE of the leases it took (``id``; None: leave them). Best effort: a
+    failure here leaves the units to their windows (and the leases to their ttl), and
+    the call's own outcome stands."""
     for group, _ in taken:
         try:
             sub = All([rules[p] for p in group])
             if any(not isinstance(rules[p], Lease) for p in group):
                 yield settled(sub.call([keys[p] for p in group], cost, at), True, False)
             for p in group:
-                if isinstance(rules[p], Lease):
+                if isinstance(rules[p], Lease) and id is not None:
                     yield release_call(keys[p], id, at)
         except Exception:  # noqa: BLE001 - see above
             continue

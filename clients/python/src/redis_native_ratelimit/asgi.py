@@ -72,7 +72,7 @@ class RouteLimiter(Limiting):
 
     def _ask(self, ask: Any) -> Any:
         policy, keys, cost, lease_id = ask
-        return asyncio.wait_for(self.limiter.check(policy, keys, cost=cost, id=lease_id), self.settings.timeout)
+        return asyncio.wait_for(self.limiter.check(policy, keys, cost=cost, id=lease_id, new_lease=True), self.settings.timeout)
 
     def _chore(self, chore: Any) -> Any:
         what, a, b = chore

@@ -175,14 +175,16 @@ class _Calls:
             )
         return True
 
-    def _all(self, policy: All, keys: Sequence[Any], cost: int, at: Optional[Instant], id: Any, refund: bool, force: bool) -> Any:
+    def _all(
+        self, policy: All, keys: Sequence[Any], cost: int, at: Optional[Instant], id: Any, refund: bool, force: bool, new_lease: bool
+    ) -> Any:
         """One RL.ALL, or on a Cluster client whose keys are in several slots one per slot
         (``redis_native_ratelimit._slots``)."""
         keys = list(key_list(keys, "RL.ALL"))
         slots = cluster_slots(self.client, keys, self._encode) if len(keys) > 1 else None
         if slots is None or len(set(slots)) == 1:
             return self._run(settled(policy.call(keys, cost, at, id=id), refund, force))
-        return self._drive(across_slots(policy, keys, slots, cost, at, id, refund, force))
+        return self._drive(across_slots(policy, keys, slots, cost, at, id, refund, force, new_lease))
 
     def _drive(self, plan: Any) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -313,19 +315,25 @@ class _Calls:
         id: Optional[Any] = None,
         refund: bool = False,
         force: bool = False,
+        new_lease: bool = False,
     ) -> RateLimit:
         """RL.ALL: ``rules`` is a list of ``(key, policy)`` pairs (Fixed, Gcra, Multi,
         Sliding, Log, Lease, Ban), one per key; the result names the binding ``rule``
         (1-based) and its ``key``, and with a Lease rule the ``lease_id`` (``id`` names
         it; release it on each Lease rule's key). With ``refund``/``force`` a Lease rule
-        takes no part in a refund and takes or renews its lease in a forced call."""
+        takes no part in a refund and takes or renews its lease in a forced call.
+
+        On a Cluster client whose keys are in several slots, one RL.ALL per slot; when a
+        slot refuses, the earlier ones give back what they took, and the leases they
+        took with an id the package made (or with ``id`` when ``new_lease`` says it
+        held no lease before: a renewal is not undone)."""
         if isinstance(rules, ONE_KEY) or not hasattr(rules, "__iter__"):
             raise TypeError(f"RL.ALL takes a list of (key, policy) pairs, not {type(rules).__name__}")
         pairs = list(rules)
         for pair in pairs:
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], Policy)):
                 raise TypeError(f"RL.ALL takes (key, policy) pairs, not {pair!r}")
-        return self._all(All([p for _, p in pairs]), [k for k, _ in pairs], cost, at, id, refund, force)
+        return self._all(All([p for _, p in pairs]), [k for k, _ in pairs], cost, at, id, refund, force, new_lease)
 
     # -- leases -----------------------------------------------------------------------
 
@@ -369,12 +377,14 @@ class _Calls:
         refund: bool = False,
         force: bool = False,
         id: Optional[Any] = None,
+        new_lease: bool = False,
     ) -> RateLimit:
         """Apply a policy to its key (or list of keys, for Multi, Sliding and All);
-        ``id`` names the lease of a Lease policy (or of the Lease rules of an All)."""
+        ``id`` names the lease of a Lease policy (or of the Lease rules of an All;
+        ``new_lease`` as in :meth:`all`)."""
         keys = list(keys) if isinstance(keys, (list, tuple)) else [keys]
         if isinstance(policy, All):
-            return self._all(policy, keys, cost, at, id, refund, force)
+            return self._all(policy, keys, cost, at, id, refund, force, new_lease)
         call = policy.call(keys, cost, at, id=id) if id is not None else policy.call(keys, cost, at)
         return self._run(settled(call, refund, force))
 

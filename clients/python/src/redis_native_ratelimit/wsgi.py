@@ -118,7 +118,7 @@ class RateLimitMiddleware(Limiting):
 
     def _ask(self, ask: Any) -> Any:
         policy, keys, cost, lease_id = ask
-        return self.limiter.check(policy, keys, cost=cost, id=lease_id)
+        return self.limiter.check(policy, keys, cost=cost, id=lease_id, new_lease=True)
 
     def _chore(self, chore: Any) -> Any:
         what, a, b = chore
