@@ -311,3 +311,29 @@ def test_a_probe_that_meets_a_bad_argument_closes_the_breaker(kind, server, tag)
             send(path="/other")  # the probe
         assert breaker.state == "closed"
         assert send().headers["RateLimit-Limit"] == "5"
+
+
+def test_the_route_decorators_take_skip_and_handler_too(server, tag):
+    def answer(request, result):
+        return Response("no", status=429) if "REMOTE_ADDR" in request else PlainTextResponse("no", status_code=429)
+
+    skip = lambda request: address_of(request) == "10.9.9.9"  # noqa: E731
+    app = Flask(__name__)
+    flask_limiter = WsgiRateLimit(app.wsgi_app, redis.Redis(port=server.port), None, prefix=tag + "w:", skip=skip, handler=answer)
+    app.add_url_rule("/", "index", flask_limiter.limit(Fixed(1, "1h"))(lambda: jsonify(ok=True)))
+    test = app.test_client()
+    seen = [test.get("/", environ_base={"REMOTE_ADDR": a}) for a in ("10.9.9.9", "10.9.9.9", "10.0.0.1", "10.0.0.1")]
+    assert [s.status_code for s in seen] == [200, 200, 200, 429]
+    assert seen[3].get_data() == b"no" and seen[3].headers["Retry-After"] and seen[3].headers["RateLimit-Limit"] == "1"
+
+    api = FastAPI()
+    routes = RouteLimiter(redis.asyncio.Redis(port=server.port), prefix=tag + "a:", skip=skip, handler=answer)
+
+    async def index():
+        return {"ok": True}
+
+    api.add_api_route("/", routes.limit(Fixed(1, "1h"))(index))
+    with TestClient(with_client_header(api)) as client:
+        seen = [client.get("/", headers={"X-Client": a}) for a in ("10.9.9.9", "10.9.9.9", "10.0.0.1", "10.0.0.1")]
+    assert [s.status_code for s in seen] == [200, 200, 200, 429]
+    assert seen[3].text == "no" and seen[3].headers["Retry-After"] and seen[3].headers["RateLimit-Limit"] == "1"
