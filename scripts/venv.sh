@@ -10,6 +10,12 @@ venv=.venv
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" >&2
 fi
+# The Python package's former name, redis-ratelimit (on PyPI another project's): its
+# install of this checkout would fail at every start-up of the venv's python (its .pth
+# imports a module that is now named redis_native_ratelimit_hook). Removed once.
+if compgen -G "$venv/lib/python*/site-packages/redis_ratelimit-*.dist-info" > /dev/null; then
+  "$venv/bin/pip" uninstall --quiet --yes redis-ratelimit >&2
+fi
 for req in "$@"; do
   stamp="$venv/.installed-$(sha1sum "$req" | cut -c1-12)"
   if [ ! -e "$stamp" ]; then
