@@ -12,14 +12,18 @@ use crate::argv::KeyName;
 use crate::effects;
 use crate::keys::open::OpenKey;
 use ratelimit_core::call::limiter::{SetWrite, SortedSet, Walk};
+use ratelimit_core::call::state::push_decimal;
 use ratelimit_core::limits::{MAX_LEASE_LIMIT, MAX_LOG_TRIM};
 use ratelimit_core::{Error, Micros, UnixMillis};
-use redis_module::{raw, Context};
+use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};
 use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::os::raw::c_int;
 
 const OK: c_int = raw::REDISMODULE_OK as c_int;
+
+/// How many members [`SortedSet::count_through`] walks before it asks `ZCOUNT`.
+const WALKED_BEFORE_ZCOUNT: usize = 16;
 
 thread_local! {
     /// The member of a write, reused from call to call (commands run on the server's
@@ -383,13 +387,47 @@ impl SortedSet for SortedSetKey<'_> {
                 through.0 as f64,
                 true,
             ),
-            Walk::All => (
+            Walk::All | Walk::Down => (
                 (raw::REDISMODULE_NEGATIVE_INFINITE, false),
                 raw::REDISMODULE_POSITIVE_INFINITE,
-                false,
+                walk == Walk::Down,
             ),
         };
         self.range(min, max, backwards, &mut |ele, score| f(bytes(ele), score))
+    }
+
+    /// A few members are counted as they are walked; past those, `ZCOUNT key -inf
+    /// through` counts them in O(log n) (the key API has no count of a score range); a
+    /// server that answers no `ZCOUNT` (renamed away) has them walked.
+    fn count_through(&self, through: Micros) -> Result<usize, Error> {
+        let (below, max) = (
+            (raw::REDISMODULE_NEGATIVE_INFINITE, false),
+            through.0 as f64,
+        );
+        let mut counted = 0;
+        self.range(below, max, false, &mut |_, _| {
+            counted += 1;
+            Ok(counted <= WALKED_BEFORE_ZCOUNT)
+        })?;
+        if counted <= WALKED_BEFORE_ZCOUNT {
+            return Ok(counted);
+        }
+        let mut max_arg = Vec::new();
+        push_decimal(&mut max_arg, through.0);
+        let opts = CallOptionsBuilder::new().errors_as_replies().build();
+        let args: [&[u8]; 3] = [self.name.bytes(), b"-inf", &max_arg];
+        let reply: CallResult = self.ctx.call_ext("ZCOUNT", &opts, &args[..]);
+        if let Ok(CallReply::I64(n)) = reply {
+            if let Ok(n) = usize::try_from(n.to_i64()) {
+                return Ok(n);
+            }
+        }
+        let mut counted = 0;
+        self.range(below, max, false, &mut |_, _| {
+            counted += 1;
+            Ok(true)
+        })?;
+        Ok(counted)
     }
 
     fn score(&self, member: &[u8]) -> Result<Option<f64>, Error> {

@@ -11,11 +11,12 @@ use crate::units::Micros;
 /// least remaining (ties keep the first).
 #[derive(Debug)]
 pub struct Chooser<T> {
+    /// The denying verdict with the largest wait.
     denied: Option<(Micros, Verdict, T)>,
+    /// The verdict forced over its limit with the largest wait: it binds a call that
+    /// no rule denies (a request forced over a limit is written, it does not deny).
+    over: Option<(Micros, Verdict, T)>,
     least: Option<(Verdict, T)>,
-    /// Whether a verdict denied (one forced over the limit binds as a denial but
-    /// does not deny).
-    blocked: bool,
     /// The longest reset of the verdicts that allowed with nothing remaining: a
     /// request of cost 1 fits them again by then (see [`Chooser::finish`]).
     full_until: Micros,
@@ -25,8 +26,8 @@ impl<T> Default for Chooser<T> {
     fn default() -> Self {
         Chooser {
             denied: None,
+            over: None,
             least: None,
-            blocked: false,
             full_until: Micros::ZERO,
         }
     }
@@ -35,15 +36,11 @@ impl<T> Default for Chooser<T> {
 impl<T> Chooser<T> {
     pub fn offer(&mut self, verdict: Verdict, tag: T) {
         match verdict.decision {
-            Decision::Denied { retry_after } | Decision::Over { retry_after } => {
-                self.blocked |= verdict.is_denied();
-                if self
-                    .denied
-                    .as_ref()
-                    .is_none_or(|(r, _, _)| retry_after > *r)
-                {
-                    self.denied = Some((retry_after, verdict, tag));
-                }
+            Decision::Denied { retry_after } => {
+                keep_longest(&mut self.denied, retry_after, verdict, tag)
+            }
+            Decision::Over { retry_after } => {
+                keep_longest(&mut self.over, retry_after, verdict, tag)
             }
             Decision::Allowed => {
                 if verdict.remaining <= 0 {
@@ -62,26 +59,39 @@ impl<T> Chooser<T> {
 
     /// Whether some verdict denied (a request forced over the limit is not denied).
     pub fn is_denied(&self) -> bool {
-        self.blocked
+        self.denied.is_some()
     }
 
-    /// The binding verdict and its tag; `None` when nothing was offered. A request
-    /// forced over a limit tells when a request of cost 1 fits again everywhere: the
-    /// longest of the waits of the verdicts over their limit and of the resets of
-    /// those left with nothing remaining (full again by then; exact for fixed
-    /// windows, a bound for the others).
+    /// The binding verdict and its tag; `None` when nothing was offered. A denying
+    /// verdict binds before any other (a request forced over a limit elsewhere is not
+    /// written when another rule denies). A request forced over a limit, no rule
+    /// denying, tells when a request of cost 1 fits again everywhere: the longest of
+    /// the waits of the verdicts over their limit and of the resets of those left
+    /// with nothing remaining (full again by then; exact for fixed windows, a bound
+    /// for the others).
     pub fn finish(self) -> Option<(Verdict, T)> {
-        match (self.denied, self.least) {
-            (Some((_, mut v, t)), _) => {
-                if let Decision::Over { retry_after } = v.decision {
-                    v.decision = Decision::Over {
-                        retry_after: retry_after.max(self.full_until),
-                    };
-                }
+        match (self.denied, self.over, self.least) {
+            (Some((_, v, t)), _, _) => Some((v, t)),
+            (None, Some((retry_after, mut v, t)), _) => {
+                v.decision = Decision::Over {
+                    retry_after: retry_after.max(self.full_until),
+                };
                 Some((v, t))
             }
-            (None, least) => least,
+            (None, None, least) => least,
         }
+    }
+}
+
+/// Keep in `slot` the verdict with the longest wait (the first of equals).
+fn keep_longest<T>(
+    slot: &mut Option<(Micros, Verdict, T)>,
+    wait: Micros,
+    verdict: Verdict,
+    tag: T,
+) {
+    if slot.as_ref().is_none_or(|(r, _, _)| wait > *r) {
+        *slot = Some((wait, verdict, tag));
     }
 }
 
@@ -154,5 +164,42 @@ mod tests {
             "largest retry, first on ties, allowed rules never bind a denial"
         );
         assert_eq!(d(&[]), None);
+    }
+
+    fn over(retry_us: u64) -> Verdict {
+        Verdict {
+            decision: Decision::Over {
+                retry_after: Micros(retry_us),
+            },
+            ..denied(retry_us)
+        }
+    }
+
+    #[test]
+    fn a_forced_rule_over_its_limit_never_binds_a_call_another_rule_denies() {
+        let d = |vs: &[Verdict]| decide(vs.iter().copied());
+        assert_eq!(
+            d(&[denied(5_000), over(60_000)]),
+            Some(Decided {
+                settled: Settled::Denied,
+                binding: 0
+            }),
+            "the denying rule binds, whatever the forced rule's wait"
+        );
+        assert_eq!(
+            d(&[over(60_000), allowed(0), denied(5_000)]),
+            Some(Decided {
+                settled: Settled::Denied,
+                binding: 2
+            })
+        );
+        assert_eq!(
+            d(&[over(5_000), allowed(1), over(60_000)]),
+            Some(Decided {
+                settled: Settled::Allowed,
+                binding: 2
+            }),
+            "no rule denies: the forced rule with the longest wait binds"
+        );
     }
 }

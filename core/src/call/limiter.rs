@@ -34,6 +34,8 @@ pub enum Walk {
     Through(Micros),
     /// All of them, lowest score first.
     All,
+    /// All of them, highest score first.
+    Down,
 }
 
 /// A sorted-set key as a limiter reads it: its size, and walks over its members in
@@ -50,6 +52,9 @@ pub trait SortedSet {
     fn walk(&self, walk: Walk, f: &mut dyn FnMut(&[u8], f64) -> Result<bool>) -> Result<()>;
     /// The score of `member`, if the set holds it.
     fn score(&self, member: &[u8]) -> Result<Option<f64>>;
+    /// How many members have a score at or below `through` (`ZCOUNT key -inf
+    /// through`), without reading them: O(log n).
+    fn count_through(&self, through: Micros) -> Result<usize>;
 }
 
 /// What a key holds, as a limiter reads it.
@@ -137,7 +142,8 @@ pub enum Mode {
 
 impl Mode {
     /// How a call's request settles, from its `REFUND` and `FORCE`: at most one of
-    /// them, and neither with `DELAY` (a settled request is not booked).
+    /// them, and neither with `DELAY` (a settled request is not booked); a call of
+    /// `COST 0` peeks whatever its flag.
     pub fn of(opts: &Options<'_>) -> Result<Mode> {
         let mode = match (opts.refund, opts.force) {
             (true, true) => return Err(Error::RefundAndForce),
@@ -148,6 +154,8 @@ impl Mode {
         match (mode, opts.delay) {
             (Mode::Refund, Some(_)) => Err(Error::SettleWithDelay { flag: "REFUND" }),
             (Mode::Force, Some(_)) => Err(Error::SettleWithDelay { flag: "FORCE" }),
+            // `COST 0` with either flag is the peek `COST 0` is without it.
+            _ if opts.cost == 0 => Ok(Mode::Take),
             _ => Ok(mode),
         }
     }
@@ -209,8 +217,10 @@ pub trait Limiter {
     /// The type of key it keeps.
     fn storage(&self) -> Storage;
 
-    /// A cost above the capacity can never be allowed: an error, not a denial.
-    fn check_cost(&self, cost: i64) -> Result<()>;
+    /// A cost the rule can never settle in `mode`: an error, not a denial (a cost
+    /// above the capacity can never be taken; a refund or a forced request of any
+    /// cost can be settled, unless the rule's costs are fixed, as a lease's 0 or 1).
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()>;
 
     /// Judge the key's content for the request (its time, its cost, checked by
     /// `check_cost`, and how it settles). Errors: the key's content is not this

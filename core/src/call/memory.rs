@@ -59,8 +59,19 @@ impl SortedSet for Members<'_> {
                     }
                 }
             }
+            Walk::Down => {
+                for (score, member) in self.0.iter().rev() {
+                    if !f(member, *score as f64)? {
+                        break;
+                    }
+                }
+            }
         }
         Ok(())
+    }
+
+    fn count_through(&self, through: Micros) -> Result<usize> {
+        Ok(self.0.range(..(through.0 + 1, Vec::new())).count())
     }
 
     fn score(&self, member: &[u8]) -> Result<Option<f64>> {

@@ -324,10 +324,7 @@ impl<R: Limiter> Call<R> {
         let opts = Options::parse(options, accepts)?;
         let mode = Mode::of(&opts)?;
         let rule = R::build(positional, &opts)?;
-        // A refund or a forced request of any cost can be settled.
-        if mode == Mode::Take {
-            rule.check_cost(opts.cost)?;
-        }
+        rule.check_cost(opts.cost, mode)?;
         Ok(Call {
             command: R::STATE.command,
             shape: Shape::Single,

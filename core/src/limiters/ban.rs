@@ -177,7 +177,7 @@ impl Limiter for Rule {
     }
 
     /// A penalty box has no capacity: any cost is judged by the other rules.
-    fn check_cost(&self, _cost: i64) -> Result<()> {
+    fn check_cost(&self, _cost: i64, _mode: Mode) -> Result<()> {
         Ok(())
     }
 

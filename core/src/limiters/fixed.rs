@@ -118,8 +118,8 @@ impl Limiter for Rule {
     }
 
     /// A cost above the limit can never be allowed.
-    fn check_cost(&self, cost: i64) -> Result<()> {
-        if cost > self.limit {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode == Mode::Take && cost > self.limit {
             return Err(Error::CostOverCapacity {
                 cost,
                 capacity: self.limit,
@@ -416,7 +416,7 @@ mod tests {
 
     fn p(limit: i64, window_ms: u64, cost: i64, align: bool) -> (Rule, i64) {
         let rule = Rule::new(limit, Micros::from_millis(window_ms), align).unwrap();
-        rule.check_cost(cost).unwrap();
+        rule.check_cost(cost, Mode::Take).unwrap();
         (rule, cost)
     }
 
@@ -660,7 +660,8 @@ mod tests {
     #[test]
     fn cost_above_limit_is_an_error_not_a_denial() {
         assert_eq!(
-            Rule::new(10, Micros::from_millis(1000), false).and_then(|r| r.check_cost(11)),
+            Rule::new(10, Micros::from_millis(1000), false)
+                .and_then(|r| r.check_cost(11, Mode::Take)),
             Err(Error::CostOverCapacity {
                 cost: 11,
                 capacity: 10,

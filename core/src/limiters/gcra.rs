@@ -209,8 +209,8 @@ impl Limiter for Rule {
         Storage::String
     }
 
-    fn check_cost(&self, cost: i64) -> Result<()> {
-        if cost > self.0.capacity {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode == Mode::Take && cost > self.0.capacity {
             return Err(Error::CostOverCapacity {
                 cost,
                 capacity: self.0.capacity,

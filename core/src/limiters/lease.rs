@@ -16,9 +16,11 @@
 //!
 //! A denied call waits for the (live − limit + 1)-th earliest live expiry. A write is one
 //! `ZADD`, a `ZREMRANGEBYSCORE key -inf now` when members have expired, and a
-//! `PEXPIREAT` at the latest live expiry. Counting is O(log n + e) for `e` expired
-//! members (each write removes them); a denial reads the earliest live members it must
-//! wait for (one, while the limit stays the same).
+//! `PEXPIREAT` at the latest live expiry. Counting is O(log n): the expired members
+//! are counted by score range, not read (a write removes them); a denial reads the
+//! earliest live members it must wait for (one, while the limit stays the same). A
+//! score that is not a whole number of ms from 0 to the latest expiry a call can write
+//! ([`MAX_END_MS`]) is not a lease: the key is invalid state.
 //!
 //! Without `ID`, a lease gets a name the glue made for the call ([`Token`]: 20 random
 //! hex digits), checked unused on the key.
@@ -32,7 +34,7 @@ use crate::call::limiter::{
 };
 use crate::call::state::{Effect, Encode, StateKind};
 use crate::call::verdict::{Decision, Verdict};
-use crate::limits::{MAX_ID_LEN, MAX_LEASE_LIMIT, MAX_SAFE_INTEGER};
+use crate::limits::{MAX_END_MS, MAX_ID_LEN, MAX_LEASE_LIMIT};
 use crate::parse::args::{in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
 use crate::parse::error::{Error, Result};
@@ -173,9 +175,11 @@ pub struct Pending<'a> {
     pub key_expiry_ms: u64,
 }
 
-/// A score as a lease's expiry: a whole number of ms from 0 to 2^53 - 1.
+/// A score as a lease's expiry: a whole number of ms from 0 to [`MAX_END_MS`], the
+/// latest expiry a call can write (the latest `AT` plus the longest ttl). Anything else
+/// (a log's µs times, `inf`, a fraction) is not a lease.
 fn expiry_of(score: f64) -> Result<u64> {
-    if !(0.0..=MAX_SAFE_INTEGER as f64).contains(&score) || score.fract() != 0.0 {
+    if !(0.0..=MAX_END_MS as f64).contains(&score) || score.fract() != 0.0 {
         return Err(STATE.invalid());
     }
     Ok(score as u64)
@@ -200,25 +204,30 @@ struct Held {
     latest: Option<u64>,
 }
 
-/// Count a key's live and expired leases at `now_ms`, and find the latest expiry.
+/// Count a key's live and expired leases at `now_ms` by score range (O(log n): the
+/// expired members are counted, not read), and find the latest expiry. The lowest and
+/// the highest scored members are read and checked, so every score lies between two
+/// valid expiries.
 fn held(set: &dyn SortedSet, now_ms: u64) -> Result<Held> {
     let len = set.len();
     // Every write keeps at most the limit's bound of members: a larger set is not one.
     if len > MAX_LEASE_LIMIT as usize {
         return Err(STATE.invalid());
     }
-    let mut expired = 0;
-    set.walk(Walk::Through(Micros(now_ms)), &mut |member, score| {
+    if len == 0 {
+        return Ok(Held::default());
+    }
+    set.walk(Walk::All, &mut |member, score| {
         lease_of(member, score)?;
-        expired += 1;
-        Ok(true)
+        Ok(false)
     })?;
     let mut latest = None;
-    set.walk(Walk::Through(Micros(u64::MAX)), &mut |member, score| {
+    set.walk(Walk::Down, &mut |member, score| {
         let expiry = lease_of(member, score)?;
         latest = (expiry > now_ms).then_some(expiry);
         Ok(false)
     })?;
+    let expired = set.count_through(Micros(now_ms))?;
     Ok(Held {
         expired,
         live: len.saturating_sub(expired),
@@ -229,7 +238,7 @@ fn held(set: &dyn SortedSet, now_ms: u64) -> Result<Held> {
 /// The latest live expiry of a member other than `except`.
 fn latest_except(set: &dyn SortedSet, now_ms: u64, except: Option<&[u8]>) -> Result<Option<u64>> {
     let mut latest = None;
-    set.walk(Walk::Through(Micros(u64::MAX)), &mut |member, score| {
+    set.walk(Walk::Down, &mut |member, score| {
         let expiry = lease_of(member, score)?;
         if expiry <= now_ms {
             return Ok(false);
@@ -274,7 +283,8 @@ impl<'a> Limiter for Rule<'a> {
         Storage::SortedSet
     }
 
-    fn check_cost(&self, cost: i64) -> Result<()> {
+    /// A lease is one slot: COST 1, or 0 to peek, whatever the call's flag.
+    fn check_cost(&self, cost: i64, _mode: Mode) -> Result<()> {
         if !(0..=1).contains(&cost) {
             return Err(Error::LeaseCost { cost });
         }
@@ -736,6 +746,7 @@ mod tests {
     fn a_key_of_other_members_is_refused() {
         let rule = parse(&["3", "1m", "ID", "a"]).unwrap().rules[0].1;
         let long = vec![b'x'; MAX_ID_LEN + 1];
+        let t = (T0 + 5_000) as f64;
         for (member, score) in [
             (&b"a"[..], 1.5),
             (b"a", -1.0),
@@ -743,8 +754,13 @@ mod tests {
             (b"a", 9_007_199_254_740_992.0),
             (b"", 1.0),
             (&long, 1.0),
+            // A log's entry: a time in µs, far past any lease's expiry.
+            (b"0000000001:1:u1", t * 1_000.0),
+            (b"ghost", f64::INFINITY),
+            (b"ghost", f64::NEG_INFINITY),
+            (b"a", (MAX_END_MS + 1) as f64),
         ] {
-            let bad = BadSet(member.to_vec(), score);
+            let bad = ScoredSet::of(&[(member, score)]);
             let req = Request::take(at(0), 1);
             assert_eq!(
                 rule.judge(KeyRead::SortedSet(&bad), &req).err(),
@@ -755,7 +771,17 @@ mod tests {
                 release(Some(&bad), b"a", at(0)).err(),
                 Some(STATE.invalid())
             );
+            // Beside a valid lease, as the lowest or the highest member.
+            let beside = ScoredSet::of(&[(b"ok", t), (member, score)]);
+            assert_eq!(
+                rule.judge(KeyRead::SortedSet(&beside), &req).err(),
+                Some(STATE.invalid()),
+                "{member:?} {score} beside a lease"
+            );
         }
+        assert!(ScoredSet::of(&[(b"a", MAX_END_MS as f64)])
+            .judged(&rule, 0)
+            .is_ok());
         assert_eq!(
             rule.judge(
                 KeyRead::String {
@@ -769,18 +795,96 @@ mod tests {
         );
     }
 
-    /// A set of one member of any score (the model's scores are whole numbers).
-    struct BadSet(Vec<u8>, f64);
-
-    impl SortedSet for BadSet {
-        fn len(&self) -> usize {
-            1
+    /// A key of 9 999 expired leases and one live one, at a limit of 1: a denial, a
+    /// peek and a release read a few members (the lowest, the highest, the one they
+    /// wait for), never the expired ones (a denial once read all of them).
+    #[test]
+    fn a_denial_reads_none_of_the_expired_leases() {
+        let mut members: Vec<(Vec<u8>, f64)> = (0..9_999u64)
+            .map(|i| (format!("old{i}").into_bytes(), (T0 - 10_000 + i) as f64))
+            .collect();
+        members.push((b"live".to_vec(), (T0 + 5_000) as f64));
+        let set = ScoredSet::owned(members);
+        let rule = parse(&["1", "1m", "ID", "a"]).unwrap().rules[0].1;
+        for cost in [1, 0] {
+            let j = set.judged(&rule, cost).expect("a lease set");
+            assert_eq!(
+                j.verdict.decision,
+                Decision::Denied {
+                    retry_after: Micros::from_millis(5_000)
+                }
+            );
+            assert!(set.reads.get() <= 4, "read {} members", set.reads.get());
+            set.reads.set(0);
         }
-        fn walk(&self, _: Walk, f: &mut dyn FnMut(&[u8], f64) -> Result<bool>) -> Result<()> {
-            f(&self.0, self.1).map(|_| ())
+        release(Some(&set), b"live", at(0)).unwrap();
+        assert!(set.reads.get() <= 4, "read {} members", set.reads.get());
+    }
+
+    /// A sorted set of any scores, which counts the members its walks read.
+    struct ScoredSet {
+        /// (score, member), in score order.
+        members: Vec<(f64, Vec<u8>)>,
+        reads: std::cell::Cell<usize>,
+    }
+
+    impl ScoredSet {
+        fn of(members: &[(&[u8], f64)]) -> ScoredSet {
+            ScoredSet::owned(members.iter().map(|(m, s)| (m.to_vec(), *s)).collect())
+        }
+
+        fn owned(members: Vec<(Vec<u8>, f64)>) -> ScoredSet {
+            let mut members: Vec<(f64, Vec<u8>)> =
+                members.into_iter().map(|(m, s)| (s, m)).collect();
+            members.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+            ScoredSet {
+                members,
+                reads: std::cell::Cell::new(0),
+            }
+        }
+
+        fn judged<'r>(&self, rule: &Rule<'r>, cost: i64) -> Result<Judgement<Option<Pending<'r>>>> {
+            rule.judge(KeyRead::SortedSet(self), &Request::take(at(0), cost))
+        }
+    }
+
+    impl SortedSet for ScoredSet {
+        fn len(&self) -> usize {
+            self.members.len()
+        }
+        fn walk(&self, walk: Walk, f: &mut dyn FnMut(&[u8], f64) -> Result<bool>) -> Result<()> {
+            let visit = |(score, member): &(f64, Vec<u8>)| {
+                self.reads.set(self.reads.get() + 1);
+                f(member, *score)
+            };
+            let mut visit = visit;
+            let all = self.members.iter();
+            let order: Box<dyn Iterator<Item = &(f64, Vec<u8>)>> = match walk {
+                Walk::After(a) => Box::new(all.filter(move |(s, _)| *s > a.0 as f64)),
+                Walk::Through(t) => Box::new(all.rev().filter(move |(s, _)| *s <= t.0 as f64)),
+                Walk::All => Box::new(all),
+                Walk::Down => Box::new(all.rev()),
+            };
+            for m in order {
+                if !visit(m)? {
+                    break;
+                }
+            }
+            Ok(())
         }
         fn score(&self, member: &[u8]) -> Result<Option<f64>> {
-            Ok((member == self.0.as_slice()).then_some(self.1))
+            Ok(self
+                .members
+                .iter()
+                .find(|(_, m)| m == member)
+                .map(|(s, _)| *s))
+        }
+        fn count_through(&self, through: Micros) -> Result<usize> {
+            Ok(self
+                .members
+                .iter()
+                .filter(|(s, _)| *s <= through.0 as f64)
+                .count())
         }
     }
 

@@ -306,8 +306,8 @@ impl<'a> Limiter for Rule<'a> {
         Storage::SortedSet
     }
 
-    fn check_cost(&self, cost: i64) -> Result<()> {
-        if cost > self.limit {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode == Mode::Take && cost > self.limit {
             return Err(Error::CostOverCapacity {
                 cost,
                 capacity: self.limit,
@@ -480,7 +480,7 @@ impl<'a> Rule<'a> {
         let mut given = 0u64;
         // The newest counted member left, if any.
         let mut newest_left: Option<Micros> = None;
-        set.walk(Walk::Through(Micros(u64::MAX)), &mut |member, score| {
+        set.walk(Walk::Down, &mut |member, score| {
             let e = entry(member, score)?;
             if e.time <= cutoff {
                 return Ok(false);
@@ -742,19 +742,18 @@ impl Index for SetIndex<'_> {
         self.0.len()
     }
     fn last(&self) -> Result<Option<Entry>> {
-        self.one(Walk::Through(Micros(u64::MAX)))
+        self.one(Walk::Down)
     }
     fn before_last(&self) -> Result<Option<Entry>> {
         let mut seen = 0;
         let mut found = None;
-        self.0
-            .walk(Walk::Through(Micros(u64::MAX)), &mut |member, score| {
-                seen += 1;
-                if seen == 2 {
-                    found = Some(entry(member, score)?);
-                }
-                Ok(seen < 2)
-            })?;
+        self.0.walk(Walk::Down, &mut |member, score| {
+            seen += 1;
+            if seen == 2 {
+                found = Some(entry(member, score)?);
+            }
+            Ok(seen < 2)
+        })?;
         Ok(found)
     }
     fn first(&self) -> Result<Option<Entry>> {

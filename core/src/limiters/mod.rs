@@ -87,9 +87,9 @@ macro_rules! limiters {
                 }
             }
 
-            fn check_cost(&self, cost: i64) -> Result<()> {
+            fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
                 match self {
-                    $(Rule::$variant(r) => Limiter::check_cost(r, cost),)*
+                    $(Rule::$variant(r) => Limiter::check_cost(r, cost, mode),)*
                 }
             }
 
@@ -426,11 +426,8 @@ fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
         };
         rule.call_options(&opts)
             .map_err(|e| in_rule(rule.kind(), e))?;
-        // A refund or a forced request of any cost can be settled.
-        if mode == Mode::Take {
-            rule.check_cost(opts.cost)
-                .map_err(|e| in_rule(rule.kind(), e))?;
-        }
+        rule.check_cost(opts.cost, mode)
+            .map_err(|e| in_rule(rule.kind(), e))?;
     }
     Ok(Call {
         command: COMMAND,

@@ -199,7 +199,10 @@ impl Limiter for Rule {
         Storage::String
     }
 
-    fn check_cost(&self, cost: i64) -> Result<()> {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode != Mode::Take {
+            return Ok(());
+        }
         let limits: SmallVec<[Limit; 4]> = self.limits().collect();
         windows::check_cost(&limits, cost)
     }

@@ -237,7 +237,10 @@ impl Limiter for Rule {
         Storage::String
     }
 
-    fn check_cost(&self, cost: i64) -> Result<()> {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode != Mode::Take {
+            return Ok(());
+        }
         windows::check_cost(&self.limits(), cost)
     }
 
