@@ -28,16 +28,16 @@
 //! RL.RELEASE is a command of its own, not a limiter: it judges nothing, is no rule of
 //! RL.ALL and replies 1 or 0. [`release`] says what it removes and the key's new expiry.
 
+use crate::call::keys::{KeyRead, SetOp, SetOps, SortedSet, Value, Walk, Written};
 use crate::call::limiter::{
-    Field, Full, Judgement, KeyRead, Limiter, Mode, Request, SetWrite, Settled, SortedSet, Storage,
-    Syntax, Token, Value, Walk, Written,
+    Field, Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax, Token,
 };
 use crate::call::state::{Effect, Encode, StateKind};
 use crate::call::verdict::{Decision, Verdict};
+use crate::error::{Error, Result};
 use crate::limits::{MAX_END_MS, MAX_ID_LEN, MAX_LEASE_LIMIT};
 use crate::parse::args::{in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis};
 
@@ -49,6 +49,15 @@ pub const RELEASE: &str = "RL.RELEASE";
 pub const STATE: StateKind = StateKind {
     command: COMMAND,
     expected: "a sorted set of lease ids scored by their expiry in Unix milliseconds",
+};
+
+/// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
+pub static KIND: Kind = Kind {
+    keyword: "LEASE",
+    state: STATE,
+    storage: Storage::SortedSet,
+    gate: false,
+    field: true,
 };
 
 /// A lease id as given (`ID`, RL.RELEASE's argument): 1 to [`MAX_ID_LEN`] bytes.
@@ -82,8 +91,7 @@ impl<'a> Rule<'a> {
 }
 
 impl<'a> Syntax<'a> for Rule<'a> {
-    const KIND: &'static str = "LEASE";
-    const STATE: StateKind = STATE;
+    const KIND: &'static Kind = &KIND;
     const ARGS: usize = 2;
     const OPTIONS: &'static [Opt] = &[];
     const COMMAND_OPTIONS: &'static [Opt] = &[Opt::Id];
@@ -158,12 +166,18 @@ pub struct Grant<'a> {
 impl Written for Grant<'_> {
     fn value(&self) -> Value<'_> {
         // A lease's scores are Unix milliseconds, passed as the whole numbers they are.
-        Value::SortedSet(SetWrite {
-            remove: &[],
-            add: Some((&self.id, Micros(self.expiry_ms))),
-            remove_through: None,
-            remove_expired: self.remove_through_ms.map(Micros),
-        })
+        let mut ops = SetOps::new();
+        ops.push(SetOp::Add {
+            member: &self.id,
+            score: self.expiry_ms,
+        });
+        if let Some(through) = self.remove_through_ms {
+            ops.push(SetOp::RemoveThrough {
+                through,
+                at_most: MAX_LEASE_LIMIT as usize,
+            });
+        }
+        Value::SortedSet(ops)
     }
 }
 
@@ -271,16 +285,8 @@ impl<'a> Limiter for Rule<'a> {
     type State = Grant<'a>;
     type Pending = Option<Pending<'a>>;
 
-    fn kind(&self) -> &'static str {
-        <Self as Syntax>::KIND
-    }
-
-    fn state_kind(&self) -> StateKind {
-        STATE
-    }
-
-    fn storage(&self) -> Storage {
-        Storage::SortedSet
+    fn kind(&self) -> &'static Kind {
+        &KIND
     }
 
     /// A lease is one slot: COST 1, or 0 to peek, whatever the call's flag.
@@ -304,11 +310,14 @@ impl<'a> Limiter for Rule<'a> {
         let free = (limit - live).max(0);
         let expiry_ms = now_ms.saturating_add(self.ttl_ms);
         let remove_through_ms = (held.expired > 0).then_some(now_ms);
+        // Field 6 (RL.ALL's 8): the lease id when the call holds a lease, nil otherwise
+        // (a denial, a peek, a refund).
         let judgement = |verdict: Verdict, pending: Option<Pending<'a>>| Judgement {
-            verdict,
-            window_ms: self.ttl_ms,
-            extra: None,
-            pending,
+            field: Some(match &pending {
+                Some(p) => Field::Bulk(p.grant.id.bytes().into()),
+                None => Field::Nil,
+            }),
+            ..Judgement::plain(verdict, self.ttl_ms, pending)
         };
         let allowed = |remaining: i64, key_expiry_ms: u64, id: LeaseId<'a>| {
             let verdict = Verdict {
@@ -355,10 +364,9 @@ impl<'a> Limiter for Rule<'a> {
                 }
             }
             if live < limit {
-                let id = match (self.id, req.token) {
-                    (Some(id), _) => LeaseId::Given(id),
-                    (None, Some(token)) => LeaseId::Made(token),
-                    (None, None) => return Err(Error::Internal("no lease id")),
+                let id = match self.id {
+                    Some(id) => LeaseId::Given(id),
+                    None => LeaseId::Made(req.names.token()?),
                 };
                 if let (LeaseId::Made(token), Some(set)) = (id, set) {
                     if set.score(&token.0)?.is_some() {
@@ -400,32 +408,15 @@ impl<'a> Limiter for Rule<'a> {
     fn write(
         &self,
         pending: Option<Pending<'a>>,
-        settled: Settled,
+        outcome: Outcome,
         _req: &Request,
     ) -> std::result::Result<Effect<Grant<'a>>, Full> {
-        Ok(match (settled, pending) {
-            (Settled::Allowed, Some(p)) => Effect::Set {
+        Ok(match (outcome, pending) {
+            (Outcome::Allowed, Some(p)) => Effect::Set {
                 state: p.grant,
                 expires_at: UnixMillis(p.key_expiry_ms),
             },
             _ => Effect::None,
-        })
-    }
-
-    fn wants_token(&self) -> bool {
-        self.id.is_none()
-    }
-
-    /// The lease id when the call holds a lease, nil otherwise (a denial, a peek, a
-    /// refund, a call a BAN rule ended before this rule was judged).
-    fn reply_field(
-        &self,
-        pending: Option<&Option<Pending<'a>>>,
-        settled: Settled,
-    ) -> Option<Field> {
-        Some(match (settled, pending) {
-            (Settled::Allowed, Some(Some(p))) => Field::Bulk(p.grant.id.bytes().into()),
-            _ => Field::Nil,
         })
     }
 }
@@ -447,31 +438,49 @@ pub fn parse_release<'a>(args: &[&'a [u8]]) -> Result<Release<'a>> {
     Ok(Release { id, at: opts.at })
 }
 
-/// What RL.RELEASE does to a key.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Released {
-    /// A live lease with the id was released (the reply: 1).
-    pub released: bool,
+/// What RL.RELEASE removes from a key: the expired members, then the lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Removal<'a> {
     /// `ZREMRANGEBYSCORE key -inf now`, when members have expired.
-    pub remove_through_ms: Option<u64>,
-    /// The key's expiry after the removals (its latest live lease), when something was
-    /// removed and live leases remain; a key left with none is deleted by the removals.
-    pub expires_at: Option<UnixMillis>,
+    pub expired_through_ms: Option<u64>,
+    /// `ZREM key id`, when the id held a live lease.
+    pub lease: Option<&'a [u8]>,
 }
 
-impl Released {
-    /// Whether the call changes the key.
-    pub fn writes(&self) -> bool {
-        self.released || self.remove_through_ms.is_some()
+impl Written for Removal<'_> {
+    fn value(&self) -> Value<'_> {
+        let mut ops = SetOps::new();
+        if let Some(through) = self.expired_through_ms {
+            ops.push(SetOp::RemoveThrough {
+                through,
+                at_most: MAX_LEASE_LIMIT as usize,
+            });
+        }
+        if let Some(id) = self.lease {
+            ops.push(SetOp::Remove(id));
+        }
+        Value::SortedSet(ops)
     }
+}
+
+/// What RL.RELEASE does to a key: whether a live lease was released (the reply: 1),
+/// and its write (a key left with no lease is deleted by the removals; otherwise it
+/// expires at its latest lease).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Released<'a> {
+    pub released: bool,
+    pub effect: Effect<Removal<'a>>,
 }
 
 /// Release the lease `id` of a key (`None`: no key) at `now`: the live lease removed,
 /// the expired members removed, the key's expiry its latest live lease. An unknown or
 /// expired id is not an error; a key that is not a lease set is.
-pub fn release(set: Option<&dyn SortedSet>, id: &[u8], now: Micros) -> Result<Released> {
+pub fn release<'a>(set: Option<&dyn SortedSet>, id: &'a [u8], now: Micros) -> Result<Released<'a>> {
     let Some(set) = set else {
-        return Ok(Released::default());
+        return Ok(Released {
+            released: false,
+            effect: Effect::None,
+        });
     };
     let now_ms = now.floor_millis();
     let held = held(set, now_ms)?;
@@ -479,24 +488,31 @@ pub fn release(set: Option<&dyn SortedSet>, id: &[u8], now: Micros) -> Result<Re
         Some(score) => lease_of(id, score)? > now_ms,
         None => false,
     };
-    let remove_through_ms = (held.expired > 0).then_some(now_ms);
-    let left = held.live - usize::from(released);
-    let expires_at = if (released || remove_through_ms.is_some()) && left > 0 {
-        latest_except(set, now_ms, released.then_some(id))?.map(UnixMillis)
-    } else {
-        None
+    let removal = Removal {
+        expired_through_ms: (held.expired > 0).then_some(now_ms),
+        lease: released.then_some(id),
     };
-    Ok(Released {
-        released,
-        remove_through_ms,
-        expires_at,
-    })
+    let left = held.live - usize::from(released);
+    let effect = if !released && removal.expired_through_ms.is_none() {
+        Effect::None
+    } else {
+        // With no lease left the removals empty the key, which is then gone.
+        let latest = match left {
+            0 => None,
+            _ => latest_except(set, now_ms, removal.lease)?,
+        };
+        Effect::Set {
+            state: removal,
+            expires_at: UnixMillis(latest.unwrap_or(now_ms)),
+        }
+    };
+    Ok(Released { released, effect })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::memory::{self, Key, Members};
+    use crate::call::memory::{self, Key};
     use crate::call::Call;
     use proptest::prelude::*;
     use std::collections::BTreeSet;
@@ -524,41 +540,21 @@ mod tests {
         let id = match s.field {
             Some(Field::Bulk(b)) => Some(String::from_utf8(b.to_vec()).unwrap()),
             Some(Field::Nil) => None,
-            None => panic!("RL.LEASE always gives field 6"),
+            other => panic!("RL.LEASE gives an id or nil as field 6, not {other:?}"),
         };
         (s.verdict.fields(), id)
     }
 
     /// `RL.RELEASE k id` at `+ms`, applied as the module applies it: 1 or 0.
     fn release_at(key: &mut Option<Key>, ms: u64, id: &str) -> i64 {
-        let members = match key {
-            Some(Key::SortedSet { members, .. }) => Some(Members(members)),
-            _ => None,
+        let r = {
+            let set = match key {
+                Some(Key::SortedSet { members, .. }) => Some(members as &dyn SortedSet),
+                _ => None,
+            };
+            release(set, id.as_bytes(), at(ms)).expect("a lease set")
         };
-        let r = release(
-            members.as_ref().map(|m| m as &dyn SortedSet),
-            id.as_bytes(),
-            at(ms),
-        )
-        .expect("a lease set");
-        if let Some(Key::SortedSet {
-            members,
-            expires_at,
-        }) = key
-        {
-            if r.released {
-                members.retain(|(_, m)| m != id.as_bytes());
-            }
-            if let Some(through) = r.remove_through_ms {
-                members.retain(|(s, _)| *s > through);
-            }
-            if let Some(e) = r.expires_at {
-                *expires_at = Some(e);
-            }
-            if members.is_empty() {
-                *key = None;
-            }
-        }
+        memory::apply(key, &r.effect);
         i64::from(r.released)
     }
 
@@ -708,12 +704,20 @@ mod tests {
         let next = memory::next_token();
         taken.insert((T0 + 99_000, next.0.to_vec()));
         let _ = token;
-        let set = Members(&taken);
+        let set = &taken;
         let rule = parse(&["3", "1m"]).unwrap().rules[0].1;
-        let mut req = Request::take(at(0), 1);
-        req.token = Some(next);
+        struct Made(Token);
+        impl crate::call::limiter::Names for Made {
+            fn token(&self) -> Result<Token> {
+                Ok(self.0)
+            }
+        }
+        let req = Request {
+            names: &Made(next),
+            ..Request::take(at(0), 1)
+        };
         assert_eq!(
-            rule.judge(KeyRead::SortedSet(&set), &req).err(),
+            rule.judge(KeyRead::SortedSet(set), &req).err(),
             Some(Error::Internal("lease id taken"))
         );
     }
@@ -910,7 +914,7 @@ mod tests {
                 Error::InvalidDuration {
                     what: "ttl",
                     value: b"0s".to_vec(),
-                    reason: crate::parse::error::DurationProblem::NotPositive,
+                    reason: crate::error::DurationProblem::NotPositive,
                 },
             ),
             (&["5", "1s", "COST", "2"], Error::LeaseCost { cost: 2 }),
@@ -1047,20 +1051,24 @@ mod tests {
         // The slot is full; a refund of the rate is allowed all the same, takes no slot
         // and renews nothing; field 8 is nil.
         let s = memory::run(&call(&["ID", "r2", "REFUND"]), &mut keys, at(10)).unwrap();
-        assert_eq!(s.settled, Settled::Allowed);
+        assert_eq!(s.outcome, Outcome::Allowed);
         assert_eq!(s.field, Some(Field::Nil));
         assert_eq!(members(&keys[0]), [(30_000, "r1".to_string())]);
         let s = memory::run(&call(&["ID", "r1", "REFUND"]), &mut keys, at(20)).unwrap();
-        assert_eq!((s.settled, s.field), (Settled::Allowed, Some(Field::Nil)));
+        assert_eq!((s.outcome, s.field), (Outcome::Allowed, Some(Field::Nil)));
         assert_eq!(members(&keys[0]), [(30_000, "r1".to_string())]);
         // Without ID a refund needs no made id.
-        assert!(!call(&["REFUND"]).wants_token());
+        let refund = call(&["REFUND"]);
+        let mut copy = keys.clone();
+        let mut in_memory = memory::InMemory::new(&refund, &mut copy);
+        let unnamed = crate::call::limiter::Unnamed;
+        assert!(refund.run(&mut in_memory, at(25), &unnamed).is_ok());
         // FORCE is ignored by the lease: a full key refuses the forced call, nothing written.
         let before = keys.clone();
         let s = memory::run(&call(&["ID", "r2", "FORCE"]), &mut keys, at(30)).unwrap();
         assert_eq!(
-            (s.settled, s.binding, s.field),
-            (Settled::Denied, 0, Some(Field::Nil))
+            (s.outcome, s.binding, s.field),
+            (Outcome::Denied { repair: false }, 0, Some(Field::Nil))
         );
         assert_eq!(keys, before);
         // ... and a forced call of its live id renews it.
@@ -1081,15 +1089,15 @@ mod tests {
         // r2 is refused by the lease: a strike that starts the ban.
         let s = memory::run(&banned("r2"), &mut keys, at(10)).unwrap();
         assert_eq!(
-            (s.settled, s.binding, s.penalized),
-            (Settled::Denied, 2, true)
+            (s.outcome, s.binding, s.penalized),
+            (Outcome::Denied { repair: false }, 2, true)
         );
         assert_eq!(s.field, Some(Field::Nil));
         // r1's renewal is refused by the ban, its lease left as it was.
         let s = memory::run(&banned("r1"), &mut keys, at(20)).unwrap();
         assert_eq!(
-            (s.settled, s.gated, s.field),
-            (Settled::Denied, true, Some(Field::Nil))
+            (s.outcome, s.gated, s.field),
+            (Outcome::Denied { repair: false }, true, Some(Field::Nil))
         );
         assert_eq!(members(&keys[0]), [(30_000, "r1".to_string())]);
     }

@@ -5,7 +5,7 @@
 use crate::call::limiter::Limiter;
 use crate::call::memory::{self, Key};
 use crate::call::{Call, Shape};
-use crate::parse::error::{Error, Result};
+use crate::error::{Error, Result};
 use crate::units::{Micros, UnixMillis};
 use proptest::prelude::*;
 use std::collections::BTreeMap;

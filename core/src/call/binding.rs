@@ -1,7 +1,6 @@
-//! The decision of a call from the verdicts of its rules: allowed iff every rule
-//! allows, and the *binding* rule whose numbers the reply carries.
+//! The *binding* rule of a call, whose numbers the reply carries, from the verdicts of
+//! its rules; and whether the call is allowed: iff no rule denies.
 
-use crate::call::limiter::Settled;
 use crate::call::verdict::{Decision, Verdict};
 use crate::units::Micros;
 
@@ -10,7 +9,7 @@ use crate::units::Micros;
 /// after that wait every one allows the same request; when all allow, the one with the
 /// least remaining (ties keep the first).
 #[derive(Debug)]
-pub struct Chooser<T> {
+pub struct Binding<T> {
     /// The denying verdict with the largest wait.
     denied: Option<(Micros, Verdict, T)>,
     /// The verdict forced over its limit with the largest wait: it binds a call that
@@ -18,13 +17,13 @@ pub struct Chooser<T> {
     over: Option<(Micros, Verdict, T)>,
     least: Option<(Verdict, T)>,
     /// The longest reset of the verdicts that allowed with nothing remaining: a
-    /// request of cost 1 fits them again by then (see [`Chooser::finish`]).
+    /// request of cost 1 fits them again by then (see [`Binding::finish`]).
     full_until: Micros,
 }
 
-impl<T> Default for Chooser<T> {
+impl<T> Default for Binding<T> {
     fn default() -> Self {
-        Chooser {
+        Binding {
             denied: None,
             over: None,
             least: None,
@@ -33,7 +32,7 @@ impl<T> Default for Chooser<T> {
     }
 }
 
-impl<T> Chooser<T> {
+impl<T> Binding<T> {
     pub fn offer(&mut self, verdict: Verdict, tag: T) {
         match verdict.decision {
             Decision::Denied { retry_after } => {
@@ -98,26 +97,23 @@ fn keep_longest<T>(
 /// The decision on a call: whether every rule allowed, and the binding rule (an index
 /// into the judgements).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Decided {
-    pub settled: Settled,
+pub struct Picked {
+    /// Whether every rule allowed.
+    pub allowed: bool,
     pub binding: usize,
 }
 
 /// Decide a call from the verdicts of its rules, in the order the call gives them.
 /// `None` for a call without rules (never made: every call names a key).
-pub fn decide(verdicts: impl IntoIterator<Item = Verdict>) -> Option<Decided> {
-    let mut chooser = Chooser::default();
+pub fn decide(verdicts: impl IntoIterator<Item = Verdict>) -> Option<Picked> {
+    let mut chooser = Binding::default();
     for (i, v) in verdicts.into_iter().enumerate() {
         chooser.offer(v, i);
     }
-    let settled = if chooser.is_denied() {
-        Settled::Denied
-    } else {
-        Settled::Allowed
-    };
+    let allowed = !chooser.is_denied();
     chooser
         .finish()
-        .map(|(_, binding)| Decided { settled, binding })
+        .map(|(_, binding)| Picked { allowed, binding })
 }
 
 #[cfg(test)]
@@ -149,16 +145,16 @@ mod tests {
         let d = |vs: &[Verdict]| decide(vs.iter().copied());
         assert_eq!(
             d(&[allowed(5), allowed(3), allowed(3)]),
-            Some(Decided {
-                settled: Settled::Allowed,
+            Some(Picked {
+                allowed: true,
                 binding: 1
             }),
             "least remaining, first on ties"
         );
         assert_eq!(
             d(&[allowed(0), denied(500), denied(900), denied(900)]),
-            Some(Decided {
-                settled: Settled::Denied,
+            Some(Picked {
+                allowed: false,
                 binding: 2
             }),
             "largest retry, first on ties, allowed rules never bind a denial"
@@ -180,23 +176,23 @@ mod tests {
         let d = |vs: &[Verdict]| decide(vs.iter().copied());
         assert_eq!(
             d(&[denied(5_000), over(60_000)]),
-            Some(Decided {
-                settled: Settled::Denied,
+            Some(Picked {
+                allowed: false,
                 binding: 0
             }),
             "the denying rule binds, whatever the forced rule's wait"
         );
         assert_eq!(
             d(&[over(60_000), allowed(0), denied(5_000)]),
-            Some(Decided {
-                settled: Settled::Denied,
+            Some(Picked {
+                allowed: false,
                 binding: 2
             })
         );
         assert_eq!(
             d(&[over(5_000), allowed(1), over(60_000)]),
-            Some(Decided {
-                settled: Settled::Allowed,
+            Some(Picked {
+                allowed: true,
                 binding: 2
             }),
             "no rule denies: the forced rule with the longest wait binds"
