@@ -95,7 +95,7 @@ fn twin_function(kind: &str, command: &str) -> bool {
 
 #[test]
 fn every_limiter_is_in_every_place_a_limiter_takes() {
-    let kinds = limiters::kinds();
+    let kinds = limiters::keywords();
     assert!(kinds.len() >= 5, "{kinds:?}");
     let gaps: Vec<String> = kinds
         .iter()

@@ -36,7 +36,7 @@ fn both(c: &mut Client) -> Vec<Cl> {
 /// RL.GCRA's judgement of CL.THROTTLE's request on a TAT, settled as the module
 /// settles the call.
 fn decide(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Decided<Micros> {
-    let call = Call::one(gcra::Rule::from(*p), p.cost());
+    let call = Call::one(gcra::Gcra::from(*p), p.cost());
     memory::run_on(&call, &[stored], now)
         .expect("a TAT")
         .decided()

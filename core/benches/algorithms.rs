@@ -26,13 +26,13 @@ impl FakeClock {
 }
 
 /// RL.FIXED's call of cost 1 on one key, `limit` an hour.
-fn call(limit: i64) -> Call<fixed::Rule> {
-    let rule = fixed::Rule::new(limit, Micros::from_secs(3600), false).expect("valid parameters");
+fn call(limit: i64) -> Call<fixed::Fixed> {
+    let rule = fixed::Fixed::new(limit, Micros::from_secs(3600), false).expect("valid parameters");
     Call::one(rule, 1)
 }
 
 /// A benchmark's name, the counter the key holds and the call.
-type Case = (&'static str, Option<Stored<i64>>, Call<fixed::Rule>);
+type Case = (&'static str, Option<Stored<i64>>, Call<fixed::Fixed>);
 
 fn fixed_settle(c: &mut Criterion) {
     let window_end = Some(UnixMillis(T0 / 1000 + 3_600_000));

@@ -78,9 +78,9 @@ pub enum Counts {
     Releases,
 }
 
-/// Which settle counters a limiter command has besides its verdicts.
+/// Which counters of its flags (`REFUND`, `FORCE`) and of bans a limiter command has besides its verdicts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Settles {
+pub enum FlagCounts {
     /// None: the command takes neither `REFUND` nor `FORCE`.
     No,
     /// `_refunds` and `_forced`: calls with `REFUND`, with `FORCE`.
@@ -117,15 +117,15 @@ pub struct Command {
     /// The prefix of its `INFO ratelimit` fields (`fixed_calls`).
     pub info: &'static str,
     pub counts: Counts,
-    /// Its `INFO ratelimit` counters of settled requests and bans.
-    pub settles: Settles,
+    /// Its `INFO ratelimit` counters of refunds, forced requests and bans.
+    pub flag_counts: FlagCounts,
     /// Registered only when `ratelimit.cl-throttle` is yes and the name is free.
     pub optional: bool,
 }
 
 /// What an argument is, as `COMMAND DOCS` types it.
 #[derive(Clone, Copy, Debug)]
-pub enum Kind {
+pub enum ArgType {
     /// A key: the command's key spec (each command here has one).
     Key,
     Integer,
@@ -147,7 +147,7 @@ pub enum Kind {
 #[derive(Debug)]
 pub struct Arg {
     pub name: &'static str,
-    pub kind: Kind,
+    pub kind: ArgType,
     /// The keyword before the value (`COST` in `COST n`), or the word of a pure token.
     pub token: Option<&'static str>,
     pub summary: &'static str,
@@ -159,7 +159,7 @@ pub struct Arg {
 }
 
 impl Arg {
-    const fn new(name: &'static str, kind: Kind, summary: &'static str) -> Arg {
+    const fn new(name: &'static str, kind: ArgType, summary: &'static str) -> Arg {
         Arg {
             name,
             kind,
@@ -175,7 +175,7 @@ impl Arg {
     const fn option(
         token: &'static str,
         name: &'static str,
-        kind: Kind,
+        kind: ArgType,
         summary: &'static str,
     ) -> Arg {
         let mut arg = Arg::new(name, kind, summary);
@@ -186,7 +186,7 @@ impl Arg {
 
     /// A keyword alone, optional: `[ALIGN]`.
     const fn flag(token: &'static str, name: &'static str, summary: &'static str) -> Arg {
-        let mut arg = Arg::new(name, Kind::PureToken, summary);
+        let mut arg = Arg::new(name, ArgType::PureToken, summary);
         arg.token = Some(token);
         arg.optional = true;
         arg
@@ -210,24 +210,28 @@ impl Arg {
 
 // The arguments several commands share, with the words of docs/common-rules.md.
 
-const KEY: Arg = Arg::new("key", Kind::Key, "the limited identity: one key");
+const KEY: Arg = Arg::new("key", ArgType::Key, "the limited identity: one key");
 const KEYS: Arg = Arg::new(
     "key",
-    Kind::Key,
+    ArgType::Key,
     "the identifiers, 1 to 64 distinct keys (one slot in Cluster)",
 )
 .multiple();
-const NUMKEYS: Arg = Arg::new("numkeys", Kind::Integer, "how many keys follow, 1 to 64");
-const LIMIT: Arg = Arg::new("limit", Kind::Integer, "the cost allowed per window, >= 1");
+const NUMKEYS: Arg = Arg::new("numkeys", ArgType::Integer, "how many keys follow, 1 to 64");
+const LIMIT: Arg = Arg::new(
+    "limit",
+    ArgType::Integer,
+    "the cost allowed per window, >= 1",
+);
 const WINDOW: Arg = Arg::new(
     "window",
-    Kind::String,
+    ArgType::String,
     "a duration: 1500ms, 90 (seconds), 1m, 24h, 7d",
 );
 const COST: Arg = Arg::option(
     "COST",
     "n",
-    Kind::Integer,
+    ArgType::Integer,
     "what this request consumes (default 1); 0 peeks and writes nothing",
 );
 const ALIGN: Arg = Arg::flag(
@@ -238,22 +242,22 @@ const ALIGN: Arg = Arg::flag(
 const AT: Arg = Arg::option(
     "AT",
     "unix_ms",
-    Kind::UnixTime,
+    ArgType::UnixTime,
     "judge the request at this Unix time in milliseconds instead of the server's clock",
 );
 /// `[REFUND|FORCE]`: settle a request after the fact.
 const SETTLE: Arg = Arg {
     name: "settle",
-    kind: Kind::OneOf(&[
+    kind: ArgType::OneOf(&[
         Arg::new(
             "refund",
-            Kind::PureToken,
+            ArgType::PureToken,
             "give back cost that allowed requests took (never below empty; always allowed)",
         )
         .token("REFUND"),
         Arg::new(
             "force",
-            Kind::PureToken,
+            ArgType::PureToken,
             "record cost whether it fits or not (the work is done); not with DELAY",
         )
         .token("FORCE"),
@@ -267,7 +271,7 @@ const SETTLE: Arg = Arg {
 /// `LIMIT window limit [LIMIT window limit ...]`.
 const LIMITS: Arg = Arg {
     name: "limits",
-    kind: Kind::Block(&[WINDOW, LIMIT]),
+    kind: ArgType::Block(&[WINDOW, LIMIT]),
     token: Some("LIMIT"),
     summary: "a window and its limit; 1 to 16 windows, none twice",
     optional: false,
@@ -276,41 +280,41 @@ const LIMITS: Arg = Arg {
 };
 const MAX_BURST: Arg = Arg::new(
     "max_burst",
-    Kind::Integer,
+    ArgType::Integer,
     "requests allowed at once beyond the first, >= 0 (capacity max_burst + 1)",
 );
 const COUNT: Arg = Arg::new(
     "count",
-    Kind::Integer,
+    ArgType::Integer,
     "requests per period in the long run, >= 1",
 );
 const PERIOD: Arg = Arg::new(
     "period",
-    Kind::String,
+    ArgType::String,
     "a duration: 60 (seconds), 1m, 1500ms, 1d",
 );
 const BUCKETS: Arg = Arg::option(
     "BUCKETS",
     "n",
-    Kind::Integer,
+    ArgType::Integer,
     "buckets per window, 1 to 100 (default 10)",
 );
 const META: Arg = Arg::option(
     "META",
     "value",
-    Kind::String,
+    ArgType::String,
     "any bytes, at most 256, recorded with the request (who made it)",
 );
 const TTL: Arg = Arg::new(
     "seconds",
-    Kind::String,
+    ArgType::String,
     "the TTL to give: a duration (60, 1500ms, 10m, 24h, 7d)",
 );
 /// `ID id`: a lease's name.
 const ID: Arg = Arg::option(
     "ID",
     "id",
-    Kind::String,
+    ArgType::String,
     "the lease's id, 1 to 256 bytes; the same live id renews its lease; without it the module makes one",
 );
 /// RL.ALL's rules, one per key. A plain argument rather than a one-of of five blocks:
@@ -318,7 +322,7 @@ const ID: Arg = Arg::option(
 /// several hundred characters; the forms are in the summary and on the command's page.
 const RULES_ARG: Arg = Arg::new(
     "rule",
-    Kind::String,
+    ArgType::String,
     "FIXED i limit window [ALIGN] | GCRA i max_burst count period | MULTI i LIMIT window limit [...] [ALIGN] | SLIDING i LIMIT window limit [...] [BUCKETS n] | LOG i limit window [META value] | LEASE i limit ttl | BAN i strikes window duration; i: the key's position, from 1",
 )
 .multiple();
@@ -341,7 +345,7 @@ const LIMITER: Command = Command {
     probe: Probe::Set,
     info: "",
     counts: Counts::Verdicts,
-    settles: Settles::No,
+    flag_counts: FlagCounts::No,
     optional: false,
 };
 
@@ -362,7 +366,7 @@ pub const TABLE: [Command; 11] = [
         flags: "write fast",
         acl: "write fast",
         info: "fixed",
-        settles: Settles::Flags,
+        flag_counts: FlagCounts::Flags,
         ..LIMITER
     },
     Command {
@@ -380,7 +384,7 @@ pub const TABLE: [Command; 11] = [
             Arg::option(
                 "DELAY",
                 "max_delay",
-                Kind::String,
+                ArgType::String,
                 "queue instead of drop: book a request that fits within this duration",
             ),
             SETTLE,
@@ -388,7 +392,7 @@ pub const TABLE: [Command; 11] = [
         flags: "write fast",
         acl: "write fast",
         info: "gcra",
-        settles: Settles::Flags,
+        flag_counts: FlagCounts::Flags,
         ..LIMITER
     },
     // Keys come from the numkeys key spec (the server then marks the command
@@ -404,7 +408,7 @@ pub const TABLE: [Command; 11] = [
         args: &[NUMKEYS, KEYS, LIMITS, COST, ALIGN, AT, SETTLE],
         keys: Keys::NumKeys,
         info: "multi",
-        settles: Settles::Flags,
+        flag_counts: FlagCounts::Flags,
         ..LIMITER
     },
     // The call shape of RL.MULTI.
@@ -417,7 +421,7 @@ pub const TABLE: [Command; 11] = [
         args: &[NUMKEYS, KEYS, LIMITS, BUCKETS, COST, AT, SETTLE],
         keys: Keys::NumKeys,
         info: "sliding",
-        settles: Settles::Flags,
+        flag_counts: FlagCounts::Flags,
         ..LIMITER
     },
     // Counting is O(log n), but a write removes every entry that has left the window
@@ -430,7 +434,7 @@ pub const TABLE: [Command; 11] = [
         complexity: "O(log N) per entry written, for a log of N entries",
         args: &[
             KEY,
-            Arg::new("limit", Kind::Integer, "the most cost in any window, 1 to 10000"),
+            Arg::new("limit", ArgType::Integer, "the most cost in any window, 1 to 10000"),
             WINDOW,
             META,
             COST,
@@ -438,7 +442,7 @@ pub const TABLE: [Command; 11] = [
             SETTLE,
         ],
         info: "log",
-        settles: Settles::Flags,
+        flag_counts: FlagCounts::Flags,
         ..LIMITER
     },
     // One rule of any limiter per key, all or nothing: the keys follow numkeys (as
@@ -452,7 +456,7 @@ pub const TABLE: [Command; 11] = [
         args: &[NUMKEYS, KEYS, RULES_ARG, COST, AT, ID, SETTLE],
         keys: Keys::NumKeys,
         info: "all",
-        settles: Settles::FlagsAndBans,
+        flag_counts: FlagCounts::FlagsAndBans,
         ..LIMITER
     },
     // As EXPIRE: the keys' TTLs change, their values are neither read nor returned.
@@ -463,7 +467,7 @@ pub const TABLE: [Command; 11] = [
         summary: "Gives a TTL to those of the named keys that have none; replies with the keys that got one",
         complexity: "O(N) for N keys",
         tips: None,
-        args: &[TTL, Arg::new("key", Kind::Key, "keys of any type").multiple()],
+        args: &[TTL, Arg::new("key", ArgType::Key, "keys of any type").multiple()],
         keys: Keys::AllFrom(2),
         access: Access::WriteUpdate,
         acl: "write keyspace",
@@ -483,26 +487,26 @@ pub const TABLE: [Command; 11] = [
         args: &[
             Arg::new(
                 "cursor",
-                Kind::Integer,
+                ArgType::Integer,
                 "0 to start, then the cursor of the previous reply",
             ),
             TTL,
             Arg::option(
                 "MATCH",
                 "pattern",
-                Kind::Pattern,
+                ArgType::Pattern,
                 "only keys matching this glob pattern",
             ),
             Arg::option(
                 "COUNT",
                 "n",
-                Kind::Integer,
+                ArgType::Integer,
                 "keys to visit in this call, 1 to 5000 (default 1000)",
             ),
             Arg::option(
                 "TYPE",
                 "type",
-                Kind::String,
+                ArgType::String,
                 "only keys of this type (string, hash, zset, ...)",
             ),
             Arg::flag(
@@ -529,10 +533,10 @@ pub const TABLE: [Command; 11] = [
             KEY,
             MAX_BURST,
             COUNT,
-            Arg::new("period", Kind::Integer, "the period in whole seconds"),
+            Arg::new("period", ArgType::Integer, "the period in whole seconds"),
             Arg::new(
                 "quantity",
-                Kind::Integer,
+                ArgType::Integer,
                 "what this request consumes (default 1); 0 peeks",
             )
             .optional(),
@@ -553,17 +557,17 @@ pub const TABLE: [Command; 11] = [
         complexity: "O(log N + E) for N leases held and E expired",
         args: &[
             KEY,
-            Arg::new("limit", Kind::Integer, "leases held at once, 1 to 10000"),
+            Arg::new("limit", ArgType::Integer, "leases held at once, 1 to 10000"),
             Arg::new(
                 "ttl",
-                Kind::String,
+                ArgType::String,
                 "how long a lease lasts unless renewed: a duration (30s, 1500ms, 5m)",
             ),
             ID,
             Arg::option(
                 "COST",
                 "n",
-                Kind::Integer,
+                ArgType::Integer,
                 "1 (the default) takes a lease; 0 peeks and writes nothing",
             ),
             AT,
@@ -580,7 +584,7 @@ pub const TABLE: [Command; 11] = [
         complexity: "O(log N + E) for N leases held and E expired",
         args: &[
             KEY,
-            Arg::new("id", Kind::String, "the lease's id, 1 to 256 bytes"),
+            Arg::new("id", ArgType::String, "the lease's id, 1 to 256 bytes"),
             AT,
         ],
         info: "release",
@@ -643,17 +647,17 @@ pub fn render(args: &[Arg]) -> String {
 
 fn render_arg(arg: &Arg) -> String {
     let repeat = match arg.kind {
-        Kind::Block(children) => render(children),
-        Kind::OneOf(children) => children
+        ArgType::Block(children) => render(children),
+        ArgType::OneOf(children) => children
             .iter()
             .map(render_arg)
             .collect::<Vec<_>>()
             .join("|"),
-        Kind::PureToken => String::new(),
+        ArgType::PureToken => String::new(),
         _ => arg.name.to_string(),
     };
     let token = match (arg.token, arg.kind) {
-        (Some(token), Kind::PureToken) => token.to_string(),
+        (Some(token), ArgType::PureToken) => token.to_string(),
         (Some(token), _) => format!("{token} "),
         (None, _) => String::new(),
     };
@@ -724,7 +728,7 @@ mod tests {
             let key_args = command
                 .args
                 .iter()
-                .filter(|a| matches!(a.kind, Kind::Key))
+                .filter(|a| matches!(a.kind, ArgType::Key))
                 .count();
             assert_eq!(
                 key_args > 0,

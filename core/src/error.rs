@@ -106,7 +106,7 @@ pub enum Error {
         buckets: u64,
     },
     /// The key holds a value of the right type that is not state of this command
-    /// (built by [`crate::call::state::StateKind::invalid`]); `key` is named by commands with
+    /// (built by [`crate::call::state::StateName::invalid`]); `key` is named by commands with
     /// several keys.
     InvalidState {
         command: &'static str,

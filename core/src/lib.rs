@@ -23,7 +23,7 @@ pub mod limits;
 pub mod parse;
 pub mod units;
 
-pub use call::state::{Decided, Effect, StateKind, Stored};
+pub use call::state::{Decided, Effect, StateName, Stored};
 pub use call::verdict::{Decision, Verdict};
 pub use error::{Error, Result};
 pub use units::{Micros, UnixMillis};

@@ -31,7 +31,7 @@ pub fn run<'c, 'a: 'c, R: Limiter>(
     let mut keys = CallKeys::open(ctx, args, &call)?;
     let resolution = call.run(&mut keys, now, &MadeNames::default())?;
     // Counted once the call has written all it writes.
-    stats::settled(
+    stats::record_flags(
         call.command,
         call.mode,
         resolution.penalized,

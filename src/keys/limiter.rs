@@ -4,9 +4,9 @@
 //! limiter call sees them (`ratelimit_core::call::keys::Keys`).
 
 use crate::argv::{Args, KeyName};
-use crate::effects;
 use crate::keys::sorted_set::SortedSetKey;
 use crate::keys::string::StringKey;
+use crate::propagate;
 use ratelimit_core::call::keys::{KeyRead, Keys, Value, Written};
 use ratelimit_core::call::limiter::{Limiter, Storage};
 use ratelimit_core::call::Call;
@@ -111,7 +111,7 @@ impl Keys for CallKeys<'_> {
     }
 
     fn check_memory(&self, rule: usize) -> Result<(), Error> {
-        effects::check_memory(self.ctx, Some(self.key_name(rule)?))
+        propagate::check_memory(self.ctx, Some(self.key_name(rule)?))
     }
 
     fn apply<S: Written>(&mut self, rule: usize, effect: &Effect<S>) -> Result<(), Error> {

@@ -12,8 +12,8 @@
 
 use crate::api::api;
 use crate::argv::KeyName;
-use crate::effects;
 use crate::keys::open::OpenKey;
+use crate::propagate;
 use ratelimit_core::call::keys::{SetOp, SortedSet, Walk};
 use ratelimit_core::call::state::push_decimal;
 use ratelimit_core::{Error, Micros, UnixMillis};
@@ -165,7 +165,7 @@ impl<'a> SortedSetKey<'a> {
     /// deleted, and announced so).
     fn remove_expired(&self, through: u64, at_most: usize) -> Result<(), Error> {
         if self.remove_range(through, at_most)? {
-            effects::members_removed_through(self.ctx, self.name, Micros(through), true);
+            propagate::members_removed_through(self.ctx, self.name, Micros(through), true);
             self.announce_if_deleted()?;
         }
         Ok(())
@@ -175,10 +175,10 @@ impl<'a> SortedSetKey<'a> {
     fn expire_at(&self, expires_at: UnixMillis) -> Result<(), Error> {
         let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
         // SAFETY: the key is open for writing and holds a set.
-        if unsafe { set_abs_expire(self.key.ptr(), effects::millis(expires_at)) } != OK {
+        if unsafe { set_abs_expire(self.key.ptr(), propagate::millis(expires_at)) } != OK {
             return Err(Error::Internal("set expire"));
         }
-        effects::expiry_set(self.ctx, self.name, expires_at);
+        propagate::expiry_set(self.ctx, self.name, expires_at);
         Ok(())
     }
 
@@ -204,7 +204,7 @@ impl<'a> SortedSetKey<'a> {
             return Err(Error::Internal("sorted set remove"));
         }
         if deleted != 0 {
-            effects::member_removed(self.ctx, self.name, member);
+            propagate::member_removed(self.ctx, self.name, member);
             self.announce_if_deleted()?;
         }
         Ok(())
@@ -221,7 +221,7 @@ impl<'a> SortedSetKey<'a> {
     /// server deletes it, as `ZREM` does, without saying so).
     fn announce_if_deleted(&self) -> Result<(), Error> {
         if self.is_gone()? {
-            effects::key_emptied(self.ctx, self.name);
+            propagate::key_emptied(self.ctx, self.name);
         }
         Ok(())
     }
@@ -230,7 +230,7 @@ impl<'a> SortedSetKey<'a> {
     pub fn delete(&self) -> Result<(), Error> {
         if self.exists {
             self.key.delete()?;
-            effects::key_deleted(self.ctx, self.name);
+            propagate::key_deleted(self.ctx, self.name);
         }
         Ok(())
     }
@@ -253,7 +253,7 @@ impl<'a> SortedSetKey<'a> {
         if rc != OK {
             return Err(Error::Internal("sorted set add"));
         }
-        effects::member_added(self.ctx, self.name, Micros(score), member);
+        propagate::member_added(self.ctx, self.name, Micros(score), member);
         Ok(())
     }
 
@@ -349,7 +349,7 @@ impl<'a> SortedSetKey<'a> {
             }
         }
         if result.is_ok() && !leaving.is_empty() {
-            effects::members_removed(self.ctx, self.name, &mut leaving);
+            propagate::members_removed(self.ctx, self.name, &mut leaving);
         }
         for &member in &leaving {
             // SAFETY: created above, not used after this.

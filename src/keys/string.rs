@@ -14,8 +14,8 @@
 
 use crate::api::api;
 use crate::argv::KeyName;
-use crate::effects;
 use crate::keys::open::OpenKey;
+use crate::propagate;
 use ratelimit_core::call::keys::KeyRead;
 use ratelimit_core::call::state::Encode;
 use ratelimit_core::{Error, UnixMillis};
@@ -120,7 +120,7 @@ impl<'a> StringKey<'a> {
         if self.expiry.get() != Some(expires_at) {
             self.set_abs_expire(expires_at)?;
         }
-        effects::value_set(self.ctx, self.name, value, expires_at);
+        propagate::value_set(self.ctx, self.name, value, expires_at);
         Ok(())
     }
 
@@ -182,7 +182,7 @@ impl<'a> StringKey<'a> {
         self.key.delete()?;
         self.len.set(None);
         self.expiry.set(None);
-        effects::key_deleted(self.ctx, self.name);
+        propagate::key_deleted(self.ctx, self.name);
         Ok(())
     }
 
@@ -192,12 +192,12 @@ impl<'a> StringKey<'a> {
         if self.expiry.get() != Some(expires_at) {
             self.set_abs_expire(expires_at)?;
         }
-        effects::expiry_set(self.ctx, self.name, expires_at);
+        propagate::expiry_set(self.ctx, self.name, expires_at);
         Ok(())
     }
 
     fn set_abs_expire(&self, at: UnixMillis) -> Result<(), Error> {
-        let ms = effects::millis(at);
+        let ms = propagate::millis(at);
         let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
         // SAFETY: the key is open for writing and holds a value.
         let rc = unsafe { set_abs_expire(self.key.ptr(), ms) };

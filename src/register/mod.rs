@@ -10,7 +10,7 @@ pub mod config;
 pub mod keyspec;
 
 use crate::argv::Args;
-use crate::{api, commands, effects, reply, static_strings, stats, MODULE_NAME};
+use crate::{api, commands, propagate, reply, static_strings, stats, MODULE_NAME};
 use ratelimit_core::commands::{entry, Command, Id, Keys, TABLE};
 use ratelimit_core::limiters;
 use redis_module::{raw, Context, InfoContext};
@@ -130,7 +130,7 @@ pub fn load(ctx: &Context) -> Result<(), String> {
     {
         return Err("this server lacks RedisModule_GetAbsExpire/SetAbsExpire (Redis 7.0+ or Valkey 8+ is needed)".into());
     }
-    effects::take_over_modified_signal(ctx).map_err(|_| {
+    propagate::take_over_modified_signal(ctx).map_err(|_| {
         "this server lacks RedisModule_SetModuleOptions (Redis 7.0+ or Valkey 8+ is needed)"
             .to_string()
     })?;

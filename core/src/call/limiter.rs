@@ -11,7 +11,7 @@
 //! [`Effect`]s (see [`crate::call::keys`]).
 
 use crate::call::keys::{KeyRead, Written};
-use crate::call::state::{Effect, StateKind};
+use crate::call::state::{Effect, StateName};
 use crate::call::verdict::Verdict;
 use crate::error::{Error, Result};
 use crate::parse::args::Options;
@@ -36,7 +36,7 @@ pub struct Kind {
     /// Its keyword as an RL.ALL rule (`FIXED`).
     pub keyword: &'static str,
     /// How errors name its state (and its command).
-    pub state: StateKind,
+    pub state: StateName,
     /// The type of key it keeps.
     pub storage: Storage,
     /// Judged before the other rules of a call; when it denies, the call ends there,
@@ -48,7 +48,7 @@ pub struct Kind {
     pub field: bool,
 }
 
-/// How a request settles: taken as it fits (the usual), or, after the fact, given back
+/// How a request flag_counts: taken as it fits (the usual), or, after the fact, given back
 /// (`REFUND`) or recorded whether it fits or not (`FORCE`). Each limiter implements each
 /// mode in its own file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! The vocabulary every limiter shares: what a key held when the call started
 //! ([`Stored`]), what a call writes back ([`Effect`]), how a state is encoded in its key
-//! ([`Encode`]), and how a key with foreign content is reported ([`StateKind`]).
+//! ([`Encode`]), and how a key with foreign content is reported ([`StateName`]).
 
 use crate::call::verdict::Verdict;
 use crate::error::Error;
@@ -55,13 +55,13 @@ pub struct Decided<S> {
 
 /// The state a command keeps in its keys, as error replies name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StateKind {
+pub struct StateName {
     pub command: &'static str,
     /// What the key should hold, e.g. "a non-negative integer counter".
     pub expected: &'static str,
 }
 
-impl StateKind {
+impl StateName {
     /// The error for a key of the right type whose content is not this state; commands
     /// with several keys name the key (see [`Error::for_key`]).
     pub const fn invalid(&self) -> Error {

@@ -22,7 +22,7 @@ use crate::call::keys::{KeyRead, Value, Written};
 use crate::call::limiter::{
     Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
-use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
+use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateName, Stored};
 use crate::call::verdict::{Decision, Verdict};
 use crate::error::{Error, Result};
 use crate::limiters::fixed::new_window_end;
@@ -33,7 +33,7 @@ use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis};
 
 /// What a BAN key holds, as error replies word it.
-pub const STATE: StateKind = StateKind {
+pub const STATE: StateName = StateName {
     command: "RL.ALL",
     expected: "a penalty box: strikes:<count>:<end_ms> or banned:<end_ms>",
 };
@@ -49,17 +49,17 @@ pub static KIND: Kind = Kind {
 
 /// A checked BAN rule: a ban of `duration` once `strikes` denials fall in one `window`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule {
+pub struct Ban {
     strikes: i64,
     window: Micros,
     duration: Micros,
 }
 
-impl Rule {
+impl Ban {
     /// `strikes` from 1 to 2^53 - 1; `window` and `duration` durations (whole ms).
-    pub fn new(strikes: i64, window: Micros, duration: Micros) -> Result<Rule> {
+    pub fn new(strikes: i64, window: Micros, duration: Micros) -> Result<Ban> {
         crate::parse::args::check_count("strikes", strikes, 1)?;
-        Ok(Rule {
+        Ok(Ban {
             strikes,
             window,
             duration,
@@ -137,7 +137,7 @@ pub fn parse_state(raw: &[u8]) -> Result<State> {
     State::parse(raw).ok_or_else(|| STATE.invalid())
 }
 
-impl<'a> Syntax<'a> for Rule {
+impl<'a> Syntax<'a> for Ban {
     const KIND: &'static Kind = &KIND;
     const ARGS: usize = 3;
     const OPTIONS: &'static [Opt] = &[];
@@ -155,12 +155,12 @@ impl<'a> Syntax<'a> for Rule {
         ))
     }
 
-    fn build((strikes, window, duration): (i64, Micros, Micros), _: &Options<'a>) -> Result<Rule> {
-        Rule::new(strikes, window, duration)
+    fn build((strikes, window, duration): (i64, Micros, Micros), _: &Options<'a>) -> Result<Ban> {
+        Ban::new(strikes, window, duration)
     }
 }
 
-impl Limiter for Rule {
+impl Limiter for Ban {
     type State = State;
     /// The strike a denial of the call records.
     type Pending = Option<State>;

@@ -12,7 +12,7 @@ use crate::call::keys::KeyRead;
 use crate::call::limiter::{
     Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
-use crate::call::state::{parse_decimal, Effect, StateKind, Stored};
+use crate::call::state::{parse_decimal, Effect, StateName, Stored};
 use crate::call::verdict::{Decision, Verdict};
 use crate::error::{DurationProblem, Error, Result};
 use crate::limits::{MAX_DURATION, MAX_SAFE_INTEGER};
@@ -22,7 +22,7 @@ use crate::parse::keyword::{Opt, SETTLE};
 use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
 
 /// What an RL.FIXED key holds, as error replies word it.
-pub const STATE: StateKind = StateKind {
+pub const STATE: StateName = StateName {
     command: "RL.FIXED",
     expected: "a non-negative integer counter",
 };
@@ -39,18 +39,18 @@ pub static KIND: Kind = Kind {
 /// RL.FIXED's rule on one key (and each pair of RL.MULTI): a limit per window, windows
 /// aligned to the epoch or not. Each call brings its cost.
 ///
-/// Built only by [`Rule::new`], which guarantees `limit >= 1` and a window of whole
+/// Built only by [`Fixed::new`], which guarantees `limit >= 1` and a window of whole
 /// milliseconds from 1 ms to ten years.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule {
+pub struct Fixed {
     limit: i64,
     window: Micros,
     align: bool,
 }
 
-impl Rule {
+impl Fixed {
     /// Check the parameters, with the errors of the arguments they come from.
-    pub fn new(limit: i64, window: Micros, align: bool) -> Result<Rule> {
+    pub fn new(limit: i64, window: Micros, align: bool) -> Result<Fixed> {
         check_count("limit", limit, 1)?;
         if window.0 == 0 || !window.0.is_multiple_of(MICROS_PER_MS) || window > MAX_DURATION {
             let reason = if window > MAX_DURATION {
@@ -64,7 +64,7 @@ impl Rule {
                 reason,
             });
         }
-        Ok(Rule {
+        Ok(Fixed {
             limit,
             window,
             align,
@@ -84,7 +84,7 @@ impl Rule {
     }
 }
 
-impl<'a> Syntax<'a> for Rule {
+impl<'a> Syntax<'a> for Fixed {
     const KIND: &'static Kind = &KIND;
     const ARGS: usize = 2;
     const OPTIONS: &'static [Opt] = &[Opt::Align];
@@ -104,12 +104,12 @@ impl<'a> Syntax<'a> for Rule {
         ))
     }
 
-    fn build((limit, window): (i64, Micros), opts: &Options<'a>) -> Result<Rule> {
-        Rule::new(limit, window, opts.align)
+    fn build((limit, window): (i64, Micros), opts: &Options<'a>) -> Result<Fixed> {
+        Fixed::new(limit, window, opts.align)
     }
 }
 
-impl Limiter for Rule {
+impl Limiter for Fixed {
     type State = i64;
     /// The write when the call is allowed, and when it is denied.
     type Pending = (Effect<i64>, Effect<i64>);
@@ -135,7 +135,7 @@ impl Limiter for Rule {
         if let Some(s) = &stored {
             check_not_a_tat(s.state, self.limit)?;
         }
-        let (verdict, on_allow, on_deny) = settle(stored, req, self)?;
+        let (verdict, on_allow, on_deny) = judge(stored, req, self)?;
         Ok(Judgement::plain(
             verdict,
             self.window.floor_millis(),
@@ -208,7 +208,7 @@ pub fn new_window_end(now: Micros, window: Micros, align: bool) -> UnixMillis {
 /// The current window of a stored counter at `now`: its count, its end, and whether
 /// the counter lacked an expiry (it then gets one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Window {
+pub struct Current {
     pub count: i64,
     pub ends_at: UnixMillis,
     pub missing_ttl: bool,
@@ -219,8 +219,8 @@ pub fn current_window(
     now: Micros,
     window: Micros,
     align: bool,
-) -> Window {
-    let fresh = |count, missing_ttl| Window {
+) -> Current {
+    let fresh = |count, missing_ttl| Current {
         count,
         ends_at: new_window_end(now, window, align),
         missing_ttl,
@@ -234,7 +234,7 @@ pub fn current_window(
         Some(Stored {
             state: count,
             expires_at: Some(end),
-        }) if end.as_micros() > now => Window {
+        }) if end.as_micros() > now => Current {
             count,
             ends_at: end,
             missing_ttl: false,
@@ -250,13 +250,13 @@ pub fn current_window(
 /// The verdict on one request against one counter in the request's mode, what the
 /// call writes when it is allowed, and what it writes when it is denied (see [`judge`],
 /// [`refund`], [`force`]).
-pub(crate) fn settle(
+pub(crate) fn judge(
     stored: Option<Stored<i64>>,
     req: &Request,
-    p: &Rule,
+    p: &Fixed,
 ) -> Result<(Verdict, Effect<i64>, Effect<i64>)> {
     Ok(match req.mode {
-        Mode::Take => judge(stored, req.now, p, req.cost),
+        Mode::Take => take(stored, req.now, p, req.cost),
         Mode::Refund => {
             let (verdict, effect) = refund(stored, req.now, p, req.cost);
             (verdict, effect, Effect::None)
@@ -274,7 +274,7 @@ pub(crate) fn settle(
 pub(crate) fn refund(
     stored: Option<Stored<i64>>,
     now: Micros,
-    p: &Rule,
+    p: &Fixed,
     cost: i64,
 ) -> (Verdict, Effect<i64>) {
     let live = match stored {
@@ -314,7 +314,7 @@ pub(crate) fn refund(
 pub(crate) fn force(
     stored: Option<Stored<i64>>,
     now: Micros,
-    p: &Rule,
+    p: &Fixed,
     cost: i64,
 ) -> Result<(Verdict, Effect<i64>)> {
     let w = current_window(stored, now, p.window, p.align);
@@ -356,10 +356,10 @@ pub(crate) fn force(
 
 /// The verdict on one request against one counter, what an allowed call writes, and
 /// what a denied one writes (a counter without TTL gets the end of its window).
-pub(crate) fn judge(
+pub(crate) fn take(
     stored: Option<Stored<i64>>,
     now: Micros,
-    p: &Rule,
+    p: &Fixed,
     cost: i64,
 ) -> (Verdict, Effect<i64>, Effect<i64>) {
     let w = current_window(stored, now, p.window, p.align);
@@ -415,8 +415,8 @@ mod tests {
 
     const T0: u64 = 1_700_000_000_000_000; // µs, an arbitrary instant on a second boundary
 
-    fn p(limit: i64, window_ms: u64, cost: i64, align: bool) -> (Rule, i64) {
-        let rule = Rule::new(limit, Micros::from_millis(window_ms), align).unwrap();
+    fn p(limit: i64, window_ms: u64, cost: i64, align: bool) -> (Fixed, i64) {
+        let rule = Fixed::new(limit, Micros::from_millis(window_ms), align).unwrap();
         rule.check_cost(cost, Mode::Take).unwrap();
         (rule, cost)
     }
@@ -425,7 +425,7 @@ mod tests {
     fn decide(
         stored: Option<Stored<i64>>,
         now: Micros,
-        (rule, cost): &(Rule, i64),
+        (rule, cost): &(Fixed, i64),
     ) -> Decided<i64> {
         crate::call::memory::run_on(&Call::one(*rule, *cost), &[stored], now)
             .expect("a counter")
@@ -453,7 +453,7 @@ mod tests {
             name: &'static str,
             stored: Option<Stored<i64>>,
             now: Micros,
-            params: (Rule, i64),
+            params: (Fixed, i64),
             fields: [i64; 5],
             effect: Effect<i64>,
         }
@@ -660,7 +660,7 @@ mod tests {
     #[test]
     fn cost_above_limit_is_an_error_not_a_denial() {
         assert_eq!(
-            Rule::new(10, Micros::from_millis(1000), false)
+            Fixed::new(10, Micros::from_millis(1000), false)
                 .and_then(|r| r.check_cost(11, Mode::Take)),
             Err(Error::CostOverCapacity {
                 cost: 11,
@@ -673,11 +673,11 @@ mod tests {
     #[test]
     fn constructor_refuses_what_the_parser_refuses() {
         let s = Micros::from_secs(1);
-        assert!(Rule::new(0, s, false).is_err());
-        assert!(Rule::new(1, Micros::ZERO, false).is_err());
-        assert!(Rule::new(1, Micros(1_500), false).is_err());
-        assert!(Rule::new(1, Micros(MAX_DURATION.0 + 1_000), false).is_err());
-        assert!(Rule::new(1, MAX_DURATION, false).is_ok());
+        assert!(Fixed::new(0, s, false).is_err());
+        assert!(Fixed::new(1, Micros::ZERO, false).is_err());
+        assert!(Fixed::new(1, Micros(1_500), false).is_err());
+        assert!(Fixed::new(1, Micros(MAX_DURATION.0 + 1_000), false).is_err());
+        assert!(Fixed::new(1, MAX_DURATION, false).is_ok());
     }
 
     #[test]
@@ -801,7 +801,7 @@ mod tests {
             let raw: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
             let _ = crate::limiters::fixed(&raw);
             let stored = Some(Stored { state: count.clamp(0, MAX), expires_at: ends.map(UnixMillis) });
-            if let Ok(rule) = Rule::new(limit, Micros::from_millis(window_ms), align) {
+            if let Ok(rule) = Fixed::new(limit, Micros::from_millis(window_ms), align) {
                 let params = (rule, cost.min(limit));
                 if check_not_a_tat(count.clamp(0, MAX), limit).is_err() {
                     // What can only be RL.GCRA's state: an error, nothing decided.

@@ -31,7 +31,7 @@ use crate::call::keys::KeyRead;
 use crate::call::limiter::{
     Field, Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
-use crate::call::state::{Decided, Effect, StateKind, Stored};
+use crate::call::state::{Decided, Effect, StateName, Stored};
 use crate::call::verdict::{Decision, Verdict};
 use crate::error::{Error, Result};
 use crate::limits::{MAX_BURST_WINDOW, MAX_TAT, MAX_TAT_DIGITS};
@@ -41,7 +41,7 @@ use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis};
 
 /// What an RL.GCRA key holds, as error replies word it.
-pub const STATE: StateKind = StateKind {
+pub const STATE: StateName = StateName {
     command: "RL.GCRA",
     expected: "a theoretical arrival time in microseconds since the Unix epoch",
 };
@@ -147,9 +147,9 @@ impl GcraParams {
 /// RL.GCRA's rule on one key: the rate, the burst and, for the command, `DELAY`. Each
 /// call brings its cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule(GcraParams);
+pub struct Gcra(GcraParams);
 
-impl Rule {
+impl Gcra {
     /// The checked parameters of a call with this cost.
     pub fn params(&self, cost: i64) -> GcraParams {
         GcraParams { cost, ..self.0 }
@@ -157,13 +157,13 @@ impl Rule {
 }
 
 /// The rule of checked parameters (their cost is each call's).
-impl From<GcraParams> for Rule {
-    fn from(params: GcraParams) -> Rule {
-        Rule(GcraParams { cost: 0, ..params })
+impl From<GcraParams> for Gcra {
+    fn from(params: GcraParams) -> Gcra {
+        Gcra(GcraParams { cost: 0, ..params })
     }
 }
 
-impl<'a> Syntax<'a> for Rule {
+impl<'a> Syntax<'a> for Gcra {
     const KIND: &'static Kind = &KIND;
     const ARGS: usize = 3;
     const OPTIONS: &'static [Opt] = &[];
@@ -185,7 +185,7 @@ impl<'a> Syntax<'a> for Rule {
     }
 
     /// Checked in the order of the errors: rate, burst window, cost, delay.
-    fn build((max_burst, count, period): (i64, i64, Micros), opts: &Options<'a>) -> Result<Rule> {
+    fn build((max_burst, count, period): (i64, i64, Micros), opts: &Options<'a>) -> Result<Gcra> {
         // A refund or a forced request of any cost can be settled: no capacity check.
         let cost = if opts.refund || opts.force {
             0
@@ -197,11 +197,11 @@ impl<'a> Syntax<'a> for Rule {
             Some(d) => params.with_delay(d)?,
             None => params,
         };
-        Ok(Rule(GcraParams { cost: 0, ..params }))
+        Ok(Gcra(GcraParams { cost: 0, ..params }))
     }
 }
 
-impl Limiter for Rule {
+impl Limiter for Gcra {
     type State = Micros;
     /// What an allowed call writes (a denial writes nothing: the expiry follows the TAT).
     type Pending = Effect<Micros>;
@@ -485,7 +485,7 @@ mod tests {
             state,
             expires_at: None,
         });
-        crate::call::memory::run_on(&Call::one(Rule::from(*p), p.cost()), &[stored], now)
+        crate::call::memory::run_on(&Call::one(Gcra::from(*p), p.cost()), &[stored], now)
             .expect("a TAT")
             .decided()
     }

@@ -32,7 +32,7 @@ use crate::call::keys::{KeyRead, SetOp, SetOps, SortedSet, Value, Walk, Written}
 use crate::call::limiter::{
     Field, Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax, Token,
 };
-use crate::call::state::{Effect, Encode, StateKind};
+use crate::call::state::{Effect, Encode, StateName};
 use crate::call::verdict::{Decision, Verdict};
 use crate::error::{Error, Result};
 use crate::limits::{MAX_END_MS, MAX_ID_LEN, MAX_LEASE_LIMIT};
@@ -46,7 +46,7 @@ const COMMAND: &str = "RL.LEASE";
 pub const RELEASE: &str = "RL.RELEASE";
 
 /// What an RL.LEASE key holds, as error replies word it.
-pub const STATE: StateKind = StateKind {
+pub const STATE: StateName = StateName {
     command: COMMAND,
     expected: "a sorted set of lease ids scored by their expiry in Unix milliseconds",
 };
@@ -72,13 +72,13 @@ pub fn check_id(raw: &[u8]) -> Result<&[u8]> {
 /// after it was last acquired or renewed; `id` names the call's lease (`ID`), or the
 /// call gets a [`Token`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule<'a> {
+pub struct Lease<'a> {
     limit: i64,
     ttl_ms: u64,
     id: Option<&'a [u8]>,
 }
 
-impl<'a> Rule<'a> {
+impl<'a> Lease<'a> {
     pub fn limit(&self) -> i64 {
         self.limit
     }
@@ -90,7 +90,7 @@ impl<'a> Rule<'a> {
     }
 }
 
-impl<'a> Syntax<'a> for Rule<'a> {
+impl<'a> Syntax<'a> for Lease<'a> {
     const KIND: &'static Kind = &KIND;
     const ARGS: usize = 2;
     const OPTIONS: &'static [Opt] = &[];
@@ -115,8 +115,8 @@ impl<'a> Syntax<'a> for Rule<'a> {
         Ok((limit, parse_duration("ttl", raw_ttl)?))
     }
 
-    fn build((limit, ttl): (i64, Micros), opts: &Options<'a>) -> Result<Rule<'a>> {
-        Ok(Rule {
+    fn build((limit, ttl): (i64, Micros), opts: &Options<'a>) -> Result<Lease<'a>> {
+        Ok(Lease {
             limit,
             ttl_ms: ttl.floor_millis(),
             id: opts.id.map(check_id).transpose()?,
@@ -281,7 +281,7 @@ fn kth_live(set: &dyn SortedSet, now_ms: u64, k: usize) -> Result<u64> {
     found.ok_or(Error::Internal("lease count"))
 }
 
-impl<'a> Limiter for Rule<'a> {
+impl<'a> Limiter for Lease<'a> {
     type State = Grant<'a>;
     type Pending = Option<Pending<'a>>;
 
@@ -523,7 +523,7 @@ mod tests {
         Micros::from_millis(T0 + ms)
     }
 
-    fn parse(args: &[&'static str]) -> Result<Call<Rule<'static>>> {
+    fn parse(args: &[&'static str]) -> Result<Call<Lease<'static>>> {
         let raw: Vec<&[u8]> = std::iter::once("k")
             .chain(args.iter().copied())
             .map(str::as_bytes)
@@ -847,7 +847,11 @@ mod tests {
             }
         }
 
-        fn judged<'r>(&self, rule: &Rule<'r>, cost: i64) -> Result<Judgement<Option<Pending<'r>>>> {
+        fn judged<'r>(
+            &self,
+            rule: &Lease<'r>,
+            cost: i64,
+        ) -> Result<Judgement<Option<Pending<'r>>>> {
             rule.judge(KeyRead::SortedSet(self), &Request::take(at(0), cost))
         }
     }
@@ -963,7 +967,7 @@ mod tests {
         ));
     }
 
-    fn all(args: &[&'static str]) -> Result<Call<crate::limiters::Rule<'static>>> {
+    fn all(args: &[&'static str]) -> Result<Call<crate::limiters::AnyRule<'static>>> {
         let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         crate::limiters::all(&raw)
     }

@@ -28,7 +28,7 @@ use crate::call::keys::{KeyRead, SetOp, SetOps, SortedSet, Value, Walk, Written}
 use crate::call::limiter::{
     Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
-use crate::call::state::{Effect, Encode, StateKind};
+use crate::call::state::{Effect, Encode, StateName};
 use crate::call::verdict::{Decision, Verdict};
 use crate::error::{Error, Result};
 use crate::limits::{
@@ -42,7 +42,7 @@ use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
 const COMMAND: &str = "RL.LOG";
 
 /// What an RL.LOG key holds, as error replies word it.
-pub const STATE: StateKind = StateKind {
+pub const STATE: StateName = StateName {
     command: COMMAND,
     expected: "a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch",
 };
@@ -143,13 +143,13 @@ pub trait Index {
 /// RL.LOG's rule on one key: `limit` per moving `window`, each entry recording `meta`.
 /// Each call brings its cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule<'a> {
+pub struct Log<'a> {
     limit: i64,
     window: Micros,
     meta: &'a [u8],
 }
 
-impl<'a> Rule<'a> {
+impl<'a> Log<'a> {
     pub fn limit(&self) -> i64 {
         self.limit
     }
@@ -161,7 +161,7 @@ impl<'a> Rule<'a> {
     }
 }
 
-impl<'a> Syntax<'a> for Rule<'a> {
+impl<'a> Syntax<'a> for Log<'a> {
     const KIND: &'static Kind = &KIND;
     const ARGS: usize = 2;
     const OPTIONS: &'static [Opt] = &[Opt::Meta];
@@ -185,8 +185,8 @@ impl<'a> Syntax<'a> for Rule<'a> {
         Ok((limit, parse_duration("window", raw_window)?))
     }
 
-    fn build((limit, window): (i64, Micros), opts: &Options<'a>) -> Result<Rule<'a>> {
-        Ok(Rule {
+    fn build((limit, window): (i64, Micros), opts: &Options<'a>) -> Result<Log<'a>> {
+        Ok(Log {
             limit,
             window,
             meta: opts.meta.unwrap_or(&[]),
@@ -314,7 +314,7 @@ fn numbers_spent() -> Error {
     Error::LogNumbersSpent
 }
 
-impl<'a> Limiter for Rule<'a> {
+impl<'a> Limiter for Log<'a> {
     type State = LogWrite<'a>;
     type Pending = Pending<'a>;
 
@@ -381,7 +381,7 @@ impl<'a> Limiter for Rule<'a> {
     }
 }
 
-impl<'a> Rule<'a> {
+impl<'a> Log<'a> {
     /// `FORCE`: record `cost` at the log's time whether it fits or not, unless the
     /// window would then hold more than twice the limit (an error). Over the limit,
     /// field 1 is 1 and the wait is until enough of the oldest members have left for a
@@ -817,8 +817,8 @@ mod tests {
         Micros::from_millis(T0 + ms)
     }
 
-    fn rule(limit: i64, window_ms: u64) -> Rule<'static> {
-        Rule {
+    fn rule(limit: i64, window_ms: u64) -> Log<'static> {
+        Log {
             limit,
             window: Micros::from_millis(window_ms),
             meta: b"",
@@ -827,9 +827,9 @@ mod tests {
 
     /// A log as the server keeps it: members sorted by score, then by their bytes.
     #[derive(Default, Clone)]
-    struct Log(BTreeSet<(u64, Vec<u8>)>);
+    struct LogKey(BTreeSet<(u64, Vec<u8>)>);
 
-    impl Log {
+    impl LogKey {
         fn entries(&self) -> impl DoubleEndedIterator<Item = Result<Entry>> + '_ {
             self.0.iter().map(|(score, member)| {
                 parse_entry(member, *score as f64).ok_or_else(|| STATE.invalid())
@@ -837,15 +837,15 @@ mod tests {
         }
 
         /// Judge and write, as the glue does.
-        fn call(&mut self, now: Micros, r: &Rule<'static>, cost: i64) -> Verdict {
+        fn call(&mut self, now: Micros, r: &Log<'static>, cost: i64) -> Verdict {
             let j = r.judge_index(self, now, cost).expect("a log");
             let allowed = j.verdict.is_allowed();
-            let settled = if allowed {
+            let outcome = if allowed {
                 Outcome::Allowed
             } else {
                 Outcome::Denied { repair: true }
             };
-            if let (Outcome::Allowed, Some(state)) = (settled, j.pending) {
+            if let (Outcome::Allowed, Some(state)) = (outcome, j.pending) {
                 let mut m = Vec::new();
                 state.member(&mut m);
                 self.0.insert((state.time.0, m));
@@ -864,7 +864,7 @@ mod tests {
         }
     }
 
-    impl Index for Log {
+    impl Index for LogKey {
         fn members(&self) -> usize {
             self.0.len()
         }
@@ -902,7 +902,7 @@ mod tests {
     #[test]
     fn exact_moving_window_and_retry() {
         // 3 per second.
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         let r = rule(3, 1_000);
         for (t, want) in [
             (0, [0, 3, 2, -1, 1_000]),
@@ -921,8 +921,8 @@ mod tests {
     }
 
     /// A log of hand-written members `(time ms after T0, seq, cost)`.
-    fn written(members: &[(u64, u64, u64)]) -> Log {
-        let mut log = Log::default();
+    fn written(members: &[(u64, u64, u64)]) -> LogKey {
+        let mut log = LogKey::default();
         for (i, &(t, seq, cost)) in members.iter().enumerate() {
             let member = format!("{seq:016}:{cost}:m{i}").into_bytes();
             log.0.insert((at(t).0, member));
@@ -980,7 +980,7 @@ mod tests {
     #[test]
     fn a_write_removes_at_most_64_leaving_entries_and_never_counts_the_rest() {
         let r = rule(200, 1_000);
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         for _ in 0..150 {
             assert!(log.call(at(0), &r, 1).is_allowed());
         }
@@ -995,8 +995,8 @@ mod tests {
 
     #[test]
     fn one_member_per_request_whatever_its_cost() {
-        let mut log = Log::default();
-        let r = Rule {
+        let mut log = LogKey::default();
+        let r = Log {
             meta: b"user:\x00:42",
             ..rule(10, 60_000)
         };
@@ -1048,7 +1048,7 @@ mod tests {
     /// holds more than 3.
     #[test]
     fn an_older_at_is_judged_at_the_newest_entry() {
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         let r = rule(3, 10);
         for t in [72, 73, 75, 86, 66, 67] {
             assert!(log.call(at(t), &r, 1).is_allowed(), "+{t}");
@@ -1067,7 +1067,7 @@ mod tests {
         // 100 requests of cost 1 over 100 ms, then a request of cost 50 with limit 100:
         // the 50th oldest must leave first (beyond the first few members read one by
         // one, found by the search).
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         let r = rule(100, 1_000);
         for i in 0..100 {
             assert!(log.call(at(i), &r, 1).is_allowed());
@@ -1076,7 +1076,7 @@ mod tests {
         // Member i (at +i ms) leaves at +1000 + i; the 50th is i = 49.
         assert_eq!(j.verdict.fields(), [1, 100, 0, 549, 599]);
         // Equal scores: 30 requests at one instant count as one step of the search.
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         for _ in 0..30 {
             log.call(at(0), &r, 1);
         }
@@ -1095,7 +1095,7 @@ mod tests {
 
     #[test]
     fn members_of_the_same_time_sort_by_their_running_total() {
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         let r = rule(10_000, 1_000);
         for _ in 0..11 {
             log.call(at(0), &r, 1);
@@ -1168,7 +1168,7 @@ mod tests {
         long.extend([b'x'; MAX_META_LEN + 1]);
         assert_eq!(parse_entry(&long, 1.0), None);
         // A set of another kind is refused as a whole.
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         log.0.insert((1, b"x".to_vec()));
         assert_eq!(
             rule(5, 1_000).judge_index(&log, at(0), 1).err(),
@@ -1178,7 +1178,7 @@ mod tests {
 
     #[test]
     fn a_log_whose_numbers_are_spent_refuses_to_record() {
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         let mut m = Vec::new();
         Append {
             time: at(0),
@@ -1258,7 +1258,7 @@ mod tests {
         ) {
             let window = window_ms * 1000;
             let r = rule(limit, window_ms);
-            let mut log = Log::default();
+            let mut log = LogKey::default();
             let mut recorded: Vec<(u64, i64)> = Vec::new();
             let mut clock = at(0).0 + 5;
             for (scale, dt, c) in steps {

@@ -31,7 +31,7 @@ macro_rules! limiters {
     ($($variant:ident($rule:ty)),* $(,)?) => {
         /// A checked rule of any limiter.
         #[derive(Clone, Debug, PartialEq, Eq)]
-        pub enum Rule<'a> {
+        pub enum AnyRule<'a> {
             $($variant($rule),)*
         }
 
@@ -39,40 +39,40 @@ macro_rules! limiters {
         /// the size of the largest (RL.SLIDING's buckets): no allocation per call.
         #[derive(Clone, Debug, PartialEq, Eq)]
         #[allow(clippy::large_enum_variant)]
-        pub enum State<'a> {
+        pub enum AnyState<'a> {
             $($variant(<$rule as Limiter>::State),)*
         }
 
         /// What a rule of any limiter keeps between judging and writing (on the stack,
-        /// as [`State`]).
+        /// as [`AnyState`]).
         #[derive(Clone, Debug, PartialEq, Eq)]
         #[allow(clippy::large_enum_variant)]
-        pub enum Pending<'a> {
+        pub enum AnyPending<'a> {
             $($variant(<$rule as Limiter>::Pending),)*
         }
 
         $(
-            impl<'a> From<$rule> for Rule<'a> {
-                fn from(rule: $rule) -> Rule<'a> {
-                    Rule::$variant(rule)
+            impl<'a> From<$rule> for AnyRule<'a> {
+                fn from(rule: $rule) -> AnyRule<'a> {
+                    AnyRule::$variant(rule)
                 }
             }
         )*
 
         /// A rule of any kind is judged by the rule of its kind.
-        impl<'a> Limiter for Rule<'a> {
-            type State = State<'a>;
-            type Pending = Pending<'a>;
+        impl<'a> Limiter for AnyRule<'a> {
+            type State = AnyState<'a>;
+            type Pending = AnyPending<'a>;
 
             fn kind(&self) -> &'static Kind {
                 match self {
-                    $(Rule::$variant(r) => Limiter::kind(r),)*
+                    $(AnyRule::$variant(r) => Limiter::kind(r),)*
                 }
             }
 
             fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
                 match self {
-                    $(Rule::$variant(r) => Limiter::check_cost(r, cost, mode),)*
+                    $(AnyRule::$variant(r) => Limiter::check_cost(r, cost, mode),)*
                 }
             }
 
@@ -80,10 +80,10 @@ macro_rules! limiters {
                 &self,
                 key: KeyRead<'_>,
                 req: &Request,
-            ) -> Result<Judgement<Pending<'a>>> {
+            ) -> Result<Judgement<AnyPending<'a>>> {
                 match self {
-                    $(Rule::$variant(r) => {
-                        Limiter::judge(r, key, req).map(|j| j.map(Pending::$variant))
+                    $(AnyRule::$variant(r) => {
+                        Limiter::judge(r, key, req).map(|j| j.map(AnyPending::$variant))
                     })*
                 }
             }
@@ -92,51 +92,51 @@ macro_rules! limiters {
             /// another rule writes nothing).
             fn write(
                 &self,
-                pending: Pending<'a>,
+                pending: AnyPending<'a>,
                 outcome: Outcome,
                 req: &Request,
-            ) -> std::result::Result<Effect<State<'a>>, Full> {
+            ) -> std::result::Result<Effect<AnyState<'a>>, Full> {
                 match (self, pending) {
-                    $((Rule::$variant(r), Pending::$variant(p)) => {
-                        Limiter::write(r, p, outcome, req).map(|e| e.map(State::$variant))
+                    $((AnyRule::$variant(r), AnyPending::$variant(p)) => {
+                        Limiter::write(r, p, outcome, req).map(|e| e.map(AnyState::$variant))
                     })*
                     _ => Ok(Effect::None),
                 }
             }
         }
 
-        impl<'a> Rule<'a> {
+        impl<'a> AnyRule<'a> {
             /// The options of the whole call this rule takes in RL.ALL (a set of bits).
             fn call_option_set(&self) -> u16 {
                 match self {
-                    $(Rule::$variant(_) => Opt::set(<$rule as Syntax>::CALL_OPTIONS),)*
+                    $(AnyRule::$variant(_) => Opt::set(<$rule as Syntax>::CALL_OPTIONS),)*
                 }
             }
 
             /// Take the call's options, read after every rule.
             fn call_options(&mut self, opts: &Options<'a>) -> Result<()> {
                 match self {
-                    $(Rule::$variant(r) => Syntax::call_options(r, opts),)*
+                    $(AnyRule::$variant(r) => Syntax::call_options(r, opts),)*
                 }
             }
         }
 
-        impl Written for State<'_> {
+        impl Written for AnyState<'_> {
             fn value(&self) -> Value<'_> {
                 match self {
-                    $(State::$variant(s) => s.value(),)*
+                    $(AnyState::$variant(s) => s.value(),)*
                 }
             }
         }
 
         /// How many kinds of limiters there are (RL.ALL's rule keywords).
-        pub const KINDS_COUNT: usize = [$(stringify!($variant)),*].len();
+        pub const KIND_COUNT: usize = [$(stringify!($variant)),*].len();
 
         /// Every limiter: its RL.ALL keyword and the command its state is named after
         /// (the command of its own). (The lifetime names the rule types that borrow
         /// their arguments.)
         #[allow(clippy::extra_unused_lifetimes)]
-        pub fn kinds<'a>() -> [(&'static str, &'static str); KINDS_COUNT] {
+        pub fn keywords<'a>() -> [(&'static str, &'static str); KIND_COUNT] {
             [$((<$rule as Syntax>::KIND.keyword, <$rule as Syntax>::KIND.state.command)),*]
         }
 
@@ -151,7 +151,7 @@ macro_rules! limiters {
 
         /// RL.ALL: the rule a keyword starts, read from the arguments after its key
         /// position; with how many arguments it took. `None`: not a rule keyword.
-        fn parse_rule<'a>(kind: &[u8], args: &[&'a [u8]]) -> Option<Result<(Rule<'a>, usize)>> {
+        fn parse_rule<'a>(kind: &[u8], args: &[&'a [u8]]) -> Option<Result<(AnyRule<'a>, usize)>> {
             $(
                 if kind.eq_ignore_ascii_case(<$rule as Syntax>::KIND.keyword.as_bytes()) {
                     return Some(rule_syntax::<$rule>(args));
@@ -163,20 +163,20 @@ macro_rules! limiters {
 }
 
 limiters! {
-    Fixed(fixed::Rule),
-    Gcra(gcra::Rule),
-    Multi(multi::Rule),
-    Sliding(sliding::Rule),
-    Log(log::Rule<'a>),
-    Lease(lease::Rule<'a>),
-    Ban(ban::Rule),
+    Fixed(fixed::Fixed),
+    Gcra(gcra::Gcra),
+    Multi(multi::Multi),
+    Sliding(sliding::Sliding),
+    Log(log::Log<'a>),
+    Lease(lease::Lease<'a>),
+    Ban(ban::Ban),
 }
 
 /// One rule of RL.ALL after its key position: its positional arguments and its own
 /// options, up to the next rule (or `COST`, `AT`).
-fn rule_syntax<'a, R>(args: &[&'a [u8]]) -> Result<(Rule<'a>, usize)>
+fn rule_syntax<'a, R>(args: &[&'a [u8]]) -> Result<(AnyRule<'a>, usize)>
 where
-    R: Syntax<'a> + Limiter + Into<Rule<'a>>,
+    R: Syntax<'a> + Limiter + Into<AnyRule<'a>>,
 {
     if args.len() < R::ARGS {
         return Err(Error::RuleArity {
@@ -190,12 +190,12 @@ where
 }
 
 /// `RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]`.
-pub fn fixed(args: &[&[u8]]) -> Result<Call<fixed::Rule>> {
+pub fn fixed(args: &[&[u8]]) -> Result<Call<fixed::Fixed>> {
     Call::single(args)
 }
 
 /// `RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]`.
-pub fn gcra(args: &[&[u8]]) -> Result<Call<gcra::Rule>> {
+pub fn gcra(args: &[&[u8]]) -> Result<Call<gcra::Gcra>> {
     Call::single(args).map_err(|e| match (e, args) {
         // redis-cell's quantity as a fifth argument (key max_burst count period n):
         // RL.GCRA takes it as COST n.
@@ -209,18 +209,18 @@ pub fn gcra(args: &[&[u8]]) -> Result<Call<gcra::Rule>> {
 }
 
 /// `RL.LOG key limit window [META value] [COST n] [AT unix_ms]`.
-pub fn log<'a>(args: &[&'a [u8]]) -> Result<Call<log::Rule<'a>>> {
+pub fn log<'a>(args: &[&'a [u8]]) -> Result<Call<log::Log<'a>>> {
     Call::single(args)
 }
 
 /// `RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]`.
-pub fn lease<'a>(args: &[&'a [u8]]) -> Result<Call<lease::Rule<'a>>> {
+pub fn lease<'a>(args: &[&'a [u8]]) -> Result<Call<lease::Lease<'a>>> {
     Call::single(args)
 }
 
 /// `CL.THROTTLE key max_burst count period [quantity]`: RL.GCRA's rule on the key, the
 /// quantity as the cost (0 when above the capacity), the server's clock.
-pub fn throttle(args: &[&[u8]]) -> Result<Call<gcra::Rule>> {
+pub fn throttle(args: &[&[u8]]) -> Result<Call<gcra::Gcra>> {
     let Some((_key, rest)) = args.split_first() else {
         return Err(Error::WrongArity {
             command: crate::limiters::throttle::COMMAND,
@@ -233,7 +233,7 @@ pub fn throttle(args: &[&[u8]]) -> Result<Call<gcra::Rule>> {
             over_capacity: t.over_capacity,
         },
         numkeys: 1,
-        rules: SmallVec::from_buf([(0, gcra::Rule::from(t.params))]),
+        rules: SmallVec::from_buf([(0, gcra::Gcra::from(t.params))]),
         cost: t.params.cost(),
         at: None,
         mode: Mode::Take,
@@ -241,13 +241,13 @@ pub fn throttle(args: &[&[u8]]) -> Result<Call<gcra::Rule>> {
 }
 
 /// `RL.MULTI numkeys key [key ...] LIMIT window limit [...] [COST n] [ALIGN] [AT ms]`.
-pub fn multi(args: &[&[u8]]) -> Result<Call<multi::Rule>> {
+pub fn multi(args: &[&[u8]]) -> Result<Call<multi::Multi>> {
     multi::parse(args)
 }
 
 /// `RL.SLIDING numkeys key [key ...] LIMIT window limit [...] [BUCKETS n] [COST n]
 /// [AT ms]`.
-pub fn sliding(args: &[&[u8]]) -> Result<Call<sliding::Rule>> {
+pub fn sliding(args: &[&[u8]]) -> Result<Call<sliding::Sliding>> {
     sliding::parse(args)
 }
 
@@ -258,12 +258,12 @@ const CALL: [Opt; 3] = [Opt::Cost, Opt::At, Opt::Id];
 /// `RL.ALL numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms] [ID id]`: one
 /// rule per key, each naming its key by its 1-based position, the call's options after
 /// the rules.
-pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
+pub fn all<'a>(args: &[&'a [u8]]) -> Result<Call<AnyRule<'a>>> {
     all_as_given(args)
         .map_err(|e| windows::numkeys_hint(args, e, MAX_ALL_KEYS, |a| all_as_given(a).is_ok()))
 }
 
-fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
+fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<AnyRule<'a>>> {
     const COMMAND: &str = "RL.ALL";
     // numkeys, one key, a rule keyword and its position, at least.
     if args.len() < 4 {
@@ -279,7 +279,7 @@ fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
         None => return Err(Error::WrongArity { command: COMMAND }),
     };
     let (_, rest) = windows::parse_keys(args)?;
-    let mut rules: SmallVec<[(usize, Rule<'a>); 1]> = SmallVec::new();
+    let mut rules: SmallVec<[(usize, AnyRule<'a>); 1]> = SmallVec::new();
     let mut i = 0;
     let mut opts = Options::default();
     while let Some(word) = rest.get(i) {
@@ -404,7 +404,7 @@ mod tests {
             .iter()
             .map(|(kind, _)| *kind)
             .collect();
-        let listed: Vec<&str> = kinds().iter().map(|(kind, _)| *kind).collect();
+        let listed: Vec<&str> = keywords().iter().map(|(kind, _)| *kind).collect();
         assert_eq!(table, listed);
     }
     use crate::call::memory::{self, Key};
@@ -412,7 +412,7 @@ mod tests {
     use crate::units::Micros;
     use proptest::prelude::*;
 
-    fn parse(args: &[&'static str]) -> Result<Call<Rule<'static>>> {
+    fn parse(args: &[&'static str]) -> Result<Call<AnyRule<'static>>> {
         let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         all(&raw)
     }
@@ -546,14 +546,14 @@ mod tests {
                 };
                 let judged = alone(&keys, now);
                 let before = keys.clone();
-                let settled = memory::run(&call, &mut keys, Micros(now)).expect("valid state");
+                let ran = memory::run(&call, &mut keys, Micros(now)).expect("valid state");
                 let every = judged.iter().all(|v| v.is_allowed());
-                prop_assert_eq!(settled.outcome == Outcome::Allowed, every);
-                prop_assert_eq!(settled.verdict, judged[settled.binding]);
+                prop_assert_eq!(ran.outcome == Outcome::Allowed, every);
+                prop_assert_eq!(ran.verdict, judged[ran.binding]);
                 if every {
                     let least = judged.iter().map(|v| v.remaining).min().unwrap();
-                    prop_assert_eq!(settled.verdict.remaining, least);
-                    prop_assert!(judged[..settled.binding].iter().all(|v| v.remaining > least));
+                    prop_assert_eq!(ran.verdict.remaining, least);
+                    prop_assert!(judged[..ran.binding].iter().all(|v| v.remaining > least));
                 } else {
                     let retry = |v: &Verdict| match v.decision {
                         Decision::Denied { retry_after } | Decision::Over { retry_after } => {
@@ -562,8 +562,8 @@ mod tests {
                         Decision::Allowed => None,
                     };
                     let most = judged.iter().filter_map(retry).max().unwrap();
-                    prop_assert_eq!(retry(&settled.verdict), Some(most));
-                    prop_assert!(judged[..settled.binding].iter().all(|v| retry(v) < Some(most)));
+                    prop_assert_eq!(retry(&ran.verdict), Some(most));
+                    prop_assert!(judged[..ran.binding].iter().all(|v| retry(v) < Some(most)));
                     // Nothing is written; at now + retry_after every rule allows.
                     prop_assert_eq!(&keys, &before);
                     let again = alone(&keys, now + most.0);
@@ -581,7 +581,7 @@ mod tests {
 #[cfg(test)]
 mod sizes {
     use super::{fixed, gcra, lease, log, multi, sliding};
-    use super::{Call, Pending, Rule, State};
+    use super::{AnyPending, AnyRule, AnyState, Call};
     use crate::call::limiter::{Judgement, Limiter};
     use crate::Effect;
     use std::mem::size_of;
@@ -602,14 +602,14 @@ mod sizes {
 
     #[test]
     fn single_key_commands_became_slower_when_every_call_moved_the_largest_limiter() {
-        small::<fixed::Rule>();
-        small::<gcra::Rule>();
-        small::<multi::Rule>();
-        small::<sliding::Rule>();
-        small::<log::Rule>();
-        small::<lease::Rule>();
-        assert!(size_of::<Judgement<Pending>>() <= 200);
-        assert!(size_of::<Effect<State>>() <= 72);
-        assert!(size_of::<Call<Rule>>() <= 128);
+        small::<fixed::Fixed>();
+        small::<gcra::Gcra>();
+        small::<multi::Multi>();
+        small::<sliding::Sliding>();
+        small::<log::Log>();
+        small::<lease::Lease>();
+        assert!(size_of::<Judgement<AnyPending>>() <= 200);
+        assert!(size_of::<Effect<AnyState>>() <= 72);
+        assert!(size_of::<Call<AnyRule>>() <= 128);
     }
 }

@@ -15,7 +15,7 @@ use crate::call::keys::{KeyRead, Value, Written};
 use crate::call::limiter::{
     Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
-use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
+use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateName, Stored};
 use crate::call::verdict::Verdict;
 use crate::call::Call;
 #[cfg(test)]
@@ -31,7 +31,7 @@ use smallvec::SmallVec;
 use std::rc::Rc;
 
 /// What an RL.MULTI key holds, as error replies word it.
-pub const STATE: StateKind = StateKind {
+pub const STATE: StateName = StateName {
     command: COMMAND,
     expected: "window_ms:count:end_ms entries separated by commas",
 };
@@ -57,17 +57,17 @@ pub fn call(
     cost: i64,
     align: bool,
     at: Option<Micros>,
-) -> Result<Call<Rule>> {
+) -> Result<Call<Multi>> {
     windows::check_shape(numkeys, limits)?;
     windows::check_cost(limits, cost)?;
     check_count("cost", cost, 0)?;
-    let rule = Rule::new(limits, align)?;
+    let rule = Multi::new(limits, align)?;
     Ok(Call::each_key(COMMAND, numkeys, rule, cost, at))
 }
 
 /// Parse the arguments after the command name (an error that a wrong numkeys explains
 /// says so: [`windows::numkeys_hint`]).
-pub fn parse(args: &[&[u8]]) -> Result<Call<Rule>> {
+pub fn parse(args: &[&[u8]]) -> Result<Call<Multi>> {
     parse_as_given(args).map_err(|e| {
         windows::numkeys_hint(args, e, crate::limits::MAX_KEYS, |a| {
             parse_as_given(a).is_ok()
@@ -75,8 +75,8 @@ pub fn parse(args: &[&[u8]]) -> Result<Call<Rule>> {
     })
 }
 
-fn parse_as_given(args: &[&[u8]]) -> Result<Call<Rule>> {
-    let (numkeys, opts, mode) = windows::parse_call(args, COMMAND, <Rule as Syntax>::OPTIONS)?;
+fn parse_as_given(args: &[&[u8]]) -> Result<Call<Multi>> {
+    let (numkeys, opts, mode) = windows::parse_call(args, COMMAND, <Multi as Syntax>::OPTIONS)?;
     // A refund or a forced request of any cost can be settled: no capacity check.
     let checked = if mode == Mode::Take { opts.cost } else { 0 };
     let call = call(numkeys, &opts.limits, checked, opts.align, opts.at)?;
@@ -89,21 +89,21 @@ fn parse_as_given(args: &[&[u8]]) -> Result<Call<Rule>> {
 /// RL.MULTI's rule on one key: its LIMITs (fixed windows, aligned to the epoch or not).
 /// Each call brings its cost.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Rule {
+pub struct Multi {
     /// One per LIMIT, in argument order. Shared: RL.MULTI judges every key with the
     /// same rule, and a rule of any limiter is moved as the largest one.
-    pairs: Rc<[fixed::Rule]>,
+    pairs: Rc<[fixed::Fixed]>,
 }
 
-impl Rule {
+impl Multi {
     /// 1 to [`MAX_WINDOWS`](crate::limits::MAX_WINDOWS) LIMITs, no window twice.
-    pub fn new(limits: &[Limit], align: bool) -> Result<Rule> {
+    pub fn new(limits: &[Limit], align: bool) -> Result<Multi> {
         windows::check_limits(limits)?;
         let pairs = limits
             .iter()
-            .map(|l| fixed::Rule::new(l.limit, l.window, align))
+            .map(|l| fixed::Fixed::new(l.limit, l.window, align))
             .collect::<Result<Rc<[_]>>>()?;
-        Ok(Rule { pairs })
+        Ok(Multi { pairs })
     }
 
     /// The LIMITs, in argument order.
@@ -138,7 +138,7 @@ impl Rule {
                     state: e.count,
                     expires_at: Some(e.ends_at),
                 });
-            let (verdict, on_allow, _) = fixed::settle(counter, req, pair)?;
+            let (verdict, on_allow, _) = fixed::judge(counter, req, pair)?;
             binding.offer(verdict, window_ms);
             // A forced request over the limit is written too; a refund that empties
             // a window drops it (as a window this call names, it is not kept).
@@ -162,7 +162,7 @@ impl Rule {
     fn untouched(&self) -> (Verdict, u64) {
         let first = self.pairs.first();
         (
-            Verdict::untouched(first.map_or(0, fixed::Rule::limit)),
+            Verdict::untouched(first.map_or(0, fixed::Fixed::limit)),
             first.map_or(0, |p| p.window().floor_millis()),
         )
     }
@@ -176,7 +176,7 @@ pub struct Pending {
     updated: Entries,
 }
 
-impl<'a> Syntax<'a> for Rule {
+impl<'a> Syntax<'a> for Multi {
     const KIND: &'static Kind = &KIND;
     const ARGS: usize = 0;
     const OPTIONS: &'static [Opt] = &[Opt::Limit, Opt::Align];
@@ -186,12 +186,12 @@ impl<'a> Syntax<'a> for Rule {
         Ok(())
     }
 
-    fn build((): (), opts: &Options<'a>) -> Result<Rule> {
-        Rule::new(&opts.limits, opts.align)
+    fn build((): (), opts: &Options<'a>) -> Result<Multi> {
+        Multi::new(&opts.limits, opts.align)
     }
 }
 
-impl Limiter for Rule {
+impl Limiter for Multi {
     type State = State;
     type Pending = Pending;
 
@@ -226,7 +226,7 @@ impl Limiter for Rule {
     }
 }
 
-impl windows::Window for Entry {
+impl windows::WindowEntry for Entry {
     fn window_ms(&self) -> u64 {
         self.window_ms
     }
@@ -358,7 +358,7 @@ mod tests {
 
     const T0: u64 = 1_700_000_000_000; // ms, on a second boundary (20 s past a minute)
 
-    fn parse(args: &[&str]) -> Result<Call<Rule>> {
+    fn parse(args: &[&str]) -> Result<Call<Multi>> {
         let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         super::parse(&raw)
     }
@@ -642,7 +642,7 @@ mod tests {
         })
     }
 
-    fn req(numkeys: usize, limits: &[(u64, i64)], cost: i64, align: bool) -> Call<Rule> {
+    fn req(numkeys: usize, limits: &[(u64, i64)], cost: i64, align: bool) -> Call<Multi> {
         let limits: Vec<Limit> = limits.iter().map(|&(w, l)| lim(w, l)).collect();
         call(numkeys, &limits, cost, align, None).unwrap()
     }
@@ -667,7 +667,7 @@ mod tests {
             name: &'static str,
             stored: Vec<Option<Stored<State>>>,
             now: Micros,
-            req: Call<Rule>,
+            req: Call<Multi>,
             fields: [i64; 5],
             binding: (usize, u64),
             effects: Vec<Effect<State>>,

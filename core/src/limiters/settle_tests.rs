@@ -1,5 +1,5 @@
 //! `REFUND`, `FORCE` and RL.ALL's `BAN` rule, on every limiter: calls parsed by each
-//! command's parser and settled by the module's path on keys held in memory
+//! command's parser and run by the module's one loop on keys held in memory
 //! ([`memory::run`]), with explicit times.
 
 use crate::call::limiter::Limiter;

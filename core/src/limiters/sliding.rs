@@ -25,7 +25,7 @@ use crate::call::keys::{KeyRead, Value, Written};
 use crate::call::limiter::{
     Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
-use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
+use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateName, Stored};
 use crate::call::verdict::{Decision, Verdict};
 use crate::call::Call;
 use crate::error::{Error, Result};
@@ -42,7 +42,7 @@ use std::rc::Rc;
 const COMMAND: &str = "RL.SLIDING";
 
 /// What an RL.SLIDING key holds, as error replies word it.
-pub const STATE: StateKind = StateKind {
+pub const STATE: StateName = StateName {
     command: COMMAND,
     expected: "window_ms:buckets:first:counts entries separated by commas",
 };
@@ -58,7 +58,7 @@ pub static KIND: Kind = Kind {
 
 /// One LIMIT of a checked request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Window {
+pub struct Span {
     pub window: Micros,
     pub limit: i64,
 }
@@ -74,9 +74,9 @@ pub fn call(
     buckets: u64,
     cost: i64,
     at: Option<Micros>,
-) -> Result<Call<Rule>> {
+) -> Result<Call<Sliding>> {
     windows::check_shape(numkeys, limits)?;
-    let rule = Rule::new(limits, buckets)?;
+    let rule = Sliding::new(limits, buckets)?;
     windows::check_cost(limits, cost)?;
     check_count("cost", cost, 0)?;
     Ok(Call::each_key(COMMAND, numkeys, rule, cost, at))
@@ -84,7 +84,7 @@ pub fn call(
 
 /// Parse the arguments after the command name; every check that needs no key (an
 /// error that a wrong numkeys explains says so: [`windows::numkeys_hint`]).
-pub fn parse(args: &[&[u8]]) -> Result<Call<Rule>> {
+pub fn parse(args: &[&[u8]]) -> Result<Call<Sliding>> {
     parse_as_given(args).map_err(|e| {
         windows::numkeys_hint(args, e, crate::limits::MAX_KEYS, |a| {
             parse_as_given(a).is_ok()
@@ -92,8 +92,8 @@ pub fn parse(args: &[&[u8]]) -> Result<Call<Rule>> {
     })
 }
 
-fn parse_as_given(args: &[&[u8]]) -> Result<Call<Rule>> {
-    let (numkeys, opts, mode) = windows::parse_call(args, COMMAND, <Rule as Syntax>::OPTIONS)?;
+fn parse_as_given(args: &[&[u8]]) -> Result<Call<Sliding>> {
+    let (numkeys, opts, mode) = windows::parse_call(args, COMMAND, <Sliding as Syntax>::OPTIONS)?;
     // A refund or a forced request of any cost can be settled: no capacity check.
     let checked = if mode == Mode::Take { opts.cost } else { 0 };
     let call = call(
@@ -112,16 +112,16 @@ fn parse_as_given(args: &[&[u8]]) -> Result<Call<Rule>> {
 /// RL.SLIDING's rule on one key: its LIMITs, each window cut into `buckets`. Each call
 /// brings its cost.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Rule {
+pub struct Sliding {
     /// Shared, as RL.MULTI's (see there).
-    windows: Rc<[Window]>,
+    windows: Rc<[Span]>,
     buckets: u64,
 }
 
-impl Rule {
+impl Sliding {
     /// 1 to [`MAX_WINDOWS`](crate::limits::MAX_WINDOWS) LIMITs, no window twice, `buckets`
     /// from 1 to [`MAX_BUCKETS`] splitting every window into whole microseconds.
-    pub fn new(limits: &[Limit], buckets: u64) -> Result<Rule> {
+    pub fn new(limits: &[Limit], buckets: u64) -> Result<Sliding> {
         windows::check_limits(limits)?;
         if buckets == 0 || buckets > MAX_BUCKETS {
             return Err(Error::InvalidBuckets {
@@ -134,10 +134,10 @@ impl Rule {
                 buckets,
             });
         }
-        Ok(Rule {
+        Ok(Sliding {
             windows: limits
                 .iter()
-                .map(|l| Window {
+                .map(|l| Span {
                     window: l.window,
                     limit: l.limit,
                 })
@@ -214,7 +214,7 @@ pub struct Pending {
     updated: Vec<Entry>,
 }
 
-impl<'a> Syntax<'a> for Rule {
+impl<'a> Syntax<'a> for Sliding {
     const KIND: &'static Kind = &KIND;
     const ARGS: usize = 0;
     const OPTIONS: &'static [Opt] = &[Opt::Limit, Opt::Buckets];
@@ -224,12 +224,12 @@ impl<'a> Syntax<'a> for Rule {
         Ok(())
     }
 
-    fn build((): (), opts: &Options<'a>) -> Result<Rule> {
-        Rule::new(&opts.limits, opts.buckets.unwrap_or(DEFAULT_BUCKETS))
+    fn build((): (), opts: &Options<'a>) -> Result<Sliding> {
+        Sliding::new(&opts.limits, opts.buckets.unwrap_or(DEFAULT_BUCKETS))
     }
 }
 
-impl Limiter for Rule {
+impl Limiter for Sliding {
     type State = State;
     type Pending = Pending;
 
@@ -267,7 +267,7 @@ impl Limiter for Rule {
     }
 }
 
-impl windows::Window for Entry {
+impl windows::WindowEntry for Entry {
     fn window_ms(&self) -> u64 {
         self.window_ms
     }
@@ -504,7 +504,7 @@ struct Pair {
 
 /// A pair's entry at `now`: in `n` buckets, its buckets that no longer count dropped;
 /// the time it is judged at (never before its newest bucket starts).
-fn counted_entry(stored: Option<&Entry>, now: Micros, w: &Window, n: u64) -> (Entry, u64) {
+fn counted_entry(stored: Option<&Entry>, now: Micros, w: &Span, n: u64) -> (Entry, u64) {
     let window = w.window.0;
     let width = window / n;
     let mut e = match stored {
@@ -526,7 +526,7 @@ fn counted_entry(stored: Option<&Entry>, now: Micros, w: &Window, n: u64) -> (En
     (e, t)
 }
 
-fn judge(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) -> Pair {
+fn judge(stored: Option<&Entry>, now: Micros, w: &Span, n: u64, cost: i64) -> Pair {
     let window = w.window.0;
     let width = window / n;
     let (mut e, t) = counted_entry(stored, now, w, n);
@@ -584,7 +584,7 @@ fn fits_at(e: &Entry, counted: i64, cost: i64, limit: i64, leaves: impl Fn(u64) 
 
 /// `REFUND`: `cost` leaves the counted buckets newest first, never below 0; the entry
 /// keeps its newest counted bucket's leaving time (none left: the window is dropped).
-fn refund(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) -> Pair {
+fn refund(stored: Option<&Entry>, now: Micros, w: &Span, n: u64, cost: i64) -> Pair {
     let window = w.window.0;
     let width = window / n;
     let (mut e, _) = counted_entry(stored, now, w, n);
@@ -619,7 +619,7 @@ fn refund(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) ->
 /// `FORCE`: `cost` is added to the current bucket whether it fits or not (the counted
 /// cost stays at most 2^53 - 1). Over the limit, field 1 is 1 and the wait is until
 /// enough of the oldest buckets have left for a request of cost 1 to fit.
-fn force(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) -> Result<Pair> {
+fn force(stored: Option<&Entry>, now: Micros, w: &Span, n: u64, cost: i64) -> Result<Pair> {
     let window = w.window.0;
     let width = window / n;
     let (mut e, t) = counted_entry(stored, now, w, n);
@@ -667,7 +667,7 @@ mod tests {
         Micros::from_millis(T0 + ms)
     }
 
-    fn req(numkeys: usize, limits: &[(u64, i64)], buckets: u64, cost: i64) -> Call<Rule> {
+    fn req(numkeys: usize, limits: &[(u64, i64)], buckets: u64, cost: i64) -> Call<Sliding> {
         let limits: Vec<Limit> = limits
             .iter()
             .map(|&(w, l)| Limit {
@@ -686,7 +686,7 @@ mod tests {
             Keys(vec![None; n])
         }
 
-        fn call(&mut self, t_ms: u64, r: &Call<Rule>) -> (Verdict, Binding) {
+        fn call(&mut self, t_ms: u64, r: &Call<Sliding>) -> (Verdict, Binding) {
             let out = decide(&self.0, at(t_ms), r).unwrap();
             for (k, e) in out.effects.iter().enumerate() {
                 match e {

@@ -119,7 +119,7 @@ mod tests {
 
     /// RL.GCRA's judgement of the call, settled as the module settles CL.THROTTLE.
     fn decide(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Decided<Micros> {
-        crate::call::memory::run_on(&Call::one(gcra::Rule::from(*p), p.cost()), &[stored], now)
+        crate::call::memory::run_on(&Call::one(gcra::Gcra::from(*p), p.cost()), &[stored], now)
             .expect("a TAT")
             .decided()
     }

@@ -172,7 +172,7 @@ pub fn key_positions(args: &[&[u8]]) -> Option<std::ops::RangeInclusive<usize>> 
 }
 
 /// One window of a key that keeps several (RL.MULTI's counter, RL.SLIDING's buckets).
-pub trait Window {
+pub trait WindowEntry {
     fn window_ms(&self) -> u64;
     /// The buckets the window keeps (RL.SLIDING's `BUCKETS`; 0 for a counter).
     fn buckets(&self) -> u64 {
@@ -189,7 +189,7 @@ pub trait Window {
 /// (`names`) kept while they have not ended, at most [`MAX_WINDOWS_PER_KEY`] (and
 /// [`MAX_BUCKETS_PER_KEY`] buckets between them), as the
 /// state `state` makes of them (sorted by window; `None`: nothing to store).
-pub fn write_windows<E: Window + Clone, S>(
+pub fn write_windows<E: WindowEntry + Clone, S>(
     stored: Option<(&[E], Option<UnixMillis>)>,
     updated: impl IntoIterator<Item = E>,
     names: impl Fn(u64) -> bool,
@@ -229,12 +229,12 @@ pub fn write_windows<E: Window + Clone, S>(
         );
     }
     if windows.len() > MAX_WINDOWS_PER_KEY
-        || windows.iter().map(Window::buckets).sum::<u64>() > MAX_BUCKETS_PER_KEY
+        || windows.iter().map(WindowEntry::buckets).sum::<u64>() > MAX_BUCKETS_PER_KEY
     {
         return Err(Full);
     }
-    windows.sort_unstable_by_key(Window::window_ms);
-    let Some(end) = windows.iter().filter_map(Window::ends_at).max() else {
+    windows.sort_unstable_by_key(WindowEntry::window_ms);
+    let Some(end) = windows.iter().filter_map(WindowEntry::ends_at).max() else {
         // Nothing left to keep (a refund gave everything back): the key goes.
         return Ok(if stored.is_some() {
             Effect::Delete
