@@ -492,7 +492,7 @@ impl Model {
 fn model_call(m: &mut Model, args: &[String]) -> Value {
     let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     let raw: Vec<&[u8]> = std::iter::once(&b"key"[..]).chain(raw).collect();
-    let call = match limiters::gcra(&raw) {
+    let call = match limiters::gcra::parse(&raw) {
         Ok(c) => c,
         Err(e) => return Value::Error(e.to_string()),
     };

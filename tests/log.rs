@@ -290,7 +290,7 @@ impl Model {
 fn predict(m: &mut Model, args: &[String]) -> Value {
     let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     let raw: Vec<&[u8]> = std::iter::once(&b"key"[..]).chain(raw).collect();
-    let call = match limiters::log(&raw) {
+    let call = match limiters::log::parse(&raw) {
         Ok(r) => r,
         Err(e) => return Value::Error(e.to_string()),
     };

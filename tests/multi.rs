@@ -1174,7 +1174,7 @@ fn numkeys_mistakes_say_what_was_meant() {
         (
             "RL.ALL",
             &["1", "a", "FIXD", "1", "5", "1m"],
-            "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN followed by its key's position (COST and AT come after the rules)",
+            "ERR unknown rule 'FIXD': a rule is BAN, FIXED, GCRA, LEASE, LOG, MULTI or SLIDING followed by its key's position (COST and AT come after the rules)",
         ),
     ];
     for (command, args, want) in cases {

@@ -91,13 +91,13 @@ fn fixed_parse_args(c: &mut Criterion) {
     ];
     for (name, args) in cases {
         c.bench_function(&format!("fixed/parse/{name}"), |b| {
-            b.iter(|| limiters::fixed(black_box(args)))
+            b.iter(|| limiters::fixed::parse(black_box(args)))
         });
     }
     // An error reply's text is built only when the arguments are wrong; time that too.
     let bad: &[&[u8]] = &[b"key", b"100", b"0s"];
     c.bench_function("fixed/parse/invalid_window", |b| {
-        b.iter(|| limiters::fixed(black_box(bad)).map_err(|e| e.to_string()))
+        b.iter(|| limiters::fixed::parse(black_box(bad)).map_err(|e| e.to_string()))
     });
 }
 

@@ -35,6 +35,8 @@ pub enum Storage {
 pub struct Kind {
     /// Its keyword as an RL.ALL rule (`FIXED`).
     pub keyword: &'static str,
+    /// Its rule's syntax line in RL.ALL (`FIXED i limit window [ALIGN]`).
+    pub syntax: &'static str,
     /// How errors name its state (and its command).
     pub state: StateName,
     /// The type of key it keeps.

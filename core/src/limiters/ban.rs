@@ -41,6 +41,7 @@ pub const STATE: StateName = StateName {
 /// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
 pub static KIND: Kind = Kind {
     keyword: "BAN",
+    syntax: "BAN i strikes window duration",
     state: STATE,
     storage: Storage::String,
     gate: true,

@@ -20,6 +20,8 @@ use crate::parse::args::{check_count, in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
 use crate::parse::keyword::{Opt, SETTLE};
 use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
+use crate::call::Call;
+use crate::commands::{ALIGN, AT, COST, Command, FlagCounts, Id, KEY, LIMIT, LIMITER, REFUND_OR_FORCE, WINDOW};
 
 /// What an RL.FIXED key holds, as error replies word it.
 pub const STATE: StateName = StateName {
@@ -30,11 +32,31 @@ pub const STATE: StateName = StateName {
 /// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
 pub static KIND: Kind = Kind {
     keyword: "FIXED",
+    syntax: "FIXED i limit window [ALIGN]",
     state: STATE,
     storage: Storage::String,
     gate: false,
     field: false,
 };
+
+/// Its command: syntax, COMMAND DOCS, keys, flags, ACL, INFO counters.
+pub const COMMAND: Command = Command {
+    id: Id::Fixed,
+    name: "RL.FIXED",
+    syntax: "RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]",
+    summary: "Counts a request in a fixed window: allowed, limit, remaining, retry and reset times",
+    args: &[KEY, LIMIT, WINDOW, COST, ALIGN, AT, REFUND_OR_FORCE],
+    flags: "write fast",
+    acl: "write fast",
+    info: "fixed",
+    flag_counts: FlagCounts::Flags,
+    ..LIMITER
+};
+
+/// `RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]`.
+pub fn parse(args: &[&[u8]]) -> Result<Call<Fixed>> {
+    Call::single(args)
+}
 
 /// RL.FIXED's rule on one key (and each pair of RL.MULTI): a limit per window, windows
 /// aligned to the epoch or not. Each call brings its cost.
@@ -695,7 +717,7 @@ mod tests {
             let raw: Vec<&[u8]> = std::iter::once(&b"key"[..])
                 .chain(args.iter().map(|a| a.as_bytes()))
                 .collect();
-            crate::limiters::fixed(&raw).map(|c| (c.rules[0].1, c.cost, c.at))
+            crate::limiters::fixed::parse(&raw).map(|c| (c.rules[0].1, c.cost, c.at))
         };
         assert_eq!(
             parse(&["10", "1m", "COST", "2", "ALIGN", "AT", "1000000000005"]),
@@ -799,7 +821,7 @@ mod tests {
             align in any::<bool>(),
         ) {
             let raw: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-            let _ = crate::limiters::fixed(&raw);
+            let _ = crate::limiters::fixed::parse(&raw);
             let stored = Some(Stored { state: count.clamp(0, MAX), expires_at: ends.map(UnixMillis) });
             if let Ok(rule) = Fixed::new(limit, Micros::from_millis(window_ms), align) {
                 let params = (rule, cost.min(limit));

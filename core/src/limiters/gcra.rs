@@ -39,6 +39,8 @@ use crate::parse::args::{check_count, in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
 use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis};
+use crate::call::Call;
+use crate::commands::{AT, Arg, ArgType, COST, COUNT, Command, FlagCounts, Id, KEY, LIMITER, MAX_BURST, PERIOD, REFUND_OR_FORCE};
 
 /// What an RL.GCRA key holds, as error replies word it.
 pub const STATE: StateName = StateName {
@@ -49,11 +51,54 @@ pub const STATE: StateName = StateName {
 /// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
 pub static KIND: Kind = Kind {
     keyword: "GCRA",
+    syntax: "GCRA i max_burst count period",
     state: STATE,
     storage: Storage::String,
     gate: false,
     field: false,
 };
+
+/// Its command: syntax, COMMAND DOCS, keys, flags, ACL, INFO counters.
+pub const COMMAND: Command = Command {
+    id: Id::Gcra,
+    name: "RL.GCRA",
+    syntax: "RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE]",
+    summary: "Spaces requests evenly with a burst allowance (GCRA); with DELAY, books a slot and says when to act",
+    args: &[
+        KEY,
+        MAX_BURST,
+        COUNT,
+        PERIOD,
+        COST,
+        AT,
+        Arg::option(
+            "DELAY",
+            "max_delay",
+            ArgType::String,
+            "queue instead of drop: book a request that fits within this duration",
+        ),
+        REFUND_OR_FORCE,
+    ],
+    flags: "write fast",
+    acl: "write fast",
+    info: "gcra",
+    flag_counts: FlagCounts::Flags,
+    ..LIMITER
+};
+
+/// `RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]`.
+pub fn parse(args: &[&[u8]]) -> Result<Call<Gcra>> {
+    Call::single(args).map_err(|e| match (e, args) {
+        // redis-cell's quantity as a fifth argument (key max_burst count period n):
+        // RL.GCRA takes it as COST n.
+        (Error::UnknownOption { value, .. }, [_key, _, _, _, fifth, ..])
+            if value.as_slice() == *fifth && parse_int("quantity", fifth, 0).is_ok() =>
+        {
+            Error::QuantityPositional { value }
+        }
+        (e, _) => e,
+    })
+}
 
 /// A checked GCRA request: the rate, the capacity and the cost.
 ///
@@ -495,7 +540,7 @@ mod tests {
         let raw: Vec<&[u8]> = std::iter::once(&b"key"[..])
             .chain(args.iter().copied())
             .collect();
-        crate::limiters::gcra(&raw).map(|c| (c.rules[0].1.params(c.cost), c.at))
+        crate::limiters::gcra::parse(&raw).map(|c| (c.rules[0].1.params(c.cost), c.at))
     }
 
     const T0: u64 = 1_700_000_000_000_000; // µs, an arbitrary instant on a second boundary

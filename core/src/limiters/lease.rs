@@ -40,25 +40,63 @@ use crate::parse::args::{in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
 use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis};
+use crate::call::Call;
+use crate::commands::{AT, Arg, ArgType, Command, ID, Id, KEY, LIMITER};
 
-const COMMAND: &str = "RL.LEASE";
+const NAME: &str = "RL.LEASE";
 /// The command that ends a lease.
 pub const RELEASE: &str = "RL.RELEASE";
 
 /// What an RL.LEASE key holds, as error replies word it.
 pub const STATE: StateName = StateName {
-    command: COMMAND,
+    command: NAME,
     expected: "a sorted set of lease ids scored by their expiry in Unix milliseconds",
 };
 
 /// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
 pub static KIND: Kind = Kind {
     keyword: "LEASE",
+    syntax: "LEASE i limit ttl",
     state: STATE,
     storage: Storage::SortedSet,
     gate: false,
     field: true,
 };
+
+/// Its command: syntax, COMMAND DOCS, keys, flags, ACL, INFO counters.
+// A write removes every lease that has expired (up to its limit at once): not
+// `fast`, as RL.LOG.
+pub const COMMAND: Command = Command {
+    id: Id::Lease,
+    name: "RL.LEASE",
+    syntax: "RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]",
+    summary: "Holds one of limit slots at once (a concurrency limit) until released or ttl after it was last renewed; replies with the lease id",
+    complexity: "O(log N + E) for N leases held and E expired",
+    args: &[
+        KEY,
+        Arg::new("limit", ArgType::Integer, "leases held at once, 1 to 10000"),
+        Arg::new(
+            "ttl",
+            ArgType::String,
+            "how long a lease lasts unless renewed: a duration (30s, 1500ms, 5m)",
+        ),
+        ID,
+        Arg::option(
+            "COST",
+            "n",
+            ArgType::Integer,
+            "1 (the default) takes a lease; 0 peeks and writes nothing",
+        ),
+        AT,
+    ],
+    info: "lease",
+    ..LIMITER
+};
+
+/// `RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]`.
+pub fn parse<'a>(args: &[&'a [u8]]) -> Result<Call<Lease<'a>>> {
+    Call::single(args)
+}
 
 /// A lease id as given (`ID`, RL.RELEASE's argument): 1 to [`MAX_ID_LEN`] bytes.
 pub fn check_id(raw: &[u8]) -> Result<&[u8]> {
@@ -100,7 +138,7 @@ impl<'a> Syntax<'a> for Lease<'a> {
 
     fn parse_args(args: &[&'a [u8]]) -> Result<(i64, Micros)> {
         let [raw_limit, raw_ttl] = args else {
-            return Err(Error::WrongArity { command: COMMAND });
+            return Err(Error::WrongArity { command: NAME });
         };
         let limit = match parse_int("limit", raw_limit, 1) {
             Ok(l) if l <= MAX_LEASE_LIMIT => l,
@@ -528,7 +566,7 @@ mod tests {
             .chain(args.iter().copied())
             .map(str::as_bytes)
             .collect();
-        crate::limiters::lease(&raw)
+        crate::limiters::lease::parse(&raw)
     }
 
     /// `RL.LEASE k <args>` at `+ms` on `key`: the five fields and field 6.

@@ -38,23 +38,54 @@ use crate::parse::args::{in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
 use crate::parse::keyword::{Opt, SETTLE};
 use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
+use crate::call::Call;
+use crate::commands::{AT, Arg, ArgType, COST, Command, FlagCounts, Id, KEY, LIMITER, META, REFUND_OR_FORCE, WINDOW};
 
-const COMMAND: &str = "RL.LOG";
+const NAME: &str = "RL.LOG";
 
 /// What an RL.LOG key holds, as error replies word it.
 pub const STATE: StateName = StateName {
-    command: COMMAND,
+    command: NAME,
     expected: "a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch",
 };
 
 /// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
 pub static KIND: Kind = Kind {
     keyword: "LOG",
+    syntax: "LOG i limit window [META value]",
     state: STATE,
     storage: Storage::SortedSet,
     gate: false,
     field: false,
 };
+
+/// Its command: syntax, COMMAND DOCS, keys, flags, ACL, INFO counters.
+// Counting is O(log n), but a write removes every entry that has left the window
+// (up to its limit at once): not `fast`.
+pub const COMMAND: Command = Command {
+    id: Id::Log,
+    name: "RL.LOG",
+    syntax: "RL.LOG key limit window [META value] [COST n] [AT unix_ms] [REFUND|FORCE]",
+    summary: "An exact moving window kept as a sorted set of the requests and who made them (META)",
+    complexity: "O(log N) per entry written, for a log of N entries",
+    args: &[
+        KEY,
+        Arg::new("limit", ArgType::Integer, "the most cost in any window, 1 to 10000"),
+        WINDOW,
+        META,
+        COST,
+        AT,
+        REFUND_OR_FORCE,
+    ],
+    info: "log",
+    flag_counts: FlagCounts::Flags,
+    ..LIMITER
+};
+
+/// `RL.LOG key limit window [META value] [COST n] [AT unix_ms]`.
+pub fn parse<'a>(args: &[&'a [u8]]) -> Result<Call<Log<'a>>> {
+    Call::single(args)
+}
 
 /// The digits of a member's sequence number (2^53 - 1 has 16).
 pub const SEQ_DIGITS: usize = 16;
@@ -170,7 +201,7 @@ impl<'a> Syntax<'a> for Log<'a> {
 
     fn parse_args(args: &[&'a [u8]]) -> Result<(i64, Micros)> {
         let [raw_limit, raw_window] = args else {
-            return Err(Error::WrongArity { command: COMMAND });
+            return Err(Error::WrongArity { command: NAME });
         };
         let limit = match parse_int("limit", raw_limit, 1) {
             Ok(l) if l <= MAX_LOG_LIMIT => l,
@@ -1206,7 +1237,7 @@ mod tests {
         let p = |a: &[&str]| {
             let raw: Vec<&[u8]> = a.iter().map(|s| s.as_bytes()).collect();
             let raw: Vec<&[u8]> = std::iter::once(&b"key"[..]).chain(raw).collect();
-            crate::limiters::log(&raw).map(|_| ())
+            crate::limiters::log::parse(&raw).map(|_| ())
         };
         assert_eq!(
             p(&["10001", "1m"]),

@@ -1,14 +1,8 @@
-//! Every limiter, listed once ([`limiters!`]): each in a file of its own, and the
-//! rule of any kind that list makes (RL.ALL's rules, their keywords and their parser);
-//! and each limiter command's parser, which gives the [`Call`] the glue settles.
+//! Every limiter, listed once ([`limiters!`], from the files of this folder that
+//! declare their kind: `core/build.rs` finds them), and the rule of any kind that list
+//! makes (RL.ALL's rules, their keywords and their parser, [`all`]); CL.THROTTLE's
+//! parser. Each limiter's command has its parser in its own file (`fixed::parse`).
 
-pub mod ban;
-pub mod fixed;
-pub mod gcra;
-pub mod lease;
-pub mod log;
-pub mod multi;
-pub mod sliding;
 pub mod throttle;
 pub mod windows;
 
@@ -25,8 +19,7 @@ use crate::parse::args::{parse_int, AtOther, Options};
 use crate::parse::keyword::{Opt, COST_AT, SETTLE};
 use smallvec::SmallVec;
 
-/// Every limiter, once: `Variant(its rule type)`. Adding a limiter is its core file,
-/// its line here, its twin function and its command's row.
+/// Every limiter, once: `Variant(its rule type)`, as `core/build.rs` lists them.
 macro_rules! limiters {
     ($($variant:ident($rule:ty)),* $(,)?) => {
         /// A checked rule of any limiter.
@@ -132,12 +125,17 @@ macro_rules! limiters {
         /// How many kinds of limiters there are (RL.ALL's rule keywords).
         pub const KIND_COUNT: usize = [$(stringify!($variant)),*].len();
 
-        /// Every limiter: its RL.ALL keyword and the command its state is named after
-        /// (the command of its own). (The lifetime names the rule types that borrow
-        /// their arguments.)
+        /// Every limiter's kind, in the order of the limiters. (The lifetime names the
+        /// rule types that borrow their arguments.)
         #[allow(clippy::extra_unused_lifetimes)]
-        pub fn keywords<'a>() -> [(&'static str, &'static str); KIND_COUNT] {
-            [$((<$rule as Syntax>::KIND.keyword, <$rule as Syntax>::KIND.state.command)),*]
+        pub fn kinds<'a>() -> [&'static Kind; KIND_COUNT] {
+            [$(<$rule as Syntax>::KIND),*]
+        }
+
+        /// Every limiter: its RL.ALL keyword and the command its state is named after
+        /// (the command of its own).
+        pub fn keywords() -> [(&'static str, &'static str); KIND_COUNT] {
+            kinds().map(|k| (k.keyword, k.state.command))
         }
 
         /// RL.ALL's rule keyword `word` is, in its canonical spelling, if any. (The
@@ -162,15 +160,9 @@ macro_rules! limiters {
     };
 }
 
-limiters! {
-    Fixed(fixed::Fixed),
-    Gcra(gcra::Gcra),
-    Multi(multi::Multi),
-    Sliding(sliding::Sliding),
-    Log(log::Log<'a>),
-    Lease(lease::Lease<'a>),
-    Ban(ban::Ban),
-}
+// Every limiter, found by core/build.rs: each file of this folder that declares its
+// `KIND`, its module and its line in `limiters! { ... }`.
+include!(concat!(env!("OUT_DIR"), "/limiters.rs"));
 
 /// One rule of RL.ALL after its key position: its positional arguments and its own
 /// options, up to the next rule (or `COST`, `AT`).
@@ -187,35 +179,6 @@ where
     let positional = R::parse_args(positional)?;
     let (opts, used) = Options::parse_prefix(rest, Opt::set(R::OPTIONS), AtOther::Stop)?;
     Ok((R::build(positional, &opts)?.into(), R::ARGS + used))
-}
-
-/// `RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]`.
-pub fn fixed(args: &[&[u8]]) -> Result<Call<fixed::Fixed>> {
-    Call::single(args)
-}
-
-/// `RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]`.
-pub fn gcra(args: &[&[u8]]) -> Result<Call<gcra::Gcra>> {
-    Call::single(args).map_err(|e| match (e, args) {
-        // redis-cell's quantity as a fifth argument (key max_burst count period n):
-        // RL.GCRA takes it as COST n.
-        (Error::UnknownOption { value, .. }, [_key, _, _, _, fifth, ..])
-            if value.as_slice() == *fifth && parse_int("quantity", fifth, 0).is_ok() =>
-        {
-            Error::QuantityPositional { value }
-        }
-        (e, _) => e,
-    })
-}
-
-/// `RL.LOG key limit window [META value] [COST n] [AT unix_ms]`.
-pub fn log<'a>(args: &[&'a [u8]]) -> Result<Call<log::Log<'a>>> {
-    Call::single(args)
-}
-
-/// `RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]`.
-pub fn lease<'a>(args: &[&'a [u8]]) -> Result<Call<lease::Lease<'a>>> {
-    Call::single(args)
 }
 
 /// `CL.THROTTLE key max_burst count period [quantity]`: RL.GCRA's rule on the key, the
@@ -238,17 +201,6 @@ pub fn throttle(args: &[&[u8]]) -> Result<Call<gcra::Gcra>> {
         at: None,
         mode: Mode::Take,
     })
-}
-
-/// `RL.MULTI numkeys key [key ...] LIMIT window limit [...] [COST n] [ALIGN] [AT ms]`.
-pub fn multi(args: &[&[u8]]) -> Result<Call<multi::Multi>> {
-    multi::parse(args)
-}
-
-/// `RL.SLIDING numkeys key [key ...] LIMIT window limit [...] [BUCKETS n] [COST n]
-/// [AT ms]`.
-pub fn sliding(args: &[&[u8]]) -> Result<Call<sliding::Sliding>> {
-    sliding::parse(args)
 }
 
 /// The options of a whole RL.ALL call, after its rules: `COST`, `AT`, and those some
@@ -400,11 +352,8 @@ mod tests {
 
     #[test]
     fn the_command_table_lists_every_rule_in_the_order_of_the_limiters() {
-        let table: Vec<&str> = crate::commands::RULES
-            .iter()
-            .map(|(kind, _)| *kind)
-            .collect();
-        let listed: Vec<&str> = keywords().iter().map(|(kind, _)| *kind).collect();
+        let table: Vec<(&str, &str)> = crate::commands::RULES.to_vec();
+        let listed: Vec<(&str, &str)> = kinds().iter().map(|k| (k.keyword, k.syntax)).collect();
         assert_eq!(table, listed);
     }
     use crate::call::memory::{self, Key};
@@ -474,7 +423,7 @@ mod tests {
             (&["1", "a", "FIXED", "1", "1m", "5"], "ERR rule 1 (FIXED): invalid limit '1m': must be an integer from 1 to 9007199254740991 (RL.FIXED key limit window: the limit comes first)"),
             (&["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "BUCKETS"], "ERR unknown option 'BUCKETS' (options here: COST, AT, REFUND, FORCE)"),
             (&["17", "a", "FIXED", "1"], "ERR invalid numkeys '17': must be an integer from 1 to 16"),
-            (&["1", "a", "NOPE", "1", "5", "1m"], "ERR unknown rule 'NOPE': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN followed by its key's position (COST and AT come after the rules)"),
+            (&["1", "a", "NOPE", "1", "5", "1m"], "ERR unknown rule 'NOPE': a rule is BAN, FIXED, GCRA, LEASE, LOG, MULTI or SLIDING followed by its key's position (COST and AT come after the rules)"),
             (&["1", "a", "LOG", "0", "5", "1m"], "ERR rule 1 (LOG): invalid key position '0': must be an integer from 1 to 1 (the keys' places after numkeys)"),
             (&["2", "a", "b", "LOG", "1", "5", "1m", "LOG", "1", "5", "1m"], "ERR rule 2 (LOG): key 1 is already named by rule 1: one rule per key"),
             (&["2", "a", "b", "LOG", "2", "5", "1m"], "ERR key 1 'a' is named by no rule: every key needs exactly one rule"),

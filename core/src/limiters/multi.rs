@@ -18,6 +18,7 @@ use crate::call::limiter::{
 use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateName, Stored};
 use crate::call::verdict::Verdict;
 use crate::call::Call;
+use crate::commands::{ALIGN, AT, COST, Command, FlagCounts, Id, KEYS, Keys, LIMITER, LIMITS, NUMKEYS, REFUND_OR_FORCE};
 #[cfg(test)]
 use crate::error::Error;
 use crate::error::Result;
@@ -32,20 +33,39 @@ use std::rc::Rc;
 
 /// What an RL.MULTI key holds, as error replies word it.
 pub const STATE: StateName = StateName {
-    command: COMMAND,
+    command: NAME,
     expected: "window_ms:count:end_ms entries separated by commas",
 };
 
 /// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
 pub static KIND: Kind = Kind {
     keyword: "MULTI",
+    syntax: "MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]",
     state: STATE,
     storage: Storage::String,
     gate: false,
     field: false,
 };
 
-const COMMAND: &str = "RL.MULTI";
+/// Its command: syntax, COMMAND DOCS, keys, flags, ACL, INFO counters.
+// Keys come from the numkeys key spec (the server then marks the command
+// movablekeys); the legacy first/last/step cannot express them. Redis 7.0 routes
+// Cluster calls with the legacy range only, or by asking the command
+// (`getkeys-api`): the module answers those requests too.
+pub const COMMAND: Command = Command {
+    id: Id::Multi,
+    name: "RL.MULTI",
+    syntax: "RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]",
+    summary: "Checks several keys against several fixed windows, all or nothing, in one call",
+    complexity: "O(K * W) for K keys and W windows",
+    args: &[NUMKEYS, KEYS, LIMITS, COST, ALIGN, AT, REFUND_OR_FORCE],
+    keys: Keys::NumKeys,
+    info: "multi",
+    flag_counts: FlagCounts::Flags,
+    ..LIMITER
+};
+
+const NAME: &str = "RL.MULTI";
 
 /// The call of `RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT ...] [COST n]
 /// [ALIGN] [AT ms]`, checked: 1 to [`MAX_KEYS`](crate::limits::MAX_KEYS) keys, 1 to
@@ -62,7 +82,7 @@ pub fn call(
     windows::check_cost(limits, cost)?;
     check_count("cost", cost, 0)?;
     let rule = Multi::new(limits, align)?;
-    Ok(Call::each_key(COMMAND, numkeys, rule, cost, at))
+    Ok(Call::each_key(NAME, numkeys, rule, cost, at))
 }
 
 /// Parse the arguments after the command name (an error that a wrong numkeys explains
@@ -76,7 +96,7 @@ pub fn parse(args: &[&[u8]]) -> Result<Call<Multi>> {
 }
 
 fn parse_as_given(args: &[&[u8]]) -> Result<Call<Multi>> {
-    let (numkeys, opts, mode) = windows::parse_call(args, COMMAND, <Multi as Syntax>::OPTIONS)?;
+    let (numkeys, opts, mode) = windows::parse_call(args, NAME, <Multi as Syntax>::OPTIONS)?;
     // A refund or a forced request of any cost can be settled: no capacity check.
     let checked = if mode == Mode::Take { opts.cost } else { 0 };
     let call = call(numkeys, &opts.limits, checked, opts.align, opts.at)?;

@@ -32,11 +32,11 @@ impl Server {
         let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         let now = Micros::from_millis(T0 + ms);
         match cmd.to_ascii_uppercase().as_str() {
-            "RL.FIXED" => self.run(crate::limiters::fixed(&args), &args, now),
-            "RL.GCRA" => self.run(crate::limiters::gcra(&args), &args, now),
-            "RL.MULTI" => self.run(crate::limiters::multi(&args), &args, now),
-            "RL.SLIDING" => self.run(crate::limiters::sliding(&args), &args, now),
-            "RL.LOG" => self.run(crate::limiters::log(&args), &args, now),
+            "RL.FIXED" => self.run(crate::limiters::fixed::parse(&args), &args, now),
+            "RL.GCRA" => self.run(crate::limiters::gcra::parse(&args), &args, now),
+            "RL.MULTI" => self.run(crate::limiters::multi::parse(&args), &args, now),
+            "RL.SLIDING" => self.run(crate::limiters::sliding::parse(&args), &args, now),
+            "RL.LOG" => self.run(crate::limiters::log::parse(&args), &args, now),
             "RL.ALL" => self.run(crate::limiters::all(&args), &args, now),
             other => panic!("not a limiter: {other}"),
         }

@@ -38,22 +38,39 @@ use crate::parse::keyword::Opt;
 use crate::units::Micros;
 use smallvec::SmallVec;
 use std::rc::Rc;
+use crate::commands::{AT, BUCKETS, COST, Command, FlagCounts, Id, KEYS, Keys, LIMITER, LIMITS, NUMKEYS, REFUND_OR_FORCE};
 
-const COMMAND: &str = "RL.SLIDING";
+const NAME: &str = "RL.SLIDING";
 
 /// What an RL.SLIDING key holds, as error replies word it.
 pub const STATE: StateName = StateName {
-    command: COMMAND,
+    command: NAME,
     expected: "window_ms:buckets:first:counts entries separated by commas",
 };
 
 /// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
 pub static KIND: Kind = Kind {
     keyword: "SLIDING",
+    syntax: "SLIDING i LIMIT window limit [LIMIT window limit ...] [BUCKETS n]",
     state: STATE,
     storage: Storage::String,
     gate: false,
     field: false,
+};
+
+/// Its command: syntax, COMMAND DOCS, keys, flags, ACL, INFO counters.
+// The call shape of RL.MULTI.
+pub const COMMAND: Command = Command {
+    id: Id::Sliding,
+    name: "RL.SLIDING",
+    syntax: "RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms] [REFUND|FORCE]",
+    summary: "Checks several keys against several sliding windows, all or nothing, in one call",
+    complexity: "O(K * W * B) for K keys, W windows and B buckets per window",
+    args: &[NUMKEYS, KEYS, LIMITS, BUCKETS, COST, AT, REFUND_OR_FORCE],
+    keys: Keys::NumKeys,
+    info: "sliding",
+    flag_counts: FlagCounts::Flags,
+    ..LIMITER
 };
 
 /// One LIMIT of a checked request.
@@ -79,7 +96,7 @@ pub fn call(
     let rule = Sliding::new(limits, buckets)?;
     windows::check_cost(limits, cost)?;
     check_count("cost", cost, 0)?;
-    Ok(Call::each_key(COMMAND, numkeys, rule, cost, at))
+    Ok(Call::each_key(NAME, numkeys, rule, cost, at))
 }
 
 /// Parse the arguments after the command name; every check that needs no key (an
@@ -93,7 +110,7 @@ pub fn parse(args: &[&[u8]]) -> Result<Call<Sliding>> {
 }
 
 fn parse_as_given(args: &[&[u8]]) -> Result<Call<Sliding>> {
-    let (numkeys, opts, mode) = windows::parse_call(args, COMMAND, <Sliding as Syntax>::OPTIONS)?;
+    let (numkeys, opts, mode) = windows::parse_call(args, NAME, <Sliding as Syntax>::OPTIONS)?;
     // A refund or a forced request of any cost can be settled: no capacity check.
     let checked = if mode == Mode::Take { opts.cost } else { 0 };
     let call = call(
