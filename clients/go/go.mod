@@ -3,6 +3,7 @@ module github.com/redis-ratelimit/redis-ratelimit/clients/go
 go 1.22.0
 
 require (
+	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.14.0
 	github.com/redis/rueidis v1.0.55
 )
