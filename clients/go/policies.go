@@ -1,9 +1,6 @@
 package ratelimit
 
-import (
-	"strings"
-	"time"
-)
+import "time"
 
 // Policy is a limit without its keys: what the middleware applies to every request,
 // and a rule of one RL.ALL call. The policies are Fixed, GCRA, Multi, Sliding, Log,
@@ -569,6 +566,3 @@ func (p All) call(keys []string, o *callOptions) (*call, error) {
 }
 
 func (p All) rule(int) ([]string, error) { return nil, invalid("RL.ALL rules cannot nest") }
-
-// keyLabel: the keys of a call as its error messages name them.
-func keyLabel(keys []string) string { return strings.Join(keys, " ") }

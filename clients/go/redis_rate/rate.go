@@ -125,8 +125,11 @@ func (l Limiter) Allow(ctx context.Context, key string, limit Limit) (*Result, e
 	return l.AllowN(ctx, key, limit, 1)
 }
 
-// gcra is the limit as RL.GCRA takes it, and its emission interval.
-func gcra(limit Limit) (ratelimit.GCRA, time.Duration, error) {
+// gcra is the limit as RL.GCRA takes it, and its emission interval; n is the call's.
+func gcra(limit Limit, n int) (ratelimit.GCRA, time.Duration, error) {
+	if n < 0 {
+		return ratelimit.GCRA{}, 0, fmt.Errorf("redis_rate: n is %d: it must be at least 0", n)
+	}
 	if limit.Rate < 1 || limit.Burst < 1 {
 		return ratelimit.GCRA{}, 0, fmt.Errorf("redis_rate: %v: Rate and Burst must be at least 1", limit)
 	}
@@ -158,12 +161,9 @@ func result(limit Limit, r ratelimit.Result, allowed int) *Result {
 
 // AllowN reports whether n events may happen at time now.
 func (l Limiter) AllowN(ctx context.Context, key string, limit Limit, n int) (*Result, error) {
-	p, interval, err := gcra(limit)
+	p, interval, err := gcra(limit, n)
 	if err != nil {
 		return nil, err
-	}
-	if n < 0 {
-		return nil, fmt.Errorf("redis_rate: n is %d: it must be at least 0", n)
 	}
 	if n > limit.Burst {
 		// More than the burst never fits: redis_rate's reply, from a peek.
@@ -187,12 +187,9 @@ func (l Limiter) AllowN(ctx context.Context, key string, limit Limit, n int) (*R
 // AllowAtMost reports whether at most n events may happen at time now. It returns
 // number of allowed events that is less than or equal to n.
 func (l Limiter) AllowAtMost(ctx context.Context, key string, limit Limit, n int) (*Result, error) {
-	p, interval, err := gcra(limit)
+	p, interval, err := gcra(limit, n)
 	if err != nil {
 		return nil, err
-	}
-	if n < 0 {
-		return nil, fmt.Errorf("redis_rate: n is %d: it must be at least 0", n)
 	}
 	want := min(n, limit.Burst)
 	if want == 0 {

@@ -342,42 +342,33 @@ var shared struct {
 	clusters map[string]*Cluster
 }
 
-// Shared is the package's server of this name (started with o on first use).
-func Shared(tb testing.TB, name string, o Options) *Server {
+// once is the entry name of m, made by launch on first use.
+func once[T any](tb testing.TB, m *map[string]T, name string, launch func() (T, error)) T {
 	tb.Helper()
 	shared.Lock()
 	defer shared.Unlock()
-	if s, ok := shared.servers[name]; ok {
-		return s
+	if v, ok := (*m)[name]; ok {
+		return v
 	}
-	s, err := Launch(o)
+	v, err := launch()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if shared.servers == nil {
-		shared.servers = map[string]*Server{}
+	if *m == nil {
+		*m = map[string]T{}
 	}
-	shared.servers[name] = s
-	return s
+	(*m)[name] = v
+	return v
+}
+
+// Shared is the package's server of this name (started with o on first use).
+func Shared(tb testing.TB, name string, o Options) *Server {
+	return once(tb, &shared.servers, name, func() (*Server, error) { return Launch(o) })
 }
 
 // SharedCluster is the package's Cluster of this name (started on first use).
 func SharedCluster(tb testing.TB, name string, o Options) *Cluster {
-	tb.Helper()
-	shared.Lock()
-	defer shared.Unlock()
-	if c, ok := shared.clusters[name]; ok {
-		return c
-	}
-	c, err := LaunchCluster(o)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if shared.clusters == nil {
-		shared.clusters = map[string]*Cluster{}
-	}
-	shared.clusters[name] = c
-	return c
+	return once(tb, &shared.clusters, name, func() (*Cluster, error) { return LaunchCluster(o) })
 }
 
 // Main runs the tests, then stops the shared servers (printing their logs when a test
