@@ -65,14 +65,14 @@ func main() {
 		os.Exit(1)
 	}
 	defer s.Stop()
-	if err := run(s, *server, *requests, *conns, *keys, *rounds); err != nil {
+	if err := run(s, *requests, *conns, *keys, *rounds); err != nil {
 		s.Stop()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(s *testserver.Server, server string, requests, conns, keys, rounds int) error {
+func run(s *testserver.Server, requests, conns, keys, rounds int) error {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: conns})
 	defer rdb.Close()
@@ -112,9 +112,13 @@ func run(s *testserver.Server, server string, requests, conns, keys, rounds int)
 		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
-	fmt.Printf("bench-go: %s %s; %d rounds of %d requests per row, %d callers, %d keys; load average %s\n\n",
-		serverName(server), field(version, "redis_version"), rounds, requests, conns, keys, strings.Join(strings.Fields(string(load))[:3], " "))
-	fmt.Println("| client | Redis µs / request | ratio | Redis commands / request | sent / request | req/s (median) | lowest–highest |")
+	name := "Redis " + field(version, "redis_version")
+	if v := field(version, "valkey_version"); v != "?" {
+		name = "Valkey " + v
+	}
+	fmt.Printf("bench-go: %s with the module; %d rounds of %d requests per row, %d callers, %d keys; load average %s\n\n",
+		name, rounds, requests, conns, keys, strings.Join(strings.Fields(string(load))[:3], " "))
+	fmt.Println("| client | server µs / request | ratio | server commands / request | sent / request | req/s (median) | lowest–highest |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|")
 	base := median(results[0], func(s sample) float64 { return s.usec })
 	for i, p := range phases {
@@ -126,13 +130,6 @@ func run(s *testserver.Server, server string, requests, conns, keys, rounds int)
 			rps[len(rps)/2], rps[0], rps[len(rps)-1])
 	}
 	return nil
-}
-
-func serverName(path string) string {
-	if strings.Contains(path, "valkey") {
-		return "Valkey"
-	}
-	return "Redis"
 }
 
 func field(info, name string) string {
