@@ -29,6 +29,11 @@ ROWS = [
                    "LIMIT", "1s", "1000000", "LIMIT", "1h", "1000000000"],
     ),
     (
+        "RL.MULTI 2 keys × 3 windows allowed",
+        lambda i: ["RL.MULTI", "2", f"{{m{i % 64}}}a", f"{{m{i % 64}}}b",
+                   "LIMIT", "1s", "1000000", "LIMIT", "1m", "100000000", "LIMIT", "1h", "1000000000"],
+    ),
+    (
         "RL.SLIDING allowed",
         lambda i: ["RL.SLIDING", "1", f"s{i % 64}", "LIMIT", "1m", "1000000000"],
     ),
@@ -97,6 +102,7 @@ def measure(server, module, calls, rows=None):
             proc = subprocess.Popen(
                 ["valgrind", "--tool=callgrind", "--collect-atstart=no",
                  "--toggle-collect=RedisModuleCommandDispatcher",
+                 "--toggle-collect=ValkeyModuleCommandDispatcher",
                  f"--callgrind-out-file={out}", server, "--port", str(port),
                  "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                  "--dir", d, "--loadmodule", module],

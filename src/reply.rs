@@ -10,7 +10,7 @@ use redis_module::{raw, Context};
 use std::os::raw::c_long;
 
 /// Reply with the error's one-line text. The text never holds NUL (user input is
-/// quoted by `ratelimit_core::parse::error::echo`), so the conversion cannot fail; if it did,
+/// quoted by `ratelimit_core::error::echo`), so the conversion cannot fail; if it did,
 /// a generic error is sent instead of panicking.
 pub fn error(ctx: &Context, e: &Error) {
     let msg = std::ffi::CString::new(e.to_string())
@@ -41,32 +41,25 @@ pub fn run(ctx: &Context, command: Id, body: impl FnOnce() -> Result<Tally, Erro
     }
 }
 
-/// Reply with a limiter's five fields; the outcome to count.
-pub fn verdict(ctx: &Context, v: &Verdict) -> Tally {
-    integers(ctx, &v.fields());
-    outcome(v)
-}
-
-/// Reply with a limiter's five fields and one more; the outcome to count.
-pub fn verdict_and(ctx: &Context, v: &Verdict, sixth: i64) -> Tally {
-    let [a, b, c, d, e] = v.fields();
-    integers(ctx, &[a, b, c, d, e, sixth]);
-    outcome(v)
-}
-
-/// Reply with a limiter's five fields and a field of its own (RL.LEASE's id or nil).
-pub fn verdict_and_field(ctx: &Context, v: &Verdict, sixth: &Field) -> Tally {
-    raw::reply_with_array(ctx.ctx, 6);
+/// Reply with a limiter's five fields and, when its command gives one, a field of its
+/// own (RL.GCRA's booked delay, RL.LEASE's id or nil); the outcome to count.
+pub fn verdict_and(ctx: &Context, v: &Verdict, own: Option<&Field>) -> Tally {
+    raw::reply_with_array(ctx.ctx, if own.is_some() { 6 } else { 5 });
     for f in v.fields() {
         raw::reply_with_long_long(ctx.ctx, f);
     }
-    field(ctx, sixth);
+    if let Some(f) = own {
+        field(ctx, f);
+    }
     outcome(v)
 }
 
-/// A rule's own field: a bulk string, or a null.
+/// A rule's own field: an integer, a bulk string, or a null.
 fn field(ctx: &Context, f: &Field) {
     match f {
+        Field::Int(n) => {
+            raw::reply_with_long_long(ctx.ctx, *n);
+        }
         Field::Bulk(bytes) => {
             raw::reply_with_string_buffer(ctx.ctx, bytes.as_ptr().cast(), bytes.len());
         }

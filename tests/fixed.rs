@@ -5,7 +5,7 @@
 mod common;
 
 use common::{at_base, state, unix_ms, Client, Rng, Server, Twins, Value, HOUR, MINUTE};
-use ratelimit_core::call::limiter::KeyRead;
+use ratelimit_core::call::memory::{self, Key};
 use ratelimit_core::limiters;
 use ratelimit_core::UnixMillis;
 use ratelimit_core::{Effect, Stored};
@@ -378,15 +378,12 @@ fn model_call(m: &mut Model, args: &[String]) -> Value {
         Model::Counter(c) => (Some(c.state.to_string()), c.expires_at),
         Model::Garbage(v, e) => (Some(v.clone()), *e),
     };
-    let read = match &value {
-        None => KeyRead::Missing,
-        Some(v) => KeyRead::String {
-            value: v.as_bytes(),
-            expires_at,
-        },
-    };
-    let out = match call.settle(&[read], now, |_| b"key") {
-        Ok(s) => s.outcome(),
+    let mut keys = [value.map(|v| Key::String {
+        value: v.into_bytes(),
+        expires_at,
+    })];
+    let out = match memory::run(&call, &mut keys, now) {
+        Ok(s) => s.decided(),
         Err(e) => return Value::Error(e.to_string()),
     };
     match out.effect {

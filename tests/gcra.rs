@@ -6,7 +6,7 @@
 mod common;
 
 use common::{at_base, state, unix_us, Client, Rng, Server, Side, Twins, Value, HOUR, MINUTE};
-use ratelimit_core::call::limiter::KeyRead;
+use ratelimit_core::call::memory::{self, Key};
 use ratelimit_core::limiters;
 use ratelimit_core::Effect;
 use ratelimit_core::UnixMillis;
@@ -497,18 +497,18 @@ fn model_call(m: &mut Model, args: &[String]) -> Value {
         Err(e) => return Value::Error(e.to_string()),
     };
     let now = call.at.expect("the differential test always passes AT");
-    let read = match m {
-        Model::Missing => KeyRead::Missing,
-        Model::Stored(v, e) => KeyRead::String {
-            value: v.as_bytes(),
+    let mut keys = [match m {
+        Model::Missing => None,
+        Model::Stored(v, e) => Some(Key::String {
+            value: v.clone().into_bytes(),
             expires_at: *e,
-        },
-    };
-    let settled = match call.settle(&[read], now, |_| b"key") {
+        }),
+    }];
+    let settled = match memory::run(&call, &mut keys, now) {
         Ok(s) => s,
         Err(e) => return Value::Error(e.to_string()),
     };
-    let out = settled.outcome();
+    let out = settled.decided();
     if let Effect::Set {
         state: tat,
         expires_at,
@@ -522,8 +522,8 @@ fn model_call(m: &mut Model, args: &[String]) -> Value {
         .iter()
         .map(|&f| Value::Int(f))
         .collect();
-    if let Some(extra) = settled.extra {
-        fields.push(Value::Int(extra));
+    if let Some(ratelimit_core::call::limiter::Field::Int(delay)) = settled.field {
+        fields.push(Value::Int(delay));
     }
     Value::Array(fields)
 }

@@ -8,7 +8,7 @@ mod common;
 use common::{
     at_base, state, unix_ms, workload, Client, Cluster, Rng, Server, Twin, Twins, Value, HOUR,
 };
-use ratelimit_core::call::limiter::KeyRead;
+use ratelimit_core::call::memory::{Counted, InMemory, Key};
 use ratelimit_core::limiters::multi::{self, State};
 use ratelimit_core::Effect;
 
@@ -821,17 +821,19 @@ fn predict(
         Err(e) => return (Value::Error(e.to_string()), vec![]),
     };
     let now = call.at.expect("the differential test always passes AT");
-    let reads: Vec<KeyRead> = idx
+    // The call as the module runs it, on a copy of the keys it names.
+    let mut keys: Vec<Option<Key>> = idx
         .iter()
-        .map(|&k| match &models[k] {
-            None => KeyRead::Missing,
-            Some(m) => KeyRead::String {
-                value: &m.value,
+        .map(|&k| {
+            models[k].as_ref().map(|m| Key::String {
+                value: m.value.clone(),
                 expires_at: m.expires.map(ratelimit_core::UnixMillis),
-            },
+            })
         })
         .collect();
-    let out = match call.settle(&reads, now, |i| names[i].as_bytes()) {
+    let key_names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+    let mut in_memory = InMemory::named(&call, &mut keys, &key_names);
+    let out = match call.run(&mut in_memory, now, &Counted::default()) {
         Ok(out) => out,
         Err(e) => return (Value::Error(e.to_string()), vec![]),
     };

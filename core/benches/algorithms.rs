@@ -6,7 +6,7 @@
 //! criterion's estimates under `target/criterion/` into `bench/results.md`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use ratelimit_core::call::Call;
+use ratelimit_core::call::{memory, Call};
 use ratelimit_core::limiters::{self, fixed};
 use ratelimit_core::parse::duration::parse_duration;
 use ratelimit_core::{Micros, Stored, UnixMillis};
@@ -66,8 +66,8 @@ fn fixed_settle(c: &mut Criterion) {
     for (name, stored, p) in cases {
         let mut clock = FakeClock(T0);
         let stored = [stored];
-        c.bench_function(&format!("fixed/settle/{name}"), |b| {
-            b.iter(|| black_box(&p).settle_states(black_box(&stored), clock.tick()))
+        c.bench_function(&format!("fixed/run/{name}"), |b| {
+            b.iter(|| memory::run_on(black_box(&p), black_box(&stored), clock.tick()))
         });
     }
 }

@@ -17,12 +17,13 @@
 pub mod bulk;
 pub mod call;
 pub mod commands;
+pub mod error;
 pub mod limiters;
 pub mod limits;
 pub mod parse;
 pub mod units;
 
-pub use call::state::{Effect, Outcome, StateKind, Stored};
+pub use call::state::{Decided, Effect, StateKind, Stored};
 pub use call::verdict::{Decision, Verdict};
-pub use parse::error::{Error, Result};
+pub use error::{Error, Result};
 pub use units::{Micros, UnixMillis};

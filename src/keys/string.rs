@@ -16,7 +16,7 @@ use crate::api::api;
 use crate::argv::KeyName;
 use crate::effects;
 use crate::keys::open::OpenKey;
-use ratelimit_core::call::limiter::KeyRead;
+use ratelimit_core::call::keys::KeyRead;
 use ratelimit_core::call::state::Encode;
 use ratelimit_core::{Error, UnixMillis};
 use redis_module::{raw, Context};

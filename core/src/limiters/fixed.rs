@@ -8,15 +8,16 @@
 //! State: the count, a non-negative decimal integer as `INCR` writes it; the key's
 //! absolute expiry is the end of the window.
 
+use crate::call::keys::KeyRead;
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax,
+    Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
 use crate::call::state::{parse_decimal, Effect, StateKind, Stored};
 use crate::call::verdict::{Decision, Verdict};
+use crate::error::{DurationProblem, Error, Result};
 use crate::limits::{MAX_DURATION, MAX_SAFE_INTEGER};
 use crate::parse::args::{check_count, in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
-use crate::parse::error::{DurationProblem, Error, Result};
 use crate::parse::keyword::{Opt, SETTLE};
 use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
 
@@ -24,6 +25,15 @@ use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
 pub const STATE: StateKind = StateKind {
     command: "RL.FIXED",
     expected: "a non-negative integer counter",
+};
+
+/// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
+pub static KIND: Kind = Kind {
+    keyword: "FIXED",
+    state: STATE,
+    storage: Storage::String,
+    gate: false,
+    field: false,
 };
 
 /// RL.FIXED's rule on one key (and each pair of RL.MULTI): a limit per window, windows
@@ -75,8 +85,7 @@ impl Rule {
 }
 
 impl<'a> Syntax<'a> for Rule {
-    const KIND: &'static str = "FIXED";
-    const STATE: StateKind = STATE;
+    const KIND: &'static Kind = &KIND;
     const ARGS: usize = 2;
     const OPTIONS: &'static [Opt] = &[Opt::Align];
     const COMMAND_OPTIONS: &'static [Opt] = &SETTLE;
@@ -105,21 +114,13 @@ impl Limiter for Rule {
     /// The write when the call is allowed, and when it is denied.
     type Pending = (Effect<i64>, Effect<i64>);
 
-    fn kind(&self) -> &'static str {
-        <Self as Syntax>::KIND
-    }
-
-    fn state_kind(&self) -> StateKind {
-        STATE
-    }
-
-    fn storage(&self) -> Storage {
-        Storage::String
+    fn kind(&self) -> &'static Kind {
+        &KIND
     }
 
     /// A cost above the limit can never be allowed.
-    fn check_cost(&self, cost: i64) -> Result<()> {
-        if cost > self.limit {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode == Mode::Take && cost > self.limit {
             return Err(Error::CostOverCapacity {
                 cost,
                 capacity: self.limit,
@@ -135,23 +136,23 @@ impl Limiter for Rule {
             check_not_a_tat(s.state, self.limit)?;
         }
         let (verdict, on_allow, on_deny) = settle(stored, req, self)?;
-        Ok(Judgement {
+        Ok(Judgement::plain(
             verdict,
-            window_ms: self.window.floor_millis(),
-            extra: None,
-            pending: (on_allow, on_deny),
-        })
+            self.window.floor_millis(),
+            (on_allow, on_deny),
+        ))
     }
 
     fn write(
         &self,
         (on_allow, on_deny): Self::Pending,
-        settled: Settled,
+        outcome: Outcome,
         _req: &Request,
     ) -> std::result::Result<Effect<i64>, Full> {
-        Ok(match settled {
-            Settled::Allowed => on_allow,
-            Settled::Denied => on_deny,
+        Ok(match outcome {
+            Outcome::Allowed => on_allow,
+            Outcome::Denied { repair: true } => on_deny,
+            Outcome::Denied { repair: false } => Effect::None,
         })
     }
 }
@@ -405,7 +406,7 @@ pub(crate) fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::state::Outcome;
+    use crate::call::state::Decided;
     use crate::call::Call;
     use crate::parse::args::MAX_SAFE_COUNT;
     use proptest::prelude::*;
@@ -416,7 +417,7 @@ mod tests {
 
     fn p(limit: i64, window_ms: u64, cost: i64, align: bool) -> (Rule, i64) {
         let rule = Rule::new(limit, Micros::from_millis(window_ms), align).unwrap();
-        rule.check_cost(cost).unwrap();
+        rule.check_cost(cost, Mode::Take).unwrap();
         (rule, cost)
     }
 
@@ -425,11 +426,10 @@ mod tests {
         stored: Option<Stored<i64>>,
         now: Micros,
         (rule, cost): &(Rule, i64),
-    ) -> Outcome<i64> {
-        Call::one(*rule, *cost)
-            .settle_states(&[stored], now)
+    ) -> Decided<i64> {
+        crate::call::memory::run_on(&Call::one(*rule, *cost), &[stored], now)
             .expect("a counter")
-            .outcome()
+            .decided()
     }
 
     fn at(ms_after_t0: u64) -> Micros {
@@ -660,7 +660,8 @@ mod tests {
     #[test]
     fn cost_above_limit_is_an_error_not_a_denial() {
         assert_eq!(
-            Rule::new(10, Micros::from_millis(1000), false).and_then(|r| r.check_cost(11)),
+            Rule::new(10, Micros::from_millis(1000), false)
+                .and_then(|r| r.check_cost(11, Mode::Take)),
             Err(Error::CostOverCapacity {
                 cost: 11,
                 capacity: 10,
@@ -804,7 +805,7 @@ mod tests {
                 let params = (rule, cost.min(limit));
                 if check_not_a_tat(count.clamp(0, MAX), limit).is_err() {
                     // What can only be RL.GCRA's state: an error, nothing decided.
-                    prop_assert!(Call::one(rule, params.1).settle_states(&[stored], Micros(now)).is_err());
+                    prop_assert!(crate::call::memory::run_on(&Call::one(rule, params.1), &[stored], Micros(now)).is_err());
                     return Ok(());
                 }
                 let out = decide(stored, Micros(now), &params);

@@ -27,15 +27,16 @@
 //! Every time involved stays below 2^53 µs (see [`MAX_TAT`]), so the Lua twin, whose
 //! numbers are doubles, computes exactly the same integers.
 
+use crate::call::keys::KeyRead;
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax,
+    Field, Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
-use crate::call::state::{Effect, Outcome, StateKind, Stored};
+use crate::call::state::{Decided, Effect, StateKind, Stored};
 use crate::call::verdict::{Decision, Verdict};
+use crate::error::{Error, Result};
 use crate::limits::{MAX_BURST_WINDOW, MAX_TAT, MAX_TAT_DIGITS};
 use crate::parse::args::{check_count, in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis};
 
@@ -43,6 +44,15 @@ use crate::units::{Micros, UnixMillis};
 pub const STATE: StateKind = StateKind {
     command: "RL.GCRA",
     expected: "a theoretical arrival time in microseconds since the Unix epoch",
+};
+
+/// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
+pub static KIND: Kind = Kind {
+    keyword: "GCRA",
+    state: STATE,
+    storage: Storage::String,
+    gate: false,
+    field: false,
 };
 
 /// A checked GCRA request: the rate, the capacity and the cost.
@@ -154,8 +164,7 @@ impl From<GcraParams> for Rule {
 }
 
 impl<'a> Syntax<'a> for Rule {
-    const KIND: &'static str = "GCRA";
-    const STATE: StateKind = STATE;
+    const KIND: &'static Kind = &KIND;
     const ARGS: usize = 3;
     const OPTIONS: &'static [Opt] = &[];
     const COMMAND_OPTIONS: &'static [Opt] = &[Opt::Delay, Opt::Refund, Opt::Force];
@@ -197,20 +206,12 @@ impl Limiter for Rule {
     /// What an allowed call writes (a denial writes nothing: the expiry follows the TAT).
     type Pending = Effect<Micros>;
 
-    fn kind(&self) -> &'static str {
-        <Self as Syntax>::KIND
+    fn kind(&self) -> &'static Kind {
+        &KIND
     }
 
-    fn state_kind(&self) -> StateKind {
-        STATE
-    }
-
-    fn storage(&self) -> Storage {
-        Storage::String
-    }
-
-    fn check_cost(&self, cost: i64) -> Result<()> {
-        if cost > self.0.capacity {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode == Mode::Take && cost > self.0.capacity {
             return Err(Error::CostOverCapacity {
                 cost,
                 capacity: self.0.capacity,
@@ -224,37 +225,39 @@ impl Limiter for Rule {
         let (now, cost) = (req.now, req.cost);
         let stored = key.string_state(parse_state)?;
         let p = GcraParams { cost, ..self.0 };
-        let (outcome, booking) = match req.mode {
+        let (decided, booking) = match req.mode {
             Mode::Take => judge_tat(stored, now, &p),
             Mode::Refund => (refund_tat(stored, now, &p), None),
             Mode::Force => (force_tat(stored, now, &p)?, None),
         };
         Ok(Judgement {
-            verdict: outcome.verdict,
-            window_ms: self.0.burst_window().ceil_millis(),
-            extra: booking.map(|b| b.field()),
-            pending: outcome.effect,
+            field: booking.map(|b| Field::Int(b.field())),
+            ..Judgement::plain(
+                decided.verdict,
+                self.0.burst_window().ceil_millis(),
+                decided.effect,
+            )
         })
     }
 
     fn write(
         &self,
         pending: Effect<Micros>,
-        settled: Settled,
+        outcome: Outcome,
         _req: &Request,
     ) -> std::result::Result<Effect<Micros>, Full> {
-        Ok(match settled {
-            Settled::Allowed => pending,
-            Settled::Denied => Effect::None,
+        Ok(match outcome {
+            Outcome::Allowed => pending,
+            Outcome::Denied { .. } => Effect::None,
         })
     }
 }
 
 /// `REFUND`: `tat = max(now, tat - T * cost)`; the key expires at the new TAT, and is
 /// deleted when the TAT is at or before now (full again). A missing key is not touched.
-fn refund_tat(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Outcome<Micros> {
+fn refund_tat(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Decided<Micros> {
     let Some(stored) = stored else {
-        return Outcome {
+        return Decided {
             verdict: Verdict::untouched(p.capacity),
             effect: Effect::None,
         };
@@ -279,7 +282,7 @@ fn refund_tat(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Ou
         remaining: i64::try_from(room).unwrap_or(i64::MAX),
         reset_after: Micros(ahead),
     };
-    Outcome { verdict, effect }
+    Decided { verdict, effect }
 }
 
 /// `FORCE`: `new_tat = max(tat, now) + T * cost` is stored whether it fits or not, at
@@ -290,7 +293,7 @@ fn force_tat(
     stored: Option<Stored<Micros>>,
     now: Micros,
     p: &GcraParams,
-) -> Result<Outcome<Micros>> {
+) -> Result<Decided<Micros>> {
     let window = p.burst_window().0;
     let tat = stored.map_or(now, |s| s.state.max(now));
     let new_tat = tat
@@ -327,7 +330,7 @@ fn force_tat(
             reset_after: Micros(ahead),
         }
     };
-    Ok(Outcome { verdict, effect })
+    Ok(Decided { verdict, effect })
 }
 
 /// Read a stored TAT: the module's own (1 to [`MAX_TAT_DIGITS`] decimal digits, µs,
@@ -417,7 +420,7 @@ fn judge_tat(
     stored: Option<Stored<Micros>>,
     now: Micros,
     p: &GcraParams,
-) -> (Outcome<Micros>, Option<Booking>) {
+) -> (Decided<Micros>, Option<Booking>) {
     let t = p.interval.0;
     let window = p.burst_window().0;
     // How far ahead of now the TAT may be after an allowed (or booked) request.
@@ -449,7 +452,7 @@ fn judge_tat(
             Some(wait) if wait > 0 => Booking::After(Micros(wait)),
             _ => Booking::Now,
         });
-        (Outcome { verdict, effect }, booking)
+        (Decided { verdict, effect }, booking)
     } else {
         let behind = tat.saturating_since(now);
         let verdict = Verdict {
@@ -460,7 +463,7 @@ fn judge_tat(
             remaining: room(behind.0),
             reset_after: behind,
         };
-        let outcome = Outcome {
+        let outcome = Decided {
             verdict,
             effect: Effect::None,
         };
@@ -477,15 +480,14 @@ mod tests {
 
     /// One request on a bare TAT (its key's expiry plays no part), settled as the
     /// module settles a call.
-    fn decide(stored: Option<Micros>, now: Micros, p: &GcraParams) -> Outcome<Micros> {
+    fn decide(stored: Option<Micros>, now: Micros, p: &GcraParams) -> Decided<Micros> {
         let stored = stored.map(|state| Stored {
             state,
             expires_at: None,
         });
-        Call::one(Rule::from(*p), p.cost())
-            .settle_states(&[stored], now)
+        crate::call::memory::run_on(&Call::one(Rule::from(*p), p.cost()), &[stored], now)
             .expect("a TAT")
-            .outcome()
+            .decided()
     }
 
     /// `RL.GCRA key <args>`: the checked parameters (with the call's cost) and AT.
@@ -1008,7 +1010,7 @@ mod tests {
             Err(Error::InvalidDuration {
                 what: "max_delay",
                 value: b"0".to_vec(),
-                reason: crate::parse::error::DurationProblem::NotPositive,
+                reason: crate::error::DurationProblem::NotPositive,
             })
         );
         let (p, _) = parse_args(&[b"0", b"1", b"1s", b"delay", b"3650d"]).unwrap();

@@ -24,16 +24,18 @@
 //! members, then searches by score, each step O(log n). Denials, peeks and errors
 //! write nothing.
 
+use crate::call::keys::{KeyRead, SetOp, SetOps, SortedSet, Value, Walk, Written};
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Mode, Request, SetWrite, Settled, SortedSet, Storage,
-    Syntax, Value, Walk, Written,
+    Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
 use crate::call::state::{Effect, Encode, StateKind};
 use crate::call::verdict::{Decision, Verdict};
-use crate::limits::{MAX_AT_MS, MAX_LOG_LIMIT, MAX_LOG_MEMBERS, MAX_META_LEN, MAX_SAFE_INTEGER};
+use crate::error::{Error, Result};
+use crate::limits::{
+    MAX_AT_MS, MAX_LOG_LIMIT, MAX_LOG_MEMBERS, MAX_LOG_TRIM, MAX_META_LEN, MAX_SAFE_INTEGER,
+};
 use crate::parse::args::{in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::{Opt, SETTLE};
 use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
 
@@ -43,6 +45,15 @@ const COMMAND: &str = "RL.LOG";
 pub const STATE: StateKind = StateKind {
     command: COMMAND,
     expected: "a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch",
+};
+
+/// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
+pub static KIND: Kind = Kind {
+    keyword: "LOG",
+    state: STATE,
+    storage: Storage::SortedSet,
+    gate: false,
+    field: false,
 };
 
 /// The digits of a member's sequence number (2^53 - 1 has 16).
@@ -151,8 +162,7 @@ impl<'a> Rule<'a> {
 }
 
 impl<'a> Syntax<'a> for Rule<'a> {
-    const KIND: &'static str = "LOG";
-    const STATE: StateKind = STATE;
+    const KIND: &'static Kind = &KIND;
     const ARGS: usize = 2;
     const OPTIONS: &'static [Opt] = &[Opt::Meta];
     const COMMAND_OPTIONS: &'static [Opt] = &SETTLE;
@@ -224,15 +234,20 @@ impl Encode for Append<'_> {
     }
 }
 
-/// One member added, the members that left the window removed.
+/// One member added, the members that left the window removed (the oldest first, at
+/// most [`MAX_LOG_TRIM`] a write).
 impl Written for Append<'_> {
     fn value(&self) -> Value<'_> {
-        Value::SortedSet(SetWrite {
-            remove: &[],
-            add: Some((self, self.time)),
-            remove_through: Some(self.trim_through),
-            remove_expired: None,
-        })
+        let mut ops = SetOps::new();
+        ops.push(SetOp::Add {
+            member: self,
+            score: self.time.0,
+        });
+        ops.push(SetOp::RemoveOldest {
+            through: self.trim_through.0,
+            at_most: MAX_LOG_TRIM,
+        });
+        Value::SortedSet(ops)
     }
 }
 
@@ -274,12 +289,21 @@ impl Written for LogWrite<'_> {
     fn value(&self) -> Value<'_> {
         match self {
             LogWrite::Append(a) => a.value(),
-            LogWrite::Refund(r) => Value::SortedSet(SetWrite {
-                remove: &r.remove,
-                add: r.rest.as_ref().map(|(m, t)| (m as &dyn Encode, *t)),
-                remove_through: Some(r.trim_through),
-                remove_expired: None,
-            }),
+            LogWrite::Refund(r) => {
+                let mut ops = SetOps::new();
+                if let Some((member, time)) = &r.rest {
+                    ops.push(SetOp::Add {
+                        member: member as &dyn Encode,
+                        score: time.0,
+                    });
+                }
+                ops.extend(r.remove.iter().map(|m| SetOp::Remove(m)));
+                ops.push(SetOp::RemoveOldest {
+                    through: r.trim_through.0,
+                    at_most: MAX_LOG_TRIM,
+                });
+                Value::SortedSet(ops)
+            }
         }
     }
 }
@@ -294,20 +318,12 @@ impl<'a> Limiter for Rule<'a> {
     type State = LogWrite<'a>;
     type Pending = Pending<'a>;
 
-    fn kind(&self) -> &'static str {
-        <Self as Syntax>::KIND
+    fn kind(&self) -> &'static Kind {
+        &KIND
     }
 
-    fn state_kind(&self) -> StateKind {
-        STATE
-    }
-
-    fn storage(&self) -> Storage {
-        Storage::SortedSet
-    }
-
-    fn check_cost(&self, cost: i64) -> Result<()> {
-        if cost > self.limit {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode == Mode::Take && cost > self.limit {
             return Err(Error::CostOverCapacity {
                 cost,
                 capacity: self.limit,
@@ -324,27 +340,25 @@ impl<'a> Limiter for Rule<'a> {
             None => &Empty,
             Some(set) => &SetIndex(*set),
         };
-        let appended = |j: Judgement<Option<Append<'a>>>| Judgement {
-            verdict: j.verdict,
-            window_ms: j.window_ms,
-            extra: j.extra,
-            pending: j.pending.map(|a| {
-                (
-                    LogWrite::Append(a),
-                    Some(a.time.saturating_add(self.window)),
-                )
-            }),
+        let appended = |j: Judgement<Option<Append<'a>>>| {
+            j.map(|pending| {
+                pending.map(|a| {
+                    (
+                        LogWrite::Append(a),
+                        Some(a.time.saturating_add(self.window)),
+                    )
+                })
+            })
         };
         match req.mode {
             Mode::Take => self.judge_index(index, now, cost).map(appended),
             Mode::Force => self.force_index(index, now, cost).map(appended),
             Mode::Refund => match set {
-                None => Ok(Judgement {
-                    verdict: Verdict::untouched(self.limit),
-                    window_ms: self.window.floor_millis(),
-                    extra: None,
-                    pending: None,
-                }),
+                None => Ok(Judgement::plain(
+                    Verdict::untouched(self.limit),
+                    self.window.floor_millis(),
+                    None,
+                )),
                 Some(set) => self.refund_set(set, now, cost),
             },
         }
@@ -353,12 +367,12 @@ impl<'a> Limiter for Rule<'a> {
     fn write(
         &self,
         pending: Self::Pending,
-        settled: Settled,
+        outcome: Outcome,
         _req: &Request,
     ) -> std::result::Result<Effect<LogWrite<'a>>, Full> {
-        Ok(match (settled, pending) {
-            (Settled::Allowed, Some((_, None))) => Effect::Delete,
-            (Settled::Allowed, Some((state, Some(full_at)))) => Effect::Set {
+        Ok(match (outcome, pending) {
+            (Outcome::Allowed, Some((_, None))) => Effect::Delete,
+            (Outcome::Allowed, Some((state, Some(full_at)))) => Effect::Set {
                 expires_at: UnixMillis::covering(full_at),
                 state,
             },
@@ -441,12 +455,11 @@ impl<'a> Rule<'a> {
             remaining: self.limit.saturating_sub(after).max(0),
             reset_after: reset,
         };
-        Ok(Judgement {
+        Ok(Judgement::plain(
             verdict,
-            window_ms: self.window.floor_millis(),
-            extra: None,
-            pending: append,
-        })
+            self.window.floor_millis(),
+            append,
+        ))
     }
 
     /// `REFUND`: `cost` units leave the newest counted members first (a member whose
@@ -480,7 +493,7 @@ impl<'a> Rule<'a> {
         let mut given = 0u64;
         // The newest counted member left, if any.
         let mut newest_left: Option<Micros> = None;
-        set.walk(Walk::Through(Micros(u64::MAX)), &mut |member, score| {
+        set.walk(Walk::Down, &mut |member, score| {
             let e = entry(member, score)?;
             if e.time <= cutoff {
                 return Ok(false);
@@ -533,12 +546,11 @@ impl<'a> Rule<'a> {
                 Some(n.saturating_add(self.window)),
             )),
         };
-        Ok(Judgement {
+        Ok(Judgement::plain(
             verdict,
-            window_ms: self.window.floor_millis(),
-            extra: None,
+            self.window.floor_millis(),
             pending,
-        })
+        ))
     }
 
     /// Judge a log at `now` for `cost`, reading what it needs of `index`.
@@ -612,12 +624,11 @@ impl<'a> Rule<'a> {
                 remaining: self.limit - counted - cost,
                 reset_after: reset(if cost > 0 { Some(t) } else { newest_counted }),
             };
-            return Ok(Judgement {
+            return Ok(Judgement::plain(
                 verdict,
-                window_ms: self.window.floor_millis(),
-                extra: None,
-                pending: append,
-            });
+                self.window.floor_millis(),
+                append,
+            ));
         }
         // Denied: when the counted members that must leave for `cost` to fit have left,
         // that is the first member whose running total reaches `base + over`.
@@ -632,12 +643,7 @@ impl<'a> Rule<'a> {
             remaining: (self.limit - counted).max(0),
             reset_after: reset(newest_counted),
         };
-        Ok(Judgement {
-            verdict,
-            window_ms: self.window.floor_millis(),
-            extra: None,
-            pending: None,
-        })
+        Ok(Judgement::plain(verdict, self.window.floor_millis(), None))
     }
 
     /// The time of the first member after `cutoff` whose running total reaches
@@ -742,19 +748,18 @@ impl Index for SetIndex<'_> {
         self.0.len()
     }
     fn last(&self) -> Result<Option<Entry>> {
-        self.one(Walk::Through(Micros(u64::MAX)))
+        self.one(Walk::Down)
     }
     fn before_last(&self) -> Result<Option<Entry>> {
         let mut seen = 0;
         let mut found = None;
-        self.0
-            .walk(Walk::Through(Micros(u64::MAX)), &mut |member, score| {
-                seen += 1;
-                if seen == 2 {
-                    found = Some(entry(member, score)?);
-                }
-                Ok(seen < 2)
-            })?;
+        self.0.walk(Walk::Down, &mut |member, score| {
+            seen += 1;
+            if seen == 2 {
+                found = Some(entry(member, score)?);
+            }
+            Ok(seen < 2)
+        })?;
         Ok(found)
     }
     fn first(&self) -> Result<Option<Entry>> {
@@ -836,11 +841,11 @@ mod tests {
             let j = r.judge_index(self, now, cost).expect("a log");
             let allowed = j.verdict.is_allowed();
             let settled = if allowed {
-                Settled::Allowed
+                Outcome::Allowed
             } else {
-                Settled::Denied
+                Outcome::Denied { repair: true }
             };
-            if let (Settled::Allowed, Some(state)) = (settled, j.pending) {
+            if let (Outcome::Allowed, Some(state)) = (settled, j.pending) {
                 let mut m = Vec::new();
                 state.member(&mut m);
                 self.0.insert((state.time.0, m));
@@ -1010,7 +1015,7 @@ mod tests {
             r.write(
                 j.pending
                     .map(|a| (LogWrite::Append(a), Some(a.time.saturating_add(r.window)))),
-                Settled::Allowed,
+                Outcome::Allowed,
                 &Request::take(at(0), 4)
             ),
             Ok(Effect::Set {

@@ -15,15 +15,13 @@ pub mod windows;
 #[cfg(test)]
 mod settle_tests;
 
-use crate::call::limiter::{
-    Field, Full, Judgement, KeyRead, Limiter, Mode, Penalty, Request, Settled, Storage, Syntax,
-    Value, Written,
-};
-use crate::call::state::{Effect, StateKind};
+use crate::call::keys::{KeyRead, Value, Written};
+use crate::call::limiter::{Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Syntax};
+use crate::call::state::Effect;
 use crate::call::{Call, Shape};
+use crate::error::{Error, Result};
 use crate::limits::MAX_ALL_KEYS;
 use crate::parse::args::{parse_int, AtOther, Options};
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::{Opt, COST_AT, SETTLE};
 use smallvec::SmallVec;
 
@@ -66,30 +64,15 @@ macro_rules! limiters {
             type State = State<'a>;
             type Pending = Pending<'a>;
 
-            /// Its keyword in RL.ALL (`FIXED`).
-            fn kind(&self) -> &'static str {
+            fn kind(&self) -> &'static Kind {
                 match self {
-                    $(Rule::$variant(_) => <$rule as Syntax>::KIND,)*
+                    $(Rule::$variant(r) => Limiter::kind(r),)*
                 }
             }
 
-            /// How errors name its state (and its command).
-            fn state_kind(&self) -> StateKind {
+            fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
                 match self {
-                    $(Rule::$variant(r) => Limiter::state_kind(r),)*
-                }
-            }
-
-            /// The type of key it keeps.
-            fn storage(&self) -> Storage {
-                match self {
-                    $(Rule::$variant(r) => Limiter::storage(r),)*
-                }
-            }
-
-            fn check_cost(&self, cost: i64) -> Result<()> {
-                match self {
-                    $(Rule::$variant(r) => Limiter::check_cost(r, cost),)*
+                    $(Rule::$variant(r) => Limiter::check_cost(r, cost, mode),)*
                 }
             }
 
@@ -99,60 +82,25 @@ macro_rules! limiters {
                 req: &Request,
             ) -> Result<Judgement<Pending<'a>>> {
                 match self {
-                    $(Rule::$variant(r) => Limiter::judge(r, key, req).map(|j| Judgement {
-                        verdict: j.verdict,
-                        window_ms: j.window_ms,
-                        extra: j.extra,
-                        pending: Pending::$variant(j.pending),
-                    }),)*
+                    $(Rule::$variant(r) => {
+                        Limiter::judge(r, key, req).map(|j| j.map(Pending::$variant))
+                    })*
                 }
             }
 
-            /// The write of a judgement once the call is settled (a judgement of
+            /// The write of a judgement once the call is decided (a judgement of
             /// another rule writes nothing).
             fn write(
                 &self,
                 pending: Pending<'a>,
-                settled: Settled,
+                outcome: Outcome,
                 req: &Request,
             ) -> std::result::Result<Effect<State<'a>>, Full> {
                 match (self, pending) {
                     $((Rule::$variant(r), Pending::$variant(p)) => {
-                        Limiter::write(r, p, settled, req).map(|e| e.map(State::$variant))
+                        Limiter::write(r, p, outcome, req).map(|e| e.map(State::$variant))
                     })*
                     _ => Ok(Effect::None),
-                }
-            }
-
-            fn wants_token(&self) -> bool {
-                match self {
-                    $(Rule::$variant(r) => Limiter::wants_token(r),)*
-                }
-            }
-
-            fn reply_field(&self, pending: Option<&Pending<'a>>, settled: Settled) -> Option<Field> {
-                match (self, pending) {
-                    $((Rule::$variant(r), Some(Pending::$variant(p))) => {
-                        Limiter::reply_field(r, Some(p), settled)
-                    })*
-                    $((Rule::$variant(r), None) => Limiter::reply_field(r, None, settled),)*
-                    #[allow(unreachable_patterns)]
-                    _ => None,
-                }
-            }
-
-            fn gates(&self) -> bool {
-                match self {
-                    $(Rule::$variant(r) => Limiter::gates(r),)*
-                }
-            }
-
-            fn penalty(&self, pending: Pending<'a>, req: &Request) -> Option<Penalty<State<'a>>> {
-                match (self, pending) {
-                    $((Rule::$variant(r), Pending::$variant(p)) => {
-                        Limiter::penalty(r, p, req).map(|p| p.map(State::$variant))
-                    })*
-                    _ => None,
                 }
             }
         }
@@ -189,14 +137,14 @@ macro_rules! limiters {
         /// their arguments.)
         #[allow(clippy::extra_unused_lifetimes)]
         pub fn kinds<'a>() -> [(&'static str, &'static str); KINDS_COUNT] {
-            [$((<$rule as Syntax>::KIND, <$rule as Syntax>::STATE.command)),*]
+            [$((<$rule as Syntax>::KIND.keyword, <$rule as Syntax>::KIND.state.command)),*]
         }
 
         /// RL.ALL's rule keyword `word` is, in its canonical spelling, if any. (The
         /// lifetime names the rule types that borrow their arguments.)
         #[allow(clippy::extra_unused_lifetimes)]
         fn kind_of<'a>(word: &[u8]) -> Option<&'static str> {
-            [$(<$rule as Syntax>::KIND),*]
+            [$(<$rule as Syntax>::KIND.keyword),*]
                 .into_iter()
                 .find(|k| word.eq_ignore_ascii_case(k.as_bytes()))
         }
@@ -205,7 +153,7 @@ macro_rules! limiters {
         /// position; with how many arguments it took. `None`: not a rule keyword.
         fn parse_rule<'a>(kind: &[u8], args: &[&'a [u8]]) -> Option<Result<(Rule<'a>, usize)>> {
             $(
-                if kind.eq_ignore_ascii_case(<$rule as Syntax>::KIND.as_bytes()) {
+                if kind.eq_ignore_ascii_case(<$rule as Syntax>::KIND.keyword.as_bytes()) {
                     return Some(rule_syntax::<$rule>(args));
                 }
             )*
@@ -231,7 +179,9 @@ where
     R: Syntax<'a> + Limiter + Into<Rule<'a>>,
 {
     if args.len() < R::ARGS {
-        return Err(Error::RuleArity { kind: R::KIND });
+        return Err(Error::RuleArity {
+            kind: R::KIND.keyword,
+        });
     }
     let (positional, rest) = args.split_at(R::ARGS);
     let positional = R::parse_args(positional)?;
@@ -352,7 +302,7 @@ fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
             // An option after a rule that does not take it.
             let (index, kind) = rules
                 .last()
-                .map_or((index, COMMAND), |(_, r)| (rules.len(), r.kind()));
+                .map_or((index, COMMAND), |(_, r)| (rules.len(), r.kind().keyword));
             return Err(Error::InRule {
                 index,
                 kind,
@@ -409,11 +359,11 @@ fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
         });
     }
     // At most one penalty box per call.
-    let mut bans = rules.iter().enumerate().filter(|(_, (_, r))| r.gates());
+    let mut bans = rules.iter().enumerate().filter(|(_, (_, r))| r.kind().gate);
     if let (Some(_), Some((i, (_, rule)))) = (bans.next(), bans.next()) {
         return Err(Error::InRule {
             index: i + 1,
-            kind: rule.kind(),
+            kind: rule.kind().keyword,
             inner: Box::new(Error::SecondBan),
         });
     }
@@ -425,12 +375,9 @@ fn all_as_given<'a>(args: &[&'a [u8]]) -> Result<Call<Rule<'a>>> {
             inner: Box::new(e),
         };
         rule.call_options(&opts)
-            .map_err(|e| in_rule(rule.kind(), e))?;
-        // A refund or a forced request of any cost can be settled.
-        if mode == Mode::Take {
-            rule.check_cost(opts.cost)
-                .map_err(|e| in_rule(rule.kind(), e))?;
-        }
+            .map_err(|e| in_rule(rule.kind().keyword, e))?;
+        rule.check_cost(opts.cost, mode)
+            .map_err(|e| in_rule(rule.kind().keyword, e))?;
     }
     Ok(Call {
         command: COMMAND,
@@ -500,7 +447,11 @@ mod tests {
         .unwrap();
         assert_eq!(call.shape, Shape::All);
         assert_eq!(call.numkeys, 3);
-        let kinds: Vec<(usize, &str)> = call.rules.iter().map(|(k, r)| (*k, r.kind())).collect();
+        let kinds: Vec<(usize, &str)> = call
+            .rules
+            .iter()
+            .map(|(k, r)| (*k, r.kind().keyword))
+            .collect();
         assert_eq!(kinds, [(2, "SLIDING"), (0, "GCRA"), (1, "FIXED")]);
         assert_eq!(
             (call.cost, call.at),
@@ -597,7 +548,7 @@ mod tests {
                 let before = keys.clone();
                 let settled = memory::run(&call, &mut keys, Micros(now)).expect("valid state");
                 let every = judged.iter().all(|v| v.is_allowed());
-                prop_assert_eq!(settled.settled == Settled::Allowed, every);
+                prop_assert_eq!(settled.outcome == Outcome::Allowed, every);
                 prop_assert_eq!(settled.verdict, judged[settled.binding]);
                 if every {
                     let least = judged.iter().map(|v| v.remaining).min().unwrap();
@@ -638,7 +589,7 @@ mod sizes {
     fn small<L: Limiter>() {
         assert!(size_of::<L>() <= 48, "{}", std::any::type_name::<L>());
         assert!(
-            size_of::<Judgement<L::Pending>>() <= 136,
+            size_of::<Judgement<L::Pending>>() <= 192,
             "{}",
             std::any::type_name::<L>()
         );
@@ -657,7 +608,7 @@ mod sizes {
         small::<sliding::Rule>();
         small::<log::Rule>();
         small::<lease::Rule>();
-        assert!(size_of::<Judgement<Pending>>() <= 144);
+        assert!(size_of::<Judgement<Pending>>() <= 200);
         assert!(size_of::<Effect<State>>() <= 72);
         assert!(size_of::<Call<Rule>>() <= 128);
     }

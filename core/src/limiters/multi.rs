@@ -10,20 +10,21 @@
 //! window in Unix milliseconds. The key expires at the latest end. Windows a call does
 //! not name are kept until they end; ended windows are dropped when the key is written.
 
-use crate::call::decision::Chooser;
+use crate::call::binding::Binding;
+use crate::call::keys::{KeyRead, Value, Written};
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax, Value, Written,
+    Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
 use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
 use crate::call::verdict::Verdict;
 use crate::call::Call;
+#[cfg(test)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::limiters::fixed;
 use crate::limiters::windows;
 use crate::limits::{MAX_DURATION, MAX_END_MS};
 use crate::parse::args::{check_count, Limit, Options};
-#[cfg(test)]
-use crate::parse::error::Error;
-use crate::parse::error::Result;
 use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis};
 use smallvec::SmallVec;
@@ -33,6 +34,15 @@ use std::rc::Rc;
 pub const STATE: StateKind = StateKind {
     command: COMMAND,
     expected: "window_ms:count:end_ms entries separated by commas",
+};
+
+/// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
+pub static KIND: Kind = Kind {
+    keyword: "MULTI",
+    state: STATE,
+    storage: Storage::String,
+    gate: false,
+    field: false,
 };
 
 const COMMAND: &str = "RL.MULTI";
@@ -116,7 +126,7 @@ impl Rule {
         stored: Option<Stored<State>>,
         req: &Request,
     ) -> Result<Judgement<Pending>> {
-        let mut chooser = Chooser::default();
+        let mut binding = Binding::default();
         // The named windows' counters after the request (used when allowed).
         let mut updated = Entries::new();
         for pair in self.pairs.iter() {
@@ -129,7 +139,7 @@ impl Rule {
                     expires_at: Some(e.ends_at),
                 });
             let (verdict, on_allow, _) = fixed::settle(counter, req, pair)?;
-            chooser.offer(verdict, window_ms);
+            binding.offer(verdict, window_ms);
             // A forced request over the limit is written too; a refund that empties
             // a window drops it (as a window this call names, it is not kept).
             if let (false, Effect::Set { state, expires_at }) = (verdict.is_denied(), on_allow) {
@@ -140,13 +150,12 @@ impl Rule {
                 });
             }
         }
-        let (verdict, window_ms) = chooser.finish().unwrap_or_else(|| self.untouched());
-        Ok(Judgement {
+        let (verdict, window_ms) = binding.finish().unwrap_or_else(|| self.untouched());
+        Ok(Judgement::plain(
             verdict,
             window_ms,
-            extra: None,
-            pending: Pending { stored, updated },
-        })
+            Pending { stored, updated },
+        ))
     }
 
     /// The reply for a rule without windows (never built): full capacity.
@@ -168,8 +177,7 @@ pub struct Pending {
 }
 
 impl<'a> Syntax<'a> for Rule {
-    const KIND: &'static str = "MULTI";
-    const STATE: StateKind = STATE;
+    const KIND: &'static Kind = &KIND;
     const ARGS: usize = 0;
     const OPTIONS: &'static [Opt] = &[Opt::Limit, Opt::Align];
     type Args = ();
@@ -187,19 +195,14 @@ impl Limiter for Rule {
     type State = State;
     type Pending = Pending;
 
-    fn kind(&self) -> &'static str {
-        <Self as Syntax>::KIND
+    fn kind(&self) -> &'static Kind {
+        &KIND
     }
 
-    fn state_kind(&self) -> StateKind {
-        STATE
-    }
-
-    fn storage(&self) -> Storage {
-        Storage::String
-    }
-
-    fn check_cost(&self, cost: i64) -> Result<()> {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode != Mode::Take {
+            return Ok(());
+        }
         let limits: SmallVec<[Limit; 4]> = self.limits().collect();
         windows::check_cost(&limits, cost)
     }
@@ -212,14 +215,14 @@ impl Limiter for Rule {
     fn write(
         &self,
         Pending { stored, updated }: Pending,
-        settled: Settled,
+        outcome: Outcome,
         req: &Request,
     ) -> std::result::Result<Effect<State>, Full> {
         let (now, cost) = (req.now, req.cost);
         let stored = stored.as_ref().map(|s| (s.state.entries(), s.expires_at));
         let names = |w| self.names(w);
         // The windows are distinct: from distinct LIMITs and stored entries.
-        windows::write_windows(stored, updated, names, (settled, now, cost), State::new)
+        windows::write_windows(stored, updated, names, (outcome, now, cost), State::new)
     }
 }
 
@@ -505,7 +508,7 @@ mod tests {
                 InvalidDuration {
                     what: "window",
                     value: b"0s".to_vec(),
-                    reason: crate::parse::error::DurationProblem::NotPositive,
+                    reason: crate::error::DurationProblem::NotPositive,
                 },
             ),
             (

@@ -5,7 +5,7 @@
 use crate::call::limiter::Limiter;
 use crate::call::memory::{self, Key};
 use crate::call::{Call, Shape};
-use crate::parse::error::{Error, Result};
+use crate::error::{Error, Result};
 use crate::units::{Micros, UnixMillis};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -744,7 +744,7 @@ proptest! {
     /// again and deleted.
     #[test]
     fn refunds_never_go_below_empty(
-        cmd in command(), hist in history(), dt in 0u64..3_000, cost in 0i64..40,
+        cmd in command(), hist in history(), dt in 0u64..3_000, cost in 1i64..40,
     ) {
         let mut s = Server::default();
         let ms = play(&mut s, &cmd, &hist) + dt;
@@ -766,7 +766,7 @@ proptest! {
     /// says so exactly when the state is over its limit.
     #[test]
     fn after_a_forced_request_retry_after_is_enough_for_a_cost_of_1(
-        cmd in command(), hist in history(), dt in 0u64..3_000, cost in 0i64..12,
+        cmd in command(), hist in history(), dt in 0u64..3_000, cost in 1i64..12,
     ) {
         let mut s = Server::default();
         let ms = play(&mut s, &cmd, &hist) + dt;
@@ -784,6 +784,22 @@ proptest! {
         } else {
             prop_assert_eq!(retry, -1);
         }
+    }
+
+    /// `COST 0` with `REFUND` or `FORCE` is the peek `COST 0` is: the same reply, nothing
+    /// written (a forced peek once replied the wait for a cost of 1 on a key over its
+    /// limit).
+    #[test]
+    fn cost_0_with_a_flag_is_the_peek_cost_0_is(
+        cmd in command(), hist in history(), dt in 0u64..3_000, flag in 0usize..2,
+    ) {
+        let mut s = Server::default();
+        let ms = play(&mut s, &cmd, &hist) + dt;
+        let before = s.clone();
+        let flag = ["REFUND", "FORCE"][flag];
+        let flagged = s.call(ms, &format!("{cmd} COST 0 {flag}")).map(|r| r.fields);
+        prop_assert_eq!(flagged, Ok(peek(&mut before.clone(), &cmd, ms)));
+        prop_assert_eq!(s.0, before.0);
     }
 
     /// A ban never lets a call through before its end, and every allowed call leaves

@@ -20,19 +20,20 @@
 //! last counted bucket leaves its window; windows a call does not name are kept until
 //! then.
 
-use crate::call::decision::Chooser;
+use crate::call::binding::Binding;
+use crate::call::keys::{KeyRead, Value, Written};
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax, Value, Written,
+    Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
 use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
 use crate::call::verdict::{Decision, Verdict};
 use crate::call::Call;
+use crate::error::{Error, Result};
 use crate::limiters::windows;
 use crate::limits::{
     DEFAULT_BUCKETS, MAX_AT_US, MAX_BUCKETS, MAX_BUCKETS_PER_KEY, MAX_DURATION, MAX_SAFE_INTEGER,
 };
 use crate::parse::args::{check_count, Limit, Options};
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::Opt;
 use crate::units::Micros;
 use smallvec::SmallVec;
@@ -44,6 +45,15 @@ const COMMAND: &str = "RL.SLIDING";
 pub const STATE: StateKind = StateKind {
     command: COMMAND,
     expected: "window_ms:buckets:first:counts entries separated by commas",
+};
+
+/// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
+pub static KIND: Kind = Kind {
+    keyword: "SLIDING",
+    state: STATE,
+    storage: Storage::String,
+    gate: false,
+    field: false,
 };
 
 /// One LIMIT of a checked request.
@@ -172,7 +182,7 @@ impl Rule {
         stored: Option<Stored<State>>,
         req: &Request,
     ) -> Result<Judgement<Pending>> {
-        let mut chooser = Chooser::default();
+        let mut binding = Binding::default();
         let mut updated = Vec::with_capacity(self.windows.len());
         for w in self.windows.iter() {
             let window_ms = w.window.floor_millis();
@@ -182,16 +192,15 @@ impl Rule {
                 Mode::Refund => refund(old, req.now, w, self.buckets, req.cost),
                 Mode::Force => force(old, req.now, w, self.buckets, req.cost)?,
             };
-            chooser.offer(pair.verdict, window_ms);
+            binding.offer(pair.verdict, window_ms);
             updated.push(pair.updated);
         }
-        let (verdict, window_ms) = chooser.finish().unwrap_or_else(|| self.untouched());
-        Ok(Judgement {
+        let (verdict, window_ms) = binding.finish().unwrap_or_else(|| self.untouched());
+        Ok(Judgement::plain(
             verdict,
             window_ms,
-            extra: None,
-            pending: Pending { stored, updated },
-        })
+            Pending { stored, updated },
+        ))
     }
 }
 
@@ -206,8 +215,7 @@ pub struct Pending {
 }
 
 impl<'a> Syntax<'a> for Rule {
-    const KIND: &'static str = "SLIDING";
-    const STATE: StateKind = STATE;
+    const KIND: &'static Kind = &KIND;
     const ARGS: usize = 0;
     const OPTIONS: &'static [Opt] = &[Opt::Limit, Opt::Buckets];
     type Args = ();
@@ -225,19 +233,14 @@ impl Limiter for Rule {
     type State = State;
     type Pending = Pending;
 
-    fn kind(&self) -> &'static str {
-        <Self as Syntax>::KIND
+    fn kind(&self) -> &'static Kind {
+        &KIND
     }
 
-    fn state_kind(&self) -> StateKind {
-        STATE
-    }
-
-    fn storage(&self) -> Storage {
-        Storage::String
-    }
-
-    fn check_cost(&self, cost: i64) -> Result<()> {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode != Mode::Take {
+            return Ok(());
+        }
         windows::check_cost(&self.limits(), cost)
     }
 
@@ -249,7 +252,7 @@ impl Limiter for Rule {
     fn write(
         &self,
         Pending { stored, updated }: Pending,
-        settled: Settled,
+        outcome: Outcome,
         req: &Request,
     ) -> std::result::Result<Effect<State>, Full> {
         let (now, cost) = (req.now, req.cost);
@@ -260,7 +263,7 @@ impl Limiter for Rule {
                 entries: entries.into_iter().collect(),
             })
         };
-        windows::write_windows(stored, updated, names, (settled, now, cost), state)
+        windows::write_windows(stored, updated, names, (outcome, now, cost), state)
     }
 }
 

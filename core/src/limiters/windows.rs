@@ -1,15 +1,14 @@
 //! What the commands with several keys and several windows share (RL.MULTI, RL.SLIDING):
 //! `numkeys key [key ...]` then `LIMIT window limit` triples mixed with options, the
-//! key positions for servers that ask the command, and one decision for every key of
-//! a call (the same as every call's, [`crate::call::limiter::decide`]), with the *binding*
-//! pair whose numbers the reply carries.
+//! key positions for servers that ask the command, and the write of a key of several
+//! windows.
 
-use crate::call::limiter::{Full, Mode, Settled};
+use crate::call::limiter::{Full, Mode, Outcome};
 use crate::call::state::Effect;
+use crate::error::{Error, Result};
 use crate::limits::{MAX_BUCKETS_PER_KEY, MAX_KEYS, MAX_WINDOWS, MAX_WINDOWS_PER_KEY};
 use crate::parse::args::{parse_int, Options};
 pub use crate::parse::args::{Limit, Limits};
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::{Opt, COST_AT, SETTLE};
 use crate::units::{Micros, UnixMillis};
 use smallvec::SmallVec;
@@ -184,8 +183,8 @@ pub trait Window {
 }
 
 /// The write of a key of several windows, the same for RL.MULTI and RL.SLIDING: a peek
-/// writes nothing; a denial consumes nothing but gives a key that lost its TTL the end
-/// of its last live window; an allowed request stores the named windows as `updated`
+/// writes nothing; a denial consumes nothing, and by its own command gives a key that
+/// lost its TTL the end of its last live window; an allowed request stores the named windows as `updated`
 /// has them (those that still count) with the windows the call does not name
 /// (`names`) kept while they have not ended, at most [`MAX_WINDOWS_PER_KEY`] (and
 /// [`MAX_BUCKETS_PER_KEY`] buckets between them), as the
@@ -194,14 +193,17 @@ pub fn write_windows<E: Window + Clone, S>(
     stored: Option<(&[E], Option<UnixMillis>)>,
     updated: impl IntoIterator<Item = E>,
     names: impl Fn(u64) -> bool,
-    (settled, now, cost): (Settled, Micros, i64),
+    (outcome, now, cost): (Outcome, Micros, i64),
     state: impl FnOnce(SmallVec<[E; 4]>) -> Option<S>,
 ) -> std::result::Result<Effect<S>, Full> {
     let live = |e: &E| e.ends_at().filter(|&end| end > now);
     if cost == 0 {
         return Ok(Effect::None);
     }
-    if settled == Settled::Denied {
+    if outcome == (Outcome::Denied { repair: false }) {
+        return Ok(Effect::None);
+    }
+    if outcome == (Outcome::Denied { repair: true }) {
         return Ok(match stored {
             Some((entries, None)) => entries
                 .iter()
@@ -247,14 +249,15 @@ pub fn write_windows<E: Window + Clone, S>(
 }
 
 /// Calls of several keys on states held in memory, for the tests of RL.MULTI and
-/// RL.SLIDING: the same [`Call::settle`] as the module's, its result per key.
+/// RL.SLIDING: the one loop of every call ([`crate::call::Call::run`]), its result per
+/// key.
 #[cfg(test)]
 pub(crate) mod testing {
     use crate::call::limiter::Limiter;
     use crate::call::state::{Effect, Encode, Stored};
     use crate::call::verdict::Verdict;
     use crate::call::Call;
-    use crate::parse::error::Error;
+    use crate::error::Error;
     use crate::units::Micros;
 
     /// The pair whose numbers the reply carries (fields 2, 3 and 5, then 6 and 7).
@@ -290,7 +293,7 @@ pub(crate) mod testing {
     where
         R::State: Clone,
     {
-        match call.settle_states(stored, now) {
+        match crate::call::memory::run_on(call, stored, now) {
             Ok(s) => Ok(MultiOutcome {
                 verdict: s.verdict,
                 binding: Binding {

@@ -3,11 +3,11 @@
 //! `DELAY max_delay`, `BUCKETS n`, `META value`, `LIMIT window limit`);
 //! case-insensitive, each at most once but `LIMIT`.
 
+use crate::error::{Error, Result};
 use crate::limits::{
     MAX_AT_MS, MAX_BUCKETS, MAX_META_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS, MIN_AT_MS,
 };
 use crate::parse::duration::parse_duration;
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::Opt;
 use crate::units::Micros;
 use smallvec::SmallVec;
