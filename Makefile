@@ -15,7 +15,7 @@ RELEASE_SWEEP := $(TARGET_DIR)/release/ratelimit-sweep
 DEBUG_MODULE := $(TARGET_DIR)/debug/libredis_ratelimit.so
 DEBUG_SWEEP := $(TARGET_DIR)/debug/ratelimit-sweep
 
-.PHONY: help deps build run test lint unit integration integration-valkey python-client node-client check-target-dir valkey bench bench-full bench-core bench-sweep bench-failover bench-longest bench-node node-build test-binaries dist check-dist
+.PHONY: help deps build run test lint unit integration integration-valkey python-client node-client check-target-dir valkey bench bench-full bench-core bench-sweep bench-failover bench-longest bench-node node-build go-client bench-go test-binaries dist check-dist
 
 help: ## Show this list
 	@echo "redis-ratelimit: make <target> [PORT=n]"
@@ -89,6 +89,18 @@ node-client: test-binaries node-build ## The Node package's tests (clients/node)
 	valkey=$$(scripts/valkey.sh) && cd $(NODE_PKG) && \
 	RATELIMIT_MODULE=$(DEBUG_MODULE) REDIS_SERVER=$$valkey node --test test/
 
+# The Go module (clients/go): go vet and gofmt, then go test with the race detector,
+# with the module on Redis and again on Valkey 9 (its modules from the Go module proxy).
+GO_PKG := clients/go
+
+go-client: test-binaries ## The Go module's tests (clients/go: calls on go-redis and rueidis, the redis_rate drop-in, net/http middleware, the twins, the docs' Go code), on Redis and on Valkey 9
+	@$(GO_PKG)/scripts/need-go.sh
+	cd $(GO_PKG) && go vet ./...
+	cd $(GO_PKG) && unformatted=$$(gofmt -l .) && if [ -n "$$unformatted" ]; then echo "gofmt -l: $$unformatted" >&2; exit 1; fi
+	cd $(GO_PKG) && RATELIMIT_MODULE=$(DEBUG_MODULE) go test -race -count=1 ./... $(GO_TEST_ARGS)
+	valkey=$$(scripts/valkey.sh) && cd $(GO_PKG) && \
+	RATELIMIT_MODULE=$(DEBUG_MODULE) REDIS_SERVER=$$valkey go test -race -count=1 ./... $(GO_TEST_ARGS)
+
 check-target-dir: ## Check that the targets find the build in another CARGO_TARGET_DIR
 	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
 	  echo "check-target-dir: building into $$dir" && \
@@ -107,7 +119,7 @@ check-dist: dist ## Install the Debian package here (root), run redis-server wit
 	@scripts/deps.sh test
 	packaging/check-deb.sh $$(ls $(DIST_DIR)/redis-ratelimit_*.deb)
 
-test: lint unit integration integration-valkey python-client node-client check-target-dir check-dist ## Everything: lint, unit, integration (Redis and Valkey), the Python and Node packages, target-dir check, the Debian package
+test: lint unit integration integration-valkey python-client node-client go-client check-target-dir check-dist ## Everything: lint, unit, integration (Redis and Valkey), the Python, Node and Go packages, target-dir check, the Debian package
 
 bench-sweep: build ## Bulk TTLs: ratelimit-sweep against the SCAN + EVAL loop, 1 000 000 keys
 	RATELIMIT_MODULE=$(RELEASE_MODULE) RATELIMIT_SWEEP=$(RELEASE_SWEEP) bench/sweep.sh
@@ -138,6 +150,11 @@ bench-longest: build ## The longest single calls at the bounds (the slow log), o
 
 bench-node: build node-build ## Requests per second of an Express app limited by the Node package, rate-limit-redis and rate-limiter-flexible
 	cd $(NODE_PKG) && RATELIMIT_MODULE=$(RELEASE_MODULE) node bench/express.mjs $(BENCH_NODE_ARGS)
+
+bench-go: build ## Redis CPU time and commands per request of the Go drop-in for redis_rate (RL.GCRA) against redis_rate v10's script, on Redis and on Valkey 9
+	@$(GO_PKG)/scripts/need-go.sh
+	cd $(GO_PKG) && go run ./bench -module $(RELEASE_MODULE) $(BENCH_GO_ARGS)
+	valkey=$$(scripts/valkey.sh) && cd $(GO_PKG) && go run ./bench -module $(RELEASE_MODULE) -server $$valkey $(BENCH_GO_ARGS)
 
 bench-core: ## Micro-benchmarks of the pure algorithms (ns per decision)
 	@scripts/deps.sh build
