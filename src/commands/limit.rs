@@ -28,7 +28,8 @@ pub fn run<'c, 'a: 'c, R: Limiter>(
 ) -> Result<Tally, Error> {
     let call = parse(args.after_name())?;
     let now = request_time(call.at)?;
-    let mut keys = CallKeys::open(ctx, args, &call)?;
+    let mut keys = CallKeys::new(ctx);
+    keys.open(args, &call)?;
     let resolution = call.run(&mut keys, now, &MadeNames::default())?;
     // Counted once the call has written all it writes.
     stats::record_flags(

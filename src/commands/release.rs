@@ -19,7 +19,7 @@ use redis_module::{raw, Context};
 pub fn command(ctx: &Context, args: &Args) -> Result<Tally, Error> {
     let call = lease::parse_release(args.after_name())?;
     let now = request_time(call.at)?;
-    let name = args.key(1).ok_or(Error::Internal("key argument"))?;
+    let name = args.key(1).ok_or_else(|| Error::Internal("key argument"))?;
     let key = LimiterKey::open(ctx, name, Storage::SortedSet)?;
     let released = {
         let set = match key.read()? {

@@ -78,7 +78,7 @@ pub fn give_ttl(ctx: &Context, name: KeyName, at: UnixMillis) -> Result<(), Erro
         name,
         raw::REDISMODULE_READ | raw::REDISMODULE_WRITE | raw::REDISMODULE_OPEN_KEY_NOTOUCH,
     )?
-    .ok_or(Error::Internal("open key"))?;
+    .ok_or_else(|| Error::Internal("open key"))?;
     let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
     // SAFETY: the key is open for writing; the caller saw that it holds a value.
     if unsafe { set_abs_expire(key.ptr(), ms) } != raw::REDISMODULE_OK as c_int {

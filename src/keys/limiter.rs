@@ -65,22 +65,32 @@ pub struct CallKeys<'a> {
 }
 
 impl<'a> CallKeys<'a> {
+    /// No keys yet: [`CallKeys::open`] opens them, in place (the keys of a call are
+    /// not small, and are not moved).
+    pub fn new(ctx: &'a Context) -> CallKeys<'a> {
+        CallKeys {
+            ctx,
+            keys: SmallVec::new(),
+        }
+    }
+
     /// Open the key of every rule of `call` among `args`, in the rules' order (a wrong
     /// type is found before any state is read).
     pub fn open<'b: 'a, R: Limiter>(
-        ctx: &'a Context,
+        &mut self,
         args: &Args<'b>,
         call: &Call<R>,
-    ) -> Result<CallKeys<'a>, Error> {
+    ) -> Result<(), Error> {
         let first = call.first_key();
-        let mut keys = SmallVec::new();
         for (i, (k, rule)) in call.rules.iter().enumerate() {
-            let name = args.key(first + k).ok_or(Error::Internal("rule key"))?;
-            let key = LimiterKey::open(ctx, name, rule.kind().storage)
+            let name = args
+                .key(first + k)
+                .ok_or_else(|| Error::Internal("rule key"))?;
+            let key = LimiterKey::open(self.ctx, name, rule.kind().storage)
                 .map_err(|e| call.rule_error(i, name.bytes(), e))?;
-            keys.push((name, key));
+            self.keys.push((name, key));
         }
-        Ok(CallKeys { ctx, keys })
+        Ok(())
     }
 
     /// The name of the key of rule `rule`.
@@ -88,14 +98,14 @@ impl<'a> CallKeys<'a> {
         self.keys
             .get(rule)
             .map(|(name, _)| *name)
-            .ok_or(Error::Internal("rule key"))
+            .ok_or_else(|| Error::Internal("rule key"))
     }
 
     fn key(&self, rule: usize) -> Result<&LimiterKey<'a>, Error> {
         self.keys
             .get(rule)
             .map(|(_, key)| key)
-            .ok_or(Error::Internal("rule key"))
+            .ok_or_else(|| Error::Internal("rule key"))
     }
 }
 

@@ -46,7 +46,7 @@ impl<'a> SortedSetKey<'a> {
     /// Open `name`; a key of another type is `WRONGTYPE`.
     pub fn open(ctx: &'a Context, name: KeyName<'a>) -> Result<Self, Error> {
         let key = OpenKey::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)?
-            .ok_or(Error::Internal("open key"))?;
+            .ok_or_else(|| Error::Internal("open key"))?;
         let key_type = api!(RedisModule_KeyType)?;
         // SAFETY: the key is open.
         let exists = match unsafe { key_type(key.ptr()) } as isize {

@@ -47,7 +47,7 @@ impl<'a> StringKey<'a> {
     /// Open `name`; a key of another type is `WRONGTYPE`.
     pub fn open(ctx: &'a Context, name: KeyName<'a>) -> Result<Self, Error> {
         let key = OpenKey::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)?
-            .ok_or(Error::Internal("open key"))?;
+            .ok_or_else(|| Error::Internal("open key"))?;
         let key_type_of = api!(RedisModule_KeyType)?;
         // SAFETY: the key is open.
         let key_type = unsafe { key_type_of(key.ptr()) } as isize;

@@ -132,7 +132,10 @@ impl<'k> InMemory<'k> {
 
 impl Keys for InMemory<'_> {
     fn read(&self, rule: usize) -> Result<KeyRead<'_>> {
-        let (k, storage) = *self.rules.get(rule).ok_or(Error::Internal("rule key"))?;
+        let (k, storage) = *self
+            .rules
+            .get(rule)
+            .ok_or_else(|| Error::Internal("rule key"))?;
         match self.keys.get(k) {
             Some(key) => read(key, storage),
             None => Ok(KeyRead::Missing),
@@ -148,8 +151,14 @@ impl Keys for InMemory<'_> {
     }
 
     fn apply<S: Written>(&mut self, rule: usize, effect: &Effect<S>) -> Result<()> {
-        let (k, _) = *self.rules.get(rule).ok_or(Error::Internal("rule key"))?;
-        let key = self.keys.get_mut(k).ok_or(Error::Internal("rule key"))?;
+        let (k, _) = *self
+            .rules
+            .get(rule)
+            .ok_or_else(|| Error::Internal("rule key"))?;
+        let key = self
+            .keys
+            .get_mut(k)
+            .ok_or_else(|| Error::Internal("rule key"))?;
         apply(key, effect);
         Ok(())
     }

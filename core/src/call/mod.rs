@@ -140,6 +140,80 @@ impl<R: Limiter> Call<R> {
 
     /// Judge and decide the call's request on `keys`, and the writes it makes.
     fn resolve<K: Keys>(&self, req: &Request, keys: &K) -> Result<Resolution<R::State>> {
+        match self.rules.as_slice() {
+            // A call of one rule (every single-key command): the steps below without
+            // their lists (a test checks that the two agree).
+            [(_, rule)] if !rule.kind().gate => self.resolve_one(rule, req, keys),
+            _ => self.resolve_all(req, keys),
+        }
+    }
+
+    /// [`Call::resolve`] of a call of one rule that is no gate.
+    fn resolve_one<K: Keys>(
+        &self,
+        rule: &R,
+        req: &Request,
+        keys: &K,
+    ) -> Result<Resolution<R::State>> {
+        let j = keys
+            .read(0)
+            .and_then(|key| rule.judge(key, req))
+            .map_err(|e| self.rule_error(0, keys.name(0), e))?;
+        let outcome = if j.verdict.is_denied() {
+            Outcome::Denied {
+                repair: self.shape != Shape::All,
+            }
+        } else {
+            Outcome::Allowed
+        };
+        let effect = rule.write(j.pending, outcome, req).map_err(|_| {
+            let full = Error::KeyFull {
+                key: keys.name(0).to_vec(),
+                command: rule.kind().state.command,
+            };
+            self.rule_error(0, keys.name(0), full)
+        })?;
+        let first_set = matches!(effect, Effect::Set { .. }).then_some(0);
+        let mut writes = SmallVec::new();
+        if !effect.is_none() {
+            writes.push((0, effect));
+        }
+        Ok(Resolution {
+            outcome,
+            verdict: j.verdict,
+            binding: 0,
+            window_ms: j.window_ms,
+            field: j.field,
+            writes,
+            first_set,
+            gated: false,
+            penalized: false,
+        })
+    }
+
+    /// Both paths of [`Call::resolve`] on the same keys, for the test that they agree.
+    #[cfg(test)]
+    pub(crate) fn resolve_both<K: Keys>(
+        &self,
+        keys: &K,
+        now: Micros,
+    ) -> Option<(Result<Resolution<R::State>>, Result<Resolution<R::State>>)>
+    where
+        R::State: Clone,
+    {
+        let names = crate::call::memory::Counted::default();
+        let req = self.request(now, &names);
+        match self.rules.as_slice() {
+            [(_, rule)] if !rule.kind().gate => Some((
+                self.resolve_one(rule, &req, keys),
+                self.resolve_all(&req, keys),
+            )),
+            _ => None,
+        }
+    }
+
+    /// [`Call::resolve`] of a call of any rules.
+    fn resolve_all<K: Keys>(&self, req: &Request, keys: &K) -> Result<Resolution<R::State>> {
         let judge = |i: usize, rule: &R| {
             keys.read(i)
                 .and_then(|key| rule.judge(key, req))
@@ -198,11 +272,12 @@ impl<R: Limiter> Call<R> {
             Outcome::Allowed
         };
         // The binding verdict: a forced request over a limit waits for every rule.
-        let (mut verdict, mut bound) = binding.finish().ok_or(Error::Internal("no rule"))?;
+        let (mut verdict, mut bound) =
+            binding.finish().ok_or_else(|| Error::Internal("no rule"))?;
         let b = judged
             .get(bound)
             .and_then(Option::as_ref)
-            .ok_or(Error::Internal("binding rule"))?;
+            .ok_or_else(|| Error::Internal("binding rule"))?;
         let mut window_ms = b.window_ms;
         // A rule's own field, from its judgement as the call was decided: what a rule
         // allowed records nothing when the call is denied.

@@ -127,7 +127,7 @@ impl GcraParams {
             return Err(Error::RateTooHigh);
         }
         let interval = Micros(period.0.div_ceil(count));
-        let capacity = max_burst.checked_add(1).ok_or(Error::BurstTooLong)?;
+        let capacity = max_burst.checked_add(1).ok_or_else(|| Error::BurstTooLong)?;
         match interval.0.checked_mul(capacity as u64) {
             Some(w) if w <= MAX_BURST_WINDOW.0 => {}
             _ => return Err(Error::BurstTooLong),

@@ -316,7 +316,7 @@ fn kth_live(set: &dyn SortedSet, now_ms: u64, k: usize) -> Result<u64> {
         }
         Ok(found.is_none())
     })?;
-    found.ok_or(Error::Internal("lease count"))
+    found.ok_or_else(|| Error::Internal("lease count"))
 }
 
 impl<'a> Limiter for Lease<'a> {

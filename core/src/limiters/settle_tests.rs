@@ -786,6 +786,42 @@ proptest! {
         }
     }
 
+    /// A call of one rule takes a path of its own (no lists of judgements and writes):
+    /// it resolves every call exactly as the path of several rules does.
+    #[test]
+    fn the_path_of_one_rule_resolves_as_the_path_of_several(
+        cmd in command(), hist in history(), dt in 0u64..3_000, cost in 0i64..6, flag in 0usize..3,
+    ) {
+        let mut s = Server::default();
+        let ms = play(&mut s, &cmd, &hist) + dt;
+        let line = format!("{cmd} COST {cost}{}", ["", " REFUND", " FORCE"][flag]);
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let args: Vec<&[u8]> = words[1..].iter().map(|a| a.as_bytes()).collect();
+        let now = Micros::from_millis(T0 + ms);
+        macro_rules! both {
+            ($call:expr) => {{
+                let Ok(call) = $call else { return Ok(()) };
+                let first = call.first_key() - 1;
+                let mut keys: Vec<Option<Key>> = (0..call.numkeys)
+                    .map(|k| s.0.get(args[first + k]).cloned())
+                    .collect();
+                let in_memory = memory::InMemory::new(&call, &mut keys);
+                if let Some((one, all)) = call.resolve_both(&in_memory, now) {
+                    prop_assert_eq!(one, all, "{}", line);
+                }
+            }};
+        }
+        match words[0] {
+            "RL.FIXED" => both!(crate::limiters::fixed::parse(&args)),
+            "RL.GCRA" => both!(crate::limiters::gcra::parse(&args)),
+            "RL.MULTI" => both!(crate::limiters::multi::parse(&args)),
+            "RL.SLIDING" => both!(crate::limiters::sliding::parse(&args)),
+            "RL.LOG" => both!(crate::limiters::log::parse(&args)),
+            "RL.ALL" => both!(crate::limiters::all(&args)),
+            _ => {}
+        }
+    }
+
     /// `COST 0` with `REFUND` or `FORCE` is the peek `COST 0` is: the same reply, nothing
     /// written (a forced peek once replied the wait for a cost of 1 on a key over its
     /// limit).
