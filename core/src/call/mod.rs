@@ -197,17 +197,17 @@ impl<R: Limiter> Call<R> {
         &self,
         keys: &K,
         now: Micros,
-    ) -> Option<(Result<Resolution<R::State>>, Result<Resolution<R::State>>)>
+    ) -> Option<[Result<Resolution<R::State>>; 2]>
     where
         R::State: Clone,
     {
         let names = crate::call::memory::Counted::default();
         let req = self.request(now, &names);
         match self.rules.as_slice() {
-            [(_, rule)] if !rule.kind().gate => Some((
+            [(_, rule)] if !rule.kind().gate => Some([
                 self.resolve_one(rule, &req, keys),
                 self.resolve_all(&req, keys),
-            )),
+            ]),
             _ => None,
         }
     }

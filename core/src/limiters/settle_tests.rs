@@ -806,7 +806,7 @@ proptest! {
                     .map(|k| s.0.get(args[first + k]).cloned())
                     .collect();
                 let in_memory = memory::InMemory::new(&call, &mut keys);
-                if let Some((one, all)) = call.resolve_both(&in_memory, now) {
+                if let Some([one, all]) = call.resolve_both(&in_memory, now) {
                     prop_assert_eq!(one, all, "{}", line);
                 }
             }};
