@@ -57,6 +57,16 @@ pub enum Shape {
     Throttle { over_capacity: bool },
 }
 
+/// The rules of a call: (index of its key, rule), inline for calls of up to two keys.
+pub type Rules<R> = SmallVec<[(usize, R); 2]>;
+
+/// The rules of a call of one rule, on its one key.
+pub fn one_rule<R>(rule: R) -> Rules<R> {
+    let mut rules = Rules::new();
+    rules.push((0, rule));
+    rules
+}
+
 /// A parsed call, of rules of one limiter (`R`, for the commands of one limiter) or of
 /// any kind (RL.ALL's rule).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,7 +76,7 @@ pub struct Call<R> {
     /// How many keys the call names.
     pub numkeys: usize,
     /// (index of its key, rule), in the order the call gives the rules.
-    pub rules: SmallVec<[(usize, R); 1]>,
+    pub rules: Rules<R>,
     pub cost: i64,
     pub at: Option<Micros>,
     /// How the request settles (`REFUND`, `FORCE`; the usual: taken as it fits).
@@ -377,7 +387,7 @@ impl<R: Limiter> Call<R> {
             command: R::KIND.state.command,
             shape: Shape::Single,
             numkeys: 1,
-            rules: SmallVec::from_buf([(0, rule)]),
+            rules: crate::call::one_rule(rule),
             cost: opts.cost,
             at: opts.at,
             mode,
@@ -420,7 +430,7 @@ impl<R: Limiter> Call<R> {
             command: rule.kind().state.command,
             shape: Shape::Single,
             numkeys: 1,
-            rules: SmallVec::from_buf([(0, rule)]),
+            rules: crate::call::one_rule(rule),
             cost,
             at: None,
             mode: Mode::Take,

@@ -122,8 +122,10 @@ impl Multi {
         let pairs = limits
             .iter()
             .map(|l| fixed::Fixed::new(l.limit, l.window, align))
-            .collect::<Result<Rc<[_]>>>()?;
-        Ok(Multi { pairs })
+            .collect::<Result<SmallVec<[fixed::Fixed; 16]>>>()?;
+        Ok(Multi {
+            pairs: Rc::from(pairs.as_slice()),
+        })
     }
 
     /// The LIMITs, in argument order.
@@ -148,7 +150,7 @@ impl Multi {
     ) -> Result<Judgement<Pending>> {
         let mut binding = Binding::default();
         // The named windows' counters after the request (used when allowed).
-        let mut updated = Entries::new();
+        let mut updated = Entries::with_capacity(self.pairs.len());
         for pair in self.pairs.iter() {
             let window_ms = pair.window().floor_millis();
             let counter = stored
@@ -242,7 +244,7 @@ impl Limiter for Multi {
         let stored = stored.as_ref().map(|s| (s.state.entries(), s.expires_at));
         let names = |w| self.names(w);
         // The windows are distinct: from distinct LIMITs and stored entries.
-        windows::write_windows(stored, updated, names, (outcome, now, cost), State::new)
+        windows::write_windows(stored, updated, names, (outcome, now, cost), State::of)
     }
 }
 
@@ -272,7 +274,8 @@ pub struct Entry {
     pub ends_at: UnixMillis,
 }
 
-/// The entries of one key, inline for the usual few windows (moves stay cheap).
+/// The entries of one key, on the heap (moves stay cheap: a state of any limiter is
+/// moved as the largest one).
 pub type Entries = Vec<Entry>;
 
 /// A key's state: its entries, sorted by window, one per window.
@@ -284,7 +287,11 @@ pub struct State {
 impl State {
     /// Build a state from entries in any order; `None` when a window repeats.
     pub fn new(entries: impl IntoIterator<Item = Entry>) -> Option<State> {
-        let mut entries: Entries = entries.into_iter().collect();
+        State::of(entries.into_iter().collect())
+    }
+
+    /// [`State::new`] of a list already made.
+    pub fn of(mut entries: Entries) -> Option<State> {
         entries.sort_unstable_by_key(|e| e.window_ms);
         if entries.windows(2).any(|w| w[0].window_ms == w[1].window_ms) {
             return None;
@@ -310,7 +317,8 @@ impl State {
         if raw.is_empty() {
             return None;
         }
-        let mut entries = Entries::new();
+        let items = 1 + raw.iter().filter(|&&b| b == b',').count();
+        let mut entries = Entries::with_capacity(items);
         for item in raw.split(|&b| b == b',') {
             let mut parts = item.split(|&b| b == b':');
             let (Some(w), Some(c), Some(e), None) =
@@ -333,7 +341,7 @@ impl State {
                 ends_at: UnixMillis(end),
             });
         }
-        State::new(entries)
+        State::of(entries)
     }
 
     /// The stored value (the format [`State::parse`] reads).

@@ -275,9 +275,9 @@ impl Limiter for Sliding {
         let (now, cost) = (req.now, req.cost);
         let stored = stored.as_ref().map(|s| (s.state.entries(), s.expires_at));
         let names = |w| self.names(w);
-        let state = |entries: SmallVec<[Entry; 4]>| {
+        let state = |entries: Vec<Entry>| {
             Some(State {
-                entries: entries.into_iter().collect(),
+                entries,
             })
         };
         windows::write_windows(stored, updated, names, (outcome, now, cost), state)

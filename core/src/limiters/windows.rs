@@ -191,10 +191,10 @@ pub trait WindowEntry {
 /// state `state` makes of them (sorted by window; `None`: nothing to store).
 pub fn write_windows<E: WindowEntry + Clone, S>(
     stored: Option<(&[E], Option<UnixMillis>)>,
-    updated: impl IntoIterator<Item = E>,
+    updated: Vec<E>,
     names: impl Fn(u64) -> bool,
     (outcome, now, cost): (Outcome, Micros, i64),
-    state: impl FnOnce(SmallVec<[E; 4]>) -> Option<S>,
+    state: impl FnOnce(Vec<E>) -> Option<S>,
 ) -> std::result::Result<Effect<S>, Full> {
     let live = |e: &E| e.ends_at().filter(|&end| end > now);
     if cost == 0 {
@@ -215,10 +215,9 @@ pub fn write_windows<E: WindowEntry + Clone, S>(
             _ => Effect::None,
         });
     }
-    let mut windows: SmallVec<[E; 4]> = updated
-        .into_iter()
-        .filter(|e| e.ends_at().is_some())
-        .collect();
+    // The new state is made in the list of the named windows (no other allocation).
+    let mut windows = updated;
+    windows.retain(|e| e.ends_at().is_some());
     if let Some((entries, _)) = stored {
         // Windows this call does not name are kept while they have not ended.
         windows.extend(
