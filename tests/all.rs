@@ -597,7 +597,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     let before = key_state(&mut c, "a");
     let max = "9007199254740991";
     let cases: Vec<(Vec<&str>, String)> = vec![
-        (vec!["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE])".into()),
+        (vec!["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE|UPTO])".into()),
         (vec!["0", "a", "FIXED", "1", "5", "1m"], "ERR invalid numkeys '0': must be an integer from 1 to 16".into()),
         (vec!["2", "a", "a", "FIXED", "1", "5", "1m"], "ERR key 'a' given more than once".into()),
         (vec!["1", "a", "FIXD", "1", "5", "1m"], "ERR unknown rule 'FIXD': a rule is BAN, FIXED, GCRA, LEASE, LOG, MULTI or SLIDING followed by its key's position (COST and AT come after the rules)".into()),
@@ -617,7 +617,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "6"], "ERR rule 1 (FIXED): cost 6 exceeds the limit 5: the request can never be allowed".into()),
         (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "GCRA", "2", "1", "1", "1s", "COST", "3"], "ERR rule 2 (GCRA): cost 3 exceeds the burst capacity 2: the request can never be allowed".into()),
         (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "COST", "1", "GCRA", "2", "1", "1", "1s"], "ERR COST and AT come after every rule".into()),
-        (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "FOO"], "ERR unknown option 'FOO' (options here: COST, AT, REFUND, FORCE)".into()),
+        (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "FOO"], "ERR unknown option 'FOO' (options here: COST, AT, REFUND, FORCE, UPTO)".into()),
         (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "-1"], format!("ERR invalid cost '-1': must be an integer from 0 to {max}")),
         (vec!["1", "a", "FIXED", "1", "5", "1m", "AT", "x"], "ERR invalid AT 'x': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into()),
         // The key holds a counter: not RL.MULTI's state.

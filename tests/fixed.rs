@@ -252,8 +252,8 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (&["k", "5", "1s", "COST", "1", "extra"], "ERR unknown option 'extra' (options here: COST, AT, ALIGN, REFUND, FORCE)"),
         (&["k", "5\r\n", "1s"], "ERR invalid limit '5\\x0d\\x0a': must be an integer from 1 to 9007199254740991"),
         (&["k", "5", "1s\0"], "ERR invalid window '1s\\x00': must be a positive duration (an integer with an optional unit ms, s, m, h or d)"),
-        (&["k"], "ERR wrong number of arguments for 'RL.FIXED' command (syntax: RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE])"),
-        (&["k", "5"], "ERR wrong number of arguments for 'RL.FIXED' command (syntax: RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE])"),
+        (&["k"], "ERR wrong number of arguments for 'RL.FIXED' command (syntax: RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE|UPTO])"),
+        (&["k", "5"], "ERR wrong number of arguments for 'RL.FIXED' command (syntax: RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE|UPTO])"),
     ];
     for (args, want) in cases {
         assert_eq!(fixed(&mut c, args).err(), Some(*want), "{args:?}");

@@ -337,7 +337,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     let burst =
         "ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)"
             .to_string();
-    let arity = "ERR wrong number of arguments for 'RL.GCRA' command (syntax: RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE])".to_string();
+    let arity = "ERR wrong number of arguments for 'RL.GCRA' command (syntax: RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE|UPTO])".to_string();
     let cases: Vec<(&[&str], String)> = vec![
         (&["-1", "1", "1s"], int_err("max_burst", "-1", 0)),
         (&["x", "1", "1s"], int_err("max_burst", "x", 0)),

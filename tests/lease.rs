@@ -229,7 +229,7 @@ fn in_rl_all_a_lease_and_a_rate_are_one_atomic_call() {
     let r = c.cmd(&["RL.ALL", "1", "x", "FIXED", "1", "5", "1m", "ID", "a"]);
     assert_eq!(
         r.err(),
-        Some("ERR unknown option 'ID' (options here: COST, AT, REFUND, FORCE)")
+        Some("ERR unknown option 'ID' (options here: COST, AT, REFUND, FORCE, UPTO)")
     );
     // Without ID the call gets a made id.
     let r = c.cmd(&[

@@ -518,7 +518,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     for w in &windows {
         many_windows.extend(["LIMIT", w.as_str(), "5"]);
     }
-    let arity = "ERR wrong number of arguments for 'RL.MULTI' command (syntax: RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE])";
+    let arity = "ERR wrong number of arguments for 'RL.MULTI' command (syntax: RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE|UPTO])";
     let numkeys = |v: &str| format!("ERR invalid numkeys '{v}': must be an integer from 1 to 64");
     // (arguments, error, whether the twin gives the same error: FCALL and EVALSHA word
     // the errors about their own numkeys argument themselves, and a twin's error for a

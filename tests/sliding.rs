@@ -247,7 +247,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     let cases: Vec<(Vec<&str>, String, bool)> = vec![
         (vec!["0", "k", "LIMIT", "1s", "10"], numkeys("0"), false),
         (vec!["x", "k", "LIMIT", "1s", "10"], numkeys("x"), false),
-        (vec!["1", "k", "LIMIT", "1s"], "ERR wrong number of arguments for 'RL.SLIDING' command (syntax: RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms] [REFUND|FORCE])".into(), true),
+        (vec!["1", "k", "LIMIT", "1s"], "ERR wrong number of arguments for 'RL.SLIDING' command (syntax: RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms] [REFUND|FORCE|UPTO])".into(), true),
         (vec!["1", "k", "COST", "1", "AT", &t], "ERR at least one LIMIT window limit is needed".into(), true),
         (vec!["1", "k", "LIMIT", "1s", "10", "LIMIT", "1m"], "ERR LIMIT needs a window and a limit".into(), true),
         (

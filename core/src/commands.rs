@@ -229,7 +229,7 @@ pub const AT: Arg = Arg::option(
     ArgType::UnixTime,
     "judge the request at this Unix time in milliseconds instead of the server's clock",
 );
-/// `[REFUND|FORCE]`: settle a request after the fact.
+/// `[REFUND|FORCE|UPTO]`: settle a request after the fact.
 pub const REFUND_OR_FORCE: Arg = Arg {
     name: "settle",
     kind: ArgType::OneOf(&[
@@ -245,9 +245,15 @@ pub const REFUND_OR_FORCE: Arg = Arg {
             "record cost whether it fits or not (the work is done); not with DELAY",
         )
         .token("FORCE"),
+        Arg::new(
+            "upto",
+            ArgType::PureToken,
+            "take as much of cost as fits now; the reply's last field is how much (0: denied); not with DELAY",
+        )
+        .token("UPTO"),
     ]),
     token: None,
-    summary: "settle a request after the fact: give back unused cost, or pay an overage",
+    summary: "how the request settles: give back unused cost, pay an overage, or take as much as fits",
     optional: true,
     multiple: false,
     multiple_token: false,
@@ -341,7 +347,7 @@ pub const LIMITER: Command = Command {
 pub const ALL: Command = Command {
     id: Id::All,
     name: "RL.ALL",
-    syntax: "RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE]",
+    syntax: "RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE|UPTO]",
     summary: "Checks one request against limiters of different algorithms on several keys, all or nothing",
     complexity: "O(N) for N rules, each as its own command",
     args: &[NUMKEYS, KEYS, RULES_ARG, COST, AT, ID, REFUND_OR_FORCE],

@@ -49,22 +49,29 @@ fn reply<R, S>(
     r: &Resolution<S>,
     name: crate::argv::KeyName,
 ) -> Tally {
-    match call.shape {
-        // A sixth field of the limiter's own (RL.GCRA's DELAY: the delay in ms, 0:
-        // act now, -1: not booked; RL.LEASE's id or nil).
-        Shape::Single => reply::verdict_and(ctx, &r.verdict, r.field.as_ref()),
-        Shape::EachKey => reply::binding_verdict(ctx, &r.verdict, name, r.window_ms),
-        Shape::All => reply::rule_verdict(ctx, &r.verdict, r.binding + 1, name, r.field.as_ref()),
+    let binding = match call.shape {
+        Shape::Single => reply::Binding::None,
+        Shape::EachKey => reply::Binding::Pair {
+            key: name,
+            window_ms: r.window_ms,
+        },
+        Shape::All => reply::Binding::Rule {
+            place: r.binding + 1,
+            key: name,
+        },
         Shape::Throttle { over_capacity } => {
             let fields = throttle::reply(&r.verdict, over_capacity);
             reply::integers(ctx, &fields);
-            if fields[0] == 0 {
+            return if fields[0] == 0 {
                 Tally::Allowed
             } else {
                 Tally::Denied
-            }
+            };
         }
-    }
+    };
+    // A field of a rule's own (RL.GCRA's DELAY: the delay in ms, 0: act now, -1: not
+    // booked; a lease's id or nil), then with UPTO the units taken.
+    reply::verdict(ctx, &r.verdict, binding, r.field.as_ref(), r.granted)
 }
 
 /// The name of a call that records one it was not given (a lease without `ID`), made

@@ -62,22 +62,31 @@ pub enum Mode {
     Refund,
     /// Record `cost` whether it fits or not.
     Force,
+    /// Take as much of `cost` as fits now (`UPTO`): the call is judged and written as
+    /// a call of that cost, by [`crate::call::Call::run`]; no limiter judges this mode.
+    UpTo,
 }
 
 impl Mode {
-    /// How a call's request settles, from its `REFUND` and `FORCE`: at most one of
-    /// them, and neither with `DELAY` (a settled request is not booked); a call of
-    /// `COST 0` peeks whatever its flag.
+    /// How a call's request settles, from its `REFUND`, `FORCE` and `UPTO`: at most one
+    /// of them, and none with `DELAY` (a settled request is not booked, a booking takes
+    /// its whole cost); `UPTO` with a cost of at least 1; a call of `COST 0` peeks
+    /// whatever its flag.
     pub fn of(opts: &Options<'_>) -> Result<Mode> {
-        let mode = match (opts.refund, opts.force) {
-            (true, true) => return Err(Error::RefundAndForce),
-            (true, false) => Mode::Refund,
-            (false, true) => Mode::Force,
-            (false, false) => Mode::Take,
+        let mode = match (opts.refund, opts.force, opts.upto) {
+            (true, true, _) => return Err(Error::RefundAndForce),
+            (true, false, true) => return Err(Error::UptoWith { flag: "REFUND" }),
+            (false, true, true) => return Err(Error::UptoWith { flag: "FORCE" }),
+            (true, false, false) => Mode::Refund,
+            (false, true, false) => Mode::Force,
+            (false, false, true) => Mode::UpTo,
+            (false, false, false) => Mode::Take,
         };
         match (mode, opts.delay) {
             (Mode::Refund, Some(_)) => Err(Error::SettleWithDelay { flag: "REFUND" }),
             (Mode::Force, Some(_)) => Err(Error::SettleWithDelay { flag: "FORCE" }),
+            (Mode::UpTo, Some(_)) => Err(Error::UptoWith { flag: "DELAY" }),
+            (Mode::UpTo, None) if opts.cost == 0 => Err(Error::UptoCostZero),
             // `COST 0` with either flag is the peek `COST 0` is without it.
             _ if opts.cost == 0 => Ok(Mode::Take),
             _ => Ok(mode),

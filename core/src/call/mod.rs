@@ -106,6 +106,8 @@ pub struct Resolution<S> {
     pub gated: bool,
     /// A penalty binds the denied call (a strike started a ban).
     pub penalized: bool,
+    /// With `UPTO`: the units the call took (0 when denied), the reply's last field.
+    pub granted: Option<i64>,
 }
 
 impl<R: Limiter> Call<R> {
@@ -138,13 +140,56 @@ impl<R: Limiter> Call<R> {
         now: Micros,
         names: &dyn Names,
     ) -> Result<Resolution<R::State>> {
-        let resolution = self.resolve(&self.request(now, names), &*keys)?;
+        let resolution = match self.mode {
+            Mode::UpTo => self.resolve_up_to(now, names, &*keys)?,
+            _ => self.resolve(&self.request(now, names), &*keys)?,
+        };
         if let Some(i) = resolution.first_set {
             keys.check_memory(i)?;
         }
         for (i, effect) in &resolution.writes {
             keys.apply(*i, effect)?;
         }
+        Ok(resolution)
+    }
+
+    /// `UPTO`: the call taken as `COST k` for the largest `k` up to its cost that every
+    /// rule allows now, or denied as `COST 1` when not even 1 fits. `k` is what a peek
+    /// (`COST 0`) says remains (every limiter's `remaining` is the largest cost that
+    /// fits now, a property test checks it); a call of cost 1 needs no peek (a lease's
+    /// renewal fits where a peek says nothing remains), and a call of gates alone (a
+    /// BAN rule) takes it all. The reply's last field is `k` (0 when denied).
+    fn resolve_up_to<K: Keys>(
+        &self,
+        now: Micros,
+        names: &dyn Names,
+        keys: &K,
+    ) -> Result<Resolution<R::State>> {
+        let take = |cost| Request {
+            now,
+            cost,
+            mode: Mode::Take,
+            names,
+        };
+        let k = if self.cost <= 1 {
+            1
+        } else {
+            let peek = self.resolve(&take(0), keys)?;
+            if !peek.outcome.is_allowed() {
+                0
+            } else if self.rules.iter().all(|(_, r)| r.kind().gate) {
+                self.cost
+            } else {
+                peek.verdict.remaining.clamp(0, self.cost)
+            }
+        };
+        let taken = k.max(1);
+        let mut resolution = self.resolve(&take(taken), keys)?;
+        resolution.granted = Some(if resolution.outcome.is_allowed() {
+            taken
+        } else {
+            0
+        });
         Ok(resolution)
     }
 
@@ -198,6 +243,7 @@ impl<R: Limiter> Call<R> {
             first_set,
             gated: false,
             penalized: false,
+            granted: None,
         })
     }
 
@@ -254,6 +300,7 @@ impl<R: Limiter> Call<R> {
                     first_set: None,
                     gated: true,
                     penalized: false,
+                    granted: None,
                 });
             }
             if let Some(slot) = judged.get_mut(i) {
@@ -337,6 +384,7 @@ impl<R: Limiter> Call<R> {
             first_set,
             gated: false,
             penalized,
+            granted: None,
         })
     }
 

@@ -189,7 +189,7 @@ impl Limiter for Ban {
                 let decision = match req.mode {
                     // A refund is never denied.
                     Mode::Refund => Decision::Allowed,
-                    Mode::Take | Mode::Force => Decision::Denied { retry_after: left },
+                    Mode::Take | Mode::UpTo | Mode::Force => Decision::Denied { retry_after: left },
                 };
                 let verdict = Verdict {
                     decision,

@@ -43,7 +43,7 @@ pub static KIND: Kind = Kind {
 pub const COMMAND: Command = Command {
     id: Id::Fixed,
     name: "RL.FIXED",
-    syntax: "RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]",
+    syntax: "RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE|UPTO]",
     summary: "Counts a request in a fixed window: allowed, limit, remaining, retry and reset times",
     args: &[KEY, LIMIT, WINDOW, COST, ALIGN, AT, REFUND_OR_FORCE],
     flags: "write fast",
@@ -278,7 +278,7 @@ pub(crate) fn judge(
     p: &Fixed,
 ) -> Result<(Verdict, Effect<i64>, Effect<i64>)> {
     Ok(match req.mode {
-        Mode::Take => take(stored, req.now, p, req.cost),
+        Mode::Take | Mode::UpTo => take(stored, req.now, p, req.cost),
         Mode::Refund => {
             let (verdict, effect) = refund(stored, req.now, p, req.cost);
             (verdict, effect, Effect::None)

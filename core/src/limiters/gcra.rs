@@ -62,7 +62,7 @@ pub static KIND: Kind = Kind {
 pub const COMMAND: Command = Command {
     id: Id::Gcra,
     name: "RL.GCRA",
-    syntax: "RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE]",
+    syntax: "RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE|UPTO]",
     summary: "Spaces requests evenly with a burst allowance (GCRA); with DELAY, books a slot and says when to act",
     args: &[
         KEY,
@@ -212,7 +212,7 @@ impl<'a> Syntax<'a> for Gcra {
     const KIND: &'static Kind = &KIND;
     const ARGS: usize = 3;
     const OPTIONS: &'static [Opt] = &[];
-    const COMMAND_OPTIONS: &'static [Opt] = &[Opt::Delay, Opt::Refund, Opt::Force];
+    const COMMAND_OPTIONS: &'static [Opt] = &[Opt::Delay, Opt::Refund, Opt::Force, Opt::UpTo];
     type Args = (i64, i64, Micros);
 
     fn parse_args(args: &[&'a [u8]]) -> Result<(i64, i64, Micros)> {
@@ -231,8 +231,9 @@ impl<'a> Syntax<'a> for Gcra {
 
     /// Checked in the order of the errors: rate, burst window, cost, delay.
     fn build((max_burst, count, period): (i64, i64, Micros), opts: &Options<'a>) -> Result<Gcra> {
-        // A refund or a forced request of any cost can be settled: no capacity check.
-        let cost = if opts.refund || opts.force {
+        // A refund, a forced request or UPTO of any cost can be settled: no capacity
+    // check.
+        let cost = if opts.refund || opts.force || opts.upto {
             0
         } else {
             opts.cost
@@ -271,7 +272,7 @@ impl Limiter for Gcra {
         let stored = key.string_state(parse_state)?;
         let p = GcraParams { cost, ..self.0 };
         let (decided, booking) = match req.mode {
-            Mode::Take => judge_tat(stored, now, &p),
+            Mode::Take | Mode::UpTo => judge_tat(stored, now, &p),
             Mode::Refund => (refund_tat(stored, now, &p), None),
             Mode::Force => (force_tat(stored, now, &p)?, None),
         };
@@ -787,7 +788,7 @@ mod tests {
             parse(&["1", "1", "1s", "ALIGN"]),
             Err(Error::UnknownOption {
                 value: b"ALIGN".to_vec(),
-                accepted: Opt::set(&[Opt::Cost, Opt::At, Opt::Delay, Opt::Refund, Opt::Force]),
+                accepted: Opt::set(&[Opt::Cost, Opt::At, Opt::Delay, Opt::Refund, Opt::Force, Opt::UpTo]),
             })
         );
         // Rate: period / count below 1 µs.

@@ -1053,7 +1053,7 @@ mod tests {
         let err = |args: &[&'static str]| all(args).err().map(|e| e.to_string());
         assert_eq!(
             err(&["1", "a", "FIXED", "1", "5", "1m", "ID", "x"]).as_deref(),
-            Some("ERR unknown option 'ID' (options here: COST, AT, REFUND, FORCE)")
+            Some("ERR unknown option 'ID' (options here: COST, AT, REFUND, FORCE, UPTO)")
         );
         assert_eq!(
             err(&["1", "a", "LEASE", "1", "5", "1m", "ID", ""]).as_deref(),

@@ -65,7 +65,7 @@ pub static KIND: Kind = Kind {
 pub const COMMAND: Command = Command {
     id: Id::Log,
     name: "RL.LOG",
-    syntax: "RL.LOG key limit window [META value] [COST n] [AT unix_ms] [REFUND|FORCE]",
+    syntax: "RL.LOG key limit window [META value] [COST n] [AT unix_ms] [REFUND|FORCE|UPTO]",
     summary: "An exact moving window kept as a sorted set of the requests and who made them (META)",
     complexity: "O(log N) per entry written, for a log of N entries",
     args: &[
@@ -382,7 +382,7 @@ impl<'a> Limiter for Log<'a> {
             })
         };
         match req.mode {
-            Mode::Take => self.judge_index(index, now, cost).map(appended),
+            Mode::Take | Mode::UpTo => self.judge_index(index, now, cost).map(appended),
             Mode::Force => self.force_index(index, now, cost).map(appended),
             Mode::Refund => match set {
                 None => Ok(Judgement::plain(

@@ -55,7 +55,7 @@ pub static KIND: Kind = Kind {
 pub const COMMAND: Command = Command {
     id: Id::Multi,
     name: "RL.MULTI",
-    syntax: "RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]",
+    syntax: "RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE|UPTO]",
     summary: "Checks several keys against several fixed windows, all or nothing, in one call",
     complexity: "O(K * W) for K keys and W windows",
     args: &[NUMKEYS, KEYS, LIMITS, COST, ALIGN, AT, REFUND_OR_FORCE],
@@ -97,7 +97,8 @@ pub fn parse(args: &[&[u8]]) -> Result<Call<Multi>> {
 
 fn parse_as_given(args: &[&[u8]]) -> Result<Call<Multi>> {
     let (numkeys, opts, mode) = windows::parse_call(args, NAME, <Multi as Syntax>::OPTIONS)?;
-    // A refund or a forced request of any cost can be settled: no capacity check.
+    // A refund, a forced request or UPTO of any cost can be settled: no capacity
+    // check.
     let checked = if mode == Mode::Take { opts.cost } else { 0 };
     let call = call(numkeys, &opts.limits, checked, opts.align, opts.at)?;
     Ok(Call {
@@ -567,6 +568,7 @@ mod tests {
                         Opt::Align,
                         Opt::Refund,
                         Opt::Force,
+                        Opt::UpTo,
                     ]),
                 },
             ),

@@ -63,7 +63,7 @@ pub static KIND: Kind = Kind {
 pub const COMMAND: Command = Command {
     id: Id::Sliding,
     name: "RL.SLIDING",
-    syntax: "RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms] [REFUND|FORCE]",
+    syntax: "RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms] [REFUND|FORCE|UPTO]",
     summary: "Checks several keys against several sliding windows, all or nothing, in one call",
     complexity: "O(K * W * B) for K keys, W windows and B buckets per window",
     args: &[NUMKEYS, KEYS, LIMITS, BUCKETS, COST, AT, REFUND_OR_FORCE],
@@ -111,7 +111,8 @@ pub fn parse(args: &[&[u8]]) -> Result<Call<Sliding>> {
 
 fn parse_as_given(args: &[&[u8]]) -> Result<Call<Sliding>> {
     let (numkeys, opts, mode) = windows::parse_call(args, NAME, <Sliding as Syntax>::OPTIONS)?;
-    // A refund or a forced request of any cost can be settled: no capacity check.
+    // A refund, a forced request or UPTO of any cost can be settled: no capacity
+    // check.
     let checked = if mode == Mode::Take { opts.cost } else { 0 };
     let call = call(
         numkeys,
@@ -205,7 +206,7 @@ impl Sliding {
             let window_ms = w.window.floor_millis();
             let old = stored.as_ref().and_then(|s| s.state.get(window_ms));
             let pair = match req.mode {
-                Mode::Take => judge(old, req.now, w, self.buckets, req.cost),
+                Mode::Take | Mode::UpTo => judge(old, req.now, w, self.buckets, req.cost),
                 Mode::Refund => refund(old, req.now, w, self.buckets, req.cost),
                 Mode::Force => force(old, req.now, w, self.buckets, req.cost)?,
             };
@@ -902,7 +903,8 @@ mod tests {
                     Opt::Limit,
                     Opt::Buckets,
                     Opt::Refund,
-                    Opt::Force
+                    Opt::Force,
+                    Opt::UpTo
                 ]),
             })
         );

@@ -112,6 +112,8 @@ pub struct Options<'a> {
     pub id: Option<&'a [u8]>,
     pub refund: bool,
     pub force: bool,
+    /// `UPTO`: as much of `COST` as fits.
+    pub upto: bool,
 }
 
 impl Default for Options<'_> {
@@ -127,6 +129,7 @@ impl Default for Options<'_> {
             id: None,
             refund: false,
             force: false,
+            upto: false,
         }
     }
 }
@@ -232,6 +235,10 @@ impl<'a> Options<'a> {
                 }
                 Opt::Force => {
                     o.force = true;
+                    1
+                }
+                Opt::UpTo => {
+                    o.upto = true;
                     1
                 }
             };
