@@ -4,7 +4,7 @@
 //! descriptor, the optional `RateLimit-*` headers) and counted under its stat names.
 
 use crate::backend::Backend;
-use crate::config::{override_key, Config, Lookup, Rule, Unit};
+use crate::config::{override_key, Config, Lookup, Matched, Rule, Unit};
 use crate::limiter::{self, Item, Judged};
 use crate::settings::{FailureMode, Settings};
 use crate::stats::{Hits, Stats};
@@ -164,7 +164,7 @@ impl State {
         let s = &self.settings;
 
         // Look every descriptor up, then drop the rules another matched rule replaces.
-        let mut found: Vec<Option<(Arc<Rule>, String, Vec<Option<String>>)>> = Vec::new();
+        let mut found: Vec<Option<Matched>> = Vec::new();
         let mut entries_of = Vec::new();
         for d in &req.descriptors {
             let entries: Vec<(String, String)> = d
@@ -199,9 +199,13 @@ impl State {
                         replaces: Vec::new(),
                         detailed_metric: false,
                     };
-                    Some((Arc::new(rule), key, Vec::new()))
+                    Some(Matched {
+                        rule: Arc::new(rule),
+                        stats_key: key,
+                        shared: Vec::new(),
+                    })
                 }
-                (Lookup::Found(m), None) => Some((m.rule, m.stats_key, m.shared)),
+                (Lookup::Found(m), None) => Some(m),
                 (Lookup::NoRule, None) => None,
             };
             found.push(matched);
@@ -210,7 +214,7 @@ impl State {
         let replaced: HashSet<&str> = found
             .iter()
             .flatten()
-            .flat_map(|(r, _, _)| r.replaces.iter().map(String::as_str))
+            .flat_map(|m| m.rule.replaces.iter().map(String::as_str))
             .collect();
 
         let mut parts = Vec::with_capacity(found.len());
@@ -219,13 +223,17 @@ impl State {
             let d = &req.descriptors[i];
             let part = match f {
                 None => Part::None,
-                Some((rule, _, _))
+                Some(Matched { rule, .. })
                     if !rule.name.is_empty() && replaced.contains(rule.name.as_str()) =>
                 {
                     Part::None
                 }
-                Some((rule, _, _)) if rule.unlimited => Part::Unlimited,
-                Some((rule, stats_key, shared)) => {
+                Some(Matched { rule, .. }) if rule.unlimited => Part::Unlimited,
+                Some(Matched {
+                    rule,
+                    stats_key,
+                    shared,
+                }) => {
                     let unit = rule.unit.unwrap_or(Unit::Second);
                     let cost = match &d.hits_addend {
                         Some(h) => h.value,

@@ -42,7 +42,10 @@ fn service(redis: &Redis) -> ServiceBuilder {
     Service::builder(&format!("127.0.0.1:{}", redis.port)).file("api.yaml", API)
 }
 
-fn with_hits(mut d: envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor, n: u64) -> envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor {
+fn with_hits(
+    mut d: envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor,
+    n: u64,
+) -> envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor {
     d.hits_addend = Some(UInt64Value { value: n });
     d
 }
@@ -60,7 +63,10 @@ async fn hits_addend_of_the_request_and_of_a_descriptor() {
     // A descriptor's own hits_addend wins over the request's; 0 only reads.
     r.descriptors[0].hits_addend = Some(UInt64Value { value: 0 });
     let resp = call(&mut c, r.clone()).await;
-    assert_eq!((resp.overall_code, resp.statuses[0].limit_remaining), (OK, 6));
+    assert_eq!(
+        (resp.overall_code, resp.statuses[0].limit_remaining),
+        (OK, 6)
+    );
     assert_eq!(redis.get(&key("api", &[("user", "u1")], YEAR)), Some(4));
     // 7 does not fit in the 6 left: refused, nothing taken; 6 fits.
     r.descriptors[0].hits_addend = Some(UInt64Value { value: 7 });
@@ -71,16 +77,31 @@ async fn hits_addend_of_the_request_and_of_a_descriptor() {
     assert_eq!(call(&mut c, r.clone()).await.overall_code, OK);
     assert_eq!(redis.get(&key("api", &[("user", "u1")], YEAR)), Some(10));
     // Two descriptors with different hits: both taken, all or nothing.
-    let r = request("api", vec![with_hits(desc(&[("user", "u2")]), 2), with_hits(desc(&[("account", "a2")]), 500)]);
+    let r = request(
+        "api",
+        vec![
+            with_hits(desc(&[("user", "u2")]), 2),
+            with_hits(desc(&[("account", "a2")]), 500),
+        ],
+    );
     let resp = call(&mut c, r.clone()).await;
     assert_eq!(codes(&resp), (OK, vec![OK, OK]));
-    assert_eq!((resp.statuses[0].limit_remaining, resp.statuses[1].limit_remaining), (8, 500));
+    assert_eq!(
+        (
+            resp.statuses[0].limit_remaining,
+            resp.statuses[1].limit_remaining
+        ),
+        (8, 500)
+    );
     assert_eq!(call(&mut c, r.clone()).await.overall_code, OK);
     // The account is full: the user's 2 hits are given back.
     let resp = call(&mut c, r).await;
     assert_eq!(codes(&resp), (OVER_LIMIT, vec![OK, OVER_LIMIT]));
     assert_eq!(redis.get(&key("api", &[("user", "u2")], YEAR)), Some(4));
-    assert_eq!(redis.get(&key("api", &[("account", "a2")], MONTH)), Some(1000));
+    assert_eq!(
+        redis.get(&key("api", &[("account", "a2")], MONTH)),
+        Some(1000)
+    );
 }
 
 #[tokio::test]
@@ -89,7 +110,10 @@ async fn a_limit_sent_in_the_request_overrides_the_file() {
     let svc = service(&redis).start();
     let mut c = svc.client().await;
     let mut d = desc(&[("user", "o1")]);
-    d.limit = Some(RateLimitOverride { requests_per_unit: 2, unit: 6 });
+    d.limit = Some(RateLimitOverride {
+        requests_per_unit: 2,
+        unit: 6,
+    });
     let r = request("api", vec![d]);
     let codes_seen: Vec<i32> = {
         let mut v = Vec::new();
@@ -100,9 +124,17 @@ async fn a_limit_sent_in_the_request_overrides_the_file() {
     };
     assert_eq!(codes_seen, vec![OK, OK, OVER_LIMIT]);
     let resp = call(&mut c, r).await;
-    assert_eq!(resp.statuses[0].current_limit.as_ref().map(|l| (l.requests_per_unit, l.unit)), Some((2, 6)));
     assert_eq!(
-        svc.metric(r#"ratelimit_service_rate_limit_over_limit{domain="api",key1="user_o1",key2=""}"#),
+        resp.statuses[0]
+            .current_limit
+            .as_ref()
+            .map(|l| (l.requests_per_unit, l.unit)),
+        Some((2, 6))
+    );
+    assert_eq!(
+        svc.metric(
+            r#"ratelimit_service_rate_limit_over_limit{domain="api",key1="user_o1",key2=""}"#
+        ),
         2
     );
 }
@@ -127,10 +159,20 @@ async fn a_request_refused_by_one_descriptor_is_counted_in_none() {
         answers.push(codes(&call(&mut c, r.clone()).await));
     }
     assert_eq!(answers[..3], vec![(OK, vec![OK, OK, OK]); 3][..]);
-    assert_eq!(answers[3..], vec![(OVER_LIMIT, vec![OK, OK, OVER_LIMIT]); 3][..]);
+    assert_eq!(
+        answers[3..],
+        vec![(OVER_LIMIT, vec![OK, OK, OVER_LIMIT]); 3][..]
+    );
     assert_eq!(redis.get(&key("api", &[("user", "n1")], YEAR)), Some(3));
     assert_eq!(redis.get(&key("api", &[("account", "n1")], MONTH)), Some(3));
-    assert_eq!(redis.get(&key("api", &[("route", "/login"), ("address", "192.0.2.1")], YEAR)), Some(3));
+    assert_eq!(
+        redis.get(&key(
+            "api",
+            &[("route", "/login"), ("address", "192.0.2.1")],
+            YEAR
+        )),
+        Some(3)
+    );
     // One RL.ALL (and one MGET) per request.
     assert_eq!(redis.calls("rl.all"), 6);
     assert_eq!(redis.calls("incrby"), 0);
@@ -141,7 +183,10 @@ async fn concurrent_requests_never_get_more_than_a_limit() {
     let redis = Redis::start();
     let svc = service(&redis).start();
     let c = svc.client().await;
-    let r = request("api", vec![desc(&[("user", "c1")]), desc(&[("account", "c1")])]);
+    let r = request(
+        "api",
+        vec![desc(&[("user", "c1")]), desc(&[("account", "c1")])],
+    );
     let mut tasks = Vec::new();
     for _ in 0..8 {
         let (mut c, r) = (c.clone(), r.clone());
@@ -161,7 +206,10 @@ async fn concurrent_requests_never_get_more_than_a_limit() {
     }
     assert_eq!(allowed, 10);
     assert_eq!(redis.get(&key("api", &[("user", "c1")], YEAR)), Some(10));
-    assert_eq!(redis.get(&key("api", &[("account", "c1")], MONTH)), Some(10));
+    assert_eq!(
+        redis.get(&key("api", &[("account", "c1")], MONTH)),
+        Some(10)
+    );
 }
 
 /// `is_negative_hits` gives hits back (RL.ALL ... REFUND).
@@ -188,26 +236,54 @@ async fn shadow_rules_count_what_passes() {
     let redis = Redis::start();
     let svc = service(&redis).start();
     let mut c = svc.client().await;
-    let r = request("api", vec![desc(&[("tier", "free")]), desc(&[("user", "s1")])]);
+    let r = request(
+        "api",
+        vec![desc(&[("tier", "free")]), desc(&[("user", "s1")])],
+    );
     let mut answers = Vec::new();
     for _ in 0..12 {
         answers.push(codes(&call(&mut c, r.clone()).await));
     }
     assert_eq!(answers[..10], vec![(OK, vec![OK, OK]); 10][..]);
-    assert_eq!(answers[10..], vec![(OVER_LIMIT, vec![OK, OVER_LIMIT]); 2][..]);
+    assert_eq!(
+        answers[10..],
+        vec![(OVER_LIMIT, vec![OK, OVER_LIMIT]); 2][..]
+    );
     assert_eq!(redis.get(&key("api", &[("tier", "free")], YEAR)), Some(2));
-    let m = |stat: &str| svc.metric(&format!(r#"ratelimit_service_rate_limit_{stat}{{domain="api",key1="tier_free",key2=""}}"#));
-    assert_eq!((m("total_hits"), m("within_limit"), m("over_limit"), m("shadow_mode")), (12, 2, 10, 10));
+    let m = |stat: &str| {
+        svc.metric(&format!(
+            r#"ratelimit_service_rate_limit_{stat}{{domain="api",key1="tier_free",key2=""}}"#
+        ))
+    };
+    assert_eq!(
+        (
+            m("total_hits"),
+            m("within_limit"),
+            m("over_limit"),
+            m("shadow_mode")
+        ),
+        (12, 2, 10, 10)
+    );
 }
 
 #[tokio::test]
 async fn response_headers_name_the_descriptor_closest_to_its_limit() {
     let redis = Redis::start();
-    let svc = service(&redis).env("LIMIT_RESPONSE_HEADERS_ENABLED", "true").env("LIMIT_RESET_HEADER", "X-RateLimit-Reset").start();
+    let svc = service(&redis)
+        .env("LIMIT_RESPONSE_HEADERS_ENABLED", "true")
+        .env("LIMIT_RESET_HEADER", "X-RateLimit-Reset")
+        .start();
     let mut c = svc.client().await;
-    let r = request("api", vec![desc(&[("account", "h1")]), desc(&[("user", "h1")])]);
+    let r = request(
+        "api",
+        vec![desc(&[("account", "h1")]), desc(&[("user", "h1")])],
+    );
     let resp = call(&mut c, r).await;
-    let headers: Vec<(String, String)> = resp.response_headers_to_add.iter().map(|h| (h.key.clone(), h.value.clone())).collect();
+    let headers: Vec<(String, String)> = resp
+        .response_headers_to_add
+        .iter()
+        .map(|h| (h.key.clone(), h.value.clone()))
+        .collect();
     assert_eq!(headers[0], ("RateLimit-Limit".into(), "10".into()));
     assert_eq!(headers[1], ("RateLimit-Remaining".into(), "9".into()));
     assert_eq!(headers[2].0, "X-RateLimit-Reset");
@@ -236,19 +312,43 @@ async fn http_endpoints_and_grpc_health() {
     assert_eq!(json["statuses"][0]["code"], "OVER_LIMIT");
     assert!(json["statuses"][0].get("limitRemaining").is_none());
     assert_eq!(svc.http_post("/json", "{not json").0, 400);
-    assert_eq!(svc.http_post("/json", r#"{"domain": "", "descriptors": []}"#).0, 400);
+    assert_eq!(
+        svc.http_post("/json", r#"{"domain": "", "descriptors": []}"#)
+            .0,
+        400
+    );
     // Counters: near_limit from floor(3 * 0.5) = 1: the 2nd and 3rd hits.
-    let m = |stat: &str| svc.metric(&format!(r#"ratelimit_service_rate_limit_{stat}{{domain="api",key1="route_/login",key2="address"}}"#));
-    assert_eq!((m("total_hits"), m("within_limit"), m("near_limit"), m("over_limit")), (4, 3, 2, 1));
+    let m = |stat: &str| {
+        svc.metric(&format!(r#"ratelimit_service_rate_limit_{stat}{{domain="api",key1="route_/login",key2="address"}}"#))
+    };
+    assert_eq!(
+        (
+            m("total_hits"),
+            m("within_limit"),
+            m("near_limit"),
+            m("over_limit")
+        ),
+        (4, 3, 2, 1)
+    );
     assert_eq!(svc.metric("ratelimit_service_config_load_success"), 1);
     assert!(svc.metric(r#"ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}"#) >= 4);
 
     use tonic_health::pb::health_client::HealthClient;
     use tonic_health::pb::HealthCheckRequest;
-    let channel = tonic::transport::Endpoint::from_shared(svc.grpc.clone()).expect("an address").connect().await.expect("connect");
+    let channel = tonic::transport::Endpoint::from_shared(svc.grpc.clone())
+        .expect("an address")
+        .connect()
+        .await
+        .expect("connect");
     let mut h = HealthClient::new(channel);
     for service in ["", "ratelimit"] {
-        let resp = h.check(HealthCheckRequest { service: service.into() }).await.expect("check").into_inner();
+        let resp = h
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .expect("check")
+            .into_inner();
         assert_eq!(resp.status, 1, "{service:?} SERVING");
     }
 }
@@ -260,12 +360,27 @@ async fn unknown_domains_and_bad_requests() {
     let mut c = svc.client().await;
     let r = call(&mut c, request("nope", vec![desc(&[("user", "x")])])).await;
     assert_eq!(codes(&r), (OK, vec![OK]));
-    assert_eq!(svc.metric(r#"ratelimit_service_rate_limit_domain_not_found{domain="nope"}"#), 1);
-    let e = c.should_rate_limit(request("", vec![desc(&[("user", "x")])])).await.expect_err("empty domain");
+    assert_eq!(
+        svc.metric(r#"ratelimit_service_rate_limit_domain_not_found{domain="nope"}"#),
+        1
+    );
+    let e = c
+        .should_rate_limit(request("", vec![desc(&[("user", "x")])]))
+        .await
+        .expect_err("empty domain");
     assert!(e.message().contains("domain must not be empty"), "{e}");
-    let e = c.should_rate_limit(request("api", vec![])).await.expect_err("no descriptors");
-    assert!(e.message().contains("descriptor list must not be empty"), "{e}");
-    assert_eq!(svc.metric(r#"ratelimit_service_should_rate_limit_error{err_type="service_error"}"#), 2);
+    let e = c
+        .should_rate_limit(request("api", vec![]))
+        .await
+        .expect_err("no descriptors");
+    assert!(
+        e.message().contains("descriptor list must not be empty"),
+        "{e}"
+    );
+    assert_eq!(
+        svc.metric(r#"ratelimit_service_should_rate_limit_error{err_type="service_error"}"#),
+        2
+    );
 }
 
 /// The global shadow mode (`SHADOW_MODE=true`) answers OK, counts it, and still judges
@@ -282,5 +397,8 @@ async fn global_shadow_mode() {
     }
     assert_eq!(answers[4], (OK, vec![OVER_LIMIT]));
     assert_eq!(svc.metric("ratelimit_service_global_shadow_mode"), 2);
-    assert_eq!(redis.get(&key("api", &[("route", "/login"), ("address", "g")], YEAR)), Some(3));
+    assert_eq!(
+        redis.get(&key("api", &[("route", "/login"), ("address", "g")], YEAR)),
+        Some(3)
+    );
 }

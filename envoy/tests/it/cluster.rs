@@ -42,7 +42,10 @@ async fn a_later_slot_refuses_and_the_earlier_one_is_refunded() {
         .find(|(_, k)| cluster.keyslot(k) < tight_slot)
         .expect("a key in an earlier slot");
     let mut c = svc.client().await;
-    let r = request("c", vec![desc(&[("tight", "t")]), desc(&[("roomy", &value)])]);
+    let r = request(
+        "c",
+        vec![desc(&[("tight", "t")]), desc(&[("roomy", &value)])],
+    );
     assert_eq!(codes(&call(&mut c, r.clone()).await), (OK, vec![OK, OK]));
     assert_eq!(cluster.calls("rl.all"), 2);
     for _ in 0..3 {
@@ -72,7 +75,10 @@ async fn concurrent_requests_across_slots_never_get_more_than_a_limit() {
             for i in 0..10 {
                 // Each client adds a roomy descriptor of its own now and then: requests
                 // that share only the shared key, in several slots.
-                let mut d = vec![desc(&[("shared", "s")]), desc(&[("roomy", &format!("c{n}"))])];
+                let mut d = vec![
+                    desc(&[("shared", "s")]),
+                    desc(&[("roomy", &format!("c{n}"))]),
+                ];
                 if i % 2 == 0 {
                     d.push(desc(&[("roomy", &format!("x{}", i % 3))]));
                 }
@@ -89,6 +95,15 @@ async fn concurrent_requests_across_slots_never_get_more_than_a_limit() {
     }
     assert_eq!(allowed, 20);
     assert_eq!(cluster.get(&key("c", &[("shared", "s")], YEAR)), Some(20));
-    let roomy: u64 = (0..6).map(|n| cluster.get(&key("c", &[("roomy", &format!("c{n}"))], YEAR)).unwrap_or(0)).sum();
-    assert_eq!(roomy, 20, "each allowed request counted once in its client's key, refused ones nowhere");
+    let roomy: u64 = (0..6)
+        .map(|n| {
+            cluster
+                .get(&key("c", &[("roomy", &format!("c{n}"))], YEAR))
+                .unwrap_or(0)
+        })
+        .sum();
+    assert_eq!(
+        roomy, 20,
+        "each allowed request counted once in its client's key, refused ones nowhere"
+    );
 }

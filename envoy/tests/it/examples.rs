@@ -161,14 +161,28 @@ async fn example1_two_values_of_one_key() {
     let redis = Redis::start();
     let svc = service(&redis, &[("example1.yaml", EXAMPLE1)]);
     let mut c = svc.client().await;
-    let r = call(&mut c, request("mongo_cps", vec![desc(&[("database", "users")])])).await;
+    let r = call(
+        &mut c,
+        request("mongo_cps", vec![desc(&[("database", "users")])]),
+    )
+    .await;
     assert_eq!(codes(&r), (OK, vec![OK]));
     let l = r.statuses[0].current_limit.as_ref().expect("a limit");
     assert_eq!((l.requests_per_unit, l.unit), (500, 1));
     assert!(r.statuses[0].limit_remaining <= 499);
-    assert_eq!(r.statuses[0].duration_until_reset.as_ref().map(|d| d.seconds), Some(1));
+    assert_eq!(
+        r.statuses[0]
+            .duration_until_reset
+            .as_ref()
+            .map(|d| d.seconds),
+        Some(1)
+    );
     // A value the file does not name has no limit.
-    let r = call(&mut c, request("mongo_cps", vec![desc(&[("database", "orders")])])).await;
+    let r = call(
+        &mut c,
+        request("mongo_cps", vec![desc(&[("database", "orders")])]),
+    )
+    .await;
     assert_eq!(codes(&r), (OK, vec![OK]));
     assert_eq!(r.statuses[0].current_limit, None);
 }
@@ -194,7 +208,9 @@ async fn example2_nested_descriptors_all_or_nothing() {
         let mut c = c.clone();
         let redis = &redis;
         async move {
-            let _: () = redis::cmd("FLUSHALL").query(&mut redis.conn()).map_err(|e| e.to_string())?;
+            let _: () = redis::cmd("FLUSHALL")
+                .query(&mut redis.conn())
+                .map_err(|e| e.to_string())?;
             for n in 1..=5u32 {
                 let r = call(&mut c, both()).await;
                 check_eq!(codes(&r), (OK, vec![OK, OK]));
@@ -206,12 +222,20 @@ async fn example2_nested_descriptors_all_or_nothing() {
                 check_eq!(codes(&r), (OVER_LIMIT, vec![OVER_LIMIT, OK]));
                 check_eq!(r.statuses[1].limit_remaining, 95);
             }
-            let marketing = key("messaging", &[("message_type", "marketing"), ("to_number", "2061111111")], 86_400);
+            let marketing = key(
+                "messaging",
+                &[("message_type", "marketing"), ("to_number", "2061111111")],
+                86_400,
+            );
             let number = key("messaging", &[("to_number", "2061111111")], 86_400);
             check_eq!(redis.get(&marketing), Some(5));
             check_eq!(redis.get(&number), Some(5));
             // Another number has its own counts; the number alone still has 95.
-            let r = call(&mut c, request("messaging", vec![desc(&[("to_number", "2061111111")])])).await;
+            let r = call(
+                &mut c,
+                request("messaging", vec![desc(&[("to_number", "2061111111")])]),
+            )
+            .await;
             check_eq!(codes(&r), (OK, vec![OK]));
             check_eq!(r.statuses[0].limit_remaining, 94);
             Ok(())
@@ -228,15 +252,41 @@ async fn example3_black_list_an_address() {
     let svc = service(&redis, &[("edge.yaml", EXAMPLE3)]);
     let mut c = svc.client().await;
     for _ in 0..3 {
-        let r = call(&mut c, request("edge_proxy_per_ip", vec![desc(&[("remote_address", "50.0.0.5")])])).await;
+        let r = call(
+            &mut c,
+            request(
+                "edge_proxy_per_ip",
+                vec![desc(&[("remote_address", "50.0.0.5")])],
+            ),
+        )
+        .await;
         assert_eq!(codes(&r), (OVER_LIMIT, vec![OVER_LIMIT]));
-        assert_eq!(r.statuses[0].current_limit.as_ref().map(|l| l.requests_per_unit), Some(0));
+        assert_eq!(
+            r.statuses[0]
+                .current_limit
+                .as_ref()
+                .map(|l| l.requests_per_unit),
+            Some(0)
+        );
     }
     assert_eq!(redis.calls("rl.all"), 0);
     assert_eq!(redis.dbsize(), 0);
-    let r = call(&mut c, request("edge_proxy_per_ip", vec![desc(&[("remote_address", "50.0.0.1")])])).await;
+    let r = call(
+        &mut c,
+        request(
+            "edge_proxy_per_ip",
+            vec![desc(&[("remote_address", "50.0.0.1")])],
+        ),
+    )
+    .await;
     assert_eq!(codes(&r), (OK, vec![OK]));
-    assert_eq!(r.statuses[0].current_limit.as_ref().map(|l| l.requests_per_unit), Some(10));
+    assert_eq!(
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .map(|l| l.requests_per_unit),
+        Some(10)
+    );
     assert_eq!(
         svc.metric(r#"ratelimit_service_rate_limit_over_limit{domain="edge_proxy_per_ip",key1="remote_address_50_0_0_5",key2=""}"#),
         3
@@ -247,7 +297,12 @@ async fn example3_black_list_an_address() {
 #[tokio::test]
 async fn example4_depth_must_match() {
     let redis = Redis::start();
-    let two = || request("example4", vec![desc(&[("key", "value"), ("subkey", "subvalue")])]);
+    let two = || {
+        request(
+            "example4",
+            vec![desc(&[("key", "value"), ("subkey", "subvalue")])],
+        )
+    };
     let svc = service(&redis, &[("example4.yaml", EXAMPLE4)]);
     let mut c = svc.client().await;
     let r = call(&mut c, two()).await;
@@ -256,7 +311,13 @@ async fn example4_depth_must_match() {
     let svc = service(&redis, &[("example4.yaml", EXAMPLE4_NESTED)]);
     let mut c = svc.client().await;
     let r = call(&mut c, two()).await;
-    assert_eq!(r.statuses[0].current_limit.as_ref().map(|l| l.requests_per_unit), Some(300));
+    assert_eq!(
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .map(|l| l.requests_per_unit),
+        Some(300)
+    );
 }
 
 /// Example 5: an unlimited descriptor is answered OK with the largest remaining, and
@@ -273,9 +334,22 @@ async fn example5_unlimited_never_touches_redis() {
         assert_eq!(r.statuses[0].current_limit, None);
     }
     assert_eq!(redis.calls("rl.all"), 0);
-    let r = call(&mut c, request("internal", vec![desc(&[("ldap", "x")]), desc(&[("azure", "y")])])).await;
+    let r = call(
+        &mut c,
+        request(
+            "internal",
+            vec![desc(&[("ldap", "x")]), desc(&[("azure", "y")])],
+        ),
+    )
+    .await;
     assert_eq!(codes(&r), (OK, vec![OK, OK]));
-    assert_eq!(r.statuses[1].current_limit.as_ref().map(|l| (l.requests_per_unit, l.unit)), Some((100, 2)));
+    assert_eq!(
+        r.statuses[1]
+            .current_limit
+            .as_ref()
+            .map(|l| (l.requests_per_unit, l.unit)),
+        Some((100, 2))
+    );
     assert_eq!(redis.calls("rl.all"), 1);
 }
 
@@ -286,13 +360,20 @@ async fn example6_shadow_mode_counts_and_passes() {
     let redis = Redis::start();
     let svc = service(&redis, &[("example6.yaml", EXAMPLE6)]);
     let c = svc.client().await;
-    let user = |u: &str| request("example6", vec![desc(&[("service", "auth-service"), ("user", u)])]);
+    let user = |u: &str| {
+        request(
+            "example6",
+            vec![desc(&[("service", "auth-service"), ("user", u)])],
+        )
+    };
     let shadow = r#"ratelimit_service_rate_limit_shadow_mode{domain="example6",key1="service",key2="user_user-a"}"#;
     in_one_window(1, || {
         let mut c = c.clone();
         let (svc, redis) = (&svc, &redis);
         async move {
-            let _: () = redis::cmd("FLUSHALL").query(&mut redis.conn()).map_err(|e| e.to_string())?;
+            let _: () = redis::cmd("FLUSHALL")
+                .query(&mut redis.conn())
+                .map_err(|e| e.to_string())?;
             let before = svc.metric(shadow);
             for _ in 0..13 {
                 let r = call(&mut c, user("user-a")).await;
@@ -300,7 +381,11 @@ async fn example6_shadow_mode_counts_and_passes() {
             }
             check_eq!(svc.metric(shadow) - before, 3);
             // Counted up to its limit, not past it.
-            let k = key("example6", &[("service", "auth-service"), ("user", "user-a")], 1);
+            let k = key(
+                "example6",
+                &[("service", "auth-service"), ("user", "user-a")],
+                1,
+            );
             check_eq!(redis.get(&k), Some(10));
             let mut refused = 0;
             for _ in 0..21 {
@@ -329,21 +414,42 @@ async fn example7_replaces() {
         let mut c = c.clone();
         let (one, two, redis) = (one.clone(), two.clone(), &redis);
         async move {
-            let _: () = redis::cmd("FLUSHALL").query(&mut redis.conn()).map_err(|e| e.to_string())?;
+            let _: () = redis::cmd("FLUSHALL")
+                .query(&mut redis.conn())
+                .map_err(|e| e.to_string())?;
             let mut allowed = 0;
             for _ in 0..12 {
                 let r = call(&mut c, request("example7", vec![one.clone(), two.clone()])).await;
                 check_eq!(r.statuses[0].current_limit, None);
-                check_eq!(r.statuses[1].current_limit.as_ref().map(|l| l.requests_per_unit), Some(10));
+                check_eq!(
+                    r.statuses[1]
+                        .current_limit
+                        .as_ref()
+                        .map(|l| l.requests_per_unit),
+                    Some(10)
+                );
                 if r.overall_code == OK {
                     allowed += 1;
                 }
             }
             check_eq!(allowed, 10);
-            check_eq!(redis.get(&key("example7", &[("key_1", "value_1"), ("user", "bkthomps")], 1)), None);
+            check_eq!(
+                redis.get(&key(
+                    "example7",
+                    &[("key_1", "value_1"), ("user", "bkthomps")],
+                    1
+                )),
+                None
+            );
             // Alone, the first descriptor keeps its own 5 a second.
             let r = call(&mut c, request("example7", vec![one.clone()])).await;
-            check_eq!(r.statuses[0].current_limit.as_ref().map(|l| (l.requests_per_unit, l.name.clone())), Some((5, "specific_limit".to_string())));
+            check_eq!(
+                r.statuses[0]
+                    .current_limit
+                    .as_ref()
+                    .map(|l| (l.requests_per_unit, l.name.clone())),
+                Some((5, "specific_limit".to_string()))
+            );
             check_eq!(r.statuses[0].limit_remaining, 4);
             Ok(())
         }
@@ -360,9 +466,20 @@ async fn example8_detailed_metric() {
     for v in ["unspecified_value", "unspecified_value2", "value1"] {
         call(&mut c, request("example8", vec![desc(&[("key1", v)])])).await;
     }
-    for key1 in ["key1_unspecified_value", "key1_unspecified_value2", "key1_value1"] {
-        let sample = format!(r#"ratelimit_service_rate_limit_total_hits{{domain="example8",key1="{key1}",key2=""}}"#);
+    for key1 in [
+        "key1_unspecified_value",
+        "key1_unspecified_value2",
+        "key1_value1",
+    ] {
+        let sample = format!(
+            r#"ratelimit_service_rate_limit_total_hits{{domain="example8",key1="{key1}",key2=""}}"#
+        );
         assert_eq!(svc.metric(&sample), 1, "{sample}");
     }
-    assert_eq!(svc.metric(r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="key1",key2=""}"#), 0);
+    assert_eq!(
+        svc.metric(
+            r#"ratelimit_service_rate_limit_total_hits{domain="example8",key1="key1",key2=""}"#
+        ),
+        0
+    );
 }

@@ -28,8 +28,14 @@ async fn redis_down_fail_open() {
     redis.kill();
     let r = call(&mut c, one()).await;
     assert_eq!(codes(&r), (OK, vec![OK]));
-    assert_eq!(svc.metric(r#"ratelimit_service_failure_mode_answers{answer="allow"}"#), 1);
-    assert_eq!(svc.metric(r#"ratelimit_service_should_rate_limit_error{err_type="redis_error"}"#), 1);
+    assert_eq!(
+        svc.metric(r#"ratelimit_service_failure_mode_answers{answer="allow"}"#),
+        1
+    );
+    assert_eq!(
+        svc.metric(r#"ratelimit_service_should_rate_limit_error{err_type="redis_error"}"#),
+        1
+    );
     // Back on its port (empty): judged again.
     redis.restart();
     let mut remaining = None;
@@ -53,7 +59,10 @@ async fn redis_down_fail_closed() {
     redis.kill();
     let r = call(&mut c, one()).await;
     assert_eq!(codes(&r), (OVER_LIMIT, vec![OVER_LIMIT]));
-    assert_eq!(svc.metric(r#"ratelimit_service_failure_mode_answers{answer="deny"}"#), 1);
+    assert_eq!(
+        svc.metric(r#"ratelimit_service_failure_mode_answers{answer="deny"}"#),
+        1
+    );
 }
 
 #[tokio::test]
@@ -95,7 +104,10 @@ async fn redis_hung_times_out() {
 async fn started_without_redis() {
     let port = free_port();
     let svc = Service::builder(&format!("127.0.0.1:{port}"))
-        .file("f.yaml", &format!("{CONF}  - key: internal\n    rate_limit:\n      unlimited: true\n"))
+        .file(
+            "f.yaml",
+            &format!("{CONF}  - key: internal\n    rate_limit:\n      unlimited: true\n"),
+        )
         .env("REDIS_FAILURE_MODE", "deny")
         .env("REDIS_TIMEOUT", "300ms")
         .unhealthy()

@@ -51,7 +51,11 @@ fn module_path() -> PathBuf {
     PATH.get_or_init(|| {
         if let Ok(p) = std::env::var("RATELIMIT_MODULE") {
             let p = PathBuf::from(p);
-            assert!(p.is_file(), "RATELIMIT_MODULE={} does not exist", p.display());
+            assert!(
+                p.is_file(),
+                "RATELIMIT_MODULE={} does not exist",
+                p.display()
+            );
             return p;
         }
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -94,7 +98,11 @@ impl Redis {
     fn start_on(port: u16, cluster: bool, dir: Option<PathBuf>) -> Redis {
         let mut last = String::new();
         for attempt in 0..5 {
-            let port = if attempt == 0 || dir.is_some() { port } else { free_port() };
+            let port = if attempt == 0 || dir.is_some() {
+                port
+            } else {
+                free_port()
+            };
             let mut r = Redis {
                 port,
                 dir: dir.clone().unwrap_or_else(|| temp_dir("redis")),
@@ -150,13 +158,19 @@ impl Redis {
                         return Ok(());
                     }
                     self.kill();
-                    return Err(format!("port {} answers as pid {theirs:?}, not {pid}", self.port));
+                    return Err(format!(
+                        "port {} answers as pid {theirs:?}, not {pid}",
+                        self.port
+                    ));
                 }
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         self.kill();
-        Err(format!("no answer within {START_WITHIN:?}:\n{}", self.log()))
+        Err(format!(
+            "no answer within {START_WITHIN:?}:\n{}",
+            self.log()
+        ))
     }
 
     fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
@@ -174,7 +188,10 @@ impl Redis {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().map(Child::id).expect("a running server")
+        self.child
+            .as_ref()
+            .map(Child::id)
+            .expect("a running server")
     }
 
     pub fn kill(&mut self) {
@@ -202,7 +219,10 @@ impl Redis {
 
     /// How many times each command ran (INFO commandstats), by lower-case name.
     pub fn calls(&self, command: &str) -> u64 {
-        let info: String = redis::cmd("INFO").arg("commandstats").query(&mut self.conn()).expect("INFO");
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .expect("INFO");
         let prefix = format!("cmdstat_{}:calls=", command.to_ascii_lowercase());
         // Module commands are listed by their registered name (cmdstat_RL.ALL).
         info.lines()
@@ -214,18 +234,25 @@ impl Redis {
     }
 
     pub fn get(&self, key: &str) -> Option<u64> {
-        redis::cmd("GET").arg(key).query(&mut self.conn()).expect("GET")
+        redis::cmd("GET")
+            .arg(key)
+            .query(&mut self.conn())
+            .expect("GET")
     }
 
     pub fn dbsize(&self) -> u64 {
-        redis::cmd("DBSIZE").query(&mut self.conn()).expect("DBSIZE")
+        redis::cmd("DBSIZE")
+            .query(&mut self.conn())
+            .expect("DBSIZE")
     }
 }
 
 impl Drop for Redis {
     fn drop(&mut self) {
         if self.child.is_some() {
-            let _ = Command::new("kill").args(["-CONT", &self.pid().to_string()]).status();
+            let _ = Command::new("kill")
+                .args(["-CONT", &self.pid().to_string()])
+                .status();
         }
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -239,7 +266,9 @@ pub struct Cluster {
 
 impl Cluster {
     pub fn start() -> Cluster {
-        let nodes: Vec<Redis> = (0..3).map(|_| Redis::start_on(free_port(), true, None)).collect();
+        let nodes: Vec<Redis> = (0..3)
+            .map(|_| Redis::start_on(free_port(), true, None))
+            .collect();
         let cli = std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".into());
         let out = Command::new(&cli)
             .args(["--cluster", "create"])
@@ -247,11 +276,18 @@ impl Cluster {
             .args(["--cluster-replicas", "0", "--cluster-yes"])
             .output()
             .unwrap_or_else(|e| panic!("cannot run {cli}: {e}"));
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         let deadline = Instant::now() + START_WITHIN;
         for n in &nodes {
             loop {
-                let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut n.conn()).expect("CLUSTER INFO");
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query(&mut n.conn())
+                    .expect("CLUSTER INFO");
                 if info.contains("cluster_state:ok") {
                     break;
                 }
@@ -263,18 +299,27 @@ impl Cluster {
     }
 
     pub fn urls(&self) -> String {
-        self.nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect::<Vec<_>>().join(",")
+        self.nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     pub fn keyslot(&self, key: &str) -> u16 {
-        redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query(&mut self.nodes[0].conn()).expect("KEYSLOT")
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut self.nodes[0].conn())
+            .expect("KEYSLOT")
     }
 
     /// The node that holds `key`, and its value there.
     pub fn get(&self, key: &str) -> Option<u64> {
         for n in &self.nodes {
             // The nodes that do not serve the key answer MOVED.
-            let v: redis::RedisResult<Option<u64>> = redis::cmd("GET").arg(key).query(&mut n.conn());
+            let v: redis::RedisResult<Option<u64>> =
+                redis::cmd("GET").arg(key).query(&mut n.conn());
             if let Ok(v) = v {
                 return v;
             }
@@ -368,7 +413,10 @@ impl ServiceBuilder {
             if let Some(Ok(Some(status))) = s.child.as_mut().map(Child::try_wait) {
                 panic!("the service exited ({status}):\n{log}");
             }
-            assert!(Instant::now() < deadline, "the service did not listen:\n{log}");
+            assert!(
+                Instant::now() < deadline,
+                "the service did not listen:\n{log}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         if self.wait_healthy {
@@ -420,14 +468,23 @@ impl Service {
 
     pub fn http_get(&self, path: &str) -> (u16, String) {
         match Self::agent().get(&format!("{}{path}", self.http)).call() {
-            Ok(mut r) => (r.status().as_u16(), r.body_mut().read_to_string().unwrap_or_default()),
+            Ok(mut r) => (
+                r.status().as_u16(),
+                r.body_mut().read_to_string().unwrap_or_default(),
+            ),
             Err(e) => (0, e.to_string()),
         }
     }
 
     pub fn http_post(&self, path: &str, body: &str) -> (u16, String) {
-        match Self::agent().post(&format!("{}{path}", self.http)).send(body) {
-            Ok(mut r) => (r.status().as_u16(), r.body_mut().read_to_string().unwrap_or_default()),
+        match Self::agent()
+            .post(&format!("{}{path}", self.http))
+            .send(body)
+        {
+            Ok(mut r) => (
+                r.status().as_u16(),
+                r.body_mut().read_to_string().unwrap_or_default(),
+            ),
             Err(e) => (0, e.to_string()),
         }
     }
@@ -437,7 +494,10 @@ impl Service {
     pub fn metric(&self, sample: &str) -> u64 {
         let (_, text) = self.http_get("/metrics");
         text.lines()
-            .find_map(|l| l.strip_prefix(sample).and_then(|rest| rest.strip_prefix(' ')))
+            .find_map(|l| {
+                l.strip_prefix(sample)
+                    .and_then(|rest| rest.strip_prefix(' '))
+            })
             .map(|v| v.trim().parse::<f64>().unwrap_or(0.0) as u64)
             .unwrap_or(0)
     }
@@ -482,8 +542,14 @@ pub fn request(domain: &str, descriptors: Vec<RateLimitDescriptor>) -> RateLimit
     }
 }
 
-pub async fn call(c: &mut RateLimitServiceClient<Channel>, r: RateLimitRequest) -> RateLimitResponse {
-    c.should_rate_limit(r).await.expect("ShouldRateLimit").into_inner()
+pub async fn call(
+    c: &mut RateLimitServiceClient<Channel>,
+    r: RateLimitRequest,
+) -> RateLimitResponse {
+    c.should_rate_limit(r)
+        .await
+        .expect("ShouldRateLimit")
+        .into_inner()
 }
 
 pub const OK: i32 = 1;

@@ -2,6 +2,7 @@
 //! `$REDIS_SERVER`) with the module, and a three-node Cluster.
 
 mod behaviour;
+mod docs;
 mod cluster;
 mod examples;
 mod failure;

@@ -9,9 +9,15 @@ fn limits(n: u32) -> String {
 }
 
 /// The limit the service answers with now.
-async fn current(c: &mut envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient<tonic::transport::Channel>, user: &str) -> u32 {
+async fn current(
+    c: &mut envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient<tonic::transport::Channel>,
+    user: &str,
+) -> u32 {
     let r = call(c, request("live", vec![desc(&[("user", user)])])).await;
-    r.statuses[0].current_limit.as_ref().map_or(0, |l| l.requests_per_unit)
+    r.statuses[0]
+        .current_limit
+        .as_ref()
+        .map_or(0, |l| l.requests_per_unit)
 }
 
 async fn wait_for_limit(svc: &Service, user: &str, want: u32) {
@@ -28,7 +34,9 @@ async fn wait_for_limit(svc: &Service, user: &str, want: u32) {
 #[tokio::test]
 async fn a_change_while_requests_flow() {
     let redis = Redis::start();
-    let svc = Service::builder(&format!("127.0.0.1:{}", redis.port)).file("live.yaml", &limits(100)).start();
+    let svc = Service::builder(&format!("127.0.0.1:{}", redis.port))
+        .file("live.yaml", &limits(100))
+        .start();
     let c = svc.client().await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut flows = Vec::new();
@@ -40,11 +48,19 @@ async fn a_change_while_requests_flow() {
             // Bounded: at most 20 000 calls per client.
             while !stop.load(std::sync::atomic::Ordering::SeqCst) && calls < 20_000 {
                 let r = c
-                    .should_rate_limit(request("live", vec![desc(&[("user", &format!("flow{n}"))])]))
+                    .should_rate_limit(request(
+                        "live",
+                        vec![desc(&[("user", &format!("flow{n}"))])],
+                    ))
                     .await
                     .expect("no failed call during a reload")
                     .into_inner();
-                seen.insert(r.statuses[0].current_limit.as_ref().map_or(0, |l| l.requests_per_unit));
+                seen.insert(
+                    r.statuses[0]
+                        .current_limit
+                        .as_ref()
+                        .map_or(0, |l| l.requests_per_unit),
+                );
                 calls += 1;
             }
             seen
@@ -63,16 +79,29 @@ async fn a_change_while_requests_flow() {
 #[tokio::test]
 async fn a_bad_file_keeps_the_last_good_configuration() {
     let redis = Redis::start();
-    let svc = Service::builder(&format!("127.0.0.1:{}", redis.port)).file("live.yaml", &limits(5)).start();
+    let svc = Service::builder(&format!("127.0.0.1:{}", redis.port))
+        .file("live.yaml", &limits(5))
+        .start();
     let mut c = svc.client().await;
     assert_eq!(current(&mut c, "b").await, 5);
     svc.write_file("live.yaml", "domain: live\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 1\n");
-    svc.wait_until(|s| s.metric("ratelimit_service_config_load_error") == 1, "refused the bad file");
-    assert!(svc.log().contains("config.live: invalid rate limit unit 'fortnight'"), "{}", svc.log());
+    svc.wait_until(
+        |s| s.metric("ratelimit_service_config_load_error") == 1,
+        "refused the bad file",
+    );
+    assert!(
+        svc.log()
+            .contains("config.live: invalid rate limit unit 'fortnight'"),
+        "{}",
+        svc.log()
+    );
     assert_eq!(current(&mut c, "b").await, 5);
     // A file that is not YAML at all, in a second file: refused too.
     svc.write_file("other.yaml", "domain: [\n");
-    svc.wait_until(|s| s.metric("ratelimit_service_config_load_error") == 2, "refused the second bad file");
+    svc.wait_until(
+        |s| s.metric("ratelimit_service_config_load_error") == 2,
+        "refused the second bad file",
+    );
     assert_eq!(current(&mut c, "b").await, 5);
     std::fs::remove_file(svc.config_dir().join("other.yaml")).expect("remove");
     svc.write_file("live.yaml", &limits(9));
