@@ -53,7 +53,10 @@ fn args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        let num = |v: String| v.parse::<u64>().map_err(|_| format!("{flag}: not a number: {v}"));
+        let num = |v: String| {
+            v.parse::<u64>()
+                .map_err(|_| format!("{flag}: not a number: {v}"))
+        };
         match flag.as_str() {
             "--target" => a.target = value()?,
             "--mode" => a.mode = value()?,
@@ -86,7 +89,10 @@ fn args() -> Result<Args, String> {
 
 fn request(n: u64, a: &Args) -> RateLimitRequest {
     let entry = |k: &str, v: String| RateLimitDescriptor {
-        entries: vec![Entry { key: k.into(), value: v }],
+        entries: vec![Entry {
+            key: k.into(),
+            value: v,
+        }],
         ..Default::default()
     };
     let spread = [a.users, 16, 64];
@@ -94,7 +100,11 @@ fn request(n: u64, a: &Args) -> RateLimitRequest {
         .iter()
         .enumerate()
         .map(|(i, k)| {
-            let v = if a.constant { 0 } else { n % spread.get(i).copied().unwrap_or(64) };
+            let v = if a.constant {
+                0
+            } else {
+                n % spread.get(i).copied().unwrap_or(64)
+            };
             entry(k, format!("v{v}"))
         })
         .collect();
@@ -102,6 +112,26 @@ fn request(n: u64, a: &Args) -> RateLimitRequest {
         domain: a.domain.clone(),
         descriptors,
         hits_addend: 0,
+    }
+}
+
+/// Count a failed call, or an answer over the limit.
+fn tally(
+    r: Result<
+        tonic::Response<envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse>,
+        tonic::Status,
+    >,
+    errors: &AtomicU64,
+    over: &AtomicU64,
+) {
+    match r {
+        Ok(r) if r.get_ref().overall_code == 2 => {
+            over.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(_) => {}
+        Err(_) => {
+            errors.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -142,21 +172,15 @@ async fn main() {
         let mut tasks = Vec::new();
         for i in 0..a.concurrency {
             let mut c: RateLimitServiceClient<Channel> = clients[i % clients.len()].clone();
-            let (a, counter, errors, over) = (a.clone(), counter.clone(), errors.clone(), over.clone());
+            let (a, counter, errors, over) =
+                (a.clone(), counter.clone(), errors.clone(), over.clone());
             tasks.push(tokio::spawn(async move {
                 let mut lat = Vec::new();
                 while started.elapsed() < duration {
                     let n = counter.fetch_add(1, Ordering::Relaxed);
                     let t = Instant::now();
-                    match c.should_rate_limit(request(n, &a)).await {
-                        Ok(r) if r.get_ref().overall_code == 2 => {
-                            over.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(_) => {}
-                        Err(_) => {
-                            errors.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
+                    let r = c.should_rate_limit(request(n, &a)).await;
+                    tally(r, &errors, &over);
                     lat.push(t.elapsed().as_micros() as u64);
                 }
                 lat
@@ -176,15 +200,7 @@ async fn main() {
             let (a, tx, errors, over) = (a.clone(), tx.clone(), errors.clone(), over.clone());
             counter.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
-                match c.should_rate_limit(request(n, &a)).await {
-                    Ok(r) if r.get_ref().overall_code == 2 => {
-                        over.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Ok(_) => {}
-                    Err(_) => {
-                        errors.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
+                tally(c.should_rate_limit(request(n, &a)).await, &errors, &over);
                 let _ = tx.send(due.elapsed().as_micros() as u64);
             });
         }

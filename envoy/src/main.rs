@@ -136,23 +136,26 @@ async fn run() -> Result<(), String> {
     };
 
     let mut tasks = tokio::task::JoinSet::new();
-    let router = http::router(state.clone(), &s.prometheus_path);
-    let stop = stopped();
-    tasks.spawn(async move {
-        axum::serve(http, router)
-            .with_graceful_shutdown(stop)
-            .await
-            .map_err(|e| format!("HTTP: {e}"))
-    });
-    if let Some(listener) = prometheus {
-        let router = http::metrics_router(state.clone(), &s.prometheus_path);
+    let mut serve_http = |what: &'static str, listener: TcpListener, router: axum::Router| {
         let stop = stopped();
         tasks.spawn(async move {
             axum::serve(listener, router)
                 .with_graceful_shutdown(stop)
                 .await
-                .map_err(|e| format!("Prometheus: {e}"))
+                .map_err(|e| format!("{what}: {e}"))
         });
+    };
+    serve_http(
+        "HTTP",
+        http,
+        http::router(state.clone(), &s.prometheus_path),
+    );
+    if let Some(listener) = prometheus {
+        serve_http(
+            "Prometheus",
+            listener,
+            http::metrics_router(state.clone(), &s.prometheus_path),
+        );
     }
     let service = RateLimitServiceServer::new(Service(state.clone()));
     let stop = stopped();

@@ -187,23 +187,7 @@ async fn concurrent_requests_never_get_more_than_a_limit() {
         "api",
         vec![desc(&[("user", "c1")]), desc(&[("account", "c1")])],
     );
-    let mut tasks = Vec::new();
-    for _ in 0..8 {
-        let (mut c, r) = (c.clone(), r.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut allowed = 0;
-            for _ in 0..6 {
-                if call(&mut c, r.clone()).await.overall_code == OK {
-                    allowed += 1;
-                }
-            }
-            allowed
-        }));
-    }
-    let mut allowed = 0;
-    for t in tasks {
-        allowed += t.await.expect("a client");
-    }
+    let allowed = allowed_among(&c, 8, 6, move |_, _| r.clone()).await;
     assert_eq!(allowed, 10);
     assert_eq!(redis.get(&key("api", &[("user", "c1")], YEAR)), Some(10));
     assert_eq!(

@@ -23,13 +23,17 @@ descriptors:
 
 const YEAR: u64 = 365 * 86_400;
 
+fn service(cluster: &Cluster) -> Service {
+    Service::builder(&cluster.urls())
+        .env("REDIS_TYPE", "cluster")
+        .file("c.yaml", CONF)
+        .start()
+}
+
 #[tokio::test]
 async fn a_later_slot_refuses_and_the_earlier_one_is_refunded() {
     let cluster = Cluster::start();
-    let svc = Service::builder(&cluster.urls())
-        .env("REDIS_TYPE", "cluster")
-        .file("c.yaml", CONF)
-        .start();
+    let svc = service(&cluster);
     let tight = key("c", &[("tight", "t")], YEAR);
     let tight_slot = cluster.keyslot(&tight);
     // A roomy descriptor whose key's slot comes first: it is taken, then given back.
@@ -62,37 +66,21 @@ async fn a_later_slot_refuses_and_the_earlier_one_is_refunded() {
 #[tokio::test]
 async fn concurrent_requests_across_slots_never_get_more_than_a_limit() {
     let cluster = Cluster::start();
-    let svc = Service::builder(&cluster.urls())
-        .env("REDIS_TYPE", "cluster")
-        .file("c.yaml", CONF)
-        .start();
+    let svc = service(&cluster);
     let c = svc.client().await;
-    let mut tasks = Vec::new();
-    for n in 0..6 {
-        let mut c = c.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut allowed = 0;
-            for i in 0..10 {
-                // Each client adds a roomy descriptor of its own now and then: requests
-                // that share only the shared key, in several slots.
-                let mut d = vec![
-                    desc(&[("shared", "s")]),
-                    desc(&[("roomy", &format!("c{n}"))]),
-                ];
-                if i % 2 == 0 {
-                    d.push(desc(&[("roomy", &format!("x{}", i % 3))]));
-                }
-                if call(&mut c, request("c", d)).await.overall_code == OK {
-                    allowed += 1;
-                }
-            }
-            allowed
-        }));
-    }
-    let mut allowed = 0;
-    for t in tasks {
-        allowed += t.await.expect("a client");
-    }
+    // Requests that share only the shared key, in several slots: each client's own
+    // roomy descriptor, and every other call one of three more.
+    let allowed = allowed_among(&c, 6, 10, |n, i| {
+        let mut d = vec![
+            desc(&[("shared", "s")]),
+            desc(&[("roomy", &format!("c{n}"))]),
+        ];
+        if i % 2 == 0 {
+            d.push(desc(&[("roomy", &format!("x{}", i % 3))]));
+        }
+        request("c", d)
+    })
+    .await;
     assert_eq!(allowed, 20);
     assert_eq!(cluster.get(&key("c", &[("shared", "s")], YEAR)), Some(20));
     let roomy: u64 = (0..6)

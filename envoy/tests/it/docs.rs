@@ -38,11 +38,23 @@ fn without_reset(mut v: Value) -> Value {
 #[tokio::test]
 async fn the_page_runs() {
     let text = page();
-    let example = std::fs::read_to_string(repo().join("envoy/examples/ratelimit/config/example.yaml")).expect("example");
-    assert!(blocks(&text, "yaml").contains(&example), "docs/envoy.md shows envoy/examples/ratelimit/config/example.yaml as it is");
+    let example =
+        std::fs::read_to_string(repo().join("envoy/examples/ratelimit/config/example.yaml"))
+            .expect("example");
+    assert!(
+        blocks(&text, "yaml").contains(&example),
+        "docs/envoy.md shows envoy/examples/ratelimit/config/example.yaml as it is"
+    );
 
-    let shell = blocks(&text, "sh").into_iter().find(|b| b.contains("/json")).expect("the curl block");
-    let body = shell.split("-d '").nth(1).and_then(|b| b.split('\'').next()).expect("the request body");
+    let shell = blocks(&text, "sh")
+        .into_iter()
+        .find(|b| b.contains("/json"))
+        .expect("the curl block");
+    let body = shell
+        .split("-d '")
+        .nth(1)
+        .and_then(|b| b.split('\'').next())
+        .expect("the request body");
     let shown: Value = serde_json::from_str(&blocks(&text, "json")[0]).expect("the answer shown");
 
     let redis = Redis::start();
@@ -54,7 +66,9 @@ async fn the_page_runs() {
     in_one_window(60, || {
         let (svc, redis, body, shown) = (&svc, &redis, body, &shown);
         async move {
-            let _: () = redis::cmd("FLUSHALL").query(&mut redis.conn()).map_err(|e| e.to_string())?;
+            let _: () = redis::cmd("FLUSHALL")
+                .query(&mut redis.conn())
+                .map_err(|e| e.to_string())?;
             let (status, answer) = svc.http_post("/json", body);
             crate::check_eq!(status, 200);
             let answer: Value = serde_json::from_str(&answer).map_err(|e| e.to_string())?;

@@ -608,3 +608,32 @@ macro_rules! check_eq {
         }
     }};
 }
+
+/// `clients` clients at once, each making `calls` calls of `make(client, call)`: how
+/// many calls were let through.
+pub async fn allowed_among(
+    c: &RateLimitServiceClient<Channel>,
+    clients: usize,
+    calls: usize,
+    make: impl Fn(usize, usize) -> RateLimitRequest + Send + Sync + 'static,
+) -> usize {
+    let make = std::sync::Arc::new(make);
+    let mut tasks = Vec::new();
+    for n in 0..clients {
+        let (mut c, make) = (c.clone(), make.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut allowed = 0;
+            for i in 0..calls {
+                if call(&mut c, make(n, i)).await.overall_code == OK {
+                    allowed += 1;
+                }
+            }
+            allowed
+        }));
+    }
+    let mut allowed = 0;
+    for t in tasks {
+        allowed += t.await.expect("a client");
+    }
+    allowed
+}

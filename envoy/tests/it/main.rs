@@ -2,8 +2,8 @@
 //! `$REDIS_SERVER`) with the module, and a three-node Cluster.
 
 mod behaviour;
-mod docs;
 mod cluster;
+mod docs;
 mod examples;
 mod failure;
 mod harness;
