@@ -4,7 +4,7 @@
 # REDIS_URL), both in the foreground until Ctrl-C.
 #   envoy/scripts/run.sh SERVICE_BINARY MODULE [REDIS_PORT]
 set -euo pipefail
-service=$1 module=$2 port=${3:-6379}
+service=$(realpath "$1") module=$(realpath "$2") port=${3:-6379}
 here=$(cd "$(dirname "$0")/.." && pwd)
 if (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
   echo "envoy-run: something already listens on 127.0.0.1:$port (a redis-server?)." >&2
@@ -20,6 +20,11 @@ for _ in $(seq 100); do
   redis-cli -p "$port" PING >/dev/null 2>&1 && break
   sleep 0.1
 done
+if ! redis-cli -p "$port" PING >/dev/null 2>&1; then
+  echo "envoy-run: redis-server did not start:" >&2
+  cat "$dir/redis.log" >&2
+  exit 1
+fi
 echo "redis-server with the module on 127.0.0.1:$port; the service: gRPC on 127.0.0.1:${GRPC_PORT:-8081}, HTTP on 127.0.0.1:${HTTP_PORT:-8080}"
 RUNTIME_ROOT="$here/examples" RUNTIME_SUBDIRECTORY=ratelimit \
   REDIS_URL="127.0.0.1:$port" GRPC_HOST=127.0.0.1 GRPC_PORT="${GRPC_PORT:-8081}" \

@@ -33,6 +33,7 @@ fn init_logging(level: &str, json: bool) {
     let filter = tracing_subscriber::EnvFilter::new(format!("warn,ratelimit_envoy={level}"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     if json {
         builder.json().init();
