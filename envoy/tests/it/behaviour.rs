@@ -386,3 +386,43 @@ async fn global_shadow_mode() {
         Some(3)
     );
 }
+
+/// `REDIS_PERSECOND`: limits in seconds on a server of their own. A request with both
+/// kinds is settled on each; refused by the per-second one, it is given back on the
+/// other.
+#[tokio::test]
+async fn per_second_limits_on_their_own_server() {
+    let main = Redis::start();
+    let per_second = Redis::start();
+    let svc = Service::builder(&format!("127.0.0.1:{}", main.port))
+        .env("REDIS_PERSECOND", "true")
+        .env("REDIS_PERSECOND_URL", &format!("127.0.0.1:{}", per_second.port))
+        .file(
+            "p.yaml",
+            "domain: p\ndescriptors:\n  - key: fast\n    rate_limit: {unit: second, requests_per_unit: 2}\n  - key: slow\n    rate_limit: {unit: year, requests_per_unit: 1000}\n",
+        )
+        .start();
+    let c = svc.client().await;
+    in_one_window(1, || {
+        let mut c = c.clone();
+        let (main, per_second) = (&main, &per_second);
+        async move {
+            for r in [main, per_second] {
+                let _: () = redis::cmd("FLUSHALL")
+                    .query(&mut r.conn())
+                    .map_err(|e| e.to_string())?;
+            }
+            let r = request("p", vec![desc(&[("fast", "f")]), desc(&[("slow", "s")])]);
+            let mut seen = Vec::new();
+            for _ in 0..3 {
+                seen.push(codes(&call(&mut c, r.clone()).await));
+            }
+            crate::check_eq!(seen[2], (OVER_LIMIT, vec![OVER_LIMIT, OK]));
+            crate::check_eq!(per_second.get(&key("p", &[("fast", "f")], 1)), Some(2));
+            crate::check_eq!(main.get(&key("p", &[("slow", "s")], YEAR)), Some(2));
+            crate::check_eq!(main.get(&key("p", &[("fast", "f")], 1)), None);
+            Ok(())
+        }
+    })
+    .await;
+}
