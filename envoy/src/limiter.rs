@@ -290,11 +290,14 @@ pub async fn settle(
             taken.push(g);
         }
     }
-    // Shadow rules count a request that passed, each if it fits; refunds always apply.
+    // Shadow rules count a request that passed, each if it fits; refunds always apply
+    // (one larger than the limit empties the window, as the limit would).
     let costs: Vec<u64> = items
         .iter()
         .map(|it| {
-            if it.refund || (allowed && it.cost <= it.limit) {
+            if it.refund {
+                it.cost.min(it.limit)
+            } else if allowed && it.cost <= it.limit {
                 it.cost
             } else {
                 0

@@ -483,3 +483,80 @@ async fn example8_detailed_metric() {
         0
     );
 }
+
+const EXAMPLE11: &str = "
+domain: example11
+descriptors:
+  # With share_threshold: true, all files/* matches share the same threshold
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit:
+      unit: hour
+      requests_per_unit: 10
+
+  # Without share_threshold, each files_no_share/* match has its own isolated threshold
+  - key: files_no_share
+    value: files_no_share/*
+    share_threshold: false
+    rate_limit:
+      unit: hour
+      requests_per_unit: 10
+";
+
+/// Examples 9 and 11: wildcard values; with `share_threshold` every match counts in one
+/// counter (its key holds the pattern), without it each value has its own.
+#[tokio::test]
+async fn example11_wildcards_and_shared_thresholds() {
+    let redis = Redis::start();
+    let svc = service(&redis, &[("example11.yaml", EXAMPLE11)]);
+    let c = svc.client().await;
+    in_one_window(3600, || {
+        let mut c = c.clone();
+        let redis = &redis;
+        async move {
+            let _: () = redis::cmd("FLUSHALL")
+                .query(&mut redis.conn())
+                .map_err(|e| e.to_string())?;
+            let one = |k: &str, v: &str| request("example11", vec![desc(&[(k, v)])]);
+            for f in ["files/a.pdf", "files/b.csv"].iter().cycle().take(10) {
+                check_eq!(call(&mut c, one("files", f)).await.overall_code, OK);
+            }
+            check_eq!(
+                call(&mut c, one("files", "files/c.txt")).await.overall_code,
+                OVER_LIMIT
+            );
+            check_eq!(
+                redis.get(&key("example11", &[("files", "files/*")], 3600)),
+                Some(10)
+            );
+            for _ in 0..10 {
+                check_eq!(
+                    call(&mut c, one("files_no_share", "files_no_share/a.pdf"))
+                        .await
+                        .overall_code,
+                    OK
+                );
+            }
+            check_eq!(
+                call(&mut c, one("files_no_share", "files_no_share/a.pdf"))
+                    .await
+                    .overall_code,
+                OVER_LIMIT
+            );
+            check_eq!(
+                call(&mut c, one("files_no_share", "files_no_share/b.csv"))
+                    .await
+                    .overall_code,
+                OK
+            );
+            // Not a match: no limit.
+            check_eq!(
+                call(&mut c, one("files", "other/a.pdf")).await.statuses[0].current_limit,
+                None
+            );
+            Ok(())
+        }
+    })
+    .await;
+}
