@@ -9,9 +9,10 @@ rounds (the services alternate, so a busy moment of the machine hits both):
 - requests per second with --concurrency clients (closed loop);
 - p50/p99 latency at a fixed load (--rate requests per second, open loop);
 - Redis commands and server microseconds per request, from INFO commandstats;
-- the over-count: --overcount requests that carry a descriptor allowing one request
-  an hour and one allowing a million; how much the second one counted beyond the
-  requests that were let through.
+- the over-count: --concurrency clients for --overcount-seconds sending requests that
+  carry a descriptor allowing one request an hour and one allowing a million; how much
+  the second one counted beyond the requests that were let through (the reference
+  also with STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true).
 
 Prints a Markdown table (and writes it to --out), with the machine and its load.
 """
@@ -132,7 +133,8 @@ def main():
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--descriptors", default="1,3", help="descriptors per request, for each scenario")
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--overcount", type=int, default=200)
+    p.add_argument("--overcount-seconds", type=int, default=2,
+                   help="how long --concurrency clients send the over-count requests")
     p.add_argument("--out", help="also write the table to this file")
     a = p.parse_args()
 
@@ -157,13 +159,21 @@ def main():
                    PORT=str(free_port()))
         procs.append(start_service("ratelimit-envoy", a.service, env, ours, workdir))
         services["ratelimit-envoy"] = ours
+        # The over-count is also measured on the reference with its option to stop
+        # counting in every descriptor once one is over its limit.
+        overcounted = {}
         if a.reference:
-            ref = free_port()
-            env = dict(base, GRPC_HOST="127.0.0.1", GRPC_PORT=str(ref), HOST="127.0.0.1",
-                       PORT=str(free_port()), DEBUG_HOST="127.0.0.1", DEBUG_PORT=str(free_port()),
-                       USE_STATSD="false", RUNTIME_WATCH_ROOT="false", REDIS_POOL_SIZE="10")
-            procs.append(start_service("reference", a.reference, env, ref, workdir))
-            services["reference"] = ref
+            for name, extra in [("reference", {}),
+                                ("reference, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true",
+                                 {"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"})]:
+                ref = free_port()
+                env = dict(base, GRPC_HOST="127.0.0.1", GRPC_PORT=str(ref), HOST="127.0.0.1",
+                           PORT=str(free_port()), DEBUG_HOST="127.0.0.1", DEBUG_PORT=str(free_port()),
+                           USE_STATSD="false", RUNTIME_WATCH_ROOT="false", REDIS_POOL_SIZE="10", **extra)
+                procs.append(start_service(name.split(",")[0] + str(len(procs)), a.reference, env, ref, workdir))
+                overcounted[name] = ref
+                if not extra:
+                    services[name] = ref
         time.sleep(1)
 
         results = {}
@@ -188,11 +198,11 @@ def main():
                           f"{row['usec']:.1f} us of Redis per request", file=sys.stderr)
 
         over = {}
-        hour = int(time.time()) // 3600 * 3600
-        for name, gport in services.items():
+        for name, gport in {"ratelimit-envoy": services["ratelimit-envoy"], **overcounted}.items():
             redis_cli(port, "FLUSHALL")
-            m = load(a.load, f"http://127.0.0.1:{gport}", "--mode", "rate", "--rate", "100",
-                     "--seconds", str(max(1, a.overcount // 100)), "--domain", "overcount",
+            hour = int(time.time()) // 3600 * 3600
+            m = load(a.load, f"http://127.0.0.1:{gport}", "--mode", "max", "--concurrency",
+                     str(a.concurrency), "--seconds", str(a.overcount_seconds), "--domain", "overcount",
                      "--keys", "tight,roomy", "--constant")
             allowed = m["requests"] - m["over_limit"]
             roomy = redis_cli(port, "GET", f"overcount_roomy_v0_{hour}").strip() or "0"
