@@ -7,7 +7,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
-use redis::{Pipeline, RedisResult, Value};
+use redis::io::tcp::TcpSettings;
+use redis::{IntoConnectionInfo, Pipeline, RedisResult, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -22,6 +23,11 @@ pub struct Backend {
 enum Conns {
     Single(Vec<ConnectionManager>),
     Cluster(ClusterConnection),
+}
+
+/// Every request is a small write waiting for its answer: no Nagle delay.
+fn nodelay() -> TcpSettings {
+    TcpSettings::default().set_nodelay(true)
 }
 
 /// The hash slot of a key (the part between the first `{` and the next `}` when it is
@@ -58,7 +64,11 @@ impl Backend {
     async fn connect(&self) -> RedisResult<Conns> {
         match self.settings.kind {
             RedisType::Single => {
-                let client = redis::Client::open(self.settings.urls[0].as_str())?;
+                let info = self.settings.urls[0]
+                    .as_str()
+                    .into_connection_info()?
+                    .set_tcp_settings(nodelay());
+                let client = redis::Client::open(info)?;
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(self.timeout))
                     .set_response_timeout(Some(self.timeout))
@@ -76,6 +86,7 @@ impl Backend {
             }
             RedisType::Cluster => {
                 let client = ClusterClient::builder(self.settings.urls.clone())
+                    .tcp_settings(nodelay())
                     .connection_timeout(self.timeout)
                     .response_timeout(self.timeout)
                     .retries(2)

@@ -12,6 +12,7 @@ mod settings;
 mod stats;
 mod watch;
 
+use axum::serve::ListenerExt;
 use backend::Backend;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use service::{Health, Service, State};
@@ -140,6 +141,9 @@ async fn run() -> Result<(), String> {
     let mut serve_http = |what: &'static str, listener: TcpListener, router: axum::Router| {
         let stop = stopped();
         tasks.spawn(async move {
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             axum::serve(listener, router)
                 .with_graceful_shutdown(stop)
                 .await
@@ -164,7 +168,7 @@ async fn run() -> Result<(), String> {
         tonic::transport::Server::builder()
             .add_service(health_service)
             .add_service(service)
-            .serve_with_incoming_shutdown(TcpIncoming::from(grpc), stop)
+            .serve_with_incoming_shutdown(TcpIncoming::from(grpc).with_nodelay(Some(true)), stop)
             .await
             .map_err(|e| format!("gRPC: {e}"))
     });

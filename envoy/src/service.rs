@@ -116,6 +116,23 @@ fn status(
     }
 }
 
+/// A descriptor's rule, if any, and its entries.
+type Found = (Option<Matched>, Vec<(String, String)>);
+
+fn current_limit(rule: &Rule, unit: Unit) -> RateLimit {
+    RateLimit {
+        name: rule.name.clone(),
+        requests_per_unit: rule.requests_per_unit,
+        unit: unit.to_proto(),
+    }
+}
+
+/// Seconds to the end of the window `now` is in.
+fn reset(unit: Unit, now: u64) -> u64 {
+    let w = unit.seconds();
+    w - now % w
+}
+
 impl State {
     pub fn current_config(&self) -> Option<Arc<Config>> {
         self.config
@@ -161,19 +178,28 @@ impl State {
             return Err(self.service_error("no rate limit configuration loaded"));
         };
         let now = unix_now();
-        let s = &self.settings;
+        let found = self.lookup(&config, req)?;
+        let (parts, items) = self.plan(req, &found, now);
+        match self.judge(&items).await {
+            Ok(outcome) => {
+                let (statuses, over) = self.statuses(&parts, &items, &outcome, now);
+                Ok(self.respond(statuses, over || !outcome.allowed))
+            }
+            Err(why) => self.redis_failure(&why, &parts, now),
+        }
+    }
 
-        // Look every descriptor up, then drop the rules another matched rule replaces.
-        let mut found: Vec<Option<Matched>> = Vec::new();
-        let mut entries_of = Vec::new();
+    /// Each descriptor's rule (a limit sent in the descriptor wins over the files'),
+    /// with its entries.
+    fn lookup(&self, config: &Config, req: &RateLimitRequest) -> Result<Vec<Found>, Status> {
+        let mut found = Vec::with_capacity(req.descriptors.len());
         for d in &req.descriptors {
             let entries: Vec<(String, String)> = d
                 .entries
                 .iter()
                 .map(|e| (e.key.clone(), e.value.clone()))
                 .collect();
-            let lookup = config.lookup(&req.domain, &entries);
-            let matched = match (lookup, &d.limit) {
+            let matched = match (config.lookup(&req.domain, &entries), &d.limit) {
                 (Lookup::UnknownDomain, _) => {
                     self.stats
                         .domain_not_found
@@ -208,20 +234,23 @@ impl State {
                 (Lookup::Found(m), None) => Some(m),
                 (Lookup::NoRule, None) => None,
             };
-            found.push(matched);
-            entries_of.push(entries);
+            found.push((matched, entries));
         }
+        Ok(found)
+    }
+
+    /// What each descriptor is (replaced rules dropped), and the limited ones as items
+    /// for Redis: their keys, limits and hits.
+    fn plan(&self, req: &RateLimitRequest, found: &[Found], now: u64) -> (Vec<Part>, Vec<Item>) {
         let replaced: HashSet<&str> = found
             .iter()
-            .flatten()
+            .filter_map(|(m, _)| m.as_ref())
             .flat_map(|m| m.rule.replaces.iter().map(String::as_str))
             .collect();
-
         let mut parts = Vec::with_capacity(found.len());
         let mut items: Vec<Item> = Vec::new();
-        for (i, f) in found.iter().enumerate() {
-            let d = &req.descriptors[i];
-            let part = match f {
+        for ((matched, entries), d) in found.iter().zip(&req.descriptors) {
+            let part = match matched {
                 None => Part::None,
                 Some(Matched { rule, .. })
                     if !rule.name.is_empty() && replaced.contains(rule.name.as_str()) =>
@@ -240,15 +269,9 @@ impl State {
                         None => u64::from(req.hits_addend.max(1)),
                     };
                     let per_second = unit == Unit::Second && self.backends.len() > 1;
+                    let prefix = &self.settings.cache_key_prefix;
                     items.push(Item {
-                        key: limiter::cache_key(
-                            &s.cache_key_prefix,
-                            &req.domain,
-                            &entries_of[i],
-                            shared,
-                            unit,
-                            now,
-                        ),
+                        key: limiter::cache_key(prefix, &req.domain, entries, shared, unit, now),
                         limit: u64::from(rule.requests_per_unit),
                         unit,
                         cost,
@@ -266,51 +289,59 @@ impl State {
             };
             parts.push(part);
         }
+        (parts, items)
+    }
 
-        // What needs Redis: an enforced rule that could allow (a limit of 0 or a cost
-        // above the limit refuses without it, and then the others are only read).
+    /// Settle the items with Redis, within `REDIS_TIMEOUT`. An enforced rule with a
+    /// limit of 0 or a cost above its limit refuses without Redis; then the others are
+    /// only read, for their remaining.
+    async fn judge(&self, items: &[Item]) -> Result<limiter::Outcome, String> {
         let mut enforced = Vec::new();
         let mut independent = Vec::new();
         let mut denied_locally = false;
         for (i, it) in items.iter().enumerate() {
             if it.limit == 0 {
                 denied_locally |= !it.shadow && !it.refund && it.cost > 0;
-                continue;
-            }
-            if it.shadow || it.refund {
+            } else if it.shadow || it.refund {
                 independent.push(i);
             } else {
                 denied_locally |= it.cost > it.limit;
                 enforced.push(i);
             }
         }
-        let outcome = if enforced.is_empty() && independent.is_empty() {
-            Ok(limiter::Outcome {
+        if enforced.is_empty() && independent.is_empty() {
+            return Ok(limiter::Outcome {
                 allowed: !denied_locally,
                 judged: vec![Judged::default(); items.len()],
-            })
-        } else {
-            let settle = limiter::settle(
-                &self.backends,
-                &items,
-                &enforced,
-                &independent,
-                denied_locally,
-            );
-            match tokio::time::timeout(s.redis_timeout, settle).await {
-                Ok(r) => r.map_err(|e| e.to_string()),
-                Err(_) => Err(format!("no answer from Redis within {:?}", s.redis_timeout)),
-            }
-        };
-        let outcome = match outcome {
-            Ok(o) => o,
-            Err(why) => return self.redis_failure(&why, &parts, now),
-        };
+            });
+        }
+        let settle = limiter::settle(
+            &self.backends,
+            items,
+            &enforced,
+            &independent,
+            denied_locally,
+        );
+        let timeout = self.settings.redis_timeout;
+        match tokio::time::timeout(timeout, settle).await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err(format!("no answer from Redis within {timeout:?}")),
+        }
+    }
 
-        let mut statuses = Vec::with_capacity(parts.len());
+    /// One status per descriptor, each limited one counted in the stats; whether a
+    /// rule refused.
+    fn statuses(
+        &self,
+        parts: &[Part],
+        items: &[Item],
+        outcome: &limiter::Outcome,
+        now: u64,
+    ) -> (Vec<DescriptorStatus>, bool) {
         let mut over = false;
-        for part in &parts {
-            statuses.push(match part {
+        let statuses = parts
+            .iter()
+            .map(|part| match part {
                 Part::None => status(Code::Ok, None, 0, None),
                 Part::Unlimited => status(Code::Ok, None, u64::from(u32::MAX), None),
                 Part::Limited {
@@ -325,34 +356,30 @@ impl State {
                         // Judged without Redis: a zero limit, a cost above the limit, or a
                         // shadow rule whose call failed.
                         j.allowed = it.cost <= it.limit;
-                        j.remaining = if it.limit == 0 { 0 } else { it.limit };
+                        j.remaining = it.limit;
                     }
                     if !it.refund {
-                        self.stats.record(
-                            stats_key,
-                            Hits {
-                                before: j.before,
-                                hits: it.cost,
-                                limit: it.limit,
-                                shadow: it.shadow,
-                            },
-                        );
+                        let hits = Hits {
+                            before: j.before,
+                            hits: it.cost,
+                            limit: it.limit,
+                            shadow: it.shadow,
+                        };
+                        self.stats.record(stats_key, hits);
                     }
                     let refused = !j.allowed && !it.shadow && !it.refund;
                     over |= refused;
-                    let limit = RateLimit {
-                        name: rule.name.clone(),
-                        requests_per_unit: rule.requests_per_unit,
-                        unit: unit.to_proto(),
-                    };
-                    let w = unit.seconds();
                     let code = if refused { Code::OverLimit } else { Code::Ok };
-                    status(code, Some(limit), j.remaining, Some(w - now % w))
+                    status(
+                        code,
+                        Some(current_limit(rule, *unit)),
+                        j.remaining,
+                        Some(reset(*unit, now)),
+                    )
                 }
-            });
-        }
-        let over = over || !outcome.allowed;
-        Ok(self.respond(statuses, over, now))
+            })
+            .collect();
+        (statuses, over)
     }
 
     /// The answer when Redis failed or was too slow, by `REDIS_FAILURE_MODE`.
@@ -382,15 +409,12 @@ impl State {
             .map(|p| match p {
                 Part::None => status(Code::Ok, None, 0, None),
                 Part::Unlimited => status(Code::Ok, None, u64::from(u32::MAX), None),
-                Part::Limited { rule, unit, .. } => {
-                    let w = unit.seconds();
-                    let limit = RateLimit {
-                        name: rule.name.clone(),
-                        requests_per_unit: rule.requests_per_unit,
-                        unit: unit.to_proto(),
-                    };
-                    status(code, Some(limit), 0, Some(w - now % w))
-                }
+                Part::Limited { rule, unit, .. } => status(
+                    code,
+                    Some(current_limit(rule, *unit)),
+                    0,
+                    Some(reset(*unit, now)),
+                ),
             })
             .collect();
         Ok(RateLimitResponse {
@@ -402,7 +426,7 @@ impl State {
 
     /// The overall code (OK under the global shadow mode), and the headers of the
     /// descriptor closest to its limit (a refusing one first) when enabled.
-    fn respond(&self, statuses: Vec<DescriptorStatus>, over: bool, now: u64) -> RateLimitResponse {
+    fn respond(&self, statuses: Vec<DescriptorStatus>, over: bool) -> RateLimitResponse {
         let mut headers = Vec::new();
         if let Some([limit_h, remaining_h, reset_h]) = &self.settings.response_headers {
             // The reference's choice: the least remaining among the limited statuses,
@@ -421,15 +445,11 @@ impl State {
             }
             if let Some(st) = closest {
                 let l = st.current_limit.as_ref().map_or(0, |l| l.requests_per_unit);
-                let w = st
-                    .current_limit
-                    .as_ref()
-                    .and_then(|l| Unit::from_proto(l.unit))
-                    .map_or(1, Unit::seconds);
+                let reset = st.duration_until_reset.as_ref().map_or(0, |d| d.seconds);
                 for (key, value) in [
                     (limit_h, l.to_string()),
                     (remaining_h, st.limit_remaining.to_string()),
-                    (reset_h, (w - now % w).to_string()),
+                    (reset_h, reset.to_string()),
                 ] {
                     headers.push(HeaderValue {
                         key: key.clone(),
