@@ -261,13 +261,7 @@ async fn example3_black_list_an_address() {
         )
         .await;
         assert_eq!(codes(&r), (OVER_LIMIT, vec![OVER_LIMIT]));
-        assert_eq!(
-            r.statuses[0]
-                .current_limit
-                .as_ref()
-                .map(|l| l.requests_per_unit),
-            Some(0)
-        );
+        assert_eq!(limit_of(&r, 0), Some(0));
     }
     assert_eq!(redis.calls("rl.all"), 0);
     assert_eq!(redis.dbsize(), 0);
@@ -280,13 +274,7 @@ async fn example3_black_list_an_address() {
     )
     .await;
     assert_eq!(codes(&r), (OK, vec![OK]));
-    assert_eq!(
-        r.statuses[0]
-            .current_limit
-            .as_ref()
-            .map(|l| l.requests_per_unit),
-        Some(10)
-    );
+    assert_eq!(limit_of(&r, 0), Some(10));
     assert_eq!(
         svc.metric(r#"ratelimit_service_rate_limit_over_limit{domain="edge_proxy_per_ip",key1="remote_address_50_0_0_5",key2=""}"#),
         3
@@ -311,13 +299,7 @@ async fn example4_depth_must_match() {
     let svc = service(&redis, &[("example4.yaml", EXAMPLE4_NESTED)]);
     let mut c = svc.client().await;
     let r = call(&mut c, two()).await;
-    assert_eq!(
-        r.statuses[0]
-            .current_limit
-            .as_ref()
-            .map(|l| l.requests_per_unit),
-        Some(300)
-    );
+    assert_eq!(limit_of(&r, 0), Some(300));
 }
 
 /// Example 5: an unlimited descriptor is answered OK with the largest remaining, and
@@ -421,13 +403,7 @@ async fn example7_replaces() {
             for _ in 0..12 {
                 let r = call(&mut c, request("example7", vec![one.clone(), two.clone()])).await;
                 check_eq!(r.statuses[0].current_limit, None);
-                check_eq!(
-                    r.statuses[1]
-                        .current_limit
-                        .as_ref()
-                        .map(|l| l.requests_per_unit),
-                    Some(10)
-                );
+                check_eq!(limit_of(&r, 1), Some(10));
                 if r.overall_code == OK {
                     allowed += 1;
                 }

@@ -560,6 +560,14 @@ pub fn codes(r: &RateLimitResponse) -> (i32, Vec<i32>) {
     (r.overall_code, r.statuses.iter().map(|s| s.code).collect())
 }
 
+/// The `requests_per_unit` of descriptor `i`'s status, if it has a limit.
+pub fn limit_of(r: &RateLimitResponse, i: usize) -> Option<u32> {
+    r.statuses[i]
+        .current_limit
+        .as_ref()
+        .map(|l| l.requests_per_unit)
+}
+
 /// The reference's Redis key of a descriptor in the window of `unit_s` seconds now.
 pub fn key(domain: &str, pairs: &[(&str, &str)], unit_s: u64) -> String {
     let mut k = format!("{domain}_");

@@ -14,10 +14,7 @@ async fn current(
     user: &str,
 ) -> u32 {
     let r = call(c, request("live", vec![desc(&[("user", user)])])).await;
-    r.statuses[0]
-        .current_limit
-        .as_ref()
-        .map_or(0, |l| l.requests_per_unit)
+    limit_of(&r, 0).unwrap_or(0)
 }
 
 async fn wait_for_limit(svc: &Service, user: &str, want: u32) {
@@ -55,12 +52,7 @@ async fn a_change_while_requests_flow() {
                     .await
                     .expect("no failed call during a reload")
                     .into_inner();
-                seen.insert(
-                    r.statuses[0]
-                        .current_limit
-                        .as_ref()
-                        .map_or(0, |l| l.requests_per_unit),
-                );
+                seen.insert(limit_of(&r, 0).unwrap_or(0));
                 calls += 1;
             }
             seen
