@@ -64,21 +64,26 @@ pub enum Loaded {
     Refused(String),
 }
 
-/// Read and load the configuration; install it when it loads and differs from the
-/// last files read. `last`: the files behind the configuration in force.
-pub async fn reload(state: &State, last: &mut Option<Vec<(String, String)>>) -> Loaded {
+/// What one read of the configuration directory gave: its files, or why it could not
+/// be read.
+pub type Read = Result<Vec<(String, String)>, String>;
+
+/// Read the configuration directory and, when it differs from the last read (`last`),
+/// load it: installed when it loads, refused (and named in the log, once) when not,
+/// the configuration in force staying.
+pub async fn reload(state: &State, last: &mut Option<Read>) -> Loaded {
     let s = &state.settings;
     let base = s.runtime_root.join(&s.runtime_subdirectory);
-    let files = match read_dir(&s.config_dir(), &base, s.runtime_ignore_dotfiles) {
-        Ok(f) => f,
-        Err(e) => {
-            let why = format!("cannot read {}: {e}", s.config_dir().display());
-            return refused(state, why);
-        }
-    };
-    if last.as_ref() == Some(&files) {
+    let read = read_dir(&s.config_dir(), &base, s.runtime_ignore_dotfiles)
+        .map_err(|e| format!("cannot read {}: {e}", s.config_dir().display()));
+    if last.as_ref() == Some(&read) {
         return Loaded::Unchanged;
     }
+    *last = Some(read.clone());
+    let files = match read {
+        Ok(files) => files,
+        Err(why) => return refused(state, why),
+    };
     match Config::load(&files, s.merge_domain_config) {
         Ok(config) => {
             let domains = config.domain_count();
@@ -89,7 +94,6 @@ pub async fn reload(state: &State, last: &mut Option<Vec<(String, String)>>) -> 
                 "loaded the configuration: {} file(s), {domains} domain(s)",
                 files.len()
             );
-            *last = Some(files);
             Loaded::Changed
         }
         Err(e) => refused(state, e.0),

@@ -369,6 +369,17 @@ async fn example6_shadow_mode_counts_and_passes() {
                 1,
             );
             check_eq!(redis.get(&k), Some(10));
+            Ok(())
+        }
+    })
+    .await;
+    in_one_window(1, || {
+        let mut c = c.clone();
+        let redis = &redis;
+        async move {
+            let _: () = redis::cmd("FLUSHALL")
+                .query(&mut redis.conn())
+                .map_err(|e| e.to_string())?;
             let mut refused = 0;
             for _ in 0..21 {
                 let r = call(&mut c, user("user-b")).await;

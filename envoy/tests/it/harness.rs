@@ -579,14 +579,14 @@ pub fn key(domain: &str, pairs: &[(&str, &str)], unit_s: u64) -> String {
 }
 
 /// Run `f` until one run starts and ends in the same window of `unit_s` seconds (at
-/// most 10 runs), and require that run to pass: what `f` checks about counts holds
+/// most 20 runs), and require that run to pass: what `f` checks about counts holds
 /// within one window, and a run that crossed a boundary proves nothing.
 pub async fn in_one_window<F, Fut>(unit_s: u64, mut f: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), String>>,
 {
-    for _ in 0..10 {
+    for _ in 0..20 {
         let w = unix_now() / unit_s;
         let result = f().await;
         if unix_now() / unit_s == w {
@@ -596,7 +596,7 @@ where
             return;
         }
     }
-    panic!("10 runs each crossed a window's boundary");
+    panic!("20 runs each crossed a window's boundary");
 }
 
 /// `Err(message)` unless `left == right`.

@@ -95,10 +95,18 @@ async fn a_bad_file_keeps_the_last_good_configuration() {
         "refused the second bad file",
     );
     assert_eq!(current(&mut c, "b").await, 5);
+    // Unrelated changes beside the runtime root do not refuse the same file again.
+    std::fs::write(svc.dir.join("unrelated"), "x").expect("write");
     std::fs::remove_file(svc.config_dir().join("other.yaml")).expect("remove");
     svc.write_file("live.yaml", &limits(9));
     wait_for_limit(&svc, "b", 9).await;
     assert_eq!(svc.http_get("/healthcheck").0, 200);
+    assert_eq!(svc.metric("ratelimit_service_config_load_success"), 2);
+    assert!(
+        svc.metric("ratelimit_service_config_load_error") <= 3,
+        "{}",
+        svc.log()
+    );
 }
 
 /// The reference's way to deploy a configuration: `RUNTIME_ROOT` is a symlink swapped
