@@ -15,7 +15,7 @@ RELEASE_SWEEP := $(TARGET_DIR)/release/ratelimit-sweep
 DEBUG_MODULE := $(TARGET_DIR)/debug/libredis_ratelimit.so
 DEBUG_SWEEP := $(TARGET_DIR)/debug/ratelimit-sweep
 
-.PHONY: help deps build run test lint unit integration integration-valkey python-client node-client check-target-dir valkey bench bench-full bench-core bench-sweep bench-failover bench-longest bench-node node-build go-client bench-go test-binaries dist check-dist
+.PHONY: help deps build run test lint unit integration integration-valkey python-client node-client check-target-dir valkey bench bench-full bench-core bench-sweep bench-failover bench-longest bench-node node-build go-client bench-go test-binaries dist check-dist envoy-test envoy-build envoy-run envoy-bench
 
 help: ## Show this list
 	@echo "redis-ratelimit: make <target> [PORT=n]"
@@ -119,7 +119,7 @@ check-dist: dist ## Install the Debian package here (root), run redis-server wit
 	@scripts/deps.sh test
 	packaging/check-deb.sh $$(ls $(DIST_DIR)/redis-ratelimit_*.deb)
 
-test: lint unit integration integration-valkey python-client node-client go-client check-target-dir check-dist ## Everything: lint, unit, integration (Redis and Valkey), the Python, Node and Go packages, target-dir check, the Debian package
+test: lint unit integration integration-valkey python-client node-client go-client envoy-test check-target-dir check-dist ## Everything: lint, unit, integration (Redis and Valkey), the Python, Node and Go packages, the Envoy rate limit service, target-dir check, the Debian package
 
 bench-sweep: build ## Bulk TTLs: ratelimit-sweep against the SCAN + EVAL loop, 1 000 000 keys
 	RATELIMIT_MODULE=$(RELEASE_MODULE) RATELIMIT_SWEEP=$(RELEASE_SWEEP) bench/sweep.sh
@@ -159,3 +159,29 @@ bench-go: build ## Redis CPU time and commands per request of the Go drop-in for
 bench-core: ## Micro-benchmarks of the pure algorithms (ns per decision)
 	@scripts/deps.sh build
 	$(CARGO) bench -p ratelimit-core --bench algorithms
+
+# The Envoy rate limit service (envoy/): its unit tests, then its binary over gRPC
+# against redis-server with the debug module (and a three-node Cluster), on Redis and
+# on Valkey 9.
+RELEASE_ENVOY := $(TARGET_DIR)/release/ratelimit-envoy
+RELEASE_ENVOY_LOAD := $(TARGET_DIR)/release/ratelimit-envoy-load
+
+envoy-test: test-binaries ## The Envoy rate limit service's tests (gRPC against real servers and a Cluster), on Redis and on Valkey 9
+	RATELIMIT_MODULE=$(DEBUG_MODULE) $(CARGO) test -p ratelimit-envoy
+	RATELIMIT_MODULE=$(DEBUG_MODULE) REDIS_SERVER=$$(scripts/valkey.sh) $(CARGO) test -p ratelimit-envoy --test it
+
+# The Envoy rate limit service, optimised (and its load generator).
+envoy-build: build
+	$(CARGO) build --release -p ratelimit-envoy --bins
+	@echo "built: $(RELEASE_ENVOY)"
+
+envoy-run: envoy-build ## Run the Envoy rate limit service (gRPC 127.0.0.1:8081, HTTP :8080) on envoy/examples, with redis-server and the module on 127.0.0.1:$(PORT)
+	@scripts/deps.sh test
+	envoy/scripts/run.sh $(RELEASE_ENVOY) $(RELEASE_MODULE) $(PORT)
+
+# The Envoy rate limit service against envoyproxy/ratelimit (REFERENCE=path to its
+# binary) on one Redis: requests/s, latency, Redis commands and time, over-count
+# (docs/benchmarks.md).
+envoy-bench: envoy-build
+	@scripts/deps.sh test
+	python3 envoy/bench/compare.py --service $(RELEASE_ENVOY) --load $(RELEASE_ENVOY_LOAD) --module $(RELEASE_MODULE) $(if $(REFERENCE),--reference $(REFERENCE)) $(ENVOY_BENCH_ARGS)
