@@ -391,7 +391,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
             &["15", "30", "60", "AT", "4102444800001"],
             "ERR invalid AT '4102444800001': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into(),
         ),
-        (&["15", "30", "60", "ALIGN"], "ERR unknown option 'ALIGN' (options here: COST, AT, DELAY, REFUND, FORCE)".into()),
+        (&["15", "30", "60", "ALIGN"], "ERR unknown option 'ALIGN' (options here: COST, AT, DELAY, REFUND, FORCE, UPTO)".into()),
         (&["15", "30", "60", "DELAY"], "ERR option DELAY needs a value".into()),
         (
             &["15", "30", "60", "DELAY", "1s", "delay", "1s"],
@@ -413,8 +413,8 @@ fn bad_inputs_are_errors_that_write_nothing() {
             &["15", "30", "60", "DELAY", "1s", "COST", "17"],
             "ERR cost 17 exceeds the burst capacity 16: the request can never be allowed".into(),
         ),
-        (&["15", "30", "60", "LIMIT", "1", "1"], "ERR unknown option 'LIMIT' (options here: COST, AT, DELAY, REFUND, FORCE)".into()),
-        (&["15", "30", "60", "COST", "1", "2"], "ERR unknown option '2' (options here: COST, AT, DELAY, REFUND, FORCE)".into()),
+        (&["15", "30", "60", "LIMIT", "1", "1"], "ERR unknown option 'LIMIT' (options here: COST, AT, DELAY, REFUND, FORCE, UPTO)".into()),
+        (&["15", "30", "60", "COST", "1", "2"], "ERR unknown option '2' (options here: COST, AT, DELAY, REFUND, FORCE, UPTO)".into()),
         (
             &["15\r\n", "30", "60"],
             int_err("max_burst", "15\\x0d\\x0a", 0),

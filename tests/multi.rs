@@ -620,7 +620,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (vec!["1", "k", "LIMIT", "1s", "10", "AT"], "ERR option AT needs a value".into(), true),
         (
             vec!["1", "k", "LIMIT", "1s", "10", "LIMITS", "1s", "10"],
-            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT, REFUND, FORCE)".into(),
+            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT, REFUND, FORCE, UPTO)".into(),
             true,
         ),
     ];
@@ -1169,7 +1169,7 @@ fn numkeys_mistakes_say_what_was_meant() {
         (
             "RL.MULTI",
             &["1", "ip:1", "LIMIT", "1m", "10", "LIMITS", "1s", "10"],
-            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT, REFUND, FORCE)",
+            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT, REFUND, FORCE, UPTO)",
         ),
         (
             "RL.ALL",

@@ -281,8 +281,8 @@ fn bad_inputs_are_errors_that_write_nothing() {
             "ERR cost 4 exceeds the limit 3: the request can never be allowed".into(),
             true,
         ),
-        (vec!["1", "k", "LIMIT", "1s", "10", "ALIGN"], "ERR unknown option 'ALIGN' (options here: COST, AT, BUCKETS, LIMIT, REFUND, FORCE)".into(), true),
-        (vec!["1", "k", "LIMIT", "1s", "10", "DELAY", "1s"], "ERR unknown option 'DELAY' (options here: COST, AT, BUCKETS, LIMIT, REFUND, FORCE)".into(), true),
+        (vec!["1", "k", "LIMIT", "1s", "10", "ALIGN"], "ERR unknown option 'ALIGN' (options here: COST, AT, BUCKETS, LIMIT, REFUND, FORCE, UPTO)".into(), true),
+        (vec!["1", "k", "LIMIT", "1s", "10", "DELAY", "1s"], "ERR unknown option 'DELAY' (options here: COST, AT, BUCKETS, LIMIT, REFUND, FORCE, UPTO)".into(), true),
         (
             vec!["1", "k", "LIMIT", "1s", "10", "AT", "-5"],
             "ERR invalid AT '-5': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into(),
