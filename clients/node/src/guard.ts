@@ -91,7 +91,7 @@ export class Guard {
     }
     let timedOut = false;
     let timer: NodeJS.Timeout | undefined;
-    const call = run();
+    const call = (async () => run())(); // a call that throws at once rejects, as a late failure does
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         timedOut = true;
