@@ -1,10 +1,16 @@
 // The guard every integration shares, without a server: a call bounded in time whose
 // late answer still reaches `late`, outages told from bugs, and a circuit breaker that a
 // call failing at once (bad arguments) leaves closed rather than stuck half-open.
-import { test } from "node:test";
+import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { Guard, LimiterTimeout, ModuleMissingError } from "redis-native-ratelimit";
 import { memoryLogger } from "./helpers.mjs";
+
+// The guard's timer does not hold the process open (an app's server does): this does,
+// while a call waits here for an answer that never comes.
+let alive;
+before(() => (alive = setInterval(() => {}, 60_000)));
+after(() => clearInterval(alive));
 
 test("a call given up on: an outage now, its late answer handed to `late`", async () => {
   const log = memoryLogger();
