@@ -76,7 +76,7 @@ python-client: test-binaries ## The Python package's tests (clients/python), on 
 	RATELIMIT_MODULE=$(DEBUG_MODULE) $$py -m pytest -q -p no:cacheprovider clients/python/tests $(PYTEST_ARGS) && \
 	RATELIMIT_MODULE=$(DEBUG_MODULE) REDIS_SERVER=$$(scripts/valkey.sh) $$py -m pytest -q -p no:cacheprovider clients/python/tests $(PYTEST_ARGS)
 
-# The Node package: npm ci from its lockfile, built (ESM, CommonJS, lua/), then its tests
+# The Node package: npm ci from its lockfile, built (ESM, CommonJS, the twins of lua/), then its tests
 # (node --test) with the module on Redis and again on Valkey 9.
 NODE_PKG := clients/node
 
