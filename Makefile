@@ -15,7 +15,7 @@ RELEASE_SWEEP := $(TARGET_DIR)/release/ratelimit-sweep
 DEBUG_MODULE := $(TARGET_DIR)/debug/libredis_ratelimit.so
 DEBUG_SWEEP := $(TARGET_DIR)/debug/ratelimit-sweep
 
-.PHONY: help deps build run test lint unit integration integration-valkey python-client node-client check-target-dir valkey bench bench-full bench-core bench-sweep bench-failover bench-longest bench-node node-build test-binaries dist check-dist
+.PHONY: help deps build run test lint unit integration integration-valkey python-client node-client check-target-dir valkey bench bench-full bench-core bench-sweep bench-failover bench-longest bench-node node-build go-client bench-go test-binaries dist check-dist envoy-test envoy-build envoy-run envoy-bench
 
 help: ## Show this list
 	@echo "redis-ratelimit: make <target> [PORT=n]"
@@ -76,7 +76,7 @@ python-client: test-binaries ## The Python package's tests (clients/python), on 
 	RATELIMIT_MODULE=$(DEBUG_MODULE) $$py -m pytest -q -p no:cacheprovider clients/python/tests $(PYTEST_ARGS) && \
 	RATELIMIT_MODULE=$(DEBUG_MODULE) REDIS_SERVER=$$(scripts/valkey.sh) $$py -m pytest -q -p no:cacheprovider clients/python/tests $(PYTEST_ARGS)
 
-# The Node package: npm ci from its lockfile, built (ESM, CommonJS, lua/), then its tests
+# The Node package: npm ci from its lockfile, built (ESM, CommonJS, the twins of lua/), then its tests
 # (node --test) with the module on Redis and again on Valkey 9.
 NODE_PKG := clients/node
 
@@ -88,6 +88,18 @@ node-client: test-binaries node-build ## The Node package's tests (clients/node)
 	cd $(NODE_PKG) && RATELIMIT_MODULE=$(DEBUG_MODULE) node --test test/
 	valkey=$$(scripts/valkey.sh) && cd $(NODE_PKG) && \
 	RATELIMIT_MODULE=$(DEBUG_MODULE) REDIS_SERVER=$$valkey node --test test/
+
+# The Go module (clients/go): go vet and gofmt, then go test with the race detector,
+# with the module on Redis and again on Valkey 9 (its modules from the Go module proxy).
+GO_PKG := clients/go
+
+go-client: test-binaries ## The Go module's tests (clients/go: calls on go-redis and rueidis, the redis_rate drop-in, net/http middleware, the twins, the docs' Go code), on Redis and on Valkey 9
+	@$(GO_PKG)/scripts/need-go.sh
+	cd $(GO_PKG) && go vet ./...
+	cd $(GO_PKG) && unformatted=$$(gofmt -l .) && if [ -n "$$unformatted" ]; then echo "gofmt -l: $$unformatted" >&2; exit 1; fi
+	cd $(GO_PKG) && RATELIMIT_MODULE=$(DEBUG_MODULE) go test -race -count=1 ./... $(GO_TEST_ARGS)
+	valkey=$$(scripts/valkey.sh) && cd $(GO_PKG) && \
+	RATELIMIT_MODULE=$(DEBUG_MODULE) REDIS_SERVER=$$valkey go test -race -count=1 ./... $(GO_TEST_ARGS)
 
 check-target-dir: ## Check that the targets find the build in another CARGO_TARGET_DIR
 	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
@@ -107,7 +119,7 @@ check-dist: dist ## Install the Debian package here (root), run redis-server wit
 	@scripts/deps.sh test
 	packaging/check-deb.sh $$(ls $(DIST_DIR)/redis-ratelimit_*.deb)
 
-test: lint unit integration integration-valkey python-client node-client check-target-dir check-dist ## Everything: lint, unit, integration (Redis and Valkey), the Python and Node packages, target-dir check, the Debian package
+test: lint unit integration integration-valkey python-client node-client go-client envoy-test check-target-dir check-dist ## Everything: lint, unit, integration (Redis and Valkey), the Python, Node and Go packages, the Envoy rate limit service, target-dir check, the Debian package
 
 bench-sweep: build ## Bulk TTLs: ratelimit-sweep against the SCAN + EVAL loop, 1 000 000 keys
 	RATELIMIT_MODULE=$(RELEASE_MODULE) RATELIMIT_SWEEP=$(RELEASE_SWEEP) bench/sweep.sh
@@ -139,6 +151,37 @@ bench-longest: build ## The longest single calls at the bounds (the slow log), o
 bench-node: build node-build ## Requests per second of an Express app limited by the Node package, rate-limit-redis and rate-limiter-flexible
 	cd $(NODE_PKG) && RATELIMIT_MODULE=$(RELEASE_MODULE) node bench/express.mjs $(BENCH_NODE_ARGS)
 
+bench-go: build ## Redis CPU time and commands per request of the Go drop-in for redis_rate (RL.GCRA) against redis_rate v10's script, on Redis and on Valkey 9
+	@$(GO_PKG)/scripts/need-go.sh
+	cd $(GO_PKG) && go run ./bench -module $(RELEASE_MODULE) $(BENCH_GO_ARGS)
+	valkey=$$(scripts/valkey.sh) && cd $(GO_PKG) && go run ./bench -module $(RELEASE_MODULE) -server $$valkey $(BENCH_GO_ARGS)
+
 bench-core: ## Micro-benchmarks of the pure algorithms (ns per decision)
 	@scripts/deps.sh build
 	$(CARGO) bench -p ratelimit-core --bench algorithms
+
+# The Envoy rate limit service (envoy/): its unit tests, then its binary over gRPC
+# against redis-server with the debug module (and a three-node Cluster), on Redis and
+# on Valkey 9.
+RELEASE_ENVOY := $(TARGET_DIR)/release/ratelimit-envoy
+RELEASE_ENVOY_LOAD := $(TARGET_DIR)/release/ratelimit-envoy-load
+
+envoy-test: test-binaries ## The Envoy rate limit service's tests (gRPC against real servers and a Cluster), on Redis and on Valkey 9
+	RATELIMIT_MODULE=$(DEBUG_MODULE) $(CARGO) test -p ratelimit-envoy
+	RATELIMIT_MODULE=$(DEBUG_MODULE) REDIS_SERVER=$$(scripts/valkey.sh) $(CARGO) test -p ratelimit-envoy --test it
+
+# The Envoy rate limit service, optimised (and its load generator).
+envoy-build: build
+	$(CARGO) build --release -p ratelimit-envoy --bins
+	@echo "built: $(RELEASE_ENVOY)"
+
+envoy-run: envoy-build ## Run the Envoy rate limit service (gRPC 127.0.0.1:8081, HTTP :8080) on envoy/examples, with redis-server and the module on 127.0.0.1:$(PORT)
+	@scripts/deps.sh test
+	envoy/scripts/run.sh $(RELEASE_ENVOY) $(RELEASE_MODULE) $(PORT)
+
+# The Envoy rate limit service against envoyproxy/ratelimit (REFERENCE=path to its
+# binary) on one Redis: requests/s, latency, Redis commands and time, over-count
+# (docs/benchmarks.md).
+envoy-bench: envoy-build
+	@scripts/deps.sh test
+	python3 envoy/bench/compare.py --service $(RELEASE_ENVOY) --load $(RELEASE_ENVOY_LOAD) --module $(RELEASE_MODULE) $(if $(REFERENCE),--reference $(REFERENCE)) $(ENVOY_BENCH_ARGS)

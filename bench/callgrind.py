@@ -21,12 +21,19 @@ import time
 ROWS = [
     ("RL.FIXED allowed", lambda i: ["RL.FIXED", f"f{i % 64}", "1000000000", "1h"]),
     ("RL.FIXED denied", lambda i: ["RL.FIXED", "fd", "1", "1h"]),
-    ("RL.GCRA allowed", lambda i: ["RL.GCRA", f"g{i % 64}", "1000000", "1000000", "1s"]),
+    # 1 000 an hour with a burst of a million: every call allowed, and the keys (their
+    # TATs hours ahead) never expire during the run, as the floor's never do.
+    ("RL.GCRA allowed", lambda i: ["RL.GCRA", f"g{i % 64}", "1000000", "1000", "1h"]),
     ("RL.GCRA denied", lambda i: ["RL.GCRA", "gd", "0", "1", "1h"]),
     (
         "RL.MULTI allowed",
         lambda i: ["RL.MULTI", "2", f"{{m{i % 64}}}a", f"{{m{i % 64}}}b",
                    "LIMIT", "1s", "1000000", "LIMIT", "1h", "1000000000"],
+    ),
+    (
+        "RL.MULTI 2 keys × 3 windows allowed",
+        lambda i: ["RL.MULTI", "2", f"{{m{i % 64}}}a", f"{{m{i % 64}}}b",
+                   "LIMIT", "1s", "1000000", "LIMIT", "1m", "100000000", "LIMIT", "1h", "1000000000"],
     ),
     (
         "RL.SLIDING allowed",
@@ -97,6 +104,7 @@ def measure(server, module, calls, rows=None):
             proc = subprocess.Popen(
                 ["valgrind", "--tool=callgrind", "--collect-atstart=no",
                  "--toggle-collect=RedisModuleCommandDispatcher",
+                 "--toggle-collect=ValkeyModuleCommandDispatcher",
                  f"--callgrind-out-file={out}", server, "--port", str(port),
                  "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                  "--dir", d, "--loadmodule", module],

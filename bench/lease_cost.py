@@ -1,7 +1,9 @@
 """RL.LEASE's cost against the leases a key holds: keys of 10, 100, 1 000 and 10 000
 leases (written first by a script on the server), then calls that find them full (a new
-lease refused: the count and the earliest expiry read) and renewals of a held lease (a
-write: ZADD and PEXPIREAT), natively, through the function and through the script.
+lease refused: the count and the earliest expiry read), renewals of a held lease (a
+write: ZADD and PEXPIREAT), and calls refused by a key of one live lease and all the
+others expired (the expired leases counted, not read: a denial writes nothing, so they
+stay), natively, through the function and through the script.
 
     python3 -m bench.lease_cost [--module PATH] [--repeat N] [--requests N]
 
@@ -40,8 +42,21 @@ redis.call('PEXPIREAT', KEYS[1], at + 3600000 + tonumber(ARGV[1]))
 return 1
 """
 
+# A key of one live lease (w1, an hour after AT) and n - 1 expired ones (before AT).
+FILL_EXPIRED = """
+local at = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], at + 3600000, 'w1')
+for i = 2, tonumber(ARGV[1]) do
+  redis.call('ZADD', KEYS[1], at - i, 'w' .. i)
+end
+redis.call('PEXPIREAT', KEYS[1], at + 3600000)
+return 1
+"""
+
 SIDES = ("native", "function", "script")
-MODES = ("denied", "renewal")
+MODES = ("denied", "renewal", "expired")
+# The keys of each mode (the expired mode has keys of its own).
+PREFIX = {"denied": "rl:leasecost:", "renewal": "rl:leasecost:", "expired": "rl:leaseexp:"}
 
 
 @dataclass
@@ -61,24 +76,26 @@ def run_lease_cost(c: Client, server: Server, opts, raw_log):
     if not command_exists(c, "RL.LEASE"):
         return results, problems
     fill = load_script(c, FILL)
+    fill_expired = load_script(c, FILL_EXPIRED)
     c.call("FUNCTION", "LOAD", "REPLACE", (ROOT / "lua" / "ratelimit.lua").read_text())
     script = load_script(c, (ROOT / "lua" / "scripts" / "rl_lease.lua").read_text())
     requests = max(20 * opts.clients, opts.requests // 3)
-    key = "rl:leasecost:__rand_int__"
     for n in SIZES:
         c.call("FLUSHALL")
         for k in range(KEYS):
             c.call("EVALSHA", fill, 1, "rl:leasecost:%012d" % k, n, AT)
+            c.call("EVALSHA", fill_expired, 1, "rl:leaseexp:%012d" % k, n, AT)
         sizes = [c.call("MEMORY", "USAGE", "rl:leasecost:%012d" % k, "SAMPLES", "0") or 0 for k in range(KEYS)]
         cost = LeaseCost(n, statistics.mean(sizes) / n)
         args = {
             "denied": [str(n), "1h", "AT", str(AT)],
             "renewal": [str(n), "1h", "ID", "w1", "AT", str(AT)],
+            "expired": ["1", "1h", "AT", str(AT)],
         }
         prefix = {
-            "native": (["RL.LEASE", key], "rl.lease"),
-            "function": (["FCALL", "rl_lease", "1", key], "fcall"),
-            "script": (["EVALSHA", script, "1", key], "evalsha"),
+            "native": (["RL.LEASE"], "rl.lease"),
+            "function": (["FCALL", "rl_lease", "1"], "fcall"),
+            "script": (["EVALSHA", script, "1"], "evalsha"),
         }
         failed = False
         for rep in range(opts.repeat):
@@ -87,7 +104,7 @@ def run_lease_cost(c: Client, server: Server, opts, raw_log):
                 for side in order:
                     if failed:
                         break
-                    argv = prefix[side][0] + args[mode]
+                    argv = prefix[side][0] + [PREFIX[mode] + "__rand_int__"] + args[mode]
                     c.call("CONFIG", "RESETSTAT")
                     run, err = redis_benchmark(opts.redis_benchmark, server.port, argv, opts.clients, 16, requests,
                                                KEYS, opts.run_timeout, raw_log, opts.client_cpus)
@@ -102,7 +119,7 @@ def run_lease_cost(c: Client, server: Server, opts, raw_log):
             continue
         # Every key still holds its n leases: a denial writes nothing, a renewal
         # rewrites one.
-        if any(c.call("ZCARD", "rl:leasecost:%012d" % k) != n for k in range(KEYS)):
+        if any(c.call("ZCARD", p + "%012d" % k) != n for k in range(KEYS) for p in set(PREFIX.values())):
             problems.append(f"RL.LEASE at {n:,} leases: a key's lease count changed during the run")
         results.append(cost)
         log(f"  RL.LEASE {n:>7,} leases  {cost.bytes_per_lease:6.1f} bytes/lease  " + "  ".join(
@@ -126,8 +143,9 @@ def section(results: List[LeaseCost]) -> Optional[Section]:
                 m = r.median(mode, side)
                 cells.append(f"{m:.2f} (×{m / base.median(mode, side):.2f})")
         rows.append(cells)
-    intro = (f"Keys holding 10 to 10 000 leases: a new lease refused (the key is full) and a renewal of a held "
-             f"lease, natively, through the function rl_lease and its script; server time per call (INFO "
+    intro = (f"Keys holding 10 to 10 000 leases: a new lease refused (the key is full), a renewal of a held "
+             f"lease, and a new lease refused by a key of one live lease beside the others expired (limit 1), "
+             f"natively, through the function rl_lease and its script; server time per call (INFO "
              f"commandstats), the median of the runs, and in parentheses its ratio to the {base.leases}-lease key.")
     return Section("RL.LEASE against the leases held", intro, headers, rows, [False] + [True] * (len(headers) - 1))
 

@@ -56,7 +56,7 @@ impl<'a> Args<'a> {
     /// (the parser counted them).
     pub fn keys(&self, first: usize, n: usize) -> Result<KeyNames<'a>, Error> {
         (first..first + n)
-            .map(|i| self.key(i).ok_or(Error::Internal("key argument")))
+            .map(|i| self.key(i).ok_or_else(|| Error::Internal("key argument")))
             .collect()
     }
 }

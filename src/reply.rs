@@ -10,7 +10,7 @@ use redis_module::{raw, Context};
 use std::os::raw::c_long;
 
 /// Reply with the error's one-line text. The text never holds NUL (user input is
-/// quoted by `ratelimit_core::parse::error::echo`), so the conversion cannot fail; if it did,
+/// quoted by `ratelimit_core::error::echo`), so the conversion cannot fail; if it did,
 /// a generic error is sent instead of panicking.
 pub fn error(ctx: &Context, e: &Error) {
     let msg = std::ffi::CString::new(e.to_string())
@@ -41,32 +41,61 @@ pub fn run(ctx: &Context, command: Id, body: impl FnOnce() -> Result<Tally, Erro
     }
 }
 
-/// Reply with a limiter's five fields; the outcome to count.
-pub fn verdict(ctx: &Context, v: &Verdict) -> Tally {
-    integers(ctx, &v.fields());
-    outcome(v)
+/// What a limiter reply carries after its five fields, by the shape of its call.
+pub enum Binding<'a> {
+    /// A single-key command: nothing.
+    None,
+    /// A command of several keys: the binding pair's key and window in ms.
+    Pair { key: KeyName<'a>, window_ms: u64 },
+    /// RL.ALL: the binding rule's place among the rules (1-based) and its key.
+    Rule { place: usize, key: KeyName<'a> },
 }
 
-/// Reply with a limiter's five fields and one more; the outcome to count.
-pub fn verdict_and(ctx: &Context, v: &Verdict, sixth: i64) -> Tally {
-    let [a, b, c, d, e] = v.fields();
-    integers(ctx, &[a, b, c, d, e, sixth]);
-    outcome(v)
-}
-
-/// Reply with a limiter's five fields and a field of its own (RL.LEASE's id or nil).
-pub fn verdict_and_field(ctx: &Context, v: &Verdict, sixth: &Field) -> Tally {
-    raw::reply_with_array(ctx.ctx, 6);
+/// Reply with a limiter's five fields, what its call's shape adds (`binding`), the
+/// field of a rule's own when the call has one (RL.GCRA's booked delay, a lease's id or
+/// nil), and with `UPTO` the units taken; the outcome to count.
+pub fn verdict(
+    ctx: &Context,
+    v: &Verdict,
+    binding: Binding,
+    own: Option<&Field>,
+    granted: Option<i64>,
+) -> Tally {
+    let shape_len = match binding {
+        Binding::None => 0,
+        Binding::Pair { .. } | Binding::Rule { .. } => 2,
+    };
+    let len = 5 + shape_len + usize::from(own.is_some()) + usize::from(granted.is_some());
+    raw::reply_with_array(ctx.ctx, len as c_long);
     for f in v.fields() {
         raw::reply_with_long_long(ctx.ctx, f);
     }
-    field(ctx, sixth);
+    match binding {
+        Binding::None => {}
+        Binding::Pair { key, window_ms } => {
+            raw::reply_with_string(ctx.ctx, key.ptr());
+            raw::reply_with_long_long(ctx.ctx, i64::try_from(window_ms).unwrap_or(i64::MAX));
+        }
+        Binding::Rule { place, key } => {
+            raw::reply_with_long_long(ctx.ctx, i64::try_from(place).unwrap_or(i64::MAX));
+            raw::reply_with_string(ctx.ctx, key.ptr());
+        }
+    }
+    if let Some(f) = own {
+        field(ctx, f);
+    }
+    if let Some(k) = granted {
+        raw::reply_with_long_long(ctx.ctx, k);
+    }
     outcome(v)
 }
 
-/// A rule's own field: a bulk string, or a null.
+/// A rule's own field: an integer, a bulk string, or a null.
 fn field(ctx: &Context, f: &Field) {
     match f {
+        Field::Int(n) => {
+            raw::reply_with_long_long(ctx.ctx, *n);
+        }
         Field::Bulk(bytes) => {
             raw::reply_with_string_buffer(ctx.ctx, bytes.as_ptr().cast(), bytes.len());
         }
@@ -74,40 +103,6 @@ fn field(ctx: &Context, f: &Field) {
             raw::reply_with_null(ctx.ctx);
         }
     }
-}
-
-/// Reply with a multi-key limiter's seven fields: the five, then the binding pair's key
-/// and window in ms; the outcome to count.
-pub fn binding_verdict(ctx: &Context, v: &Verdict, key: KeyName, window_ms: u64) -> Tally {
-    raw::reply_with_array(ctx.ctx, 7);
-    for f in v.fields() {
-        raw::reply_with_long_long(ctx.ctx, f);
-    }
-    raw::reply_with_string(ctx.ctx, key.ptr());
-    raw::reply_with_long_long(ctx.ctx, i64::try_from(window_ms).unwrap_or(i64::MAX));
-    outcome(v)
-}
-
-/// Reply with RL.ALL's seven fields: the five, then the binding rule's place among the
-/// rules (1-based) and its key; and an eighth, a rule's own field (a LEASE rule's id or
-/// nil), when the call has one; the outcome to count.
-pub fn rule_verdict(
-    ctx: &Context,
-    v: &Verdict,
-    place: usize,
-    key: KeyName,
-    eighth: Option<&Field>,
-) -> Tally {
-    raw::reply_with_array(ctx.ctx, if eighth.is_some() { 8 } else { 7 });
-    for f in v.fields() {
-        raw::reply_with_long_long(ctx.ctx, f);
-    }
-    raw::reply_with_long_long(ctx.ctx, i64::try_from(place).unwrap_or(i64::MAX));
-    raw::reply_with_string(ctx.ctx, key.ptr());
-    if let Some(f) = eighth {
-        field(ctx, f);
-    }
-    outcome(v)
 }
 
 /// The outcome of a limiter's decision.

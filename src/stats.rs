@@ -5,7 +5,7 @@
 //! table (`ratelimit_core::commands::TABLE`), which names the fields and their order.
 
 use ratelimit_core::call::limiter::Mode;
-use ratelimit_core::commands::{find, Counts, Id, Settles, TABLE};
+use ratelimit_core::commands::{find, Counts, FlagCounts, Id, TABLE};
 use redis_module::{InfoContext, RedisResult};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -64,7 +64,7 @@ pub fn record(command: Id, tally: Tally) {
 
 /// Count what a settled call of the command named `command` did besides its verdict:
 /// its flag (`REFUND`, `FORCE`), a ban it started, a denial by a ban.
-pub fn settled(command: &str, mode: Mode, ban_started: bool, denied_by_ban: bool) {
+pub fn record_flags(command: &str, mode: Mode, ban_started: bool, denied_by_ban: bool) {
     if mode == Mode::Take && !ban_started && !denied_by_ban {
         return;
     }
@@ -113,17 +113,17 @@ fn add_section(ctx: &InfoContext) -> RedisResult<()> {
                 ("errors", &c.errors),
             ],
         };
-        let settles: &[(&str, &AtomicU64)] = match command.settles {
-            Settles::No => &[],
-            Settles::Flags => &[("refunds", &c.refunds), ("forced", &c.forced)],
-            Settles::FlagsAndBans => &[
+        let flags: &[(&str, &AtomicU64)] = match command.flag_counts {
+            FlagCounts::No => &[],
+            FlagCounts::Flags => &[("refunds", &c.refunds), ("forced", &c.forced)],
+            FlagCounts::FlagsAndBans => &[
                 ("refunds", &c.refunds),
                 ("forced", &c.forced),
                 ("bans_started", &c.bans_started),
                 ("denied_by_ban", &c.denied_by_ban),
             ],
         };
-        for &(field, counter) in fields.iter().chain(settles) {
+        for &(field, counter) in fields.iter().chain(flags) {
             let value = counter.load(Ordering::Relaxed);
             section = section.field(&format!("{}_{field}", command.info), value.to_string())?;
         }

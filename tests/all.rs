@@ -597,10 +597,10 @@ fn bad_inputs_are_errors_that_write_nothing() {
     let before = key_state(&mut c, "a");
     let max = "9007199254740991";
     let cases: Vec<(Vec<&str>, String)> = vec![
-        (vec!["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE])".into()),
+        (vec!["1", "a", "FIXED"], "ERR wrong number of arguments for 'RL.ALL' command (syntax: RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE|UPTO])".into()),
         (vec!["0", "a", "FIXED", "1", "5", "1m"], "ERR invalid numkeys '0': must be an integer from 1 to 16".into()),
         (vec!["2", "a", "a", "FIXED", "1", "5", "1m"], "ERR key 'a' given more than once".into()),
-        (vec!["1", "a", "FIXD", "1", "5", "1m"], "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN followed by its key's position (COST and AT come after the rules)".into()),
+        (vec!["1", "a", "FIXD", "1", "5", "1m"], "ERR unknown rule 'FIXD': a rule is BAN, FIXED, GCRA, LEASE, LOG, MULTI or SLIDING followed by its key's position (COST and AT come after the rules)".into()),
         (vec!["1", "a", "FIXED", "2", "5", "1m"], "ERR rule 1 (FIXED): invalid key position '2': must be an integer from 1 to 1 (the keys' places after numkeys)".into()),
         (vec!["1", "a", "FIXED", "x", "5", "1m"], "ERR rule 1 (FIXED): invalid key position 'x': must be an integer from 1 to 1 (the keys' places after numkeys)".into()),
         (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "GCRA", "1", "1", "1", "1s"], "ERR rule 2 (GCRA): key 1 is already named by rule 1: one rule per key".into()),
@@ -617,7 +617,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "6"], "ERR rule 1 (FIXED): cost 6 exceeds the limit 5: the request can never be allowed".into()),
         (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "GCRA", "2", "1", "1", "1s", "COST", "3"], "ERR rule 2 (GCRA): cost 3 exceeds the burst capacity 2: the request can never be allowed".into()),
         (vec!["2", "a", "b", "FIXED", "1", "5", "1m", "COST", "1", "GCRA", "2", "1", "1", "1s"], "ERR COST and AT come after every rule".into()),
-        (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "FOO"], "ERR unknown option 'FOO' (options here: COST, AT, REFUND, FORCE)".into()),
+        (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "1", "FOO"], "ERR unknown option 'FOO' (options here: COST, AT, REFUND, FORCE, UPTO)".into()),
         (vec!["1", "a", "FIXED", "1", "5", "1m", "COST", "-1"], format!("ERR invalid cost '-1': must be an integer from 0 to {max}")),
         (vec!["1", "a", "FIXED", "1", "5", "1m", "AT", "x"], "ERR invalid AT 'x': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into()),
         // The key holds a counter: not RL.MULTI's state.
@@ -806,4 +806,122 @@ fn a_ban_rule_strikes_bans_and_is_lifted_by_del() {
         r.err(),
         Some("ERR rule 2 (BAN): the key '{p}box' does not hold RL.ALL state (expected a penalty box: strikes:<count>:<end_ms> or banned:<end_ms>)")
     );
+}
+
+/// The three sides (command, function, script) agree on `lines`; the command's replies.
+fn agreed(c: &mut Client, lines: &[&str]) -> Vec<String> {
+    let [native, function, script] = common::on_every_side(c, lines);
+    assert_eq!(function, native, "function");
+    assert_eq!(script, native, "script");
+    native
+}
+
+/// What a line replied, after its `=>`.
+fn replied(line: &str) -> &str {
+    line.split_once(" => ").map_or("", |(_, r)| r)
+}
+
+/// A call with FORCE that a LEASE rule denies binds the LEASE rule, never a rule the
+/// forced request merely pushed over its limit: the client is told the lease's wait
+/// (5 s), not the window's (60 s) or the rate's (180 s); nothing is written.
+#[test]
+fn a_forced_call_denied_by_a_lease_binds_the_lease_not_a_rule_forced_over() {
+    let s = Server::start();
+    let mut c = s.client();
+    let got = agreed(
+        &mut c,
+        &[
+            "RL.LEASE @z 1 5s ID a AT 1900000000000",
+            "RL.FIXED @f 1 1m AT 1900000000000",
+            "RL.ALL 2 @z @f LEASE 1 1 10s FIXED 2 1 1m COST 1 FORCE ID b AT 1900000000000",
+            "GET @f",
+            "RL.GCRA @g 0 1 3m AT 1900000000000",
+            "RL.ALL 2 @z @g LEASE 1 1 10s GCRA 2 0 1 3m COST 1 FORCE ID b AT 1900000000000",
+            "RL.ALL 2 @g @z GCRA 1 0 1 3m LEASE 2 1 10s FORCE ID b AT 1900000000000",
+            "ZRANGE @z 0 -1",
+        ],
+    );
+    assert_eq!(replied(&got[2]), r#"[1, 1, 0, 5000, 5000, 1, "@z", nil]"#);
+    assert_eq!(replied(&got[3]), r#""1""#, "nothing written");
+    assert_eq!(replied(&got[5]), r#"[1, 1, 0, 5000, 5000, 1, "@z", nil]"#);
+    assert_eq!(replied(&got[6]), r#"[1, 1, 0, 5000, 5000, 2, "@z", nil]"#);
+    assert_eq!(replied(&got[7]), r#"["a"]"#);
+}
+
+/// A LEASE rule takes COST 1 or 0 with or without REFUND or FORCE: `COST 5 FORCE` is the
+/// error `COST 5` is (it once took one slot), and nothing is written.
+#[test]
+fn a_lease_rule_refuses_a_cost_above_1_with_or_without_a_flag() {
+    let s = Server::start();
+    let mut c = s.client();
+    let got = agreed(
+        &mut c,
+        &[
+            "RL.ALL 2 @z @f LEASE 1 1 10s FIXED 2 1 1m COST 5 ID b AT 1900000000000",
+            "RL.ALL 2 @z @f LEASE 1 1 10s FIXED 2 1 1m COST 5 FORCE ID b AT 1900000000000",
+            "RL.ALL 2 @z @f LEASE 1 1 10s FIXED 2 1 1m COST 5 REFUND ID b AT 1900000000000",
+            "RL.ALL 2 @f @z FIXED 1 9 1m LEASE 2 1 10s COST 2 FORCE AT 1900000000000",
+            "EXISTS @z @f",
+        ],
+    );
+    let error = "error ERR rule 1 (LEASE): invalid cost 5: a lease takes COST 1 (the default) or COST 0 to peek";
+    for line in &got[..3] {
+        assert_eq!(replied(line), error, "{line}");
+    }
+    assert_eq!(
+        replied(&got[3]),
+        "error ERR rule 2 (LEASE): invalid cost 2: a lease takes COST 1 (the default) or COST 0 to peek"
+    );
+    assert_eq!(replied(&got[4]), "0");
+}
+
+/// `COST 0` with REFUND or FORCE is the peek `COST 0` is, on keys over their limit
+/// (forced there): the same reply, nothing written (a forced peek once replied the wait
+/// for a cost of 1, a refunding one a refund's numbers).
+#[test]
+fn cost_0_with_refund_or_force_is_the_peek_cost_0_is() {
+    let s = Server::start();
+    let mut c = s.client();
+    let t = "AT 1900000000000";
+    let calls = [
+        ("RL.FIXED @f 2 1m", "GET @f"),
+        ("RL.GCRA @g 0 1 1s", "GET @g"),
+        ("RL.MULTI 1 @m LIMIT 1m 2 LIMIT 10s 1", "GET @m"),
+        ("RL.SLIDING 1 @s LIMIT 10s 2", "GET @s"),
+        ("RL.LOG @l 2 10s", "ZRANGE @l 0 -1 WITHSCORES"),
+        ("RL.ALL 2 @f @g FIXED 1 2 1m GCRA 2 0 1 1s", "GET @g"),
+    ];
+    for (call, read) in calls {
+        let force = format!("{call} COST 3 FORCE {t}");
+        let peeks: Vec<String> = ["", " FORCE", " REFUND"]
+            .iter()
+            .map(|flag| format!("{call} COST 0{flag} {t}"))
+            .collect();
+        let expiry = read
+            .replace("GET", "PEXPIRETIME")
+            .replace("ZRANGE", "PEXPIRETIME");
+        let expiry: String = expiry
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut lines: Vec<&str> = vec![&force, read, &expiry];
+        lines.extend(peeks.iter().map(String::as_str));
+        lines.extend([read, expiry.as_str()]);
+        let got = agreed(&mut c, &lines);
+        let peek = replied(&got[3]);
+        assert!(peek.starts_with("[1, "), "{call}: over its limit: {peek}");
+        assert_eq!(replied(&got[4]), peek, "{call}: COST 0 FORCE");
+        assert_eq!(replied(&got[5]), peek, "{call}: COST 0 REFUND");
+        assert_eq!(
+            replied(&got[6]),
+            replied(&got[1]),
+            "{call}: nothing written"
+        );
+        assert_eq!(
+            replied(&got[7]),
+            replied(&got[2]),
+            "{call}: nothing written"
+        );
+    }
 }

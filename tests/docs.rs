@@ -44,7 +44,11 @@ fn files_under(dir: &str) -> Vec<String> {
         for entry in entries.flatten() {
             let path = entry.path();
             if path.is_dir() {
-                if path.file_name().is_some_and(|n| n == "__pycache__") {
+                // What Python and npm install write (`npm install` in examples/node).
+                if path
+                    .file_name()
+                    .is_some_and(|n| n == "__pycache__" || n == "node_modules")
+                {
                     continue;
                 }
                 walk(root, &path, out);

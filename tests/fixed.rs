@@ -5,7 +5,7 @@
 mod common;
 
 use common::{at_base, state, unix_ms, Client, Rng, Server, Twins, Value, HOUR, MINUTE};
-use ratelimit_core::call::limiter::KeyRead;
+use ratelimit_core::call::memory::{self, Key};
 use ratelimit_core::limiters;
 use ratelimit_core::UnixMillis;
 use ratelimit_core::{Effect, Stored};
@@ -248,12 +248,12 @@ fn bad_inputs_are_errors_that_write_nothing() {
             &["k", "5", "1s", "AT", "4102444800001"],
             "ERR invalid AT '4102444800001': must be a Unix time in milliseconds from 1000000000000 to 4102444800000",
         ),
-        (&["k", "5", "1s", "LIMIT"], "ERR unknown option 'LIMIT' (options here: COST, AT, ALIGN, REFUND, FORCE)"),
-        (&["k", "5", "1s", "COST", "1", "extra"], "ERR unknown option 'extra' (options here: COST, AT, ALIGN, REFUND, FORCE)"),
+        (&["k", "5", "1s", "LIMIT"], "ERR unknown option 'LIMIT' (options here: COST, AT, ALIGN, REFUND, FORCE, UPTO)"),
+        (&["k", "5", "1s", "COST", "1", "extra"], "ERR unknown option 'extra' (options here: COST, AT, ALIGN, REFUND, FORCE, UPTO)"),
         (&["k", "5\r\n", "1s"], "ERR invalid limit '5\\x0d\\x0a': must be an integer from 1 to 9007199254740991"),
         (&["k", "5", "1s\0"], "ERR invalid window '1s\\x00': must be a positive duration (an integer with an optional unit ms, s, m, h or d)"),
-        (&["k"], "ERR wrong number of arguments for 'RL.FIXED' command (syntax: RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE])"),
-        (&["k", "5"], "ERR wrong number of arguments for 'RL.FIXED' command (syntax: RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE])"),
+        (&["k"], "ERR wrong number of arguments for 'RL.FIXED' command (syntax: RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE|UPTO])"),
+        (&["k", "5"], "ERR wrong number of arguments for 'RL.FIXED' command (syntax: RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE|UPTO])"),
     ];
     for (args, want) in cases {
         assert_eq!(fixed(&mut c, args).err(), Some(*want), "{args:?}");
@@ -368,7 +368,7 @@ impl Model {
 fn model_call(m: &mut Model, args: &[String]) -> Value {
     let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     let raw: Vec<&[u8]> = std::iter::once(&b"key"[..]).chain(raw).collect();
-    let call = match limiters::fixed(&raw) {
+    let call = match limiters::fixed::parse(&raw) {
         Ok(c) => c,
         Err(e) => return Value::Error(e.to_string()),
     };
@@ -378,15 +378,12 @@ fn model_call(m: &mut Model, args: &[String]) -> Value {
         Model::Counter(c) => (Some(c.state.to_string()), c.expires_at),
         Model::Garbage(v, e) => (Some(v.clone()), *e),
     };
-    let read = match &value {
-        None => KeyRead::Missing,
-        Some(v) => KeyRead::String {
-            value: v.as_bytes(),
-            expires_at,
-        },
-    };
-    let out = match call.settle(&[read], now, |_| b"key") {
-        Ok(s) => s.outcome(),
+    let mut keys = [value.map(|v| Key::String {
+        value: v.into_bytes(),
+        expires_at,
+    })];
+    let out = match memory::run(&call, &mut keys, now) {
+        Ok(s) => s.decided(),
         Err(e) => return Value::Error(e.to_string()),
     };
     match out.effect {

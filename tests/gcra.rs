@@ -6,7 +6,7 @@
 mod common;
 
 use common::{at_base, state, unix_us, Client, Rng, Server, Side, Twins, Value, HOUR, MINUTE};
-use ratelimit_core::call::limiter::KeyRead;
+use ratelimit_core::call::memory::{self, Key};
 use ratelimit_core::limiters;
 use ratelimit_core::Effect;
 use ratelimit_core::UnixMillis;
@@ -337,7 +337,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     let burst =
         "ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)"
             .to_string();
-    let arity = "ERR wrong number of arguments for 'RL.GCRA' command (syntax: RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE])".to_string();
+    let arity = "ERR wrong number of arguments for 'RL.GCRA' command (syntax: RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE|UPTO])".to_string();
     let cases: Vec<(&[&str], String)> = vec![
         (&["-1", "1", "1s"], int_err("max_burst", "-1", 0)),
         (&["x", "1", "1s"], int_err("max_burst", "x", 0)),
@@ -391,7 +391,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
             &["15", "30", "60", "AT", "4102444800001"],
             "ERR invalid AT '4102444800001': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into(),
         ),
-        (&["15", "30", "60", "ALIGN"], "ERR unknown option 'ALIGN' (options here: COST, AT, DELAY, REFUND, FORCE)".into()),
+        (&["15", "30", "60", "ALIGN"], "ERR unknown option 'ALIGN' (options here: COST, AT, DELAY, REFUND, FORCE, UPTO)".into()),
         (&["15", "30", "60", "DELAY"], "ERR option DELAY needs a value".into()),
         (
             &["15", "30", "60", "DELAY", "1s", "delay", "1s"],
@@ -413,8 +413,8 @@ fn bad_inputs_are_errors_that_write_nothing() {
             &["15", "30", "60", "DELAY", "1s", "COST", "17"],
             "ERR cost 17 exceeds the burst capacity 16: the request can never be allowed".into(),
         ),
-        (&["15", "30", "60", "LIMIT", "1", "1"], "ERR unknown option 'LIMIT' (options here: COST, AT, DELAY, REFUND, FORCE)".into()),
-        (&["15", "30", "60", "COST", "1", "2"], "ERR unknown option '2' (options here: COST, AT, DELAY, REFUND, FORCE)".into()),
+        (&["15", "30", "60", "LIMIT", "1", "1"], "ERR unknown option 'LIMIT' (options here: COST, AT, DELAY, REFUND, FORCE, UPTO)".into()),
+        (&["15", "30", "60", "COST", "1", "2"], "ERR unknown option '2' (options here: COST, AT, DELAY, REFUND, FORCE, UPTO)".into()),
         (
             &["15\r\n", "30", "60"],
             int_err("max_burst", "15\\x0d\\x0a", 0),
@@ -492,23 +492,23 @@ impl Model {
 fn model_call(m: &mut Model, args: &[String]) -> Value {
     let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     let raw: Vec<&[u8]> = std::iter::once(&b"key"[..]).chain(raw).collect();
-    let call = match limiters::gcra(&raw) {
+    let call = match limiters::gcra::parse(&raw) {
         Ok(c) => c,
         Err(e) => return Value::Error(e.to_string()),
     };
     let now = call.at.expect("the differential test always passes AT");
-    let read = match m {
-        Model::Missing => KeyRead::Missing,
-        Model::Stored(v, e) => KeyRead::String {
-            value: v.as_bytes(),
+    let mut keys = [match m {
+        Model::Missing => None,
+        Model::Stored(v, e) => Some(Key::String {
+            value: v.clone().into_bytes(),
             expires_at: *e,
-        },
-    };
-    let settled = match call.settle(&[read], now, |_| b"key") {
+        }),
+    }];
+    let settled = match memory::run(&call, &mut keys, now) {
         Ok(s) => s,
         Err(e) => return Value::Error(e.to_string()),
     };
-    let out = settled.outcome();
+    let out = settled.decided();
     if let Effect::Set {
         state: tat,
         expires_at,
@@ -522,8 +522,8 @@ fn model_call(m: &mut Model, args: &[String]) -> Value {
         .iter()
         .map(|&f| Value::Int(f))
         .collect();
-    if let Some(extra) = settled.extra {
-        fields.push(Value::Int(extra));
+    if let Some(ratelimit_core::call::limiter::Field::Int(delay)) = settled.field {
+        fields.push(Value::Int(delay));
     }
     Value::Array(fields)
 }

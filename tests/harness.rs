@@ -72,3 +72,26 @@ fn a_missing_module_file_is_reported_before_any_server_starts() {
         )
     );
 }
+
+/// A start whose port is held by another test's server is not that server: the
+/// attempt fails (its process_id is not ours) and the next port is tried. The harness
+/// once took the other server's PONG as its own and ran a test against a read-only
+/// replica.
+#[test]
+fn a_start_on_a_port_another_server_answers_is_retried_elsewhere() {
+    let other = Server::start();
+    let s = Server::builder()
+        .first_port(other.port)
+        .try_start()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_ne!(s.port, other.port);
+    assert_eq!(s.failed_attempts.len(), 1, "{:?}", s.failed_attempts);
+    let mut c = s.client();
+    let info = c.cmd(&["INFO", "server"]).text();
+    let pid = info
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .map(|p| p.trim().parse::<u32>().expect("a pid"));
+    assert_eq!(pid, s.pid());
+    assert_ne!(pid, other.pid());
+}

@@ -229,7 +229,7 @@ fn in_rl_all_a_lease_and_a_rate_are_one_atomic_call() {
     let r = c.cmd(&["RL.ALL", "1", "x", "FIXED", "1", "5", "1m", "ID", "a"]);
     assert_eq!(
         r.err(),
-        Some("ERR unknown option 'ID' (options here: COST, AT, REFUND, FORCE)")
+        Some("ERR unknown option 'ID' (options here: COST, AT, REFUND, FORCE, UPTO)")
     );
     // Without ID the call gets a made id.
     let r = c.cmd(&[
@@ -803,4 +803,139 @@ fn command_info_and_cluster_routing() {
         .map(|(_, c)| c.cmd(&["DBSIZE"]).int())
         .sum();
     assert_eq!(total, 0);
+}
+
+/// The three sides (command, function, script) agree on `lines`; the command's replies.
+fn agreed(c: &mut Client, lines: &[&str]) -> Vec<String> {
+    let [native, function, script] = common::on_every_side(c, lines);
+    assert_eq!(function, native, "function");
+    assert_eq!(script, native, "script");
+    native
+}
+
+/// What a line replied, after its `=>`.
+fn replied(line: &str) -> &str {
+    line.split_once(" => ").map_or("", |(_, r)| r)
+}
+
+const NOT_A_LEASE_SET: &str = "error ERR the key does not hold RL.LEASE state (expected a sorted set of lease ids scored by their expiry in Unix milliseconds)";
+
+/// A log's key is no lease set: its scores are µs times, past any lease's expiry (the
+/// latest AT plus the longest ttl). RL.LEASE once read them as leases ending in the year
+/// 62 000 and set that expiry; RL.RELEASE removed a log entry.
+#[test]
+fn a_key_of_rl_log_is_invalid_lease_state_and_nothing_is_written() {
+    let s = Server::start();
+    let mut c = s.client();
+    let got = agreed(
+        &mut c,
+        &[
+            "RL.LOG @k 10 10s META u1 AT 1900000000000",
+            "RL.LEASE @k 5 10s ID a AT 1900000000000",
+            "RL.LEASE @k 5 10s ID a COST 0 AT 1900000000000",
+            "RL.RELEASE @k 0000000000000001:1:u1 AT 1900000000000",
+            "ZRANGE @k 0 -1 WITHSCORES",
+            "PEXPIRETIME @k",
+        ],
+    );
+    for line in &got[1..4] {
+        assert_eq!(replied(line), NOT_A_LEASE_SET, "{line}");
+    }
+    assert_eq!(
+        replied(&got[4]),
+        r#"["0000000000000001:1:u1", "1900000000000000"]"#
+    );
+    assert_eq!(replied(&got[5]), "1900000010000");
+}
+
+/// Every member a lease call reads is checked, in the command as in its twins: a
+/// member scored `inf` (which the command once counted as a lease held for ever, out of
+/// its walk's reach), `-inf`, a fraction, or a time past the latest expiry a call can
+/// write, is invalid state, as the lowest or the highest member.
+#[test]
+fn a_member_scored_inf_or_out_of_bounds_is_invalid_lease_state() {
+    let s = Server::start();
+    let mut c = s.client();
+    let mut lines = Vec::new();
+    for (i, (score, member)) in [
+        ("inf", "ghost"),
+        ("-inf", "ghost"),
+        ("1900000001000.5", "half"),
+        ("-1", "before"),
+        ("4417804800001", "late"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        lines.push(format!("ZADD @z{i} {score} {member}"));
+        lines.push(format!("RL.LEASE @z{i} 2 10s ID a AT 1900000000000"));
+        lines.push(format!("ZADD @z{i} 1900000005000 ok"));
+        lines.push(format!("RL.LEASE @z{i} 2 10s ID a COST 0 AT 1900000000000"));
+        lines.push(format!("RL.RELEASE @z{i} ok AT 1900000000000"));
+        lines.push(format!("ZCARD @z{i}"));
+    }
+    lines.push("ZADD @ok 4417804800000 last 0 first".into());
+    lines.push("RL.LEASE @ok 3 10s ID a AT 1900000000000".into());
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let got = agreed(&mut c, &lines);
+    for step in got[..30].chunks(6) {
+        for line in [&step[1], &step[3], &step[4]] {
+            assert_eq!(replied(line), NOT_A_LEASE_SET, "{line}");
+        }
+        assert_eq!(replied(&step[5]), "2", "nothing written: {}", step[5]);
+    }
+    assert_eq!(
+        replied(&got[31]),
+        r#"[0, 3, 1, -1, 2517804800000, "a"]"#,
+        "the bounds themselves are leases"
+    );
+}
+
+/// A denial on a key of 9 999 expired leases reads none of them (a denied RL.LEASE once
+/// walked them all, about 200 times the time of a denial on a small key): they are
+/// counted by score range, as the twins count them, and the replies agree. The command
+/// counts with `ZCOUNT` past a few members; on a server whose `ZCOUNT` is renamed away
+/// it walks them, with the same replies.
+#[test]
+fn a_denial_on_many_expired_leases_counts_them_and_replies_as_the_twins() {
+    let members: String = (0..9_999u64)
+        .map(|i| format!(" {} old{i}", 1_899_999_990_000 + i))
+        .collect();
+    let fill = format!("ZADD @k 1900000005000 live{members}");
+    let lines = [
+        fill.as_str(),
+        "RL.LEASE @k 1 1m ID x AT 1900000000000",
+        "RL.LEASE @k 1 1m ID x COST 0 AT 1900000000000",
+        "RL.ALL 1 @k LEASE 1 1 1m ID x AT 1900000000000",
+        "ZCARD @k",
+        "RL.LEASE @k 2 1m ID x AT 1900000000000",
+        "ZRANGE @k 0 -1 WITHSCORES",
+        "PEXPIRETIME @k",
+    ];
+    let s = Server::start();
+    let mut c = s.client();
+    let got = agreed(&mut c, &lines);
+    assert_eq!(replied(&got[1]), "[1, 1, 0, 5000, 5000, nil]");
+    assert_eq!(replied(&got[2]), "[1, 1, 0, 5000, 5000, nil]");
+    assert_eq!(replied(&got[3]), r#"[1, 1, 0, 5000, 5000, 1, "@k", nil]"#);
+    assert_eq!(replied(&got[4]), "10000", "a denial writes nothing");
+    assert_eq!(replied(&got[5]), r#"[0, 2, 0, -1, 60000, "x"]"#);
+    assert_eq!(
+        replied(&got[6]),
+        r#"["live", "1900000005000", "x", "1900000060000"]"#,
+        "the allowed call removed the expired ones"
+    );
+    // The command without ZCOUNT: the same replies.
+    let renamed = Server::builder()
+        .config("rename-command", "ZCOUNT \"\"")
+        .start();
+    let mut r = renamed.client();
+    for (i, line) in lines.iter().enumerate() {
+        let line = line.replace('@', "{n}");
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let reply = common::twins::show(&r.cmd(&words)).replace("{n}", "@");
+        if i > 0 {
+            assert_eq!(reply, replied(&got[i]), "{line} without ZCOUNT");
+        }
+    }
 }

@@ -208,9 +208,9 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (vec!["5", "1m", "META", &long], "ERR META of 257 bytes: at most 256 bytes".into()),
         (vec!["5", "1m", "COST", "6"], "ERR cost 6 exceeds the limit 5: the request can never be allowed".into()),
         (vec!["5", "1m", "COST", "-1"], "ERR invalid cost '-1': must be an integer from 0 to 9007199254740991".into()),
-        (vec!["5", "1m", "ALIGN"], "ERR unknown option 'ALIGN' (options here: COST, AT, META, REFUND, FORCE)".into()),
+        (vec!["5", "1m", "ALIGN"], "ERR unknown option 'ALIGN' (options here: COST, AT, META, REFUND, FORCE, UPTO)".into()),
         (vec!["5", "1m", "AT", "-5"], "ERR invalid AT '-5': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into()),
-        (vec!["5"], "ERR wrong number of arguments for 'RL.LOG' command (syntax: RL.LOG key limit window [META value] [COST n] [AT unix_ms] [REFUND|FORCE])".into()),
+        (vec!["5"], "ERR wrong number of arguments for 'RL.LOG' command (syntax: RL.LOG key limit window [META value] [COST n] [AT unix_ms] [REFUND|FORCE|UPTO])".into()),
     ];
     for (args, want) in &cases {
         let native = {
@@ -290,7 +290,7 @@ impl Model {
 fn predict(m: &mut Model, args: &[String]) -> Value {
     let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     let raw: Vec<&[u8]> = std::iter::once(&b"key"[..]).chain(raw).collect();
-    let call = match limiters::log(&raw) {
+    let call = match limiters::log::parse(&raw) {
         Ok(r) => r,
         Err(e) => return Value::Error(e.to_string()),
     };

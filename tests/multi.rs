@@ -8,7 +8,7 @@ mod common;
 use common::{
     at_base, state, unix_ms, workload, Client, Cluster, Rng, Server, Twin, Twins, Value, HOUR,
 };
-use ratelimit_core::call::limiter::KeyRead;
+use ratelimit_core::call::memory::{Counted, InMemory, Key};
 use ratelimit_core::limiters::multi::{self, State};
 use ratelimit_core::Effect;
 
@@ -518,7 +518,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     for w in &windows {
         many_windows.extend(["LIMIT", w.as_str(), "5"]);
     }
-    let arity = "ERR wrong number of arguments for 'RL.MULTI' command (syntax: RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE])";
+    let arity = "ERR wrong number of arguments for 'RL.MULTI' command (syntax: RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE|UPTO])";
     let numkeys = |v: &str| format!("ERR invalid numkeys '{v}': must be an integer from 1 to 64");
     // (arguments, error, whether the twin gives the same error: FCALL and EVALSHA word
     // the errors about their own numkeys argument themselves, and a twin's error for a
@@ -620,7 +620,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
         (vec!["1", "k", "LIMIT", "1s", "10", "AT"], "ERR option AT needs a value".into(), true),
         (
             vec!["1", "k", "LIMIT", "1s", "10", "LIMITS", "1s", "10"],
-            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT, REFUND, FORCE)".into(),
+            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT, REFUND, FORCE, UPTO)".into(),
             true,
         ),
     ];
@@ -821,17 +821,19 @@ fn predict(
         Err(e) => return (Value::Error(e.to_string()), vec![]),
     };
     let now = call.at.expect("the differential test always passes AT");
-    let reads: Vec<KeyRead> = idx
+    // The call as the module runs it, on a copy of the keys it names.
+    let mut keys: Vec<Option<Key>> = idx
         .iter()
-        .map(|&k| match &models[k] {
-            None => KeyRead::Missing,
-            Some(m) => KeyRead::String {
-                value: &m.value,
+        .map(|&k| {
+            models[k].as_ref().map(|m| Key::String {
+                value: m.value.clone(),
                 expires_at: m.expires.map(ratelimit_core::UnixMillis),
-            },
+            })
         })
         .collect();
-    let out = match call.settle(&reads, now, |i| names[i].as_bytes()) {
+    let key_names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+    let mut in_memory = InMemory::named(&call, &mut keys, &key_names);
+    let out = match call.run(&mut in_memory, now, &Counted::default()) {
         Ok(out) => out,
         Err(e) => return (Value::Error(e.to_string()), vec![]),
     };
@@ -1167,12 +1169,12 @@ fn numkeys_mistakes_say_what_was_meant() {
         (
             "RL.MULTI",
             &["1", "ip:1", "LIMIT", "1m", "10", "LIMITS", "1s", "10"],
-            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT, REFUND, FORCE)",
+            "ERR unknown option 'LIMITS' (options here: COST, AT, ALIGN, LIMIT, REFUND, FORCE, UPTO)",
         ),
         (
             "RL.ALL",
             &["1", "a", "FIXD", "1", "5", "1m"],
-            "ERR unknown rule 'FIXD': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN followed by its key's position (COST and AT come after the rules)",
+            "ERR unknown rule 'FIXD': a rule is BAN, FIXED, GCRA, LEASE, LOG, MULTI or SLIDING followed by its key's position (COST and AT come after the rules)",
         ),
     ];
     for (command, args, want) in cases {

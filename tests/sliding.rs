@@ -7,7 +7,7 @@
 mod common;
 
 use common::{at_base, state, Client, Cluster, Rng, Server, Twin, Twins, Value, HOUR};
-use ratelimit_core::call::limiter::KeyRead;
+use ratelimit_core::call::memory::{Counted, InMemory, Key};
 use ratelimit_core::limiters::sliding::{self, State};
 use ratelimit_core::Effect;
 
@@ -247,7 +247,7 @@ fn bad_inputs_are_errors_that_write_nothing() {
     let cases: Vec<(Vec<&str>, String, bool)> = vec![
         (vec!["0", "k", "LIMIT", "1s", "10"], numkeys("0"), false),
         (vec!["x", "k", "LIMIT", "1s", "10"], numkeys("x"), false),
-        (vec!["1", "k", "LIMIT", "1s"], "ERR wrong number of arguments for 'RL.SLIDING' command (syntax: RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms] [REFUND|FORCE])".into(), true),
+        (vec!["1", "k", "LIMIT", "1s"], "ERR wrong number of arguments for 'RL.SLIDING' command (syntax: RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms] [REFUND|FORCE|UPTO])".into(), true),
         (vec!["1", "k", "COST", "1", "AT", &t], "ERR at least one LIMIT window limit is needed".into(), true),
         (vec!["1", "k", "LIMIT", "1s", "10", "LIMIT", "1m"], "ERR LIMIT needs a window and a limit".into(), true),
         (
@@ -281,8 +281,8 @@ fn bad_inputs_are_errors_that_write_nothing() {
             "ERR cost 4 exceeds the limit 3: the request can never be allowed".into(),
             true,
         ),
-        (vec!["1", "k", "LIMIT", "1s", "10", "ALIGN"], "ERR unknown option 'ALIGN' (options here: COST, AT, BUCKETS, LIMIT, REFUND, FORCE)".into(), true),
-        (vec!["1", "k", "LIMIT", "1s", "10", "DELAY", "1s"], "ERR unknown option 'DELAY' (options here: COST, AT, BUCKETS, LIMIT, REFUND, FORCE)".into(), true),
+        (vec!["1", "k", "LIMIT", "1s", "10", "ALIGN"], "ERR unknown option 'ALIGN' (options here: COST, AT, BUCKETS, LIMIT, REFUND, FORCE, UPTO)".into(), true),
+        (vec!["1", "k", "LIMIT", "1s", "10", "DELAY", "1s"], "ERR unknown option 'DELAY' (options here: COST, AT, BUCKETS, LIMIT, REFUND, FORCE, UPTO)".into(), true),
         (
             vec!["1", "k", "LIMIT", "1s", "10", "AT", "-5"],
             "ERR invalid AT '-5': must be a Unix time in milliseconds from 1000000000000 to 4102444800000".into(),
@@ -387,17 +387,19 @@ fn predict(
         Err(e) => return (Value::Error(e.to_string()), vec![]),
     };
     let now = call.at.expect("the differential test always passes AT");
-    let reads: Vec<KeyRead> = idx
+    // The call as the module runs it, on a copy of the keys it names.
+    let mut keys: Vec<Option<Key>> = idx
         .iter()
-        .map(|&k| match &models[k] {
-            None => KeyRead::Missing,
-            Some(m) => KeyRead::String {
-                value: &m.value,
+        .map(|&k| {
+            models[k].as_ref().map(|m| Key::String {
+                value: m.value.clone(),
                 expires_at: m.expires.map(ratelimit_core::UnixMillis),
-            },
+            })
         })
         .collect();
-    let out = match call.settle(&reads, now, |i| names[i].as_bytes()) {
+    let key_names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
+    let mut in_memory = InMemory::named(&call, &mut keys, &key_names);
+    let out = match call.run(&mut in_memory, now, &Counted::default()) {
         Ok(out) => out,
         Err(e) => return (Value::Error(e.to_string()), vec![]),
     };

@@ -16,10 +16,10 @@ use common::{
     at_base, info_fields, module_names, state, unix_us, wait_for_replicas, Client, Cluster, Rng,
     Server, Side, Twins, Value, HOUR, MINUTE,
 };
-use ratelimit_core::call::Call;
+use ratelimit_core::call::{memory, Call};
 use ratelimit_core::limiters::gcra::{self, GcraParams};
 use ratelimit_core::limiters::throttle::{self, Throttle};
-use ratelimit_core::Outcome;
+use ratelimit_core::Decided;
 use ratelimit_core::{Effect, Micros, Stored};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,11 +35,11 @@ fn both(c: &mut Client) -> Vec<Cl> {
 
 /// RL.GCRA's judgement of CL.THROTTLE's request on a TAT, settled as the module
 /// settles the call.
-fn decide(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Outcome<Micros> {
-    Call::one(gcra::Rule::from(*p), p.cost())
-        .settle_states(&[stored], now)
+fn decide(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Decided<Micros> {
+    let call = Call::one(gcra::Gcra::from(*p), p.cost());
+    memory::run_on(&call, &[stored], now)
         .expect("a TAT")
-        .outcome()
+        .decided()
 }
 
 /// A key's state: its value (`None`: missing) and `PEXPIRETIME`.

@@ -6,7 +6,7 @@
 //! criterion's estimates under `target/criterion/` into `bench/results.md`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use ratelimit_core::call::Call;
+use ratelimit_core::call::{memory, Call};
 use ratelimit_core::limiters::{self, fixed};
 use ratelimit_core::parse::duration::parse_duration;
 use ratelimit_core::{Micros, Stored, UnixMillis};
@@ -26,13 +26,13 @@ impl FakeClock {
 }
 
 /// RL.FIXED's call of cost 1 on one key, `limit` an hour.
-fn call(limit: i64) -> Call<fixed::Rule> {
-    let rule = fixed::Rule::new(limit, Micros::from_secs(3600), false).expect("valid parameters");
+fn call(limit: i64) -> Call<fixed::Fixed> {
+    let rule = fixed::Fixed::new(limit, Micros::from_secs(3600), false).expect("valid parameters");
     Call::one(rule, 1)
 }
 
 /// A benchmark's name, the counter the key holds and the call.
-type Case = (&'static str, Option<Stored<i64>>, Call<fixed::Rule>);
+type Case = (&'static str, Option<Stored<i64>>, Call<fixed::Fixed>);
 
 fn fixed_settle(c: &mut Criterion) {
     let window_end = Some(UnixMillis(T0 / 1000 + 3_600_000));
@@ -66,8 +66,8 @@ fn fixed_settle(c: &mut Criterion) {
     for (name, stored, p) in cases {
         let mut clock = FakeClock(T0);
         let stored = [stored];
-        c.bench_function(&format!("fixed/settle/{name}"), |b| {
-            b.iter(|| black_box(&p).settle_states(black_box(&stored), clock.tick()))
+        c.bench_function(&format!("fixed/run/{name}"), |b| {
+            b.iter(|| memory::run_on(black_box(&p), black_box(&stored), clock.tick()))
         });
     }
 }
@@ -91,13 +91,13 @@ fn fixed_parse_args(c: &mut Criterion) {
     ];
     for (name, args) in cases {
         c.bench_function(&format!("fixed/parse/{name}"), |b| {
-            b.iter(|| limiters::fixed(black_box(args)))
+            b.iter(|| limiters::fixed::parse(black_box(args)))
         });
     }
     // An error reply's text is built only when the arguments are wrong; time that too.
     let bad: &[&[u8]] = &[b"key", b"100", b"0s"];
     c.bench_function("fixed/parse/invalid_window", |b| {
-        b.iter(|| limiters::fixed(black_box(bad)).map_err(|e| e.to_string()))
+        b.iter(|| limiters::fixed::parse(black_box(bad)).map_err(|e| e.to_string()))
     });
 }
 

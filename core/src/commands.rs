@@ -11,26 +11,10 @@
 //! the Lua twins' strings against this table.
 
 /// The version of this module that added the commands below.
-const FIRST: &str = "0.1.0";
+pub const FIRST: &str = "0.1.0";
 
 /// A limiter's reply depends on the time it is judged at (`AT`, or the server's clock).
-const TIME_DEPENDENT: &str = "nondeterministic_output";
-
-/// Each command, by its place in [`TABLE`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Id {
-    Fixed,
-    Gcra,
-    Multi,
-    Sliding,
-    Log,
-    All,
-    BulkExpire,
-    Sweep,
-    Throttle,
-    Lease,
-    Release,
-}
+pub const TIME_DEPENDENT: &str = "nondeterministic_output";
 
 /// Where a command's keys are in its argument vector (the command name is index 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,9 +62,9 @@ pub enum Counts {
     Releases,
 }
 
-/// Which settle counters a limiter command has besides its verdicts.
+/// Which counters of its flags (`REFUND`, `FORCE`) and of bans a limiter command has besides its verdicts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Settles {
+pub enum FlagCounts {
     /// None: the command takes neither `REFUND` nor `FORCE`.
     No,
     /// `_refunds` and `_forced`: calls with `REFUND`, with `FORCE`.
@@ -117,15 +101,15 @@ pub struct Command {
     /// The prefix of its `INFO ratelimit` fields (`fixed_calls`).
     pub info: &'static str,
     pub counts: Counts,
-    /// Its `INFO ratelimit` counters of settled requests and bans.
-    pub settles: Settles,
+    /// Its `INFO ratelimit` counters of refunds, forced requests and bans.
+    pub flag_counts: FlagCounts,
     /// Registered only when `ratelimit.cl-throttle` is yes and the name is free.
     pub optional: bool,
 }
 
 /// What an argument is, as `COMMAND DOCS` types it.
 #[derive(Clone, Copy, Debug)]
-pub enum Kind {
+pub enum ArgType {
     /// A key: the command's key spec (each command here has one).
     Key,
     Integer,
@@ -147,7 +131,7 @@ pub enum Kind {
 #[derive(Debug)]
 pub struct Arg {
     pub name: &'static str,
-    pub kind: Kind,
+    pub kind: ArgType,
     /// The keyword before the value (`COST` in `COST n`), or the word of a pure token.
     pub token: Option<&'static str>,
     pub summary: &'static str,
@@ -159,7 +143,7 @@ pub struct Arg {
 }
 
 impl Arg {
-    const fn new(name: &'static str, kind: Kind, summary: &'static str) -> Arg {
+    pub const fn new(name: &'static str, kind: ArgType, summary: &'static str) -> Arg {
         Arg {
             name,
             kind,
@@ -172,10 +156,10 @@ impl Arg {
     }
 
     /// `keyword value`, optional: `[COST n]`.
-    const fn option(
+    pub const fn option(
         token: &'static str,
         name: &'static str,
-        kind: Kind,
+        kind: ArgType,
         summary: &'static str,
     ) -> Arg {
         let mut arg = Arg::new(name, kind, summary);
@@ -185,24 +169,24 @@ impl Arg {
     }
 
     /// A keyword alone, optional: `[ALIGN]`.
-    const fn flag(token: &'static str, name: &'static str, summary: &'static str) -> Arg {
-        let mut arg = Arg::new(name, Kind::PureToken, summary);
+    pub const fn flag(token: &'static str, name: &'static str, summary: &'static str) -> Arg {
+        let mut arg = Arg::new(name, ArgType::PureToken, summary);
         arg.token = Some(token);
         arg.optional = true;
         arg
     }
 
-    const fn token(mut self, token: &'static str) -> Arg {
+    pub const fn token(mut self, token: &'static str) -> Arg {
         self.token = Some(token);
         self
     }
 
-    const fn optional(mut self) -> Arg {
+    pub const fn optional(mut self) -> Arg {
         self.optional = true;
         self
     }
 
-    const fn multiple(mut self) -> Arg {
+    pub const fn multiple(mut self) -> Arg {
         self.multiple = true;
         self
     }
@@ -210,121 +194,126 @@ impl Arg {
 
 // The arguments several commands share, with the words of docs/common-rules.md.
 
-const KEY: Arg = Arg::new("key", Kind::Key, "the limited identity: one key");
-const KEYS: Arg = Arg::new(
+pub const KEY: Arg = Arg::new("key", ArgType::Key, "the limited identity: one key");
+pub const KEYS: Arg = Arg::new(
     "key",
-    Kind::Key,
+    ArgType::Key,
     "the identifiers, 1 to 64 distinct keys (one slot in Cluster)",
 )
 .multiple();
-const NUMKEYS: Arg = Arg::new("numkeys", Kind::Integer, "how many keys follow, 1 to 64");
-const LIMIT: Arg = Arg::new("limit", Kind::Integer, "the cost allowed per window, >= 1");
-const WINDOW: Arg = Arg::new(
+pub const NUMKEYS: Arg = Arg::new("numkeys", ArgType::Integer, "how many keys follow, 1 to 64");
+pub const LIMIT: Arg = Arg::new(
+    "limit",
+    ArgType::Integer,
+    "the cost allowed per window, >= 1",
+);
+pub const WINDOW: Arg = Arg::new(
     "window",
-    Kind::String,
+    ArgType::String,
     "a duration: 1500ms, 90 (seconds), 1m, 24h, 7d",
 );
-const COST: Arg = Arg::option(
+pub const COST: Arg = Arg::option(
     "COST",
     "n",
-    Kind::Integer,
+    ArgType::Integer,
     "what this request consumes (default 1); 0 peeks and writes nothing",
 );
-const ALIGN: Arg = Arg::flag(
+pub const ALIGN: Arg = Arg::flag(
     "ALIGN",
     "align",
     "windows aligned to the Unix epoch instead of starting at the first request",
 );
-const AT: Arg = Arg::option(
+pub const AT: Arg = Arg::option(
     "AT",
     "unix_ms",
-    Kind::UnixTime,
+    ArgType::UnixTime,
     "judge the request at this Unix time in milliseconds instead of the server's clock",
 );
-/// `[REFUND|FORCE]`: settle a request after the fact.
-const SETTLE: Arg = Arg {
+/// `[REFUND|FORCE|UPTO]`: settle a request after the fact.
+pub const REFUND_OR_FORCE: Arg = Arg {
     name: "settle",
-    kind: Kind::OneOf(&[
+    kind: ArgType::OneOf(&[
         Arg::new(
             "refund",
-            Kind::PureToken,
+            ArgType::PureToken,
             "give back cost that allowed requests took (never below empty; always allowed)",
         )
         .token("REFUND"),
         Arg::new(
             "force",
-            Kind::PureToken,
+            ArgType::PureToken,
             "record cost whether it fits or not (the work is done); not with DELAY",
         )
         .token("FORCE"),
+        Arg::new(
+            "upto",
+            ArgType::PureToken,
+            "take as much of cost as fits now; the reply's last field is how much (0: denied); not with DELAY",
+        )
+        .token("UPTO"),
     ]),
     token: None,
-    summary: "settle a request after the fact: give back unused cost, or pay an overage",
+    summary: "how the request settles: give back unused cost, pay an overage, or take as much as fits",
     optional: true,
     multiple: false,
     multiple_token: false,
 };
 /// `LIMIT window limit [LIMIT window limit ...]`.
-const LIMITS: Arg = Arg {
+pub const LIMITS: Arg = Arg {
     name: "limits",
-    kind: Kind::Block(&[WINDOW, LIMIT]),
+    kind: ArgType::Block(&[WINDOW, LIMIT]),
     token: Some("LIMIT"),
     summary: "a window and its limit; 1 to 16 windows, none twice",
     optional: false,
     multiple: true,
     multiple_token: true,
 };
-const MAX_BURST: Arg = Arg::new(
+pub const MAX_BURST: Arg = Arg::new(
     "max_burst",
-    Kind::Integer,
+    ArgType::Integer,
     "requests allowed at once beyond the first, >= 0 (capacity max_burst + 1)",
 );
-const COUNT: Arg = Arg::new(
+pub const COUNT: Arg = Arg::new(
     "count",
-    Kind::Integer,
+    ArgType::Integer,
     "requests per period in the long run, >= 1",
 );
-const PERIOD: Arg = Arg::new(
+pub const PERIOD: Arg = Arg::new(
     "period",
-    Kind::String,
+    ArgType::String,
     "a duration: 60 (seconds), 1m, 1500ms, 1d",
 );
-const BUCKETS: Arg = Arg::option(
+pub const BUCKETS: Arg = Arg::option(
     "BUCKETS",
     "n",
-    Kind::Integer,
+    ArgType::Integer,
     "buckets per window, 1 to 100 (default 10)",
 );
-const META: Arg = Arg::option(
+pub const META: Arg = Arg::option(
     "META",
     "value",
-    Kind::String,
+    ArgType::String,
     "any bytes, at most 256, recorded with the request (who made it)",
 );
-const TTL: Arg = Arg::new(
+pub const TTL: Arg = Arg::new(
     "seconds",
-    Kind::String,
+    ArgType::String,
     "the TTL to give: a duration (60, 1500ms, 10m, 24h, 7d)",
 );
 /// `ID id`: a lease's name.
-const ID: Arg = Arg::option(
+pub const ID: Arg = Arg::option(
     "ID",
     "id",
-    Kind::String,
+    ArgType::String,
     "the lease's id, 1 to 256 bytes; the same live id renews its lease; without it the module makes one",
 );
 /// RL.ALL's rules, one per key. A plain argument rather than a one-of of five blocks:
 /// `redis-cli` would write that tree out in full, twice (`x [x ...]`), as a hint of
 /// several hundred characters; the forms are in the summary and on the command's page.
-const RULES_ARG: Arg = Arg::new(
-    "rule",
-    Kind::String,
-    "FIXED i limit window [ALIGN] | GCRA i max_burst count period | MULTI i LIMIT window limit [...] [ALIGN] | SLIDING i LIMIT window limit [...] [BUCKETS n] | LOG i limit window [META value] | LEASE i limit ttl | BAN i strikes window duration; i: the key's position, from 1",
-)
-.multiple();
+pub const RULES_ARG: Arg = Arg::new("rule", ArgType::String, RULE_SUMMARY).multiple();
 
 /// What the limiters share: flags and ACL categories are set per entry.
-const LIMITER: Command = Command {
+pub const LIMITER: Command = Command {
     id: Id::Fixed,
     name: "",
     arity: -1,
@@ -341,275 +330,151 @@ const LIMITER: Command = Command {
     probe: Probe::Set,
     info: "",
     counts: Counts::Verdicts,
-    settles: Settles::No,
+    flag_counts: FlagCounts::No,
     optional: false,
 };
 
-/// Every command, in the order `COMMAND INFO` and `INFO ratelimit` list them; entry `i`
-/// has the [`Id`] whose value is `i`.
-///
-/// None is flagged `deny-oom`: a limiter must answer denials and peeks whatever the
-/// server's memory, so the limiters refuse only a write of a value at OOM themselves, as
-/// a Lua script's `SET` is refused; the bulk TTL commands are how a full server gets
-/// memory back (`EXPIRE` is not `deny-oom` either).
-pub const TABLE: [Command; 11] = [
-    Command {
-        id: Id::Fixed,
-        name: "RL.FIXED",
-        syntax: "RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]",
-        summary: "Counts a request in a fixed window: allowed, limit, remaining, retry and reset times",
-        args: &[KEY, LIMIT, WINDOW, COST, ALIGN, AT, SETTLE],
-        flags: "write fast",
-        acl: "write fast",
-        info: "fixed",
-        settles: Settles::Flags,
-        ..LIMITER
-    },
-    Command {
-        id: Id::Gcra,
-        name: "RL.GCRA",
-        syntax: "RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE]",
-        summary: "Spaces requests evenly with a burst allowance (GCRA); with DELAY, books a slot and says when to act",
-        args: &[
-            KEY,
-            MAX_BURST,
-            COUNT,
-            PERIOD,
-            COST,
-            AT,
-            Arg::option(
-                "DELAY",
-                "max_delay",
-                Kind::String,
-                "queue instead of drop: book a request that fits within this duration",
-            ),
-            SETTLE,
-        ],
-        flags: "write fast",
-        acl: "write fast",
-        info: "gcra",
-        settles: Settles::Flags,
-        ..LIMITER
-    },
-    // Keys come from the numkeys key spec (the server then marks the command
-    // movablekeys); the legacy first/last/step cannot express them. Redis 7.0 routes
-    // Cluster calls with the legacy range only, or by asking the command
-    // (`getkeys-api`): the module answers those requests too.
-    Command {
-        id: Id::Multi,
-        name: "RL.MULTI",
-        syntax: "RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]",
-        summary: "Checks several keys against several fixed windows, all or nothing, in one call",
-        complexity: "O(K * W) for K keys and W windows",
-        args: &[NUMKEYS, KEYS, LIMITS, COST, ALIGN, AT, SETTLE],
-        keys: Keys::NumKeys,
-        info: "multi",
-        settles: Settles::Flags,
-        ..LIMITER
-    },
-    // The call shape of RL.MULTI.
-    Command {
-        id: Id::Sliding,
-        name: "RL.SLIDING",
-        syntax: "RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms] [REFUND|FORCE]",
-        summary: "Checks several keys against several sliding windows, all or nothing, in one call",
-        complexity: "O(K * W * B) for K keys, W windows and B buckets per window",
-        args: &[NUMKEYS, KEYS, LIMITS, BUCKETS, COST, AT, SETTLE],
-        keys: Keys::NumKeys,
-        info: "sliding",
-        settles: Settles::Flags,
-        ..LIMITER
-    },
-    // Counting is O(log n), but a write removes every entry that has left the window
-    // (up to its limit at once): not `fast`.
-    Command {
-        id: Id::Log,
-        name: "RL.LOG",
-        syntax: "RL.LOG key limit window [META value] [COST n] [AT unix_ms] [REFUND|FORCE]",
-        summary: "An exact moving window kept as a sorted set of the requests and who made them (META)",
-        complexity: "O(log N) per entry written, for a log of N entries",
-        args: &[
-            KEY,
-            Arg::new("limit", Kind::Integer, "the most cost in any window, 1 to 10000"),
-            WINDOW,
-            META,
-            COST,
-            AT,
-            SETTLE,
-        ],
-        info: "log",
-        settles: Settles::Flags,
-        ..LIMITER
-    },
-    // One rule of any limiter per key, all or nothing: the keys follow numkeys (as
-    // RL.MULTI's).
-    Command {
-        id: Id::All,
-        name: "RL.ALL",
-        syntax: "RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE]",
-        summary: "Checks one request against limiters of different algorithms on several keys, all or nothing",
-        complexity: "O(N) for N rules, each as its own command",
-        args: &[NUMKEYS, KEYS, RULES_ARG, COST, AT, ID, SETTLE],
-        keys: Keys::NumKeys,
-        info: "all",
-        settles: Settles::FlagsAndBans,
-        ..LIMITER
-    },
-    // As EXPIRE: the keys' TTLs change, their values are neither read nor returned.
-    Command {
-        id: Id::BulkExpire,
-        name: "RL.BULKEXPIRE",
-        syntax: "RL.BULKEXPIRE seconds key [key ...]",
-        summary: "Gives a TTL to those of the named keys that have none; replies with the keys that got one",
-        complexity: "O(N) for N keys",
-        tips: None,
-        args: &[TTL, Arg::new("key", Kind::Key, "keys of any type").multiple()],
-        keys: Keys::AllFrom(2),
-        access: Access::WriteUpdate,
-        acl: "write keyspace",
-        probe: Probe::Pexpire,
-        info: "bulkexpire",
-        counts: Counts::KeysExpired,
-        ..LIMITER
-    },
-    // Node-wide like SCAN: no keys declared; it checks each key's ACL itself.
-    Command {
-        id: Id::Sweep,
-        name: "RL.SWEEP",
-        syntax: "RL.SWEEP cursor seconds [MATCH pattern] [COUNT n] [TYPE type] [DRYRUN]",
-        summary: "Gives a TTL to the keys without one in one SCAN chunk of this node; replies next cursor, scanned, expired",
-        complexity: "O(COUNT): one chunk of at most COUNT keys",
-        tips: Some("nondeterministic_output request_policy:special response_policy:special"),
-        args: &[
-            Arg::new(
-                "cursor",
-                Kind::Integer,
-                "0 to start, then the cursor of the previous reply",
-            ),
-            TTL,
-            Arg::option(
-                "MATCH",
-                "pattern",
-                Kind::Pattern,
-                "only keys matching this glob pattern",
-            ),
-            Arg::option(
-                "COUNT",
-                "n",
-                Kind::Integer,
-                "keys to visit in this call, 1 to 5000 (default 1000)",
-            ),
-            Arg::option(
-                "TYPE",
-                "type",
-                Kind::String,
-                "only keys of this type (string, hash, zset, ...)",
-            ),
-            Arg::flag(
-                "DRYRUN",
-                "dryrun",
-                "change nothing; count the keys that would get a TTL",
-            ),
-        ],
-        keys: Keys::None,
-        access: Access::None,
-        acl: "write keyspace slow",
-        probe: Probe::Pexpire,
-        info: "sweep",
-        counts: Counts::KeysExpired,
-        ..LIMITER
-    },
-    // redis-cell's command; key spec, flags and ACL categories as RL.GCRA's.
-    Command {
-        id: Id::Throttle,
-        name: "CL.THROTTLE",
-        syntax: "CL.THROTTLE key max_burst count period [quantity]",
-        summary: "redis-cell's command: GCRA with its arguments and its reply (times in seconds)",
-        args: &[
-            KEY,
-            MAX_BURST,
-            COUNT,
-            Arg::new("period", Kind::Integer, "the period in whole seconds"),
-            Arg::new(
-                "quantity",
-                Kind::Integer,
-                "what this request consumes (default 1); 0 peeks",
-            )
-            .optional(),
-        ],
-        flags: "write fast",
-        acl: "write fast",
-        info: "cl_throttle",
-        optional: true,
-        ..LIMITER
-    },
-    // A write removes every lease that has expired (up to its limit at once): not
-    // `fast`, as RL.LOG.
-    Command {
-        id: Id::Lease,
-        name: "RL.LEASE",
-        syntax: "RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]",
-        summary: "Holds one of limit slots at once (a concurrency limit) until released or ttl after it was last renewed; replies with the lease id",
-        complexity: "O(log N + E) for N leases held and E expired",
-        args: &[
-            KEY,
-            Arg::new("limit", Kind::Integer, "leases held at once, 1 to 10000"),
-            Arg::new(
-                "ttl",
-                Kind::String,
-                "how long a lease lasts unless renewed: a duration (30s, 1500ms, 5m)",
-            ),
-            ID,
-            Arg::option(
-                "COST",
-                "n",
-                Kind::Integer,
-                "1 (the default) takes a lease; 0 peeks and writes nothing",
-            ),
-            AT,
-        ],
-        info: "lease",
-        ..LIMITER
-    },
-    // Not a limiter: it ends a lease, never denies.
-    Command {
-        id: Id::Release,
-        name: "RL.RELEASE",
-        syntax: "RL.RELEASE key id [AT unix_ms]",
-        summary: "Ends a lease of RL.LEASE: 1 if a live lease with that id was released, 0 otherwise",
-        complexity: "O(log N + E) for N leases held and E expired",
-        args: &[
-            KEY,
-            Arg::new("id", Kind::String, "the lease's id, 1 to 256 bytes"),
-            AT,
-        ],
-        info: "release",
-        counts: Counts::Releases,
-        ..LIMITER
-    },
-];
+// The commands that are no limiter's own. Each limiter declares its command in its
+// file (`pub const COMMAND: Command`); `TABLE` lists them all (below), in the order
+// `COMMAND INFO` and `INFO ratelimit` list them, entry `i` of the [`Id`] whose value is
+// `i`. None is flagged `deny-oom`: a limiter must answer denials and peeks whatever the
+// server's memory, so the limiters refuse only a write of a value at OOM themselves, as
+// a Lua script's `SET` is refused; the bulk TTL commands are how a full server gets
+// memory back (`EXPIRE` is not `deny-oom` either).
+
+/// RL.ALL: one rule of any limiter per key, all or nothing: the keys follow numkeys
+/// (as RL.MULTI's).
+pub const ALL: Command = Command {
+    id: Id::All,
+    name: "RL.ALL",
+    syntax: "RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE|UPTO]",
+    summary: "Checks one request against limiters of different algorithms on several keys, all or nothing",
+    complexity: "O(N) for N rules, each as its own command",
+    args: &[NUMKEYS, KEYS, RULES_ARG, COST, AT, ID, REFUND_OR_FORCE],
+    keys: Keys::NumKeys,
+    info: "all",
+    flag_counts: FlagCounts::FlagsAndBans,
+    ..LIMITER
+};
+
+/// As EXPIRE: the keys' TTLs change, their values are neither read nor returned.
+pub const BULK_EXPIRE: Command = Command {
+    id: Id::BulkExpire,
+    name: "RL.BULKEXPIRE",
+    syntax: "RL.BULKEXPIRE seconds key [key ...]",
+    summary:
+        "Gives a TTL to those of the named keys that have none; replies with the keys that got one",
+    complexity: "O(N) for N keys",
+    tips: None,
+    args: &[
+        TTL,
+        Arg::new("key", ArgType::Key, "keys of any type").multiple(),
+    ],
+    keys: Keys::AllFrom(2),
+    access: Access::WriteUpdate,
+    acl: "write keyspace",
+    probe: Probe::Pexpire,
+    info: "bulkexpire",
+    counts: Counts::KeysExpired,
+    ..LIMITER
+};
+
+/// Node-wide like SCAN: no keys declared; it checks each key's ACL itself.
+pub const SWEEP: Command = Command {
+    id: Id::Sweep,
+    name: "RL.SWEEP",
+    syntax: "RL.SWEEP cursor seconds [MATCH pattern] [COUNT n] [TYPE type] [DRYRUN]",
+    summary: "Gives a TTL to the keys without one in one SCAN chunk of this node; replies next cursor, scanned, expired",
+    complexity: "O(COUNT): one chunk of at most COUNT keys",
+    tips: Some("nondeterministic_output request_policy:special response_policy:special"),
+    args: &[
+        Arg::new(
+            "cursor",
+            ArgType::Integer,
+            "0 to start, then the cursor of the previous reply",
+        ),
+        TTL,
+        Arg::option(
+            "MATCH",
+            "pattern",
+            ArgType::Pattern,
+            "only keys matching this glob pattern",
+        ),
+        Arg::option(
+            "COUNT",
+            "n",
+            ArgType::Integer,
+            "keys to visit in this call, 1 to 5000 (default 1000)",
+        ),
+        Arg::option(
+            "TYPE",
+            "type",
+            ArgType::String,
+            "only keys of this type (string, hash, zset, ...)",
+        ),
+        Arg::flag(
+            "DRYRUN",
+            "dryrun",
+            "change nothing; count the keys that would get a TTL",
+        ),
+    ],
+    keys: Keys::None,
+    access: Access::None,
+    acl: "write keyspace slow",
+    probe: Probe::Pexpire,
+    info: "sweep",
+    counts: Counts::KeysExpired,
+    ..LIMITER
+};
+
+/// redis-cell's command; key spec, flags and ACL categories as RL.GCRA's.
+pub const THROTTLE: Command = Command {
+    id: Id::Throttle,
+    name: "CL.THROTTLE",
+    syntax: "CL.THROTTLE key max_burst count period [quantity]",
+    summary: "redis-cell's command: GCRA with its arguments and its reply (times in seconds)",
+    args: &[
+        KEY,
+        MAX_BURST,
+        COUNT,
+        Arg::new("period", ArgType::Integer, "the period in whole seconds"),
+        Arg::new(
+            "quantity",
+            ArgType::Integer,
+            "what this request consumes (default 1); 0 peeks",
+        )
+        .optional(),
+    ],
+    flags: "write fast",
+    acl: "write fast",
+    info: "cl_throttle",
+    optional: true,
+    ..LIMITER
+};
+
+/// RL.RELEASE: not a limiter; it ends a lease, never denies.
+pub const RELEASE: Command = Command {
+    id: Id::Release,
+    name: "RL.RELEASE",
+    syntax: "RL.RELEASE key id [AT unix_ms]",
+    summary: "Ends a lease of RL.LEASE: 1 if a live lease with that id was released, 0 otherwise",
+    complexity: "O(log N + E) for N leases held and E expired",
+    args: &[
+        KEY,
+        Arg::new("id", ArgType::String, "the lease's id, 1 to 256 bytes"),
+        AT,
+    ],
+    info: "release",
+    counts: Counts::Releases,
+    ..LIMITER
+};
+
+include!(concat!(env!("OUT_DIR"), "/commands.rs"));
 
 /// The entry of command `id`.
 pub const fn entry(id: Id) -> &'static Command {
     &TABLE[id as usize]
 }
-
-/// Each RL.ALL rule's syntax (`i` is its key's position), by its keyword.
-pub const RULES: &[(&str, &str)] = &[
-    ("FIXED", "FIXED i limit window [ALIGN]"),
-    ("GCRA", "GCRA i max_burst count period"),
-    (
-        "MULTI",
-        "MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]",
-    ),
-    (
-        "SLIDING",
-        "SLIDING i LIMIT window limit [LIMIT window limit ...] [BUCKETS n]",
-    ),
-    ("LOG", "LOG i limit window [META value]"),
-    ("LEASE", "LEASE i limit ttl"),
-    ("BAN", "BAN i strikes window duration"),
-];
 
 /// The entry of the command named `name`, if it is one of the module's.
 pub fn find(name: &str) -> Option<&'static Command> {
@@ -643,17 +508,17 @@ pub fn render(args: &[Arg]) -> String {
 
 fn render_arg(arg: &Arg) -> String {
     let repeat = match arg.kind {
-        Kind::Block(children) => render(children),
-        Kind::OneOf(children) => children
+        ArgType::Block(children) => render(children),
+        ArgType::OneOf(children) => children
             .iter()
             .map(render_arg)
             .collect::<Vec<_>>()
             .join("|"),
-        Kind::PureToken => String::new(),
+        ArgType::PureToken => String::new(),
         _ => arg.name.to_string(),
     };
     let token = match (arg.token, arg.kind) {
-        (Some(token), Kind::PureToken) => token.to_string(),
+        (Some(token), ArgType::PureToken) => token.to_string(),
         (Some(token), _) => format!("{token} "),
         (None, _) => String::new(),
     };
@@ -724,7 +589,7 @@ mod tests {
             let key_args = command
                 .args
                 .iter()
-                .filter(|a| matches!(a.kind, Kind::Key))
+                .filter(|a| matches!(a.kind, ArgType::Key))
                 .count();
             assert_eq!(
                 key_args > 0,

@@ -14,15 +14,20 @@
 //! units.rs    microseconds and Unix milliseconds
 //! ```
 
+// An `Error` has drop glue (some variants own bytes): `ok_or(Error::...)` builds one
+// and drops it on every call that succeeds, measurably so on the command path, so the
+// error is built only when needed (`ok_or_else`), whatever clippy takes it for.
+#![allow(clippy::unnecessary_lazy_evaluations)]
 pub mod bulk;
 pub mod call;
 pub mod commands;
+pub mod error;
 pub mod limiters;
 pub mod limits;
 pub mod parse;
 pub mod units;
 
-pub use call::state::{Effect, Outcome, StateKind, Stored};
+pub use call::state::{Decided, Effect, StateName, Stored};
 pub use call::verdict::{Decision, Verdict};
-pub use parse::error::{Error, Result};
+pub use error::{Error, Result};
 pub use units::{Micros, UnixMillis};

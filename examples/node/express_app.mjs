@@ -5,11 +5,16 @@
 //
 //   REDIS_URL=redis://127.0.0.1:6379 node examples/node/express_app.mjs [--port 3000 | --check]
 import assert from "node:assert/strict";
+import { once } from "node:events";
 import express from "express";
 import { Redis } from "ioredis";
-import { Gcra, Multi } from "redis-ratelimit";
-import { rateLimit } from "redis-ratelimit/express";
+import { Gcra, Multi, ipKey } from "redis-native-ratelimit";
+import { rateLimit } from "redis-native-ratelimit/express";
 
+/**
+ * @param {Redis} redis
+ * @param {string} prefix
+ */
 export function createApp(redis, prefix = "rl:") {
   const app = express();
   app.use(express.urlencoded({ extended: false }));
@@ -21,9 +26,10 @@ export function createApp(redis, prefix = "rl:") {
         "POST /login": new Multi({ limits: [["1m", 3], ["1h", 10]], names: ["ip", "user"] }),
         "/health": null, // not limited
       },
-      // The key of a request: its address (set Express's "trust proxy" behind a proxy),
-      // and for the login form the account too.
-      key: (req) => (req.path === "/login" ? [req.ip, String(req.body?.user ?? "")] : req.ip),
+      // The key of a request: its address (set Express's "trust proxy" behind a proxy;
+      // ipKey groups an IPv6 address by its /56 network), and for the login form the
+      // account too.
+      key: (req) => (req.path === "/login" ? [ipKey(req.ip), String(req.body?.user ?? "")] : ipKey(req.ip)),
       prefix, // keys are <prefix><policy name>:<key>
       timeoutMs: 250, // then fail open (failOpen: false refuses with 503)
       message: (result) => ({ error: "slow down", retry_in_ms: result.retryAfterMs }),
@@ -39,20 +45,20 @@ const redis = new Redis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
 if (process.argv.includes("--check")) {
   const prefix = `rl:example:${process.pid}:`;
   const server = createApp(redis, prefix).listen(0, "127.0.0.1");
-  await new Promise((r) => server.once("listening", r));
-  const url = `http://127.0.0.1:${server.address().port}`;
+  await once(server, "listening");
+  const address = server.address();
+  const url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
   const statuses = [];
-  let last;
-  for (let i = 0; i < 6; i++) {
-    last = await fetch(url + "/");
-    statuses.push(last.status);
-  }
+  for (let i = 0; i < 5; i++) statuses.push((await fetch(url + "/")).status);
+  const last = await fetch(url + "/");
+  statuses.push(last.status);
   assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429]);
   assert.equal(last.headers.get("ratelimit-limit"), "5");
   assert.equal(last.headers.get("retry-after"), "12"); // one request every 12 s
-  assert.equal((await last.json()).error, "slow down");
+  const body = /** @type {{ error: string }} */ (await last.json());
+  assert.equal(body.error, "slow down");
   assert.equal((await fetch(url + "/health")).status, 200);
-  const login = (user) => fetch(url + "/login", { method: "POST", body: new URLSearchParams({ user }) });
+  const login = (/** @type {string} */ user) => fetch(url + "/login", { method: "POST", body: new URLSearchParams({ user }) });
   assert.deepEqual([(await login("ann")).status, (await login("bob")).status, (await login("cid")).status, (await login("dan")).status], [200, 200, 200, 429]);
   server.close();
   await redis.del(...(await redis.keys(prefix + "*")));

@@ -4,12 +4,17 @@
 //
 //   REDIS_URL=redis://127.0.0.1:6379 node examples/node/express_rate_limit_store.mjs [--port 3000 | --check]
 import assert from "node:assert/strict";
+import { once } from "node:events";
 import express from "express";
 import { rateLimit } from "express-rate-limit";
 import { createClient } from "redis";
-import { RateLimitStore } from "redis-ratelimit/express-rate-limit"; // was: import { RedisStore } from "rate-limit-redis"
+import { RateLimitStore } from "redis-native-ratelimit/express-rate-limit"; // was: import { RedisStore } from "rate-limit-redis"
 
-export function createApp(client, prefix = "rl:") {
+/**
+ * @param {(...args: string[]) => Promise<unknown>} sendCommand rate-limit-redis's: the client's raw call
+ * @param {string} prefix
+ */
+export function createApp(sendCommand, prefix = "rl:") {
   const app = express();
   app.use(
     rateLimit({
@@ -18,7 +23,7 @@ export function createApp(client, prefix = "rl:") {
       standardHeaders: "draft-8",
       legacyHeaders: false,
       // was: new RedisStore({ sendCommand: ... })
-      store: new RateLimitStore({ sendCommand: (...args) => client.sendCommand(args), prefix }),
+      store: new RateLimitStore({ sendCommand, prefix }),
     }),
   );
   app.get("/", (req, res) => res.send("hello"));
@@ -26,20 +31,21 @@ export function createApp(client, prefix = "rl:") {
 }
 
 const client = await createClient({ url: process.env.REDIS_URL ?? "redis://127.0.0.1:6379" }).connect();
+/** @type {(...args: string[]) => Promise<unknown>} */
+const sendCommand = (...args) => client.sendCommand(args); // ioredis: (command, ...args) => redis.call(command, ...args)
 if (process.argv.includes("--check")) {
   const prefix = `rl:example:${process.pid}:`;
-  const server = createApp(client, prefix).listen(0, "127.0.0.1");
-  await new Promise((r) => server.once("listening", r));
-  const url = `http://127.0.0.1:${server.address().port}/`;
+  const server = createApp(sendCommand, prefix).listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const address = server.address();
+  const url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}/`;
   const statuses = [];
-  let last;
-  for (let i = 0; i < 102; i++) {
-    last = await fetch(url);
-    statuses.push(last.status);
-  }
+  for (let i = 0; i < 101; i++) statuses.push((await fetch(url)).status);
+  const last = await fetch(url);
+  statuses.push(last.status);
   assert.equal(statuses.filter((s) => s === 200).length, 100);
   assert.deepEqual(statuses.slice(100), [429, 429]);
-  assert.match(last.headers.get("ratelimit-policy"), /q=100; w=900/);
+  assert.match(String(last.headers.get("ratelimit-policy")), /q=100; w=900/);
   const keys = await client.keys(prefix + "*");
   assert.equal(keys.length, 1);
   assert.equal(await client.get(keys[0]), "100"); // the two refusals counted nowhere
@@ -50,5 +56,5 @@ if (process.argv.includes("--check")) {
 } else {
   const i = process.argv.indexOf("--port");
   const port = i >= 0 ? Number(process.argv[i + 1]) : 3000;
-  createApp(client).listen(port, () => console.log(`listening on http://127.0.0.1:${port}`));
+  createApp(sendCommand).listen(port, () => console.log(`listening on http://127.0.0.1:${port}`));
 }

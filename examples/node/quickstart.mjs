@@ -4,7 +4,7 @@
 //   REDIS_URL=redis://127.0.0.1:6379 node examples/node/quickstart.mjs [--check]
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
-import { Fixed, Gcra, RateLimiter, ratelimitHeaders } from "redis-ratelimit";
+import { Fixed, Gcra, RateLimiter, ratelimitHeaders } from "redis-native-ratelimit";
 
 const redis = new Redis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
 const rl = new RateLimiter(redis);

@@ -267,15 +267,15 @@ local GCRA = (function()
     if r.window > MAX_BURST_WINDOW_US then
       fail('ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)')
     end
-    L.check_cost(r, o.cost)
+    L.check_cost(r, o.cost, 'take')
     if o.delay and r.window + o.delay > MAX_BURST_WINDOW_US then
       fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
     end
     r.max_delay = o.delay
     return r
   end
-  function L.check_cost(r, cost)
-    if cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
+  function L.check_cost(r, cost, mode)
+    if mode == 'take' and cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
   end
   function L.judge(r, opened, key, named, now, cost, mode)
     -- Only the value counts: the expiry always follows the TAT.

@@ -265,7 +265,7 @@ local function parse_options(args, first, accepts, stop, unknown)
 end
 
 -- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
--- 'force'; at most one of them, and neither with DELAY.
+-- 'force'; at most one of them, and neither with DELAY; a peek (COST 0) takes.
 local function settle_mode(o)
   if o.REFUND and o.FORCE then
     fail('ERR REFUND and FORCE cannot be given together: a request is either given back or forced')
@@ -274,6 +274,8 @@ local function settle_mode(o)
   if mode ~= 'take' and o.delay then
     fail('ERR ' .. string.upper(mode) .. ' cannot be given with DELAY: a settled request is not booked')
   end
+  -- COST 0 with either flag is the peek COST 0 is without it.
+  if o.cost == 0 then return 'take' end
   return mode
 end
 
@@ -411,8 +413,8 @@ local FIXED = (function()
     r.align = o.align
     return r
   end
-  function L.check_cost(r, cost)
-    if cost > r.limit then cost_over(cost, 'limit', r.limit) end
+  function L.check_cost(r, cost, mode)
+    if mode == 'take' and cost > r.limit then cost_over(cost, 'limit', r.limit) end
   end
   -- The counter of one window at `now` (RL.FIXED's rules); also each pair of RL.MULTI.
   -- `count`, `exp`: the stored count (nil: none) and its window's end in ms (nil: no TTL).
@@ -536,15 +538,15 @@ local GCRA = (function()
     if r.window > MAX_BURST_WINDOW_US then
       fail('ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)')
     end
-    L.check_cost(r, o.cost)
+    L.check_cost(r, o.cost, 'take')
     if o.delay and r.window + o.delay > MAX_BURST_WINDOW_US then
       fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
     end
     r.max_delay = o.delay
     return r
   end
-  function L.check_cost(r, cost)
-    if cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
+  function L.check_cost(r, cost, mode)
+    if mode == 'take' and cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
   end
   function L.judge(r, opened, key, named, now, cost, mode)
     -- Only the value counts: the expiry always follows the TAT.
@@ -626,8 +628,8 @@ local function limits_rule(L)
   function L.parse_args()
     return {}
   end
-  function L.check_cost(r, cost)
-    check_limits_cost(r.limits, cost)
+  function L.check_cost(r, cost, mode)
+    if mode == 'take' then check_limits_cost(r.limits, cost) end
   end
   -- Judge every named window of a key: the limiter's L.parse_state(key, named, raw)
   -- (its entries, and the same by window) and L.judge_window(r, entry, w, limit, now,
@@ -1004,8 +1006,8 @@ local LOG = (function()
     r.meta = o.meta or ''
     return r
   end
-  function L.check_cost(r, cost)
-    if cost > r.limit then cost_over(cost, 'limit', r.limit) end
+  function L.check_cost(r, cost, mode)
+    if mode == 'take' and cost > r.limit then cost_over(cost, 'limit', r.limit) end
   end
   function L.judge(r, opened, key, named, now, cost, mode)
     local bad = function() state_error(L, key, named) end
@@ -1217,14 +1219,16 @@ local LEASE = (function()
   function L.call_opts(r, o)
     if o.id then r.id = check_id(o.id) end
   end
+  -- A lease is one slot: COST 1, or 0 to peek, whatever the call's flag.
   function L.check_cost(r, cost)
     if cost ~= 0 and cost ~= 1 then
       fail('ERR invalid cost ' .. int(cost) .. ': a lease takes COST 1 (the default) or COST 0 to peek')
     end
   end
-  -- A member and its score as a lease's expiry (ms), or the invalid-state error.
+  -- A member and its score as a lease's expiry (ms, at most the latest a call can
+  -- write), or the invalid-state error.
   local function lease_of(member, score, bad)
-    local e = stored_number(score, MAX_SAFE_INTEGER)
+    local e = stored_number(score, MAX_END_MS)
     if not e or #member < 1 or #member > MAX_ID_LEN then bad() end
     return e
   end
@@ -1240,19 +1244,20 @@ local LEASE = (function()
   end
   L.latest_except = latest_except
   L.lease_of = lease_of
-  -- Live and expired leases at now_ms, and the latest live expiry.
+  -- Live and expired leases at now_ms, counted by score range (the expired ones are
+  -- not read), and the latest live expiry; the lowest and the highest members are read
+  -- and checked, so every score lies between two valid expiries.
   function L.held(key, now_ms, bad)
     local card = redis.call('ZCARD', key)
     if card > MAX_LEASE_LIMIT then bad() end
-    local old = redis.call('ZRANGEBYSCORE', key, '-inf', now_ms, 'WITHSCORES')
-    for i = 1, #old, 2 do lease_of(old[i], old[i + 1], bad) end
+    if card == 0 then return 0, 0, nil end
+    local low = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    lease_of(low[1], low[2], bad)
     local latest
     local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    if #top > 0 then
-      local e = lease_of(top[1], top[2], bad)
-      if e > now_ms then latest = e end
-    end
-    local expired = #old / 2
+    local e = lease_of(top[1], top[2], bad)
+    if e > now_ms then latest = e end
+    local expired = redis.call('ZCOUNT', key, '-inf', now_ms)
     return card - expired, expired, latest
   end
   function L.judge(r, opened, key, named, now, cost, mode)
@@ -1482,22 +1487,25 @@ local function run_call(call)
       gates_only = false
     end
   end
-  -- The binding rule: the denying (or forced over) one with the largest retry (ties:
-  -- the first), else the one with the least remaining (ties: the first). A gate that
-  -- allows binds only a call of gates.
-  local bind, denied, blocked, full = nil, false, false, 0
+  -- The binding rule: the denying one with the largest retry (ties: the first), else
+  -- the one forced over its limit with the largest retry, else the one with the least
+  -- remaining (ties: the first). A gate that allows binds only a call of gates.
+  local deny, over, least, full = nil, nil, nil, 0
   for i, rule in ipairs(rules) do
     local j = judged[i] or judge(i)
     if not rule.L.gate or gates_only then
-      if j.retry then
-        if not denied or j.retry > judged[bind].retry then bind, denied = i, true end
-        if not j.over then blocked = true end
+      if j.over then
+        if not over or j.retry > judged[over].retry then over = i end
+      elseif j.retry then
+        if not deny or j.retry > judged[deny].retry then deny = i end
       else
         if j.fields[3] <= 0 then full = math.max(full, j.fields[5] * 1000) end
-        if not denied and (not bind or j.fields[3] < judged[bind].fields[3]) then bind = i end
+        if not least or j.fields[3] < judged[least].fields[3] then least = i end
       end
     end
   end
+  local blocked = deny ~= nil
+  local bind = deny or over or least
   local reply = judged[bind].fields
   if judged[bind].over then
     -- Forced over: a request of cost 1 fits when every rule has room again.
@@ -1656,7 +1664,7 @@ local function all_parse(keys, args, name)
     end
     local L = RULES[w]
     if not L then
-      fail("ERR unknown rule '" .. echo(args[i]) .. "': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN"
+      fail("ERR unknown rule '" .. echo(args[i]) .. "': a rule is BAN, FIXED, GCRA, LEASE, LOG, MULTI or SLIDING"
         .. ' followed by its key\'s position (COST and AT come after the rules)')
     end
     local raw = args[i + 1] or ''
@@ -1702,11 +1710,8 @@ local function all_parse(keys, args, name)
       local ok, res = pcall(rule.L.call_opts, rule.r, o)
       if not ok then in_rule(index, rule.L.kind, res) end
     end
-    -- A refund or a forced request of any cost can be settled.
-    if mode == 'take' then
-      local ok, res = pcall(rule.L.check_cost, rule.r, o.cost)
-      if not ok then in_rule(index, rule.L.kind, res) end
-    end
+    local ok, res = pcall(rule.L.check_cost, rule.r, o.cost, mode)
+    if not ok then in_rule(index, rule.L.kind, res) end
   end
   return { shape = 'all', keys = keys, rules = rules, cost = o.cost, at = o.at, mode = mode }
 end

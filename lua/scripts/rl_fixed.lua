@@ -237,7 +237,7 @@ local function parse_options(args, first, accepts, stop, unknown)
 end
 
 -- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
--- 'force'; at most one of them, and neither with DELAY.
+-- 'force'; at most one of them, and neither with DELAY; a peek (COST 0) takes.
 local function settle_mode(o)
   if o.REFUND and o.FORCE then
     fail('ERR REFUND and FORCE cannot be given together: a request is either given back or forced')
@@ -246,6 +246,8 @@ local function settle_mode(o)
   if mode ~= 'take' and o.delay then
     fail('ERR ' .. string.upper(mode) .. ' cannot be given with DELAY: a settled request is not booked')
   end
+  -- COST 0 with either flag is the peek COST 0 is without it.
+  if o.cost == 0 then return 'take' end
   return mode
 end
 
@@ -341,8 +343,8 @@ local FIXED = (function()
     r.align = o.align
     return r
   end
-  function L.check_cost(r, cost)
-    if cost > r.limit then cost_over(cost, 'limit', r.limit) end
+  function L.check_cost(r, cost, mode)
+    if mode == 'take' and cost > r.limit then cost_over(cost, 'limit', r.limit) end
   end
   -- The counter of one window at `now` (RL.FIXED's rules); also each pair of RL.MULTI.
   -- `count`, `exp`: the stored count (nil: none) and its window's end in ms (nil: no TTL).
@@ -510,7 +512,6 @@ local function single_command(keys, args, L, name)
   local r
   if mode == 'take' then
     r = L.build(p, o)
-    L.check_cost(r, o.cost)
   else
     -- A refund or a forced request of any cost can be settled: no capacity check.
     local cost = o.cost
@@ -518,6 +519,7 @@ local function single_command(keys, args, L, name)
     r = L.build(p, o)
     o.cost = cost
   end
+  L.check_cost(r, o.cost, mode)
   local j = run_one(L, keys[1], r, o.cost, o.at, mode)
   local reply = j.fields
   if j.booking then reply[6] = j.booking end

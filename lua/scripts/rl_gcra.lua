@@ -243,7 +243,7 @@ local function parse_options(args, first, accepts, stop, unknown)
 end
 
 -- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
--- 'force'; at most one of them, and neither with DELAY.
+-- 'force'; at most one of them, and neither with DELAY; a peek (COST 0) takes.
 local function settle_mode(o)
   if o.REFUND and o.FORCE then
     fail('ERR REFUND and FORCE cannot be given together: a request is either given back or forced')
@@ -252,6 +252,8 @@ local function settle_mode(o)
   if mode ~= 'take' and o.delay then
     fail('ERR ' .. string.upper(mode) .. ' cannot be given with DELAY: a settled request is not booked')
   end
+  -- COST 0 with either flag is the peek COST 0 is without it.
+  if o.cost == 0 then return 'take' end
   return mode
 end
 
@@ -378,15 +380,15 @@ local GCRA = (function()
     if r.window > MAX_BURST_WINDOW_US then
       fail('ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)')
     end
-    L.check_cost(r, o.cost)
+    L.check_cost(r, o.cost, 'take')
     if o.delay and r.window + o.delay > MAX_BURST_WINDOW_US then
       fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
     end
     r.max_delay = o.delay
     return r
   end
-  function L.check_cost(r, cost)
-    if cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
+  function L.check_cost(r, cost, mode)
+    if mode == 'take' and cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
   end
   function L.judge(r, opened, key, named, now, cost, mode)
     -- Only the value counts: the expiry always follows the TAT.
@@ -532,7 +534,6 @@ local function single_command(keys, args, L, name)
   local r
   if mode == 'take' then
     r = L.build(p, o)
-    L.check_cost(r, o.cost)
   else
     -- A refund or a forced request of any cost can be settled: no capacity check.
     local cost = o.cost
@@ -540,6 +541,7 @@ local function single_command(keys, args, L, name)
     r = L.build(p, o)
     o.cost = cost
   end
+  L.check_cost(r, o.cost, mode)
   local j = run_one(L, keys[1], r, o.cost, o.at, mode)
   local reply = j.fields
   if j.booking then reply[6] = j.booking end

@@ -26,6 +26,8 @@ local MAX_LEASE_LIMIT = 10000 -- the largest limit (RL.LEASE)
 
 local MAX_ID_LEN = 256 -- bytes of a lease id (RL.LEASE, RL.RELEASE)
 
+local MAX_END_MS = 4417804800000 -- the latest window end in stored state: MAX_AT_MS + MAX_DURATION_MS (RL.MULTI)
+
 local ECHO_MAX = 64 -- bytes of a bad argument quoted in an error
 
 -- Raise an error reply (caught by `run` below).
@@ -338,14 +340,16 @@ local LEASE = (function()
   function L.call_opts(r, o)
     if o.id then r.id = check_id(o.id) end
   end
+  -- A lease is one slot: COST 1, or 0 to peek, whatever the call's flag.
   function L.check_cost(r, cost)
     if cost ~= 0 and cost ~= 1 then
       fail('ERR invalid cost ' .. int(cost) .. ': a lease takes COST 1 (the default) or COST 0 to peek')
     end
   end
-  -- A member and its score as a lease's expiry (ms), or the invalid-state error.
+  -- A member and its score as a lease's expiry (ms, at most the latest a call can
+  -- write), or the invalid-state error.
   local function lease_of(member, score, bad)
-    local e = stored_number(score, MAX_SAFE_INTEGER)
+    local e = stored_number(score, MAX_END_MS)
     if not e or #member < 1 or #member > MAX_ID_LEN then bad() end
     return e
   end
@@ -361,19 +365,20 @@ local LEASE = (function()
   end
   L.latest_except = latest_except
   L.lease_of = lease_of
-  -- Live and expired leases at now_ms, and the latest live expiry.
+  -- Live and expired leases at now_ms, counted by score range (the expired ones are
+  -- not read), and the latest live expiry; the lowest and the highest members are read
+  -- and checked, so every score lies between two valid expiries.
   function L.held(key, now_ms, bad)
     local card = redis.call('ZCARD', key)
     if card > MAX_LEASE_LIMIT then bad() end
-    local old = redis.call('ZRANGEBYSCORE', key, '-inf', now_ms, 'WITHSCORES')
-    for i = 1, #old, 2 do lease_of(old[i], old[i + 1], bad) end
+    if card == 0 then return 0, 0, nil end
+    local low = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    lease_of(low[1], low[2], bad)
     local latest
     local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    if #top > 0 then
-      local e = lease_of(top[1], top[2], bad)
-      if e > now_ms then latest = e end
-    end
-    local expired = #old / 2
+    local e = lease_of(top[1], top[2], bad)
+    if e > now_ms then latest = e end
+    local expired = redis.call('ZCOUNT', key, '-inf', now_ms)
     return card - expired, expired, latest
   end
   function L.judge(r, opened, key, named, now, cost, mode)

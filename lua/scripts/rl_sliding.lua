@@ -247,7 +247,7 @@ local function parse_options(args, first, accepts, stop, unknown)
 end
 
 -- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
--- 'force'; at most one of them, and neither with DELAY.
+-- 'force'; at most one of them, and neither with DELAY; a peek (COST 0) takes.
 local function settle_mode(o)
   if o.REFUND and o.FORCE then
     fail('ERR REFUND and FORCE cannot be given together: a request is either given back or forced')
@@ -256,6 +256,8 @@ local function settle_mode(o)
   if mode ~= 'take' and o.delay then
     fail('ERR ' .. string.upper(mode) .. ' cannot be given with DELAY: a settled request is not booked')
   end
+  -- COST 0 with either flag is the peek COST 0 is without it.
+  if o.cost == 0 then return 'take' end
   return mode
 end
 
@@ -348,8 +350,8 @@ local function limits_rule(L)
   function L.parse_args()
     return {}
   end
-  function L.check_cost(r, cost)
-    check_limits_cost(r.limits, cost)
+  function L.check_cost(r, cost, mode)
+    if mode == 'take' then check_limits_cost(r.limits, cost) end
   end
   -- Judge every named window of a key: the limiter's L.parse_state(key, named, raw)
   -- (its entries, and the same by window) and L.judge_window(r, entry, w, limit, now,
@@ -738,22 +740,25 @@ local function run_call(call)
       gates_only = false
     end
   end
-  -- The binding rule: the denying (or forced over) one with the largest retry (ties:
-  -- the first), else the one with the least remaining (ties: the first). A gate that
-  -- allows binds only a call of gates.
-  local bind, denied, blocked, full = nil, false, false, 0
+  -- The binding rule: the denying one with the largest retry (ties: the first), else
+  -- the one forced over its limit with the largest retry, else the one with the least
+  -- remaining (ties: the first). A gate that allows binds only a call of gates.
+  local deny, over, least, full = nil, nil, nil, 0
   for i, rule in ipairs(rules) do
     local j = judged[i] or judge(i)
     if not rule.L.gate or gates_only then
-      if j.retry then
-        if not denied or j.retry > judged[bind].retry then bind, denied = i, true end
-        if not j.over then blocked = true end
+      if j.over then
+        if not over or j.retry > judged[over].retry then over = i end
+      elseif j.retry then
+        if not deny or j.retry > judged[deny].retry then deny = i end
       else
         if j.fields[3] <= 0 then full = math.max(full, j.fields[5] * 1000) end
-        if not denied and (not bind or j.fields[3] < judged[bind].fields[3]) then bind = i end
+        if not least or j.fields[3] < judged[least].fields[3] then least = i end
       end
     end
   end
+  local blocked = deny ~= nil
+  local bind = deny or over or least
   local reply = judged[bind].fields
   if judged[bind].over then
     -- Forced over: a request of cost 1 fits when every rule has room again.
@@ -869,7 +874,7 @@ local function each_key_command(keys, args, L, name)
     local o = parse_options(as, 1, L.accepts, false)
     local mode = settle_mode(o)
     local r = L.build({}, o)
-    if mode == 'take' then L.check_cost(r, o.cost) end
+    L.check_cost(r, o.cost, mode)
     local rules = {}
     for k = 1, #ks do rules[k] = { k = k, L = L, r = r } end
     return { shape = 'each', keys = ks, rules = rules, cost = o.cost, at = o.at, mode = mode }

@@ -1,98 +1,92 @@
 //! The one path of every limiter command (RL.FIXED, RL.GCRA, RL.MULTI, RL.SLIDING,
-//! RL.LOG, RL.LEASE, RL.ALL, CL.THROTTLE): parse the call (pure, in core), open and read every
-//! key, settle the call (pure, in core: judge, decide, the writes), check memory,
-//! apply the writes, reply with the binding rule's numbers.
+//! RL.LOG, RL.LEASE, RL.ALL, CL.THROTTLE): parse the call (pure, in core), open every
+//! key, run the call (core's one loop: judge, decide, check memory, write, on the keys
+//! as [`CallKeys`] opens them), count it, reply with the binding rule's numbers.
 
 use crate::api::api;
-use crate::argv::{Args, KeyName};
+use crate::argv::Args;
 use crate::clock::request_time;
-use crate::effects;
-use crate::keys::limiter::LimiterKey;
+use crate::keys::limiter::CallKeys;
 use crate::reply;
 use crate::stats::{self, Tally};
-use ratelimit_core::call::limiter::{Limiter, Token, TOKEN_LEN};
-use ratelimit_core::call::{Call, Settlement, Shape};
+use ratelimit_core::call::limiter::{Limiter, Names, Token, TOKEN_LEN};
+use ratelimit_core::call::{Call, Resolution, Shape};
 use ratelimit_core::limiters::throttle;
 use ratelimit_core::Error;
 use redis_module::Context;
-use smallvec::SmallVec;
+use std::cell::Cell;
 
 /// A command's parser: the arguments after its name, as a call of its rules.
 pub type Parse<'a, R> = fn(&[&'a [u8]]) -> Result<Call<R>, Error>;
 
 /// One path for every limiter command, generic over its rule: a command of one
 /// limiter runs with that limiter's own types; RL.ALL with the rule of any kind.
-pub fn run<'a, R: Limiter>(
-    ctx: &Context,
+pub fn run<'c, 'a: 'c, R: Limiter>(
+    ctx: &'c Context,
     args: &Args<'a>,
     parse: Parse<'a, R>,
 ) -> Result<Tally, Error> {
     let call = parse(args.after_name())?;
     let now = request_time(call.at)?;
-    let first = call.first_key();
-    // Open every key as its rule keeps it (a wrong type is found before any state is
-    // read), in the rules' order; core reads them as it judges them.
-    let mut keys: SmallVec<[(KeyName, LimiterKey); 4]> = SmallVec::new();
-    for (i, (k, rule)) in call.rules.iter().enumerate() {
-        let name = args.key(first + k).ok_or(Error::Internal("rule key"))?;
-        let key = LimiterKey::open(ctx, name, rule.storage())
-            .map_err(|e| call.rule_error(i, name.bytes(), e))?;
-        keys.push((name, key));
-    }
-    let read = |i: usize| match keys.get(i) {
-        Some((_, key)) => key.read(),
-        None => Err(Error::Internal("rule key")),
-    };
-    let name_of = |i: usize| keys.get(i).map_or(&b""[..], |(name, _)| name.bytes());
-    let token = if call.wants_token() {
-        Some(token()?)
-    } else {
-        None
-    };
-    let settlement = call.settle_request(&call.request(now, token), read, name_of)?;
-    let first_set = settlement
-        .first_set
-        .and_then(|i| keys.get(i).map(|(name, _)| *name));
-    effects::check_memory(ctx, first_set)?;
-    for (i, effect) in &settlement.writes {
-        let (_, key) = keys.get(*i).ok_or(Error::Internal("written key"))?;
-        key.apply(effect)?;
-    }
+    let mut keys = CallKeys::new(ctx);
+    keys.open(args, &call)?;
+    let resolution = call.run(&mut keys, now, &MadeNames::default())?;
     // Counted once the call has written all it writes.
-    stats::settled(
+    stats::record_flags(
         call.command,
         call.mode,
-        settlement.penalized,
-        settlement.gated,
+        resolution.penalized,
+        resolution.gated,
     );
-    let binding = keys
-        .get(settlement.binding)
-        .map(|(name, _)| *name)
-        .ok_or(Error::Internal("binding rule"))?;
-    Ok(reply(ctx, &call, &settlement, binding))
+    let binding = keys.key_name(resolution.binding)?;
+    Ok(reply(ctx, &call, &resolution, binding))
 }
 
 /// The reply of a call, with the numbers of its binding rule (on key `name`).
-fn reply<R, S>(ctx: &Context, call: &Call<R>, s: &Settlement<S>, name: KeyName) -> Tally {
-    match call.shape {
-        Shape::Single => match (s.extra, &s.field) {
-            // A sixth field of the limiter's own (RL.GCRA's DELAY: the delay in ms, 0:
-            // act now, -1: not booked; RL.LEASE's id or nil).
-            (Some(extra), _) => reply::verdict_and(ctx, &s.verdict, extra),
-            (None, Some(field)) => reply::verdict_and_field(ctx, &s.verdict, field),
-            (None, None) => reply::verdict(ctx, &s.verdict),
+fn reply<R, S>(
+    ctx: &Context,
+    call: &Call<R>,
+    r: &Resolution<S>,
+    name: crate::argv::KeyName,
+) -> Tally {
+    let binding = match call.shape {
+        Shape::Single => reply::Binding::None,
+        Shape::EachKey => reply::Binding::Pair {
+            key: name,
+            window_ms: r.window_ms,
         },
-        Shape::EachKey => reply::binding_verdict(ctx, &s.verdict, name, s.window_ms),
-        Shape::All => reply::rule_verdict(ctx, &s.verdict, s.binding + 1, name, s.field.as_ref()),
+        Shape::All => reply::Binding::Rule {
+            place: r.binding + 1,
+            key: name,
+        },
         Shape::Throttle { over_capacity } => {
-            let fields = throttle::reply(&s.verdict, over_capacity);
+            let fields = throttle::reply(&r.verdict, over_capacity);
             reply::integers(ctx, &fields);
-            if fields[0] == 0 {
+            return if fields[0] == 0 {
                 Tally::Allowed
             } else {
                 Tally::Denied
-            }
+            };
         }
+    };
+    // A field of a rule's own (RL.GCRA's DELAY: the delay in ms, 0: act now, -1: not
+    // booked; a lease's id or nil), then with UPTO the units taken.
+    reply::verdict(ctx, &r.verdict, binding, r.field.as_ref(), r.granted)
+}
+
+/// The name of a call that records one it was not given (a lease without `ID`), made
+/// on first use, the same for every rule of the call.
+#[derive(Default)]
+struct MadeNames(Cell<Option<Token>>);
+
+impl Names for MadeNames {
+    fn token(&self) -> Result<Token, Error> {
+        if let Some(token) = self.0.get() {
+            return Ok(token);
+        }
+        let made = token()?;
+        self.0.set(Some(made));
+        Ok(made)
     }
 }
 

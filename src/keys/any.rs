@@ -5,12 +5,12 @@
 //! `TTL` does), so that looking at a key changes nothing about it. Only a key that gets
 //! a TTL is opened for writing, and gets what `EXPIRE` gives it: the modified-key
 //! signal (`WATCH`, client tracking), the `expire` keyspace event, and the effect
-//! replicated as `PEXPIREAT key <absolute ms>` (see `effects.rs`).
+//! replicated as `PEXPIREAT key <absolute ms>` (see `propagate.rs`).
 
 use crate::api::api;
 use crate::argv::KeyName;
-use crate::effects;
 use crate::keys::open::OpenKey;
+use crate::propagate;
 use ratelimit_core::bulk::KeyType;
 use ratelimit_core::{Error, UnixMillis};
 use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};
@@ -72,18 +72,18 @@ pub fn type_name(ctx: &Context, name: KeyName) -> Option<Vec<u8>> {
 /// Give the existing key `name` the absolute expiry `at`, and replicate
 /// `PEXPIREAT name at`.
 pub fn give_ttl(ctx: &Context, name: KeyName, at: UnixMillis) -> Result<(), Error> {
-    let ms = effects::millis(at);
+    let ms = propagate::millis(at);
     let key = OpenKey::open(
         ctx,
         name,
         raw::REDISMODULE_READ | raw::REDISMODULE_WRITE | raw::REDISMODULE_OPEN_KEY_NOTOUCH,
     )?
-    .ok_or(Error::Internal("open key"))?;
+    .ok_or_else(|| Error::Internal("open key"))?;
     let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
     // SAFETY: the key is open for writing; the caller saw that it holds a value.
     if unsafe { set_abs_expire(key.ptr(), ms) } != raw::REDISMODULE_OK as c_int {
         return Err(Error::Internal("set expire"));
     }
-    effects::expiry_set(ctx, name, at);
+    propagate::expiry_set(ctx, name, at);
     Ok(())
 }

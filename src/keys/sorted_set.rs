@@ -1,25 +1,31 @@
 //! Limiter state kept in a sorted set (RL.LOG's entries, RL.LEASE's leases), beside `string.rs` for
 //! strings: opening it (`WRONGTYPE` for another type), reading it through the module's
-//! sorted-set API (walks in score order, each step O(log n)), and writing a change:
-//! a member added, members removed by name, the members scored at or below a time removed
-//! (a log's oldest, a lease key's expired), the absolute expiry set, each replicated as
-//! the plain command it stands for (`ZADD`, `ZREM`, `ZREMRANGEBYSCORE`, `PEXPIREAT` with
-//! absolute times) and announced with that command's keyspace event. No command runs
-//! inside the module.
+//! sorted-set API (walks in score order, each step O(log n); a long score range is
+//! counted with `ZCOUNT`, the one command that runs inside the module, read-only), and
+//! writing the primitive changes a limiter's write lists (`SetOp`: a member added, a
+//! member removed by name, the oldest members scored at or below a time removed, at most
+//! so many, every member scored at or below a time removed), then the absolute expiry,
+//! each replicated as the plain command it stands for (`ZADD`, `ZREM`,
+//! `ZREMRANGEBYSCORE`, `PEXPIREAT` with absolute times) and announced with that
+//! command's keyspace event. Each change carries its own bound: the glue knows no
+//! limiter.
 
 use crate::api::api;
 use crate::argv::KeyName;
-use crate::effects;
 use crate::keys::open::OpenKey;
-use ratelimit_core::call::limiter::{SetWrite, SortedSet, Walk};
-use ratelimit_core::limits::{MAX_LEASE_LIMIT, MAX_LOG_TRIM};
+use crate::propagate;
+use ratelimit_core::call::keys::{SetOp, SortedSet, Walk};
+use ratelimit_core::call::state::push_decimal;
 use ratelimit_core::{Error, Micros, UnixMillis};
-use redis_module::{raw, Context};
+use redis_module::{raw, CallOptionsBuilder, CallReply, CallResult, Context};
 use smallvec::SmallVec;
 use std::cell::RefCell;
 use std::os::raw::c_int;
 
 const OK: c_int = raw::REDISMODULE_OK as c_int;
+
+/// How many members [`SortedSet::count_through`] walks before it asks `ZCOUNT`.
+const WALKED_BEFORE_ZCOUNT: usize = 16;
 
 thread_local! {
     /// The member of a write, reused from call to call (commands run on the server's
@@ -40,7 +46,7 @@ impl<'a> SortedSetKey<'a> {
     /// Open `name`; a key of another type is `WRONGTYPE`.
     pub fn open(ctx: &'a Context, name: KeyName<'a>) -> Result<Self, Error> {
         let key = OpenKey::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)?
-            .ok_or(Error::Internal("open key"))?;
+            .ok_or_else(|| Error::Internal("open key"))?;
         let key_type = api!(RedisModule_KeyType)?;
         // SAFETY: the key is open.
         let exists = match unsafe { key_type(key.ptr()) } as isize {
@@ -127,55 +133,58 @@ impl<'a> SortedSetKey<'a> {
         result
     }
 
-    /// Write a change to the set (a member added, the members scored at or below a
-    /// time removed), with the key's new absolute expiry.
-    pub fn write(&self, w: &SetWrite, expires_at: UnixMillis) -> Result<(), Error> {
-        if let Some((member, score)) = w.add {
-            MEMBER.with(|buf| {
-                let mut bytes = buf
-                    .try_borrow_mut()
-                    .map_err(|_| Error::Internal("buffer"))?;
-                bytes.clear();
-                member.encode(&mut bytes);
-                self.add(&bytes, score)
-            })?;
+    /// Write the changes of one write to the set, in order, then give it its new
+    /// absolute expiry (a set the changes emptied is gone: it is announced deleted and
+    /// gets no expiry).
+    pub fn write(&self, ops: &[SetOp], expires_at: UnixMillis) -> Result<(), Error> {
+        for op in ops {
+            match *op {
+                SetOp::Add { member, score } => MEMBER.with(|buf| {
+                    let mut bytes = buf
+                        .try_borrow_mut()
+                        .map_err(|_| Error::Internal("buffer"))?;
+                    bytes.clear();
+                    member.encode(&mut bytes);
+                    self.add(&bytes, score)
+                })?,
+                SetOp::Remove(member) => self.remove_member(member)?,
+                SetOp::RemoveOldest { through, at_most } => self.remove_oldest(through, at_most)?,
+                SetOp::RemoveThrough { through, at_most } => {
+                    self.remove_expired(through, at_most)?
+                }
+            }
         }
-        for member in w.remove {
-            self.remove_member(member)?;
-        }
-        if let Some(through) = w.remove_through {
-            self.remove_through(through)?;
-        }
-        if let Some(through) = w.remove_expired {
-            self.remove_expired(through)?;
+        if self.is_gone()? {
+            return Ok(());
         }
         self.expire_at(expires_at)
     }
 
-    /// `ZREMRANGEBYSCORE key -inf through` (every member, a lease key's expired
-    /// leases), replicated and announced (a key it empties is deleted, and announced so).
-    pub fn remove_expired(&self, through: Micros) -> Result<(), Error> {
-        if self.remove_range(through)? {
-            effects::members_removed_through(self.ctx, self.name, through, true);
+    /// `ZREMRANGEBYSCORE key -inf through` (every member of a set of at most `at_most`:
+    /// a lease key's expired leases), replicated and announced (a key it empties is
+    /// deleted, and announced so).
+    fn remove_expired(&self, through: u64, at_most: usize) -> Result<(), Error> {
+        if self.remove_range(through, at_most)? {
+            propagate::members_removed_through(self.ctx, self.name, Micros(through), true);
             self.announce_if_deleted()?;
         }
         Ok(())
     }
 
     /// `PEXPIREAT key at`, replicated and announced.
-    pub fn expire_at(&self, expires_at: UnixMillis) -> Result<(), Error> {
+    fn expire_at(&self, expires_at: UnixMillis) -> Result<(), Error> {
         let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
         // SAFETY: the key is open for writing and holds a set.
-        if unsafe { set_abs_expire(self.key.ptr(), effects::millis(expires_at)) } != OK {
+        if unsafe { set_abs_expire(self.key.ptr(), propagate::millis(expires_at)) } != OK {
             return Err(Error::Internal("set expire"));
         }
-        effects::expiry_set(self.ctx, self.name, expires_at);
+        propagate::expiry_set(self.ctx, self.name, expires_at);
         Ok(())
     }
 
     /// `ZREM key member` (a refund's write, a released lease), replicated and announced
     /// (a key it empties is deleted, and announced so).
-    pub fn remove_member(&self, member: &[u8]) -> Result<(), Error> {
+    fn remove_member(&self, member: &[u8]) -> Result<(), Error> {
         let (create, rem, free) = (
             api!(RedisModule_CreateString)?,
             api!(RedisModule_ZsetRem)?,
@@ -195,14 +204,14 @@ impl<'a> SortedSetKey<'a> {
             return Err(Error::Internal("sorted set remove"));
         }
         if deleted != 0 {
-            effects::member_removed(self.ctx, self.name, member);
+            propagate::member_removed(self.ctx, self.name, member);
             self.announce_if_deleted()?;
         }
         Ok(())
     }
 
     /// Whether the key is gone (its last member removed).
-    pub fn is_gone(&self) -> Result<bool, Error> {
+    fn is_gone(&self) -> Result<bool, Error> {
         let key_type = api!(RedisModule_KeyType)?;
         // SAFETY: the key is open.
         Ok(unsafe { key_type(self.key.ptr()) } as isize == raw::REDISMODULE_KEYTYPE_EMPTY)
@@ -212,7 +221,7 @@ impl<'a> SortedSetKey<'a> {
     /// server deletes it, as `ZREM` does, without saying so).
     fn announce_if_deleted(&self) -> Result<(), Error> {
         if self.is_gone()? {
-            effects::key_emptied(self.ctx, self.name);
+            propagate::key_emptied(self.ctx, self.name);
         }
         Ok(())
     }
@@ -221,13 +230,13 @@ impl<'a> SortedSetKey<'a> {
     pub fn delete(&self) -> Result<(), Error> {
         if self.exists {
             self.key.delete()?;
-            effects::key_deleted(self.ctx, self.name);
+            propagate::key_deleted(self.ctx, self.name);
         }
         Ok(())
     }
 
     /// `ZADD key score member`, replicated and announced.
-    fn add(&self, member: &[u8], score: Micros) -> Result<(), Error> {
+    fn add(&self, member: &[u8], score: u64) -> Result<(), Error> {
         let create = api!(RedisModule_CreateString)?;
         let (add, free) = (api!(RedisModule_ZsetAdd)?, api!(RedisModule_FreeString)?);
         // SAFETY: ctx is live; the bytes are copied into a new string.
@@ -238,20 +247,21 @@ impl<'a> SortedSetKey<'a> {
         let mut flags: c_int = 0;
         // SAFETY: the key is open for writing and empty or a sorted set; the server
         // copies the member; the string is freed right after.
-        let rc = unsafe { add(self.key.ptr(), score.0 as f64, ele, &mut flags) };
+        let rc = unsafe { add(self.key.ptr(), score as f64, ele, &mut flags) };
         // SAFETY: created above, not used after this.
         unsafe { free(self.ctx.ctx, ele) };
         if rc != OK {
             return Err(Error::Internal("sorted set add"));
         }
-        effects::member_added(self.ctx, self.name, score, member);
+        propagate::member_added(self.ctx, self.name, Micros(score), member);
         Ok(())
     }
 
-    /// Remove every member with a score at or below `through` through the key API (no
-    /// command runs inside the module); whether any was removed. A lease key holds at
-    /// most [`MAX_LEASE_LIMIT`] members (a larger set is refused before any write).
-    fn remove_range(&self, through: Micros) -> Result<bool, Error> {
+    /// Remove every member with a score at or below `through` through the key API;
+    /// whether any was removed. The set holds at most `at_most` of them (its limiter
+    /// refuses a larger one before any write): more is an internal error, nothing
+    /// removed.
+    fn remove_range(&self, through: u64, at_most: usize) -> Result<bool, Error> {
         let (create, rem, free) = (
             api!(RedisModule_CreateString)?,
             api!(RedisModule_ZsetRem)?,
@@ -260,9 +270,12 @@ impl<'a> SortedSetKey<'a> {
         let mut leaving: SmallVec<[*mut raw::RedisModuleString; 8]> = SmallVec::new();
         let walked = self.range(
             (raw::REDISMODULE_NEGATIVE_INFINITE, false),
-            through.0 as f64,
+            through as f64,
             false,
             &mut |ele, _| {
+                if leaving.len() >= at_most {
+                    return Err(Error::Internal("more members than the set may hold"));
+                }
                 let member = bytes(ele);
                 // SAFETY: ctx is live; the bytes are copied into a new string, freed below.
                 let copy = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
@@ -270,7 +283,7 @@ impl<'a> SortedSetKey<'a> {
                     return Err(Error::Internal("member"));
                 }
                 leaving.push(copy);
-                Ok(leaving.len() <= MAX_LEASE_LIMIT as usize)
+                Ok(true)
             },
         );
         let mut result = walked;
@@ -294,11 +307,11 @@ impl<'a> SortedSetKey<'a> {
     }
 
     /// Remove the members with a score at or below `through`, lowest first, at most
-    /// [`MAX_LOG_TRIM`] of them, through the key API (no command runs inside the
-    /// module), replicated as one `ZREM key member...` and announced with its `zrem`
-    /// event. The members left over are outside the window (no call counts them); later
-    /// writes remove them, up to as many each, or the key's expiry does.
-    fn remove_through(&self, through: Micros) -> Result<(), Error> {
+    /// `at_most` of them, through the key API, replicated as one `ZREM key member...` and
+    /// announced with its `zrem` event. The members left over are outside a log's window
+    /// (no call counts them); later writes remove them, up to as many each, or the key's
+    /// expiry does.
+    fn remove_oldest(&self, through: u64, at_most: usize) -> Result<(), Error> {
         let (create, rem, free) = (
             api!(RedisModule_CreateString)?,
             api!(RedisModule_ZsetRem)?,
@@ -307,9 +320,12 @@ impl<'a> SortedSetKey<'a> {
         let mut leaving: SmallVec<[*mut raw::RedisModuleString; 8]> = SmallVec::new();
         let walked = self.range(
             (raw::REDISMODULE_NEGATIVE_INFINITE, false),
-            through.0 as f64,
+            through as f64,
             false,
             &mut |ele, _| {
+                if leaving.len() >= at_most {
+                    return Ok(false);
+                }
                 let member = bytes(ele);
                 // SAFETY: ctx is live; the bytes are copied into a new string, freed below.
                 let copy = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
@@ -317,7 +333,7 @@ impl<'a> SortedSetKey<'a> {
                     return Err(Error::Internal("member"));
                 }
                 leaving.push(copy);
-                Ok(leaving.len() < MAX_LOG_TRIM)
+                Ok(leaving.len() < at_most)
             },
         );
         let mut result = walked;
@@ -333,7 +349,7 @@ impl<'a> SortedSetKey<'a> {
             }
         }
         if result.is_ok() && !leaving.is_empty() {
-            effects::members_removed(self.ctx, self.name, &mut leaving);
+            propagate::members_removed(self.ctx, self.name, &mut leaving);
         }
         for &member in &leaving {
             // SAFETY: created above, not used after this.
@@ -383,13 +399,47 @@ impl SortedSet for SortedSetKey<'_> {
                 through.0 as f64,
                 true,
             ),
-            Walk::All => (
+            Walk::All | Walk::Down => (
                 (raw::REDISMODULE_NEGATIVE_INFINITE, false),
                 raw::REDISMODULE_POSITIVE_INFINITE,
-                false,
+                walk == Walk::Down,
             ),
         };
         self.range(min, max, backwards, &mut |ele, score| f(bytes(ele), score))
+    }
+
+    /// A few members are counted as they are walked; past those, `ZCOUNT key -inf
+    /// through` counts them in O(log n) (the key API has no count of a score range); a
+    /// server that answers no `ZCOUNT` (renamed away) has them walked.
+    fn count_through(&self, through: Micros) -> Result<usize, Error> {
+        let (below, max) = (
+            (raw::REDISMODULE_NEGATIVE_INFINITE, false),
+            through.0 as f64,
+        );
+        let mut counted = 0;
+        self.range(below, max, false, &mut |_, _| {
+            counted += 1;
+            Ok(counted <= WALKED_BEFORE_ZCOUNT)
+        })?;
+        if counted <= WALKED_BEFORE_ZCOUNT {
+            return Ok(counted);
+        }
+        let mut max_arg = Vec::new();
+        push_decimal(&mut max_arg, through.0);
+        let opts = CallOptionsBuilder::new().errors_as_replies().build();
+        let args: [&[u8]; 3] = [self.name.bytes(), b"-inf", &max_arg];
+        let reply: CallResult = self.ctx.call_ext("ZCOUNT", &opts, &args[..]);
+        if let Ok(CallReply::I64(n)) = reply {
+            if let Ok(n) = usize::try_from(n.to_i64()) {
+                return Ok(n);
+            }
+        }
+        let mut counted = 0;
+        self.range(below, max, false, &mut |_, _| {
+            counted += 1;
+            Ok(true)
+        })?;
+        Ok(counted)
     }
 
     fn score(&self, member: &[u8]) -> Result<Option<f64>, Error> {

@@ -14,9 +14,9 @@
 
 use crate::api::api;
 use crate::argv::KeyName;
-use crate::effects;
 use crate::keys::open::OpenKey;
-use ratelimit_core::call::limiter::KeyRead;
+use crate::propagate;
+use ratelimit_core::call::keys::KeyRead;
 use ratelimit_core::call::state::Encode;
 use ratelimit_core::{Error, UnixMillis};
 use redis_module::{raw, Context};
@@ -47,7 +47,7 @@ impl<'a> StringKey<'a> {
     /// Open `name`; a key of another type is `WRONGTYPE`.
     pub fn open(ctx: &'a Context, name: KeyName<'a>) -> Result<Self, Error> {
         let key = OpenKey::open(ctx, name, raw::REDISMODULE_READ | raw::REDISMODULE_WRITE)?
-            .ok_or(Error::Internal("open key"))?;
+            .ok_or_else(|| Error::Internal("open key"))?;
         let key_type_of = api!(RedisModule_KeyType)?;
         // SAFETY: the key is open.
         let key_type = unsafe { key_type_of(key.ptr()) } as isize;
@@ -120,7 +120,7 @@ impl<'a> StringKey<'a> {
         if self.expiry.get() != Some(expires_at) {
             self.set_abs_expire(expires_at)?;
         }
-        effects::value_set(self.ctx, self.name, value, expires_at);
+        propagate::value_set(self.ctx, self.name, value, expires_at);
         Ok(())
     }
 
@@ -182,7 +182,7 @@ impl<'a> StringKey<'a> {
         self.key.delete()?;
         self.len.set(None);
         self.expiry.set(None);
-        effects::key_deleted(self.ctx, self.name);
+        propagate::key_deleted(self.ctx, self.name);
         Ok(())
     }
 
@@ -192,12 +192,12 @@ impl<'a> StringKey<'a> {
         if self.expiry.get() != Some(expires_at) {
             self.set_abs_expire(expires_at)?;
         }
-        effects::expiry_set(self.ctx, self.name, expires_at);
+        propagate::expiry_set(self.ctx, self.name, expires_at);
         Ok(())
     }
 
     fn set_abs_expire(&self, at: UnixMillis) -> Result<(), Error> {
-        let ms = effects::millis(at);
+        let ms = propagate::millis(at);
         let set_abs_expire = api!(RedisModule_SetAbsExpire)?;
         // SAFETY: the key is open for writing and holds a value.
         let rc = unsafe { set_abs_expire(self.key.ptr(), ms) };

@@ -6,7 +6,7 @@
 //! `keyspec.rs`; `tests/command_docs.rs` checks that each command's arguments, rendered
 //! as `redis-cli` renders them, are the syntax line of the command's page in `docs/`.
 
-use ratelimit_core::commands::{Arg, Kind};
+use ratelimit_core::commands::{Arg, ArgType};
 use redis_module::raw;
 use std::ffi::CString;
 use std::os::raw::c_int;
@@ -46,7 +46,7 @@ impl ServerText {
         let mut level: Vec<raw::RedisModuleCommandArg> = Vec::with_capacity(args.len() + 1);
         for arg in args {
             let subargs = match arg.kind {
-                Kind::Block(children) | Kind::OneOf(children) => {
+                ArgType::Block(children) | ArgType::OneOf(children) => {
                     let mut sub = self.level(children)?;
                     let p = sub.as_mut_ptr();
                     self.levels.push(sub);
@@ -72,7 +72,11 @@ impl ServerText {
                 name: self.c_str(arg.name)?,
                 type_: arg_type(arg.kind),
                 // Every command here has one key spec; other arguments say -1.
-                key_spec_index: if matches!(arg.kind, Kind::Key) { 0 } else { -1 },
+                key_spec_index: if matches!(arg.kind, ArgType::Key) {
+                    0
+                } else {
+                    -1
+                },
                 token,
                 summary: self.c_str(arg.summary)?,
                 since: ptr::null(),
@@ -92,16 +96,16 @@ pub fn c_name(name: &str) -> Result<CString, String> {
     CString::new(name).map_err(|_| format!("NUL in the command name {name:?}"))
 }
 
-fn arg_type(kind: Kind) -> raw::RedisModuleCommandArgType {
+fn arg_type(kind: ArgType) -> raw::RedisModuleCommandArgType {
     match kind {
-        Kind::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
-        Kind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
-        Kind::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
-        Kind::UnixTime => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME,
-        Kind::Pattern => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PATTERN,
-        Kind::PureToken => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
-        Kind::Block(_) => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
-        Kind::OneOf(_) => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+        ArgType::Key => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY,
+        ArgType::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+        ArgType::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+        ArgType::UnixTime => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME,
+        ArgType::Pattern => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PATTERN,
+        ArgType::PureToken => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+        ArgType::Block(_) => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
+        ArgType::OneOf(_) => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
     }
 }
 

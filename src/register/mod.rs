@@ -10,7 +10,7 @@ pub mod config;
 pub mod keyspec;
 
 use crate::argv::Args;
-use crate::{api, commands, effects, reply, static_strings, stats, MODULE_NAME};
+use crate::{api, commands, propagate, reply, static_strings, stats, MODULE_NAME};
 use ratelimit_core::commands::{entry, Command, Id, Keys, TABLE};
 use ratelimit_core::limiters;
 use redis_module::{raw, Context, InfoContext};
@@ -74,20 +74,23 @@ macro_rules! limit {
     };
 }
 
-/// Every command of the table with its handler, in the table's order (checked below).
-const COMMANDS: [CommandDef; TABLE.len()] = [
-    command!(Id::Fixed, limit!(limiters::fixed)),
-    command!(Id::Gcra, limit!(limiters::gcra)),
-    command!(Id::Multi, limit!(limiters::multi)),
-    command!(Id::Sliding, limit!(limiters::sliding)),
-    command!(Id::Log, limit!(limiters::log)),
-    command!(Id::All, limit!(limiters::all)),
-    command!(Id::BulkExpire, commands::bulkexpire::command),
-    command!(Id::Sweep, commands::sweep::command),
-    command!(Id::Throttle, limit!(limiters::throttle)),
-    command!(Id::Lease, limit!(limiters::lease)),
-    command!(Id::Release, commands::release::command),
-];
+/// Every command of the table with its handler, in the table's order (checked below):
+/// each limiter's command (as core lists them) on the one path of every limiter, with
+/// its parser (`limiters::<module>::parse`), then the other commands.
+macro_rules! rows {
+    ($($id:ident $module:ident),* $(,)?) => {
+        [
+            $(command!(Id::$id, limit!(limiters::$module::parse)),)*
+            command!(Id::All, limit!(limiters::all)),
+            command!(Id::BulkExpire, commands::bulkexpire::command),
+            command!(Id::Sweep, commands::sweep::command),
+            command!(Id::Throttle, limit!(limiters::throttle)),
+            command!(Id::Release, commands::release::command),
+        ]
+    };
+}
+
+const COMMANDS: [CommandDef; TABLE.len()] = ratelimit_core::limiter_commands!(rows);
 
 // Row `i` is the command of the table's entry `i`: each command once.
 const _: () = {
@@ -130,7 +133,7 @@ pub fn load(ctx: &Context) -> Result<(), String> {
     {
         return Err("this server lacks RedisModule_GetAbsExpire/SetAbsExpire (Redis 7.0+ or Valkey 8+ is needed)".into());
     }
-    effects::take_over_modified_signal(ctx).map_err(|_| {
+    propagate::take_over_modified_signal(ctx).map_err(|_| {
         "this server lacks RedisModule_SetModuleOptions (Redis 7.0+ or Valkey 8+ is needed)"
             .to_string()
     })?;

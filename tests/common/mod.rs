@@ -21,7 +21,7 @@ pub use rng::Rng;
 pub use server::{sweep_tool_path, Server};
 pub use side::Side;
 pub use time::{at_base, unix_ms, unix_us, HOUR, MINUTE, SECOND};
-pub use twins::{Form, Twin, Twins};
+pub use twins::{on_every_side, Form, Twin, Twins};
 
 /// A string key's value (`None`: missing) and its `PEXPIRETIME`.
 pub fn state(c: &mut Client, key: &str) -> (Option<String>, i64) {

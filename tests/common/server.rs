@@ -312,6 +312,11 @@ impl Server {
 
     /// The server's log file, and what it wrote to stdout/stderr before it had one (a
     /// bad configuration is reported there).
+    /// The process id of the server spawned here (`None`: stopped).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn log(&self) -> String {
         let mut log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
         let early = std::fs::read_to_string(self.dir.join("server.out")).unwrap_or_default();
@@ -433,7 +438,20 @@ impl Server {
             );
             if let Ok(mut c) = probe {
                 match c.try_cmd(&["PING"]) {
-                    Ok(v) if v == super::Value::Status("PONG".into()) => return Ok(()),
+                    Ok(v) if v == super::Value::Status("PONG".into()) => {
+                        // The server that answers is the one spawned here, not another
+                        // test's that holds the port (ours then fails to bind it).
+                        let ours = self.child.as_ref().map(Child::id);
+                        let answering = process_id(&mut c);
+                        if answering.is_some() && answering == ours {
+                            return Ok(());
+                        }
+                        self.stop(true);
+                        return Err(format!(
+                            "port {} answers for another server (process_id {answering:?}, ours {ours:?})",
+                            self.port
+                        ));
+                    }
                     // LOADING: still reading its AOF/RDB.
                     _ => {}
                 }
@@ -455,6 +473,14 @@ impl Drop for Server {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The `process_id` a server reports in `INFO server`.
+fn process_id(c: &mut Client) -> Option<u32> {
+    let info = c.try_cmd(&["INFO", "server"]).ok()?.text();
+    info.lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .and_then(|pid| pid.trim().parse().ok())
 }
 
 /// A port nothing listens on now (the kernel's pick for `bind(0)`).

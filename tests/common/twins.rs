@@ -150,3 +150,81 @@ impl Twins {
         }
     }
 }
+
+/// How many keys a command line names, and where they start: `(first, count)`.
+fn keys_of(words: &[&str]) -> (usize, usize) {
+    let numkeys = |w: &[&str]| w.get(1).and_then(|n| n.parse().ok()).unwrap_or(0);
+    match words.first().map(|c| c.to_ascii_uppercase()).as_deref() {
+        Some("RL.MULTI" | "RL.SLIDING" | "RL.ALL") => (2, numkeys(words)),
+        _ => (1, 1),
+    }
+}
+
+/// A limiter command line (`RL.ALL 2 a b ...`, `RL.LEASE k ...`) as the call of its
+/// twin in `twins`' form, with the same keys and arguments.
+pub fn twin_line(twins: &Twins, words: &[&str]) -> Vec<String> {
+    let command = words
+        .first()
+        .map(|c| c.to_ascii_uppercase())
+        .unwrap_or_default();
+    let twin = match command.as_str() {
+        "RL.FIXED" => &twins.fixed,
+        "RL.GCRA" => &twins.gcra,
+        "RL.MULTI" => &twins.multi,
+        "RL.SLIDING" => &twins.sliding,
+        "RL.LOG" => &twins.log,
+        "RL.LEASE" => &twins.lease,
+        "RL.RELEASE" => &twins.release,
+        "RL.ALL" => &twins.all,
+        "CL.THROTTLE" => &twins.throttle,
+        other => panic!("no twin of {other}"),
+    };
+    let (first, count) = keys_of(words);
+    let keys = &words[first..first + count];
+    twin.argv(keys, &words[first + count..])
+}
+
+/// Run `lines` (commands whose key names start with `@`) on the command, on its
+/// function and on its script, each side on keys of its own (`@` becomes `{n}`, `{f}`
+/// or `{s}`), and return each side's replies with the side's prefix put back to `@`:
+/// the three lists must be equal. Lines that are not limiters (`ZADD`, `DEL`) run as
+/// they are on each side's keys.
+pub fn on_every_side(c: &mut Client, lines: &[&str]) -> [Vec<String>; 3] {
+    let [functions, scripts] = Twins::both(c);
+    let mut sides: [Vec<String>; 3] = Default::default();
+    for (n, (side, prefix)) in [
+        (None, "{n}"),
+        (Some(&functions), "{f}"),
+        (Some(&scripts), "{s}"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        for line in lines {
+            let line = line.replace('@', prefix);
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let limiter = words.first().is_some_and(|c| {
+                c.to_ascii_uppercase().starts_with("RL.") || c.eq_ignore_ascii_case("CL.THROTTLE")
+            });
+            let argv = match side {
+                Some(twins) if limiter => twin_line(twins, &words),
+                _ => words.iter().map(|w| w.to_string()).collect(),
+            };
+            let reply = show(&c.cmd(&argv)).replace(prefix, "@");
+            sides[n].push(format!("{} => {reply}", line.replace(prefix, "@")));
+        }
+    }
+    sides
+}
+
+/// A reply as text: integers, strings, nil, `error ...`, `[a, b]`.
+pub fn show(v: &Value) -> String {
+    match v {
+        Value::Nil => "nil".into(),
+        Value::Int(i) => i.to_string(),
+        Value::Bulk(b) => format!("{:?}", String::from_utf8_lossy(b)),
+        Value::Status(s) => s.clone(),
+        Value::Error(e) => format!("error {e}"),
+        Value::Array(a) => format!("[{}]", a.iter().map(show).collect::<Vec<_>>().join(", ")),
+    }
+}

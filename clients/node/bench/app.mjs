@@ -16,20 +16,20 @@ const key = () => "bench-client"; // one client: every request on one hot key, i
 // into fail-open requests, no breaker to skip them.
 const patient = { timeoutMs: 60_000, breaker: false };
 
-if (variant === "redis-ratelimit") {
-  const { Fixed } = await import("redis-ratelimit");
-  const { rateLimit } = await import("redis-ratelimit/express");
+if (variant === "middleware") {
+  const { Fixed } = await import("redis-native-ratelimit");
+  const { rateLimit } = await import("redis-native-ratelimit/express");
   app.use(rateLimit({ client: redis, policy: new Fixed({ limit: LIMIT, window: `${WINDOW_MS}ms` }), key, prefix: `b:${variant}:`, ...patient }));
-} else if (variant === "redis-ratelimit-gcra") {
-  const { Gcra } = await import("redis-ratelimit");
-  const { rateLimit } = await import("redis-ratelimit/express");
+} else if (variant === "middleware-gcra") {
+  const { Gcra } = await import("redis-native-ratelimit");
+  const { rateLimit } = await import("redis-native-ratelimit/express");
   app.use(rateLimit({ client: redis, policy: new Gcra({ maxBurst: LIMIT - 1, count: 1_000_000, period: `${WINDOW_MS}ms` }), key, prefix: `b:${variant}:`, ...patient }));
-} else if (variant === "express-rate-limit+redis-ratelimit" || variant === "express-rate-limit+rate-limit-redis") {
+} else if (variant === "express-rate-limit+store" || variant === "express-rate-limit+rate-limit-redis") {
   const { rateLimit } = await import("express-rate-limit");
   const sendCommand = (command, ...args) => redis.call(command, ...args);
   let store;
-  if (variant.endsWith("redis-ratelimit")) {
-    const { RateLimitStore } = await import("redis-ratelimit/express-rate-limit");
+  if (variant === "express-rate-limit+store") {
+    const { RateLimitStore } = await import("redis-native-ratelimit/express-rate-limit");
     store = new RateLimitStore({ sendCommand, prefix: `b:${variant}:` });
   } else {
     const { RedisStore } = await import("rate-limit-redis");

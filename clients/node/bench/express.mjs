@@ -29,9 +29,9 @@ const ROUNDS = arg("--rounds", 3);
 const CONNECTIONS = arg("--connections", 16);
 const VARIANTS = [
   ["unlimited", "no limiter (the ceiling)"],
-  ["redis-ratelimit", "this package's middleware, RL.FIXED"],
-  ["redis-ratelimit-gcra", "this package's middleware, RL.GCRA"],
-  ["express-rate-limit+redis-ratelimit", "express-rate-limit, this package's store (RL.FIXED)"],
+  ["middleware", "this package's middleware, RL.FIXED"],
+  ["middleware-gcra", "this package's middleware, RL.GCRA"],
+  ["express-rate-limit+store", "express-rate-limit, this package's store (RL.FIXED)"],
   ["express-rate-limit+rate-limit-redis", "express-rate-limit, rate-limit-redis (its script)"],
   ["rate-limiter-flexible", "rate-limiter-flexible, RateLimiterRedis"],
 ];

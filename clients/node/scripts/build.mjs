@@ -1,18 +1,15 @@
-// Build: copy the repository's lua/ into the package (it ships it), embed the twins in
-// the code, and compile to ESM (dist/esm) and CommonJS (dist/cjs), with declarations.
+// Build: embed the twins of the repository's lua/ in the code, and compile to ESM
+// (dist/esm) and CommonJS (dist/cjs), with declarations. The twins' text ships once, in
+// dist/cjs/lua-sources.generated.js: the ESM build re-exports it from there.
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const pkg = join(dirname(fileURLToPath(import.meta.url)), "..");
-const repoLua = join(pkg, "..", "..", "lua");
-const lua = join(pkg, "lua");
-if (existsSync(join(repoLua, "prelude.lua")) || existsSync(join(repoLua, "ratelimit.lua"))) {
-  rmSync(lua, { recursive: true, force: true });
-  cpSync(repoLua, lua, { recursive: true, filter: (src) => !src.startsWith(join(repoLua, "published")) && !src.endsWith(".py") });
-}
-if (!existsSync(lua)) throw new Error(`no lua/ to build with (looked in ${repoLua})`);
+// The repository's lua/ (a checkout), else a lua/ put next to the package (a copy).
+const lua = [join(pkg, "..", "..", "lua"), join(pkg, "lua")].find((dir) => existsSync(join(dir, "ratelimit.lua")));
+if (!lua) throw new Error(`no lua/ to build with (looked in ${join(pkg, "..", "..", "lua")} and ${join(pkg, "lua")})`);
 
 const { readLuaDir } = await import("./lua-dir.mjs");
 const sources = readLuaDir(lua);
@@ -29,5 +26,12 @@ execFileSync(process.execPath, [tsc, "-p", join(pkg, "tsconfig.json")], { stdio:
 execFileSync(process.execPath, [tsc, "-p", join(pkg, "tsconfig.cjs.json")], { stdio: "inherit" });
 mkdirSync(join(pkg, "dist", "cjs"), { recursive: true });
 writeFileSync(join(pkg, "dist", "cjs", "package.json"), '{ "type": "commonjs" }\n');
+writeFileSync(
+  join(pkg, "dist", "esm", "lua-sources.generated.js"),
+  "// The twins' text is in the CommonJS build only, so that the package carries it once.\n" +
+    'export { LIBRARY, SCRIPTS } from "../cjs/lua-sources.generated.js";\n',
+);
 const version = JSON.parse(readFileSync(join(pkg, "package.json"), "utf8")).version;
-console.log(`built redis-ratelimit ${version}: dist/esm, dist/cjs, lua/ (${Object.keys(sources.scripts).length} scripts, library: ${sources.library ? "yes" : "no"})`);
+console.log(
+  `built redis-native-ratelimit ${version}: dist/esm, dist/cjs (twins from ${lua}: ${Object.keys(sources.scripts).length} scripts, library: ${sources.library ? "yes" : "no"})`,
+);

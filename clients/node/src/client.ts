@@ -22,8 +22,9 @@ import {
   toInt,
   toText,
 } from "./args.js";
-import { All, type Call, Fixed, Gcra, Lease, Log, Multi, type Policy, Sliding, type WindowLimit, nativeArgv } from "./policies.js";
+import { All, Ban, type Call, Fixed, Gcra, Lease, Log, Multi, type Policy, Sliding, type WindowLimit, nativeArgv, newLeaseId } from "./policies.js";
 import type { RateLimit, Sweep, Throttle } from "./results.js";
+import { keySlot } from "./slot.js";
 import { type Client, type SendCommand, type Transport, errorText, isReplyError, transportOf, withPrefix } from "./transport.js";
 import { type LuaSources, TwinRunner, TwinUnavailable, luaSources } from "./twins.js";
 
@@ -41,6 +42,16 @@ export interface RateLimiterOptions {
   /** A directory laid out as the repository's `lua/` (default: the package's own). */
   luaDir?: string;
   logger?: Logger;
+}
+
+/** Options of RL.ALL (and of `check`). */
+export interface AllOptions extends CallOptions {
+  /** `ID id`: the lease id of the call's LEASE rules (default: one the server makes, or
+   * on a Cluster across slots, one the package makes). */
+  id?: Arg;
+  /** The `id` you pass names no lease held now: on a Cluster across slots, a lease it
+   * takes is released when a later slot denies (as one the package made always is). */
+  newLease?: boolean;
 }
 
 /** The server has no such command: the module is not loaded (or is older). */
@@ -169,10 +180,105 @@ export class RateLimiter {
   }
 
   /** RL.ALL: `[key, policy]` pairs, one per key (Fixed, Gcra, Multi, Sliding, Log, Lease,
-   * Ban). The result names the binding `rule` (1-based) and its `key`. */
-  all(rules: ReadonlyArray<readonly [Key, Policy]>, o: CallOptions & { id?: Arg } = {}): Promise<RateLimit> {
-    const policy = new All(rules.map(([, p]) => p));
-    return this.run(policy.call(rules.map(([k]) => k), o));
+   * Ban). The result names the binding `rule` (1-based) and its `key`. On a Cluster
+   * client, keys in several slots are settled slot by slot (see `allAcrossSlots`). */
+  all(rules: ReadonlyArray<readonly [Key, Policy]>, o: AllOptions = {}): Promise<RateLimit> {
+    return this.check(
+      new All(rules.map(([, p]) => p)),
+      rules.map(([k]) => k),
+      o,
+    );
+  }
+
+  /** RL.ALL on a Cluster whose keys hash to several slots: the rules grouped by slot,
+   * one RL.ALL per slot in ascending slot order; when one denies, the units the earlier
+   * slots took are given back (RL.ALL ... REFUND of their rules, RL.RELEASE of their
+   * leases), so that no rule is ever over its limit and a unit taken in vain is held only
+   * for the call's round trips. The result is the denying slot's binding rule, else the
+   * rule with the least remaining (the first on ties), as one RL.ALL would reply. A BAN
+   * rule cannot be split so (its strike would not be atomic with the other slots'
+   * verdict): an error. */
+  private async allAcrossSlots(policy: All, keys: Key[], o: AllOptions): Promise<RateLimit> {
+    const prefix = this.transport.prefix;
+    const bySlot = new Map<number, number[]>();
+    keys.forEach((key, i) => {
+      const slot = keySlot(withPrefix(prefix, key));
+      bySlot.set(slot, [...(bySlot.get(slot) ?? []), i]);
+    });
+    if (bySlot.size < 2) return this.run(policy.call(keys, o));
+    if (policy.rules.some((r) => r instanceof Ban)) {
+      throw new TypeError(
+        "an RL.ALL call with a BAN rule cannot span Cluster slots (its strike could not be recorded atomically with the other slots' verdict): " +
+          "give the keys one hash tag, e.g. {user42}, so that they share a slot",
+      );
+    }
+    // Every LEASE rule of a call shares one id, whichever slot it is in. A lease is
+    // released after a denial only when its id is new: the renewal of a lease the caller
+    // holds cannot be undone, and releasing it would free a slot still in use.
+    const id = o.id ?? (policy.holdsLease ? newLeaseId() : undefined);
+    const release = o.id === undefined || o.newLease === true;
+    const taken: { rules: number[]; result: RateLimit }[] = [];
+    for (const slot of [...bySlot.keys()].sort((a, b) => a - b)) {
+      const rules = bySlot.get(slot) as number[];
+      let result: RateLimit;
+      try {
+        const slotPolicy = new All(rules.map((i) => policy.rules[i]));
+        result = await this.run(slotPolicy.call(rules.map((i) => keys[i]), { ...o, id: slotPolicy.holdsLease ? id : undefined }));
+      } catch (err) {
+        await this.giveBack(policy, keys, taken, o, release);
+        throw err;
+      }
+      if (!result.allowed) {
+        await this.giveBack(policy, keys, taken, o, release);
+        const denied = policy.bind(result, rules[(result.rule ?? 1) - 1], keys);
+        if (policy.holdsLease) denied.leaseId = null;
+        return denied;
+      }
+      taken.push({ rules, result });
+    }
+    let best: { index: number; result: RateLimit } | undefined;
+    for (const { rules, result } of taken) {
+      const index = rules[(result.rule ?? 1) - 1];
+      if (!best || result.remaining < best.result.remaining || (result.remaining === best.result.remaining && index < best.index)) {
+        best = { index, result };
+      }
+    }
+    const chosen = best as { index: number; result: RateLimit };
+    const allowed = policy.bind(chosen.result, chosen.index, keys);
+    if (policy.holdsLease) allowed.leaseId = taken.find((t) => t.result.leaseId)?.result.leaseId ?? null;
+    return allowed;
+  }
+
+  /** What the earlier slots of a denied call took, given back: REFUND of their rules
+   * (a lease's rule takes no refund) and RL.RELEASE of their leases. A failure is said
+   * in the log: the units stay taken until their windows end, never over-granted. */
+  private async giveBack(
+    policy: All,
+    keys: Key[],
+    taken: { rules: number[]; result: RateLimit }[],
+    o: CallOptions,
+    release: boolean,
+  ): Promise<void> {
+    const cost = o.cost ?? 1;
+    for (const { rules, result } of taken) {
+      const refunded = rules.filter((i) => !(policy.rules[i] instanceof Lease));
+      const work: Promise<unknown>[] = [];
+      if (refunded.length > 0 && cost > 0 && !o.refund) {
+        const back = new All(refunded.map((i) => policy.rules[i]));
+        work.push(this.run(back.call(refunded.map((i) => keys[i]), { cost, at: o.at, refund: true })));
+      }
+      const leaseId = result.leaseId;
+      if (release && leaseId) {
+        for (const i of rules.filter((j) => policy.rules[j] instanceof Lease)) work.push(this.release(keys[i], leaseId, { at: o.at }));
+      }
+      for (const outcome of await Promise.allSettled(work)) {
+        if (outcome.status === "rejected") {
+          this.logger.warn(
+            `redis-ratelimit: a slot's share of a denied RL.ALL was not given back (${errorText(outcome.reason)}); it is held until its window or lease ends`,
+          );
+        }
+      }
+    }
   }
 
   /** RL.LEASE key limit ttl [ID id] [COST 0|1] [AT ms]: a slot among `limit` in flight;
@@ -197,7 +303,8 @@ export class RateLimiter {
   }
 
   /** Apply a policy to its key, or list of keys (Multi, Sliding, All). */
-  check(policy: Policy, keys: Key | readonly Key[], o: CallOptions & { id?: Arg } = {}): Promise<RateLimit> {
+  check(policy: Policy, keys: Key | readonly Key[], o: AllOptions = {}): Promise<RateLimit> {
+    if (policy instanceof All && this.transport.cluster) return this.allAcrossSlots(policy, keyList(keys), o);
     return this.run(policy.call(keyList(keys), o));
   }
 

@@ -1,51 +1,35 @@
 /**
  * Express middleware:
  *
- *     import { rateLimit } from "redis-ratelimit/express";
+ *     import { rateLimit } from "redis-native-ratelimit/express";
  *     app.use(rateLimit({ client: redis, policy: new Gcra({ maxBurst: 19, count: 10, period: "1s" }) }));
  *
  * A refused request gets 429 with `Retry-After` and the rate limit headers; an allowed
  * one goes on with the headers set and the result in `res.locals.rateLimit`.
  */
-import type { Key } from "./args.js";
+import type { NextFunction, Request, RequestHandler, Response } from "express";
 import type { CircuitBreaker } from "./breaker.js";
 import type { RateLimiter } from "./client.js";
-import { type Decision, LimiterCore, type MiddlewareOptions, encodeBody } from "./middleware.js";
+import { ipKey } from "./ip.js";
+import { type Decision, LimiterCore, type MiddlewareOptions, type MiddlewareStats, encodeBody } from "./middleware.js";
 import type { Policy } from "./policies.js";
+import type { RateLimit } from "./results.js";
 
-// The few parts of Express's request and response the middleware uses.
-export interface ExpressRequest {
-  method: string;
-  path: string;
-  baseUrl?: string;
-  ip?: string;
-  socket?: { remoteAddress?: string };
+export interface ExpressOptions extends MiddlewareOptions<Request> {
+  /** Answers a refused request instead of the 429 (the rate limit headers and
+   * `Retry-After` are already set, and `res.locals.rateLimit` holds the result). */
+  handler?: (req: Request, res: Response, next: NextFunction, result: RateLimit) => unknown;
 }
-export interface ExpressResponse {
-  setHeader(name: string, value: string): unknown;
-  getHeader(name: string): unknown;
-  headersSent: boolean;
-  statusCode: number;
-  end(body?: Buffer): unknown;
-  once(event: string, fn: () => void): unknown;
-  locals: Record<string, unknown>;
-}
-export type NextFunction = (err?: unknown) => void;
 
-export type ExpressMiddleware = ((req: ExpressRequest, res: ExpressResponse, next: NextFunction) => Promise<void>) & {
+export type ExpressMiddleware = RequestHandler & {
   limiter: RateLimiter;
   breaker: CircuitBreaker | undefined;
-  core: LimiterCore<ExpressRequest>;
+  core: LimiterCore<Request>;
+  /** Counts of allowed and refused requests, and of refusals shadow mode let through. */
+  stats: MiddlewareStats;
 };
 
-export interface ExpressOptions<Req extends ExpressRequest = ExpressRequest> extends MiddlewareOptions<Req> {}
-
-/** The client's address: `req.ip` (which honours Express's `trust proxy`). */
-export function clientAddress(req: ExpressRequest): Key {
-  return req.ip ?? req.socket?.remoteAddress ?? "unknown";
-}
-
-function send(res: ExpressResponse, decision: Extract<Decision, { kind: "limited" | "unavailable" }>): void {
+function send(res: Response, decision: Extract<Decision, { kind: "limited" | "unavailable" }>): void {
   const [body, type] = encodeBody(decision.body);
   res.statusCode = decision.status;
   for (const [k, v] of Object.entries(decision.headers)) res.setHeader(k, v);
@@ -54,15 +38,23 @@ function send(res: ExpressResponse, decision: Extract<Decision, { kind: "limited
   res.end(body);
 }
 
+function setHeaders(res: Response, headers: Record<string, string>): void {
+  if (res.headersSent) return;
+  for (const [k, v] of Object.entries(headers)) {
+    if (res.getHeader(k) === undefined) res.setHeader(k, v);
+  }
+}
+
 /** Express middleware; `policy` (or `routes`) says what limits a request. Use it on the
  * app (`app.use(...)`) or on one route (`app.post("/login", rateLimit({...}), handler)`). */
-export function rateLimit<Req extends ExpressRequest = ExpressRequest>(options: ExpressOptions<Req>): ExpressMiddleware {
-  const core = new LimiterCore<Req>({ ...options, key: options.key ?? (clientAddress as (req: Req) => Key) });
-  const middleware = async (req: ExpressRequest, res: ExpressResponse, next: NextFunction) => {
+export function rateLimit(options: ExpressOptions): ExpressMiddleware {
+  // The default key: the client's address (`req.ip` honours Express's "trust proxy"),
+  // an IPv6 one as its network.
+  const core: LimiterCore<Request> = new LimiterCore<Request>(options, (req) => ipKey(req.ip ?? req.socket?.remoteAddress, core.ipv6Subnet));
+  const middleware = async (req: Request, res: Response, next: NextFunction) => {
     let decision: Decision;
     try {
-      const path = (req.baseUrl ?? "") + req.path;
-      decision = await core.decide(req as Req, req.method, path);
+      decision = await core.decide(req, req.method, (req.baseUrl ?? "") + req.path);
     } catch (err) {
       next(err);
       return;
@@ -71,33 +63,35 @@ export function rateLimit<Req extends ExpressRequest = ExpressRequest>(options: 
       case "pass":
         next();
         return;
-      case "limited":
       case "unavailable":
-        res.locals.rateLimit = decision.kind === "limited" ? decision.result : undefined;
+        send(res, decision);
+        return;
+      case "limited":
+        res.locals.rateLimit = decision.result;
+        if (options.handler) {
+          setHeaders(res, decision.headers);
+          try {
+            await options.handler(req, res, next, decision.result);
+          } catch (err) {
+            next(err);
+          }
+          return;
+        }
         send(res, decision);
         return;
       case "allowed": {
         res.locals.rateLimit = decision.result;
-        if (!res.headersSent) {
-          for (const [k, v] of Object.entries(decision.headers)) {
-            if (res.getHeader(k) === undefined) res.setHeader(k, v);
-          }
-        }
+        setHeaders(res, decision.headers);
         const release = decision.release;
         if (release) {
-          const end = () => void release();
-          res.once("finish", end);
-          res.once("close", end);
+          res.once("finish", release);
+          res.once("close", release);
         }
         next();
       }
     }
   };
-  return Object.assign(middleware, {
-    limiter: core.limiter,
-    breaker: core.breaker,
-    core: core as unknown as LimiterCore<ExpressRequest>,
-  });
+  return Object.assign(middleware, { limiter: core.limiter, breaker: core.breaker, core, stats: core.stats });
 }
 
 export type { Policy };

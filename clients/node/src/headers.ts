@@ -1,11 +1,22 @@
 /**
- * HTTP headers from a result, as the Python package gives them:
+ * HTTP headers from a result, in the families express-rate-limit 8 names, as the Python
+ * package gives them:
  *
- * - `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (the IETF drafts up to -06;
- *   `X-RateLimit-*` with `xPrefix`), for the quota that decided;
- * - the current IETF draft: `RateLimit-Policy` lists every quota the call checked
- *   (`"name";q=limit;w=window_seconds`) and `RateLimit` the one that decided
- *   (`"name";r=remaining;t=reset_seconds`);
+ * - `standardHeaders`: the IETF drafts' fields, one draft or several:
+ *   - `"draft-6"`: `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (the
+ *     widely deployed fields) and `RateLimit-Policy: limit;w=window_s`, for the quota
+ *     that decided;
+ *   - `"draft-7"`: `RateLimit: limit=L, remaining=R, reset=S` and the same
+ *     `RateLimit-Policy`;
+ *   - `"draft-8"` (the current draft, {@link IETF_DRAFT}, has the same fields):
+ *     `RateLimit-Policy` lists every quota the call checked (`"name";q=limit;w=window_s`),
+ *     and `RateLimit` the one that decided (`"name";r=remaining;t=reset_s`);
+ *
+ *   the default, {@link DEFAULT_STANDARD_HEADERS}, is `["draft-6", "draft-8"]` (where
+ *   two drafts name the same field, the later one in the list writes it); `false` sends
+ *   none;
+ * - `legacyHeaders`: `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`
+ *   (seconds until the reset, as `RateLimit-Reset`); off by default;
  * - `Retry-After` when refused.
  *
  * Every time is in whole seconds rounded up: a client that waits is never early.
@@ -15,15 +26,43 @@ import type { Quota, RateLimit, Throttle } from "./results.js";
 /** The revision of the IETF draft whose `RateLimit-Policy` and `RateLimit` are written. */
 export const IETF_DRAFT = "draft-ietf-httpapi-ratelimit-headers-10";
 
+/** The drafts `standardHeaders` takes, as express-rate-limit 8 names them. */
+export type Draft = "draft-6" | "draft-7" | "draft-8";
+export const DRAFTS: readonly Draft[] = ["draft-6", "draft-7", "draft-8"];
+
+/** One draft, several (the later one writes a field two of them name), `false` for none;
+ * `true` is `"draft-6"`, as express-rate-limit reads it. */
+export type StandardHeaders = Draft | readonly Draft[] | boolean;
+
+/** What the package sends unless told otherwise: draft-6's three fields and draft-8's
+ * two. */
+export const DEFAULT_STANDARD_HEADERS: readonly Draft[] = ["draft-6", "draft-8"];
+
 export interface HeaderOptions {
-  /** `RateLimit-Limit`, `-Remaining`, `-Reset` (default true). */
-  legacy?: boolean;
-  /** `RateLimit-Policy` and `RateLimit` (default true). */
-  draft?: boolean;
-  /** `X-RateLimit-*` instead of `RateLimit-*` for the legacy three (default false). */
-  xPrefix?: boolean;
+  /** The IETF drafts' fields (default `["draft-6", "draft-8"]`). */
+  standardHeaders?: StandardHeaders;
+  /** `X-RateLimit-Limit`, `-Remaining`, `-Reset` (default false). */
+  legacyHeaders?: boolean;
   /** `Retry-After` when refused (default true). */
   retryAfter?: boolean;
+  /** The `Retry-After` of a refusal instead of the result's own wait (a lease's
+   * `retryAfter`). */
+  retryAfterMs?: number;
+}
+
+/** `standardHeaders` as a list of drafts (empty: none); a TypeError names the values it
+ * takes. */
+export function standardDrafts(value: StandardHeaders | undefined): Draft[] {
+  if (value === undefined) return [...DEFAULT_STANDARD_HEADERS];
+  if (value === false) return [];
+  if (value === true) return ["draft-6"];
+  const drafts = typeof value === "string" ? [value] : [...value];
+  for (const d of drafts) {
+    if (!DRAFTS.includes(d)) {
+      throw new TypeError(`standardHeaders: ${JSON.stringify(d)} is not one of ${DRAFTS.join(", ")} (or false, or a list of them)`);
+    }
+  }
+  return drafts;
 }
 
 /** Milliseconds to whole seconds, rounded up. */
@@ -42,10 +81,8 @@ export function sfString(text: string): string {
   return `"${out}"`;
 }
 
-function policyItem(q: Quota): string {
-  let item = `${sfString(q.name)};q=${q.limit}`;
-  if (q.windowMs !== undefined) item += `;w=${Math.ceil(q.windowMs / 1000)}`;
-  return item;
+function windowParam(q: Quota): string {
+  return q.windowMs === undefined ? "" : `;w=${Math.ceil(q.windowMs / 1000)}`;
 }
 
 function isThrottle(r: RateLimit | Throttle): r is Throttle {
@@ -54,7 +91,7 @@ function isThrottle(r: RateLimit | Throttle): r is Throttle {
 
 /** The HTTP headers of a result. */
 export function ratelimitHeaders(result: RateLimit | Throttle, opts: HeaderOptions = {}): Record<string, string> {
-  const { legacy = true, draft = true, xPrefix = false, retryAfter = true } = opts;
+  const { legacyHeaders = false, retryAfter = true } = opts;
   let resetS: number;
   let retryS: number;
   let quotas: Quota[] = [];
@@ -68,23 +105,32 @@ export function ratelimitHeaders(result: RateLimit | Throttle, opts: HeaderOptio
     quotas = result.quotas ?? [];
     binding = result.quota;
   }
+  if (opts.retryAfterMs !== undefined) retryS = ceilSeconds(opts.retryAfterMs);
+  if (quotas.length === 0) quotas = [{ name: "default", limit: result.limit, windowMs: undefined }];
+  const decided = binding ?? quotas[0];
   const headers: Record<string, string> = {};
-  if (legacy) {
-    const prefix = xPrefix ? "X-RateLimit-" : "RateLimit-";
-    headers[prefix + "Limit"] = String(result.limit);
-    headers[prefix + "Remaining"] = String(result.remaining);
-    headers[prefix + "Reset"] = String(resetS);
-  }
-  if (draft) {
-    if (quotas.length === 0) {
-      quotas = [{ name: "default", limit: result.limit, windowMs: undefined }];
-      binding = quotas[0];
+  for (const draft of standardDrafts(opts.standardHeaders)) {
+    if (draft === "draft-8") {
+      headers["RateLimit-Policy"] = quotas.map((q) => `${sfString(q.name)};q=${q.limit}${windowParam(q)}`).join(", ");
+      headers["RateLimit"] = `${sfString(decided.name)};r=${result.remaining};t=${resetS}`;
+      continue;
     }
-    const name = (binding ?? quotas[0]).name;
-    headers["RateLimit-Policy"] = quotas.map(policyItem).join(", ");
-    headers["RateLimit"] = `${sfString(name)};r=${result.remaining};t=${resetS}`;
+    headers["RateLimit-Policy"] = `${result.limit}${windowParam(decided)}`;
+    if (draft === "draft-7") {
+      headers["RateLimit"] = `limit=${result.limit}, remaining=${result.remaining}, reset=${resetS}`;
+    } else {
+      headers["RateLimit-Limit"] = String(result.limit);
+      headers["RateLimit-Remaining"] = String(result.remaining);
+      headers["RateLimit-Reset"] = String(resetS);
+    }
+  }
+  if (legacyHeaders) {
+    headers["X-RateLimit-Limit"] = String(result.limit);
+    headers["X-RateLimit-Remaining"] = String(result.remaining);
+    headers["X-RateLimit-Reset"] = String(resetS);
   }
   if (retryAfter && !result.allowed) {
+    // Refused: at least one second (a refusal always has something to wait for).
     headers["Retry-After"] = String(Math.max(1, retryS));
   }
   return headers;

@@ -27,7 +27,13 @@ import {
   toInt,
   toText,
 } from "./args.js";
+import { randomBytes } from "node:crypto";
 import type { Quota, RateLimit } from "./results.js";
+
+/** A new lease id: 16 random characters, unique for every practical purpose. */
+export function newLeaseId(): string {
+  return randomBytes(12).toString("base64url");
+}
 
 /** One command call: the command, its keys and the rest of its arguments, the name of
  * its twin (the Functions library's function, and the script's file), and its reader. */
@@ -81,6 +87,9 @@ function oneKey(name: string, keys: Key[]): Key {
 /** What every policy offers. */
 export abstract class Policy {
   abstract readonly name: string;
+  /** The rule's keyword in lower case (`fixed`, `gcra`, `multi`, `sliding`, `log`,
+   * `lease`, `ban`; `all` for RL.ALL). */
+  abstract readonly kind: string;
   /** How many keys a call takes; undefined: any number (Multi, Sliding, All). */
   readonly keyCount: number | undefined = 1;
   abstract quotas(nkeys?: number): Quota[];
@@ -103,6 +112,7 @@ export interface FixedOptions {
 
 /** RL.FIXED: at most `limit` per `window`, windows starting at the first request. */
 export class Fixed extends Policy {
+  readonly kind = "fixed";
   readonly limit: number;
   readonly window: Duration;
   readonly align: boolean;
@@ -149,6 +159,7 @@ export interface GcraOptions {
 
 /** RL.GCRA: `count` per `period`, evenly spaced, plus `maxBurst` at once. */
 export class Gcra extends Policy {
+  readonly kind = "gcra";
   readonly maxBurst: number;
   readonly count: number;
   readonly period: Duration;
@@ -215,6 +226,7 @@ export interface LogOptions {
 
 /** RL.LOG: exactly at most `limit` in any `window`, each request kept with its `meta`. */
 export class Log extends Policy {
+  readonly kind = "log";
   readonly limit: number;
   readonly window: Duration;
   readonly meta: Arg | undefined;
@@ -326,6 +338,7 @@ abstract class Windows extends Policy {
 /** RL.MULTI: every key against every `[window, limit]` pair of fixed windows, all or
  * nothing. */
 export class Multi extends Windows {
+  readonly kind = "multi";
   readonly command = "RL.MULTI";
   readonly twinName = "rl_multi";
   readonly align: boolean;
@@ -342,6 +355,7 @@ export class Multi extends Windows {
 
 /** RL.SLIDING: the same with sliding windows of `buckets` buckets (default 10). */
 export class Sliding extends Windows {
+  readonly kind = "sliding";
   readonly command = "RL.SLIDING";
   readonly twinName = "rl_sliding";
   readonly buckets: number | undefined;
@@ -361,20 +375,33 @@ export interface LeaseOptions {
   limit: number;
   /** How long a lease lives unless released or renewed. */
   ttl: Duration;
+  /** The `Retry-After` of a refused request (default 1 s): slots usually free up long
+   * before the oldest lease's ttl, which is what the server replies. */
+  retryAfter?: Duration;
   name?: string;
 }
 
 /** RL.LEASE: at most `limit` requests in flight at once; each holds a lease (a slot)
  * until RL.RELEASE or until `ttl` has passed. */
 export class Lease extends Policy {
+  readonly kind = "lease";
   readonly limit: number;
   readonly ttl: Duration;
+  readonly retryAfter: Duration;
   readonly name: string;
   constructor(o: LeaseOptions) {
     super();
     this.limit = o.limit;
     this.ttl = o.ttl;
+    this.retryAfter = o.retryAfter ?? "1s";
+    if (durationMs(this.retryAfter) === undefined) {
+      throw new TypeError(`Lease retryAfter must be a positive duration ("1s", "500ms", or seconds), not ${String(o.retryAfter)}`);
+    }
     this.name = o.name ?? "lease";
+  }
+  /** `retryAfter` in ms. */
+  get retryAfterMs(): number {
+    return durationMs(this.retryAfter) as number;
   }
   override get holdsLease(): boolean {
     return true;
@@ -420,6 +447,7 @@ export interface BanOptions {
 
 /** A penalty box, only inside RL.ALL (`BAN i strikes window duration`). */
 export class Ban extends Policy {
+  readonly kind = "ban";
   readonly strikes: number;
   readonly window: Duration;
   readonly duration: Duration;
@@ -444,6 +472,7 @@ export class Ban extends Policy {
 
 /** RL.ALL: one key per rule, each judged by its own algorithm, all or nothing. */
 export class All extends Policy {
+  readonly kind = "all";
   readonly rules: Policy[];
   readonly name: string;
   override readonly keyCount: number | undefined = undefined;
@@ -469,16 +498,7 @@ export class All extends Policy {
     if (opts.at !== undefined) args.push(...options({ at: opts.at }));
     if (opts.id !== undefined) args.push("ID", opts.id);
     args.push(...options({ refund: opts.refund, force: opts.force }));
-    const quotas = this.quotas();
-    const starts: number[] = [];
-    let n = 0;
-    for (const rule of this.rules) {
-      starts.push(n);
-      n += rule.quotas(1).length;
-    }
-    const rules = this.rules;
     const own = [...keys];
-    const withLease = this.holdsLease;
     return {
       command: "RL.ALL",
       keys: own,
@@ -486,23 +506,29 @@ export class All extends Policy {
       twin: "rl_all",
       keysFirst: true,
       numkeys: true,
-      parse: (reply, prefix) => {
+      parse: (reply) => {
         const r = replyArray(reply);
-        const place = toInt(r[5]);
-        let binding: number | undefined;
-        const limit = toInt(r[1]);
-        if (place >= 1 && place <= rules.length) {
-          const ownQuotas = rules[place - 1].quotas(1);
-          const j = Math.max(0, ownQuotas.findIndex((q) => q.limit === limit));
-          binding = starts[place - 1] + j;
-        }
-        const result = five(r, quotas, binding);
-        result.rule = place;
-        result.key = place >= 1 && place <= own.length ? own[place - 1] : findKey(r[6], own, prefix);
-        if (withLease) result.leaseId = r.length > 7 ? (toText(r[7]) ?? null) : null;
+        const result = this.bind(five(r, [], undefined), toInt(r[5]) - 1, own);
+        if (this.holdsLease) result.leaseId = r.length > 7 ? (toText(r[7]) ?? null) : null;
         return result;
       },
     };
+  }
+  /** A result whose binding rule is the rule at `index` (0-based) of this policy, on
+   * `keys`: its place, its key, the quotas of every rule and the binding one. */
+  bind(result: RateLimit, index: number, keys: readonly Key[]): RateLimit {
+    const quotas = this.quotas();
+    let binding: number | undefined;
+    if (index >= 0 && index < this.rules.length) {
+      let start = 0;
+      for (const rule of this.rules.slice(0, index)) start += rule.quotas(1).length;
+      const own = this.rules[index].quotas(1);
+      binding = start + Math.max(0, own.findIndex((q) => q.limit === result.limit));
+    }
+    const bound: RateLimit = { ...result, quotas, rule: index + 1, key: keys[index] };
+    delete bound.quota;
+    if (binding !== undefined) bound.quota = quotas[binding];
+    return bound;
   }
   ruleArgs(): Arg[] {
     throw new TypeError("RL.ALL rules cannot nest");

@@ -5,8 +5,14 @@
  */
 import { type Arg, type Key, keyBytes } from "./args.js";
 
-/** A client the package can drive. */
-export type Client = object;
+// biome-ignore lint: the clients' own signatures vary by version
+type AnyArgs = any[];
+
+/** A client the package can drive: ioredis (`Redis`, `Cluster`) or node-redis
+ * (`createClient`, `createCluster`), each recognised by the calls it has. */
+export interface Client {
+  sendCommand(...args: AnyArgs): unknown;
+}
 
 export interface Transport {
   /** Send one command; `keys` are the keys it names (as in `argv`, prefixed), for
@@ -122,7 +128,7 @@ export function transportOf(client: Client | SendCommand | Transport): Transport
   if (c && typeof c.nodeClient === "function" && typeof c.sendCommand === "function") return new NodeRedisClusterTransport(c);
   if (c && typeof c.sendCommand === "function") return new NodeRedisTransport(c);
   throw new TypeError(
-    "redis-ratelimit takes an ioredis client (Redis or Cluster), a node-redis client (createClient or createCluster), or a function (argv) => Promise<reply>",
+    "redis-native-ratelimit takes an ioredis client (Redis or Cluster), a node-redis client (createClient or createCluster), or a function (argv) => Promise<reply>",
   );
 }
 

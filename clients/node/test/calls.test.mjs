@@ -4,7 +4,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { Redis, Cluster as IoCluster } from "ioredis";
 import { createClient, createCluster } from "redis";
-import { RateLimiter, Gcra, Fixed, Lease, Ban, Sliding, Multi, Log, isReplyError } from "redis-ratelimit";
+import { RateLimiter, Gcra, Fixed, Lease, Ban, Sliding, Multi, Log, isReplyError } from "redis-native-ratelimit";
 import { Server, Cluster, tag, notYet } from "./helpers.mjs";
 
 const T = 1_900_000_000_000; // AT: a time ahead of now, so that keys stay while the test runs

@@ -39,21 +39,26 @@ export function freePort() {
   });
 }
 
-async function ping(port) {
+/** The process id of the server answering on a port (INFO server's process_id), or
+ * undefined when none answers. */
+async function processId(port) {
   const c = new Redis({ port, host: "127.0.0.1", lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000 });
   c.on("error", () => {});
   try {
     await c.connect();
-    return (await c.ping()) === "PONG";
+    const m = /^process_id:(\d+)/m.exec(await c.info("server"));
+    return m ? Number(m[1]) : undefined;
   } catch {
-    return false;
+    return undefined;
   } finally {
     c.disconnect();
   }
 }
 
 export class Server {
-  constructor({ module = true, cluster = false, extra = [], port } = {}) {
+  /** `port`: that port only (a restart); `tryPorts`: ports to try before free ones. */
+  constructor({ module = true, cluster = false, extra = [], port, tryPorts = [] } = {}) {
+    this.tryPorts = [...tryPorts];
     this.module = module;
     this.cluster = cluster;
     this.extra = extra;
@@ -63,14 +68,19 @@ export class Server {
 
   static async start(opts) {
     const s = new Server(opts);
-    await s.launch();
+    try {
+      await s.launch();
+    } catch (err) {
+      await s.remove();
+      throw err;
+    }
     return s;
   }
 
   async launch() {
     const failures = [];
     for (let attempt = 0; attempt < 5; attempt++) {
-      this.port = this.fixedPort ?? (await freePort());
+      this.port = this.fixedPort ?? this.tryPorts.shift() ?? (await freePort());
       const lines = [`port ${this.port}`, "bind 127.0.0.1", 'save ""', "appendonly no", `dir ${this.dir}`, ...this.extra];
       if (this.module) lines.push(`loadmodule ${modulePath()}`);
       if (this.cluster) {
@@ -82,11 +92,17 @@ export class Server {
       let exited = null;
       this.proc.once("exit", (code) => (exited = code));
       const deadline = Date.now() + START_WITHIN_MS;
-      while (Date.now() < deadline && exited === null) {
-        if (await ping(this.port)) return this;
-        await sleep(50);
+      // The server is ours only when the one answering is the process we spawned: a port
+      // another test's server took first (ours then fails to bind) is not.
+      let stranger;
+      while (Date.now() < deadline && exited === null && stranger === undefined) {
+        const pid = await processId(this.port);
+        if (pid === this.proc.pid) return this;
+        if (pid !== undefined) stranger = pid;
+        else await sleep(50);
       }
-      failures.push(`port ${this.port}: ${exited !== null ? `exited with ${exited}` : "no PING answer"}\n${this.log()}`);
+      const why = stranger !== undefined ? `another server (process ${stranger}) answers there` : exited !== null ? `exited with ${exited}` : "no answer";
+      failures.push(`port ${this.port}: ${why}\n${this.log()}`);
       await this.stop();
       if (this.fixedPort) break;
     }
@@ -163,6 +179,31 @@ export class Cluster {
   }
 }
 
+/** A server of a test's own that the test can stall: after `stall()` every write waits
+ * (CLIENT PAUSE ... WRITE) until `resume()`, which returns once the client's queued calls
+ * have run. `client` is an ioredis connection to it, `admin` another. */
+export async function stallableServer() {
+  const server = await Server.start();
+  const client = new Redis({ port: server.port, host: "127.0.0.1" });
+  const admin = new Redis({ port: server.port, host: "127.0.0.1" });
+  return {
+    server,
+    client,
+    admin,
+    stall: () => admin.call("CLIENT", "PAUSE", "600000", "WRITE"),
+    resume: async () => {
+      await admin.call("CLIENT", "UNPAUSE");
+      await client.ping(); // answered after the calls queued on the same connection
+    },
+    remove: async () => {
+      await admin.call("CLIENT", "UNPAUSE").catch(() => {});
+      client.disconnect();
+      admin.disconnect();
+      await server.remove();
+    },
+  };
+}
+
 /** A hash tag of this test's own: its keys share a slot and no other test's. */
 export function tag() {
   return `{t${randomBytes(6).toString("hex")}}`;
@@ -188,4 +229,24 @@ export function memoryLogger() {
 /** Listen on a free loopback port; the base URL. */
 export function listen(server) {
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(`http://127.0.0.1:${server.address().port}`)));
+}
+
+/** The code blocks (```js, and ```ts) of the section of docs/clients.md headed "Node",
+ * with their first lines and languages. */
+export function nodeBlocks() {
+  const lines = readFileSync(join(REPO, "docs", "clients.md"), "utf8").split("\n");
+  const blocks = [];
+  let inNode = false;
+  let open = null;
+  lines.forEach((line, i) => {
+    if (open === null && /^## /.test(line)) inNode = /^## .*\bNode\b/.test(line) && !/Go\b/.test(line);
+    if (!inNode && open === null) return;
+    const fence = open === null && /^```(js|javascript|mjs|ts|typescript)\s*$/.exec(line.trim());
+    if (fence) open = { line: i + 1, lang: /^t/.test(fence[1]) ? "ts" : "js", text: [] };
+    else if (open !== null && line.trim() === "```") {
+      blocks.push({ line: open.line, lang: open.lang, code: open.text.join("\n") });
+      open = null;
+    } else if (open !== null) open.text.push(line);
+  });
+  return blocks;
 }

@@ -2,7 +2,9 @@
 // loopback, against real servers: N allowed then 429 with the headers, a policy and a key
 // per route (RL.MULTI, RL.ALL, a lease held while the request runs), a body of one's own,
 // fail open behind a circuit breaker when the server is stopped, fail closed, the missing
-// module said once, and bugs surfaced rather than served.
+// module said once, and bugs surfaced rather than served; skip, handler, the header
+// drafts, IPv6 networks, RL.ALL keys per rule, the ban option, a lease's Retry-After,
+// shadow mode, and no lease slot left behind by a stall.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
@@ -10,10 +12,10 @@ import express from "express";
 import Fastify from "fastify";
 import { Redis } from "ioredis";
 import { createClient } from "redis";
-import { All, Fixed, Gcra, Lease, Multi, RateLimiter } from "redis-ratelimit";
-import { rateLimit } from "redis-ratelimit/express";
-import { fastifyRateLimit } from "redis-ratelimit/fastify";
-import { Server, tag, notYet, memoryLogger, listen } from "./helpers.mjs";
+import { All, Ban, Fixed, Gcra, Lease, Multi, RateLimiter } from "redis-native-ratelimit";
+import { rateLimit } from "redis-native-ratelimit/express";
+import { fastifyRateLimit } from "redis-native-ratelimit/fastify";
+import { Server, tag, notYet, memoryLogger, listen, stallableServer } from "./helpers.mjs";
 
 // 5 per hour, no burst beyond them: every request is judged by the counts alone.
 const POLICY = new Gcra({ maxBurst: 4, count: 5, period: "1h" });
@@ -42,6 +44,7 @@ function keyOf(req) {
 const FRAMEWORKS = {
   express: async (options, gate) => {
     const app = express();
+    app.set("trust proxy", true); // X-Forwarded-For names the client (the IPv6 tests)
     const mw = rateLimit({ key: keyOf, timeoutMs: PATIENT, ...options });
     app.use(mw);
     app.get("/", (req, res) => res.json({ remaining: res.locals.rateLimit?.remaining ?? null }));
@@ -58,7 +61,7 @@ const FRAMEWORKS = {
     return { url, state: mw, close: () => new Promise((r) => http.close(r)) };
   },
   fastify: async (options, gate) => {
-    const app = Fastify();
+    const app = Fastify({ trustProxy: true });
     await app.register(fastifyRateLimit, { key: keyOf, timeoutMs: PATIENT, ...options });
     app.get("/", async (req) => ({ remaining: req.rateLimit?.remaining ?? null }));
     app.post("/login", async () => ({ ok: true }));
@@ -71,6 +74,12 @@ const FRAMEWORKS = {
     const url = await app.listen({ port: 0, host: "127.0.0.1" });
     return { url, state: app.rateLimit, close: () => app.close() };
   },
+};
+
+/** A handler of a refusal in each framework's terms: 418 with a body of its own. */
+const HANDLERS = {
+  express: (req, res, next, result) => res.status(418).json({ teapot: true, remaining: result.remaining }),
+  fastify: (request, reply, result) => reply.code(418).send({ teapot: true, remaining: result.remaining }),
 };
 
 async function get(url, path, headers = {}, method = "GET") {
@@ -143,7 +152,7 @@ for (const [name, make] of Object.entries(FRAMEWORKS)) {
         assert.equal((await get(app.url, "/report", { ...h, "x-user": "erin" })).status, 200);
         const daily = await get(app.url, "/report", h);
         assert.equal(daily.status, 429);
-        assert.deepEqual(daily.body, { slow_down: true, rule: 2, key: `${prefix}all:acme` });
+        assert.deepEqual(daily.body, { slow_down: true, rule: 2, key: `${prefix}all:fixed2:acme` });
         assert.equal(daily.headers.get("ratelimit"), '"account";r=0;t=86400');
       } finally {
         await app.close();
@@ -173,6 +182,9 @@ for (const [name, make] of Object.entries(FRAMEWORKS)) {
         const busy = await get(app.url, "/slow", { "x-user": "frank" });
         assert.equal(busy.status, 429);
         assert.equal(busy.headers.get("ratelimit-limit"), "1");
+        // The policy's retryAfter (1 s by default), not the oldest lease's ttl (1 min).
+        assert.equal(busy.headers.get("retry-after"), "1");
+        assert.equal(busy.body.retry_after_ms, 1000);
         open();
         assert.equal((await first).status, 200);
         // The release runs when the response ends: wait for the slot to be free (bounded
@@ -303,6 +315,219 @@ for (const [name, make] of Object.entries(FRAMEWORKS)) {
         assert.equal(app.state.breaker.state, "closed");
       } finally {
         await app.close();
+      }
+    });
+
+    test("skip: a request it says true to is not limited, nor counted", async () => {
+      const prefix = tag();
+      const app = await make({ client: redis, prefix, policy: new Fixed({ limit: 1, window: "1h" }), skip: (req) => req.headers["x-skip"] === "yes" });
+      try {
+        for (let i = 0; i < 3; i++) {
+          const r = await get(app.url, "/", { "x-user": "sam", "x-skip": "yes" });
+          assert.equal(r.status, 200);
+          assert.equal(r.headers.get("ratelimit-limit"), null);
+        }
+        assert.equal(await redis.exists(`${prefix}fixed:sam`), 0);
+        assert.deepEqual([(await get(app.url, "/", { "x-user": "sam" })).status, (await get(app.url, "/", { "x-user": "sam" })).status], [200, 429]);
+      } finally {
+        await app.close();
+      }
+    });
+
+    test("handler answers a refusal instead of the 429, after the headers are set", async () => {
+      const app = await make({ client: redis, prefix: tag(), policy: new Fixed({ limit: 1, window: "1h" }), handler: HANDLERS[name] });
+      try {
+        assert.equal((await get(app.url, "/", { "x-user": "tea" })).status, 200);
+        const r = await get(app.url, "/", { "x-user": "tea" });
+        assert.deepEqual([r.status, r.body], [418, { teapot: true, remaining: 0 }]);
+        assert.equal(r.headers.get("ratelimit-remaining"), "0");
+        assert.ok(Number(r.headers.get("retry-after")) > 3500, r.headers.get("retry-after"));
+        assert.equal(app.state.stats.limited, 1);
+      } finally {
+        await app.close();
+      }
+    });
+
+    test("standardHeaders picks the draft, legacyHeaders adds X-RateLimit-*, false sends none", async () => {
+      const policy = new Fixed({ limit: 5, window: "1h", name: "api" });
+      const seven = await make({ client: redis, prefix: tag(), policy, standardHeaders: "draft-7", legacyHeaders: true });
+      try {
+        const r = await get(seven.url, "/", { "x-user": "uma" });
+        assert.equal(r.headers.get("ratelimit"), "limit=5, remaining=4, reset=3600");
+        assert.equal(r.headers.get("ratelimit-policy"), "5;w=3600");
+        assert.equal(r.headers.get("ratelimit-limit"), null);
+        assert.deepEqual(
+          ["x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"].map((h) => r.headers.get(h)),
+          ["5", "4", "3600"],
+        );
+      } finally {
+        await seven.close();
+      }
+      const none = await make({ client: redis, prefix: tag(), policy: new Fixed({ limit: 1, window: "1h" }), standardHeaders: false });
+      try {
+        const ok = await get(none.url, "/", { "x-user": "uma" });
+        const refused = await get(none.url, "/", { "x-user": "uma" });
+        assert.deepEqual([ok.status, refused.status], [200, 429]);
+        for (const r of [ok, refused]) {
+          assert.deepEqual([...r.headers.keys()].filter((h) => h.includes("ratelimit")), []);
+        }
+        assert.equal(refused.headers.get("retry-after"), "3600");
+      } finally {
+        await none.close();
+      }
+      await assert.rejects(async () => make({ client: redis, policy, standardHeaders: "draft-9" }), /standardHeaders/);
+    });
+
+    test("the default key groups IPv6 clients by their /56 network (ipv6Subnet), as express-rate-limit 8", async () => {
+      const policy = new Fixed({ limit: 2, window: "1h" });
+      const from = (ip) => get(app.url, "/", { "x-forwarded-for": ip });
+      let app = await make({ client: redis, prefix: tag(), policy, key: undefined });
+      try {
+        assert.equal((await from("2001:db8:1:100::1")).status, 200);
+        assert.equal((await from("2001:db8:1:1ff::2")).status, 200); // the same /56
+        assert.equal((await from("2001:db8:1:1ab::3")).status, 429);
+        assert.equal((await from("2001:db8:1:200::1")).status, 200); // the next /56
+        assert.equal((await from("10.0.0.1")).status, 200);
+      } finally {
+        await app.close();
+      }
+      app = await make({ client: redis, prefix: tag(), policy, key: undefined, ipv6Subnet: false });
+      try {
+        for (const ip of ["2001:db8:1:100::1", "2001:db8:1:100::1", "2001:db8:1:100::2", "2001:db8:1:100::2"]) {
+          assert.equal((await from(ip)).status, 200);
+        }
+      } finally {
+        await app.close();
+      }
+    });
+
+    test("an All policy: each rule's key names its rule, so one identifier takes a rate and a slot", async () => {
+      const prefix = tag();
+      let open;
+      let entered;
+      const inside = new Promise((r) => (entered = r));
+      const gate = () => {
+        entered();
+        return new Promise((r) => (open = r));
+      };
+      const both = new All([new Gcra({ maxBurst: 9, count: 10, period: "1h", name: "rate" }), new Lease({ limit: 1, ttl: "1m", name: "slot" })]);
+      const app = await make({ client: redis, prefix, routes: { "/slow": both }, key: (req) => [req.headers["x-user"], req.headers["x-user"]] }, gate);
+      try {
+        const first = get(app.url, "/slow", { "x-user": "vic" });
+        await inside;
+        assert.equal(await redis.zcard(`${prefix}all:lease2:vic`), 1);
+        assert.equal(await redis.exists(`${prefix}all:gcra1:vic`), 1);
+        const busy = await get(app.url, "/slow", { "x-user": "vic" });
+        assert.deepEqual([busy.status, busy.headers.get("retry-after")], [429, "1"]);
+        open();
+        assert.equal((await first).status, 200);
+        await app.state.core.settled();
+        assert.equal(await redis.zcard(`${prefix}all:lease2:vic`), 0);
+      } finally {
+        open?.();
+        await app.close();
+      }
+    });
+
+    test("a key that does not fit its policy is an error that says why, at start-up or on first use", async () => {
+      const two = new All([new Gcra({ maxBurst: 9, count: 10, period: "1h" }), new Fixed({ limit: 5, window: "1d" })]);
+      await assert.rejects(async () => make({ client: redis, policy: two, key: undefined }), /All policy "all" has 2 rules.*default key/);
+      await assert.rejects(async () => make({ client: redis, policy: new Ban({ strikes: 1, window: "1m", duration: "1h" }) }), /Ban is a rule of All/);
+      const app = await make({ client: redis, prefix: tag(), policy: two, key: (req) => req.headers["x-user"], logger: memoryLogger() });
+      try {
+        const r = await get(app.url, "/", { "x-user": "walt" });
+        assert.equal(r.status, 500);
+        assert.match(JSON.stringify(r.body), /one identifier for the All policy \\"all\\" of 2 rules: return a list of 2/);
+        assert.doesNotMatch(JSON.stringify(r.body), /ERR /);
+      } finally {
+        await app.close();
+      }
+      const single = await make({ client: redis, prefix: tag(), policy: POLICY, key: () => ["a", "b"], logger: memoryLogger() });
+      try {
+        const r = await get(single.url, "/");
+        assert.equal(r.status, 500);
+        assert.match(JSON.stringify(r.body), /a list of 2 for the gcra policy/);
+      } finally {
+        await single.close();
+      }
+    });
+
+    test("ban: a caller refused `strikes` times is refused everywhere for the ban's duration", async () => {
+      const prefix = tag();
+      const app = await make({
+        client: redis,
+        prefix,
+        routes: { "/report": new Fixed({ limit: 100, window: "1h", name: "loose" }) },
+        policy: new Fixed({ limit: 1, window: "1h", name: "tight" }),
+        key: (req) => req.headers["x-user"],
+        ban: new Ban({ strikes: 2, window: "1h", duration: "1h" }),
+      });
+      try {
+        assert.equal((await get(app.url, "/report", { "x-user": "xena" })).status, 200);
+        assert.equal((await get(app.url, "/", { "x-user": "xena" })).status, 200);
+        assert.equal((await get(app.url, "/", { "x-user": "xena" })).status, 429); // strike 1
+        const banned = await get(app.url, "/", { "x-user": "xena" }); // strike 2: banned
+        assert.equal(banned.status, 429);
+        assert.equal(banned.headers.get("retry-after"), "3600");
+        assert.equal(await redis.exists(`${prefix}ban:xena`), 1);
+        // The loose route would allow her: the ban refuses her there too.
+        assert.equal((await get(app.url, "/report", { "x-user": "xena" })).status, 429);
+        assert.equal((await get(app.url, "/report", { "x-user": "yuri" })).status, 200);
+        await assert.rejects(async () => make({ client: redis, ban: { strikes: 1 } }), /ban takes a Ban/);
+      } finally {
+        await app.close();
+      }
+    });
+
+    test("shadow: would-be refusals pass with the headers as computed, counted, said once per key and window", async () => {
+      const prefix = tag();
+      const log = memoryLogger();
+      const app = await make({ client: redis, prefix, policy: new Fixed({ limit: 2, window: "1h", name: "trial" }), shadow: true, logger: log });
+      try {
+        const got = [];
+        for (let i = 0; i < 5; i++) got.push(await get(app.url, "/", { "x-user": "zoe" }));
+        assert.deepEqual(got.map((r) => r.status), [200, 200, 200, 200, 200]);
+        assert.deepEqual(got.map((r) => r.headers.get("ratelimit-remaining")), ["1", "0", "0", "0", "0"]);
+        assert.ok(got.every((r) => r.headers.get("retry-after") === null));
+        assert.equal(await redis.get(`${prefix}trial:zoe`), "2"); // counted as usual: refusals count nowhere
+        assert.equal(app.state.stats.shadowDenials, 3);
+        assert.equal(log.lines.warn.length, 1);
+        assert.match(log.lines.warn[0], /shadow mode: policy "trial" would refuse .*trial:zoe/);
+        for (let i = 0; i < 3; i++) await get(app.url, "/", { "x-user": "amy" });
+        assert.equal(app.state.stats.shadowDenials, 4);
+        assert.equal(log.lines.warn.length, 2);
+      } finally {
+        await app.close();
+      }
+    });
+
+    test("lease slots do not leak after a stall: requests that failed open release what their late RL.LEASE took", async () => {
+      const own = await stallableServer();
+      let clock = 1_000_000;
+      const prefix = tag();
+      const app = await make({
+        client: own.client,
+        prefix,
+        policy: new Lease({ limit: 2, ttl: "30s" }),
+        key: () => "one",
+        timeoutMs: 250,
+        breaker: { now: () => clock },
+        logger: memoryLogger(),
+      });
+      try {
+        // Every write waits until resume(): the two requests can only end by their timeout.
+        await own.stall();
+        const stalled = await Promise.all([get(app.url, "/"), get(app.url, "/")]);
+        assert.deepEqual(stalled.map((r) => [r.status, r.headers.get("ratelimit-limit")]), [[200, null], [200, null]]);
+        await own.resume(); // the queued RL.LEASE calls run, and answer late
+        await app.state.core.settled?.();
+        assert.deepEqual(await own.admin.zrange(`${prefix}lease:one`, 0, -1), []);
+        clock += 60_000; // the breaker's cooldown is over
+        const next = await get(app.url, "/");
+        assert.deepEqual([next.status, next.headers.get("ratelimit-limit")], [200, "2"]);
+      } finally {
+        await app.close();
+        await own.remove();
       }
     });
   });

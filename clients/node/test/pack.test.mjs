@@ -1,10 +1,11 @@
-// The package as users get it: `npm pack`, the tarball carries dist/ and every twin of
-// lua/, and an app installed from it in a fresh folder (import and require) runs
-// against a real server.
+// The package as users get it: `npm pack`, the tarball carries dist/ (every entry point,
+// ESM and CommonJS, with declarations) and the twins of lua/ once, its package.json says
+// where it comes from and what it works with, and an app installed from it in a fresh
+// folder (import and require) runs against a real server.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync, readFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Server, PKG } from "./helpers.mjs";
@@ -24,21 +25,48 @@ after(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-test("the tarball carries dist/ (ESM, CommonJS, declarations) and every twin in lua/", () => {
+test("the tarball carries dist/ (ESM, CommonJS, declarations) and the twins once", () => {
   const files = new Set(tarball.files);
-  const repoLua = join(PKG, "..", "..", "lua");
-  const twins = ["ratelimit.lua", ...readdirSync(join(repoLua, "scripts")).map((f) => `scripts/${f}`)];
-  assert.ok(twins.length > 5, twins.join(","));
-  for (const f of twins) {
-    assert.ok(files.has(`lua/${f}`), `lua/${f} missing from the tarball`);
-  }
-  for (const entry of ["index", "express", "fastify", "express-rate-limit"]) {
+  for (const entry of ["index", "express", "fastify", "express-rate-limit", "nestjs"]) {
     for (const f of [`dist/esm/${entry}.js`, `dist/esm/${entry}.d.ts`, `dist/cjs/${entry}.js`, `dist/cjs/${entry}.d.ts`]) {
       assert.ok(files.has(f), `${f} missing from the tarball`);
     }
   }
   assert.ok(files.has("dist/cjs/package.json"));
-  assert.ok(![...files].some((f) => f.startsWith("src/") || f.startsWith("test/") || f.startsWith("node_modules/")));
+  assert.ok(![...files].some((f) => f.startsWith("src/") || f.startsWith("test/") || f.startsWith("node_modules/") || f.startsWith("lua/")));
+  // Each twin (the Functions library, and each command's script) is in one file only.
+  const unpacked = join(dir, "unpacked");
+  mkdirSync(unpacked);
+  execFileSync("tar", ["-xzf", tarball.path, "-C", unpacked]);
+  const texts = tarball.files.map((f) => readFileSync(join(unpacked, "package", f), "utf8"));
+  const repoLua = join(PKG, "..", "..", "lua");
+  const markers = ["redis.register_function('rl_fixed', rl_fixed)", ...readdirSync(join(repoLua, "scripts")).map((f) => `return ${f.replace(/\.lua$/, "")}(KEYS, ARGV)`)];
+  assert.ok(markers.length > 5, markers.join(","));
+  for (const marker of markers) {
+    const holders = tarball.files.filter((_, i) => texts[i].includes(marker));
+    assert.deepEqual(holders, ["dist/cjs/lua-sources.generated.js"], marker);
+  }
+});
+
+test("package.json: the name, where it comes from, and the peer dependencies it declares", () => {
+  const pkg = JSON.parse(readFileSync(join(PKG, "package.json"), "utf8"));
+  assert.equal(pkg.name, "redis-native-ratelimit");
+  assert.deepEqual(pkg.repository, {
+    type: "git",
+    url: "git+https://github.com/redis-ratelimit/redis-ratelimit.git",
+    directory: "clients/node",
+  });
+  // Every optional peer is a peer: npm warns about a version that does not fit.
+  assert.deepEqual(Object.keys(pkg.peerDependencies).sort(), Object.keys(pkg.peerDependenciesMeta).sort());
+  for (const name of ["ioredis", "redis", "express-rate-limit", "@nestjs/throttler"]) {
+    assert.ok(pkg.peerDependencies[name], name);
+    assert.equal(pkg.peerDependenciesMeta[name].optional, true, name);
+  }
+  // Under the older module resolution (node10), the subpaths resolve through typesVersions.
+  for (const entry of ["express", "fastify", "express-rate-limit", "nestjs"]) {
+    assert.deepEqual(pkg.typesVersions["*"][entry], [`dist/cjs/${entry}.d.ts`]);
+    assert.ok(pkg.exports[`./${entry}`], entry);
+  }
 });
 
 test("an app installed from the tarball in a fresh folder runs, with import and with require", () => {
@@ -55,8 +83,8 @@ test("an app installed from the tarball in a fresh folder runs, with import and 
   const esm = `
 import { Redis } from "ioredis";
 import express from "express";
-import { Gcra, RateLimiter } from "redis-ratelimit";
-import { rateLimit } from "redis-ratelimit/express";
+import { Gcra, RateLimiter } from "redis-native-ratelimit";
+import { rateLimit } from "redis-native-ratelimit/express";
 const redis = new Redis(process.env.REDIS_URL);
 const app = express();
 app.use(rateLimit({ client: redis, policy: new Gcra({ maxBurst: 1, count: 1, period: "1h" }) }));
@@ -72,13 +100,14 @@ const server = app.listen(0, "127.0.0.1", async () => {
 });
 `;
   const cjs = `
-const { RateLimiter } = require("redis-ratelimit");
-const { RateLimitStore } = require("redis-ratelimit/express-rate-limit");
-const { rateLimit } = require("redis-ratelimit/express");
+const { RateLimiter } = require("redis-native-ratelimit");
+const { RateLimitStore } = require("redis-native-ratelimit/express-rate-limit");
+const { rateLimit } = require("redis-native-ratelimit/express");
+const { RateLimitThrottlerStorage } = require("redis-native-ratelimit/nestjs");
 const { Redis } = require("ioredis");
 const redis = new Redis(process.env.REDIS_URL);
 new RateLimiter(redis).gcra("pack:cjs", 0, 1, "1m").then((r) => {
-  console.log(JSON.stringify({ allowed: r.allowed, store: typeof RateLimitStore, mw: typeof rateLimit }));
+  console.log(JSON.stringify({ allowed: r.allowed, store: typeof RateLimitStore, mw: typeof rateLimit, nest: typeof RateLimitThrottlerStorage }));
   redis.disconnect();
 });
 `;
@@ -91,5 +120,5 @@ new RateLimiter(redis).gcra("pack:cjs", 0, 1, "1m").then((r) => {
     return JSON.parse(r.stdout.trim().split("\n").pop());
   };
   assert.deepEqual(run("app.mjs"), { statuses: [200, 200, 429], twin: 1 });
-  assert.deepEqual(run("app.cjs"), { allowed: true, store: "function", mw: "function" });
+  assert.deepEqual(run("app.cjs"), { allowed: true, store: "function", mw: "function", nest: "function" });
 });

@@ -1,5 +1,8 @@
 // express-rate-limit with this package's store against the same app on rate-limit-redis's
-// RedisStore: the app changes its `store:` only, and keeps its limit, window and headers.
+// RedisStore: the app changes its `store:` only, and keeps its limit, window and headers;
+// a limit that is a function of the request on every client version; a server without
+// the module (ModuleMissingError, the twins); a stalled server (the timeout and the
+// breaker); shadow mode.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
@@ -8,15 +11,21 @@ import express from "express";
 import { rateLimit } from "express-rate-limit";
 import { RedisStore } from "rate-limit-redis";
 import { Redis } from "ioredis";
+import { Redis as Redis5 } from "ioredis5";
+import { Redis as Redis6 } from "ioredis6";
 import { createClient, createCluster } from "redis";
-import { RateLimitStore } from "redis-ratelimit/express-rate-limit";
-import { Server, Cluster, tag, listen } from "./helpers.mjs";
+import { createClient as createClient5 } from "redis5";
+import { createClient as createClient6 } from "redis6";
+import { RateLimitStore, ANY_LIMIT } from "redis-native-ratelimit/express-rate-limit";
+import { Server, Cluster, tag, listen, memoryLogger, stallableServer } from "./helpers.mjs";
 
 let server;
+let bare; // a server without the module
 let client; // node-redis
 let io; // ioredis
 before(async () => {
   server = await Server.start();
+  bare = await Server.start({ module: false });
   client = await createClient({ url: server.url() }).connect();
   io = new Redis({ port: server.port, host: "127.0.0.1" });
 });
@@ -24,6 +33,7 @@ after(async () => {
   await client?.close();
   io?.disconnect();
   await server?.remove();
+  await bare?.remove();
 });
 
 /** An app as express-rate-limit's documentation writes one; only `store` changes. */
@@ -51,6 +61,7 @@ async function hit(url, user, path = "/") {
   await r.text();
   return {
     status: r.status,
+    retryAfter: r.headers.get("retry-after"),
     remaining: r.headers.get("x-ratelimit-remaining"),
     limit: r.headers.get("x-ratelimit-limit"),
     policy: r.headers.get("ratelimit-policy"),
@@ -63,7 +74,7 @@ describe("switched by store only", () => {
     const prefix = tag();
     const stores = {
       "rate-limit-redis": new RedisStore({ sendCommand: (...args) => client.sendCommand(args), prefix: prefix + "rlr:" }),
-      "redis-ratelimit": new RateLimitStore({ sendCommand: (...args) => client.sendCommand(args), prefix: prefix + "ours:" }),
+      "redis-native-ratelimit": new RateLimitStore({ sendCommand: (...args) => client.sendCommand(args), prefix: prefix + "ours:" }),
     };
     const seen = {};
     for (const [name, store] of Object.entries(stores)) {
@@ -77,9 +88,9 @@ describe("switched by store only", () => {
       }
     }
     const shape = (rs) => rs.map((r) => [r.status, r.limit, r.remaining, r.policy]);
-    assert.deepEqual(shape(seen["redis-ratelimit"]), shape(seen["rate-limit-redis"]));
-    assert.deepEqual(shape(seen["redis-ratelimit"]).map((r) => r[0]), [200, 200, 200, 429, 429]);
-    for (const r of seen["redis-ratelimit"]) assert.ok(r.reset > 0 && r.reset <= 900, `reset ${r.reset}`);
+    assert.deepEqual(shape(seen["redis-native-ratelimit"]), shape(seen["rate-limit-redis"]));
+    assert.deepEqual(shape(seen["redis-native-ratelimit"]).map((r) => r[0]), [200, 200, 200, 429, 429]);
+    for (const r of seen["redis-native-ratelimit"]) assert.ok(r.reset > 0 && r.reset <= 900, `reset ${r.reset}`);
     assert.equal(await client.get(prefix + "rlr:ivy"), "5"); // INCR counts the refusals
     assert.equal(await client.get(prefix + "ours:ivy"), "3"); // RL.FIXED does not
   });
@@ -138,7 +149,7 @@ describe("switched by store only", () => {
 
   test("require() gives the same store", () => {
     const require = createRequire(import.meta.url);
-    const cjs = require("redis-ratelimit/express-rate-limit");
+    const cjs = require("redis-native-ratelimit/express-rate-limit");
     const s = new cjs.RateLimitStore({ sendCommand: async () => null });
     assert.equal(s.prefix, "rl:");
     assert.equal(typeof cjs.default, "function");
@@ -164,5 +175,163 @@ test("a node-redis Cluster through sendCommandCluster, as rate-limit-redis takes
   } finally {
     await c.close();
     await cluster.remove();
+  }
+});
+
+/** rate-limit-redis's sendCommand on each client version: ioredis 5 and 6, node-redis 5
+ * and 6 (RESP2 and RESP3). Some read 2^53 - 1 back as 2^53. */
+const CLIENTS = {
+  "ioredis 5": async (port) => {
+    const c = new Redis5({ port, host: "127.0.0.1" });
+    return { sendCommand: (command, ...args) => c.call(command, ...args), close: () => c.disconnect() };
+  },
+  "ioredis 6": async (port) => {
+    const c = new Redis6({ port, host: "127.0.0.1" });
+    return { sendCommand: (command, ...args) => c.call(command, ...args), close: () => c.disconnect() };
+  },
+  "node-redis 5": async (port) => {
+    const c = await createClient5({ url: `redis://127.0.0.1:${port}` }).connect();
+    return { sendCommand: (...args) => c.sendCommand(args), close: () => c.close() };
+  },
+  "node-redis 6": async (port) => {
+    const c = await createClient6({ url: `redis://127.0.0.1:${port}` }).connect();
+    return { sendCommand: (...args) => c.sendCommand(args), close: () => c.close() };
+  },
+  "node-redis 6 RESP3": async (port) => {
+    const c = await createClient6({ url: `redis://127.0.0.1:${port}`, RESP: 3 }).connect();
+    return { sendCommand: (...args) => c.sendCommand(args), close: () => c.close() };
+  },
+};
+
+describe("a limit that is a function of the request, as rate-limit-redis counts it", () => {
+  for (const [name, connect] of Object.entries(CLIENTS)) {
+    for (const algorithm of ["fixed", "sliding", "gcra"]) {
+      test(`${name}, algorithm "${algorithm}": 200, 200, 429 with limit: () => 2`, async () => {
+        const c = await connect(server.port);
+        const log = memoryLogger();
+        const store = new RateLimitStore({ sendCommand: c.sendCommand, prefix: tag(), algorithm, logger: log });
+        const a = await app(store, { limit: () => 2 });
+        try {
+          const got = [];
+          for (let i = 0; i < 4; i++) got.push(await hit(a.url, "fn"));
+          assert.deepEqual(got.map((r) => [r.status, r.remaining]), [[200, "1"], [200, "0"], [429, "0"], [429, "0"]]);
+          assert.equal(store.limit, ANY_LIMIT);
+          // GCRA needs the rate, which a function hides: said once, counted in a sliding window.
+          assert.equal(log.lines.warn.length, algorithm === "gcra" ? 1 : 0);
+        } finally {
+          await a.close();
+          await c.close();
+        }
+      });
+    }
+  }
+});
+
+describe("a server without the module", () => {
+  test("ModuleMissingError said once, loudly; requests served (fail open), never a 500", async () => {
+    const c = new Redis({ port: bare.port, host: "127.0.0.1" });
+    const log = memoryLogger();
+    const store = new RateLimitStore({ sendCommand: (command, ...args) => c.call(command, ...args), prefix: tag(), logger: log, breaker: false });
+    const a = await app(store);
+    try {
+      for (let i = 0; i < 5; i++) assert.equal((await hit(a.url, "nomod")).status, 200);
+      assert.equal(log.lines.error.length, 1);
+      assert.match(log.lines.error[0], /no RL\.FIXED.*MODULE LOAD.*twins/s);
+      assert.equal(log.lines.warn.length, 0);
+    } finally {
+      await a.close();
+      c.disconnect();
+    }
+  });
+
+  for (const twins of [true, "fallback"]) {
+    test(`twins: ${JSON.stringify(twins)} limits with the Lua twins`, async () => {
+      const c = await createClient({ url: bare.url() }).connect();
+      const log = memoryLogger();
+      const prefix = tag();
+      const store = new RateLimitStore({ sendCommand: (...args) => c.sendCommand(args), prefix, twins, logger: log });
+      const a = await app(store);
+      try {
+        const got = [];
+        for (let i = 0; i < 5; i++) got.push((await hit(a.url, "twin")).status);
+        assert.deepEqual(got, [200, 200, 200, 429, 429]);
+        assert.equal(await c.get(prefix + "twin"), "3"); // RL.FIXED's state, written by its twin
+        assert.equal(log.lines.warn.length, twins === "fallback" ? 1 : 0);
+        assert.equal(log.lines.error.length, 0);
+      } finally {
+        await a.close();
+        await c.close();
+      }
+    });
+  }
+});
+
+describe("a stalled server: the timeout and the circuit breaker", () => {
+  for (const failOpen of [true, false]) {
+    test(`each hit waits at most timeoutMs, then the breaker spares the next ones (failOpen: ${failOpen})`, async () => {
+      const own = await stallableServer();
+      let clock = 1_000_000;
+      const log = memoryLogger();
+      const store = new RateLimitStore({
+        sendCommand: (command, ...args) => own.client.call(command, ...args),
+        prefix: tag(),
+        failOpen,
+        logger: log,
+        breaker: { now: () => clock },
+      });
+      const a = await app(store);
+      const breaker = store.guard.breaker;
+      try {
+        assert.equal((await hit(a.url, "pat")).status, 200);
+        await own.stall();
+        const stalled = await hit(a.url, "pat"); // times out after 250 ms
+        assert.equal(stalled.status, failOpen ? 200 : 503);
+        if (!failOpen) assert.equal(stalled.retryAfter, "1");
+        assert.equal(breaker.state, "open");
+        for (let i = 0; i < 3; i++) assert.equal((await hit(a.url, "pat")).status, failOpen ? 200 : 503);
+        // While open, no hit called the server (none waited for it).
+        assert.deepEqual([breaker.stats.calls, breaker.stats.outages, breaker.stats.skipped], [2, 1, 3]);
+        assert.equal(log.lines.warn.length, 1);
+        await own.resume();
+        clock += 1000; // the default cooldown is over: the next hit probes, and closes it
+        assert.equal((await hit(a.url, "pat")).status, 200);
+        assert.equal(breaker.state, "closed");
+      } finally {
+        await a.close();
+        await own.remove();
+      }
+    });
+  }
+});
+
+test("shadow: would-be refusals pass, counted and said once per key and window; refusals count nowhere", async () => {
+  const prefix = tag();
+  const log = memoryLogger();
+  const store = new RateLimitStore({ client: io, prefix, shadow: true, logger: log });
+  const a = await app(store);
+  try {
+    const got = [];
+    for (let i = 0; i < 5; i++) got.push(await hit(a.url, "sha"));
+    assert.deepEqual(got.map((r) => [r.status, r.remaining]), [[200, "2"], [200, "1"], [200, "0"], [200, "0"], [200, "0"]]);
+    assert.equal(store.stats.shadowDenials, 2);
+    assert.equal(log.lines.warn.length, 1);
+    assert.match(log.lines.warn[0], /shadow mode: the express-rate-limit store would refuse .*sha/);
+    assert.equal(await io.get(prefix + "sha"), "3");
+  } finally {
+    await a.close();
+  }
+});
+
+test("the client option: an ioredis or node-redis client itself", async () => {
+  for (const c of [io, client]) {
+    const prefix = tag();
+    const a = await app(new RateLimitStore({ client: c, prefix }));
+    try {
+      const got = [];
+      for (let i = 0; i < 4; i++) got.push((await hit(a.url, "cli")).status);
+      assert.deepEqual(got, [200, 200, 200, 429]);
+    } finally {
+      await a.close();
+    }
   }
 });

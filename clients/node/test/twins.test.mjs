@@ -6,7 +6,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { Redis, Cluster as IoCluster } from "ioredis";
 import { createClient, createCluster } from "redis";
-import { RateLimiter, ModuleMissingError, Gcra, Fixed, Sliding, luaSources } from "redis-ratelimit";
+import { RateLimiter, ModuleMissingError, Gcra, Fixed, Sliding, luaSources } from "redis-native-ratelimit";
 import { Server, Cluster, tag, memoryLogger } from "./helpers.mjs";
 
 const T = 1_900_000_000_000;

@@ -5,9 +5,9 @@
 //! Both set the same absolute expiry on every key one call touches: the call's time
 //! (in whole milliseconds, as `PEXPIRE` counts) plus the TTL.
 
+use crate::error::{Error, Result};
 use crate::parse::args::{once, parse_int};
 use crate::parse::duration::parse_duration;
-use crate::parse::error::{Error, Result};
 pub mod glob;
 use crate::units::{Micros, UnixMillis};
 
@@ -211,7 +211,7 @@ fn parse_count(raw: &[u8]) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parse::error::DurationProblem;
+    use crate::error::DurationProblem;
     use proptest::prelude::*;
 
     fn sweep(args: &[&str]) -> Result<SweepArgs> {

@@ -1,7 +1,6 @@
-//! A call of a limiter command and the one loop that settles it.
+//! A call of a limiter command and the one loop that runs it.
 //!
-//! Every limiter command is one of these shapes, all settled the same way
-//! ([`Call::settle`]):
+//! Every limiter command is one of these shapes, all run the same way ([`Call::run`]):
 //!
 //! ```text
 //! RL.FIXED key ...                      one key, one rule           [`Shape::Single`]
@@ -10,31 +9,34 @@
 //! CL.THROTTLE key ...                   one key, redis-cell's reply [`Shape::Throttle`]
 //! ```
 //!
-//! Settling a call: judge every key with its rule at the call's time, cost and mode
-//! (taken as it fits, or `REFUND`, `FORCE`); a *gate* (RL.ALL's BAN rule) is judged
-//! first, and when it denies, the call ends there, its other keys unread. The call is
-//! allowed iff no rule denies (a request forced over a limit is written all the same,
+//! Running a call: judge every key with its rule at the call's time, cost and mode
+//! (taken as it fits, or `REFUND`, `FORCE`); a *gate* (a rule whose [`Kind`] says so:
+//! RL.ALL's BAN rule) is judged first, and when it denies, the call ends there, its
+//! other keys unread. The call is allowed iff no rule denies (a request forced over a
+//! limit is written all the same,
 //! [`Decision::Over`](crate::call::verdict::Decision::Over)); the binding rule's numbers
-//! are the reply's ([`decision::Chooser`]). Then each key gets its rule's write (a
+//! are the reply's ([`binding::Binding`]). Then each key gets its rule's write (a
 //! denial consumes nothing: a single command still gives a key that lost its TTL its
-//! expiry back; RL.ALL writes nothing but a rule's *penalty*, a BAN rule's strike, which
-//! binds the reply when it starts a ban). The glue opens the keys, hands what they hold
-//! to [`Call::settle`], and applies the [`Settlement`]'s effects in key order.
+//! expiry back; RL.ALL writes nothing but a penalty, a BAN rule's strike, which binds
+//! the reply when it starts a ban), the server's `maxmemory` rule is asked, and the
+//! writes are carried out on the [`Keys`], in key order. The glue opens the keys and
+//! replies with the [`Resolution`]; tests run the same loop on keys held in memory
+//! ([`memory`]).
 
-pub mod decision;
+pub mod binding;
+pub mod keys;
 pub mod limiter;
 pub mod memory;
 pub mod state;
 pub mod verdict;
 
-use crate::call::decision::Chooser;
-use crate::call::limiter::{
-    Field, Judgement, KeyRead, Limiter, Mode, Request, Settled, Syntax, Token,
-};
-use crate::call::state::{Effect, Encode, Outcome, Stored};
+use crate::call::binding::Binding;
+use crate::call::keys::Keys;
+use crate::call::limiter::{Field, Judgement, Limiter, Mode, Names, Outcome, Request, Syntax};
+use crate::call::state::Effect;
 use crate::call::verdict::Verdict;
+use crate::error::{Error, Result};
 use crate::parse::args::Options;
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::{Opt, COST_AT};
 use crate::units::Micros;
 use smallvec::SmallVec;
@@ -42,7 +44,7 @@ use smallvec::SmallVec;
 /// How a call names its keys and its binding rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shape {
-    /// `CMD key ...`: one key, one rule; five fields (six with a limiter's extra field).
+    /// `CMD key ...`: one key, one rule; five fields (six with a limiter's own field).
     Single,
     /// `CMD numkeys key... ...`: the same rule on every key; the binding key and window
     /// follow the five fields; an invalid state names its key.
@@ -55,6 +57,16 @@ pub enum Shape {
     Throttle { over_capacity: bool },
 }
 
+/// The rules of a call: (index of its key, rule), inline for calls of up to two keys.
+pub type Rules<R> = SmallVec<[(usize, R); 2]>;
+
+/// The rules of a call of one rule, on its one key.
+pub fn one_rule<R>(rule: R) -> Rules<R> {
+    let mut rules = Rules::new();
+    rules.push((0, rule));
+    rules
+}
+
 /// A parsed call, of rules of one limiter (`R`, for the commands of one limiter) or of
 /// any kind (RL.ALL's rule).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,27 +76,25 @@ pub struct Call<R> {
     /// How many keys the call names.
     pub numkeys: usize,
     /// (index of its key, rule), in the order the call gives the rules.
-    pub rules: SmallVec<[(usize, R); 1]>,
+    pub rules: Rules<R>,
     pub cost: i64,
     pub at: Option<Micros>,
     /// How the request settles (`REFUND`, `FORCE`; the usual: taken as it fits).
     pub mode: Mode,
 }
 
-/// What a call comes to: the binding verdict and the writes.
+/// What a call comes to: how it was decided, the binding verdict, the writes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Settlement<S> {
-    pub settled: Settled,
+pub struct Resolution<S> {
+    pub outcome: Outcome,
     /// The binding rule's verdict (its five fields are the reply's).
     pub verdict: Verdict,
     /// The binding rule: its place among the call's rules (0-based).
     pub binding: usize,
     /// The binding rule's window (ms), for the replies that name it.
     pub window_ms: u64,
-    /// The binding rule's sixth reply field of its own, if any.
-    pub extra: Option<i64>,
-    /// The reply field of the first rule that gives one whatever the binding rule
-    /// ([`Limiter::reply_field`]: a lease's id), if any.
+    /// The reply's field after the fixed ones, when the call has one: the field of
+    /// the first rule that gives one (nil for a rule the call did not judge).
     pub field: Option<Field>,
     /// The writes, in key order: (the rule's place, its effect); none for a rule that
     /// writes nothing.
@@ -96,6 +106,8 @@ pub struct Settlement<S> {
     pub gated: bool,
     /// A penalty binds the denied call (a strike started a ban).
     pub penalized: bool,
+    /// With `UPTO`: the units the call took (0 when denied), the reply's last field.
+    pub granted: Option<i64>,
 }
 
 impl<R: Limiter> Call<R> {
@@ -107,156 +119,250 @@ impl<R: Limiter> Call<R> {
         }
     }
 
-    /// Settle the call at `now`: `reads[i]` is what the key of rule `i` holds, `name(i)`
-    /// that key's name (for errors).
-    pub fn settle<'n>(
-        &self,
-        reads: &[KeyRead<'_>],
-        now: Micros,
-        name: impl Fn(usize) -> &'n [u8],
-    ) -> Result<Settlement<R::State>> {
-        let read = |i: usize| Ok(reads.get(i).copied().unwrap_or(KeyRead::Missing));
-        self.settle_with(now, read, name)
-    }
-
-    /// Settle the call at `now`, reading the key of rule `i` with `read(i)` (as the
-    /// module reads it, its errors those of rule `i`); `name(i)` is that key's name.
-    pub fn settle_with<'k, 'n>(
-        &self,
-        now: Micros,
-        read: impl Fn(usize) -> Result<KeyRead<'k>>,
-        name: impl Fn(usize) -> &'n [u8],
-    ) -> Result<Settlement<R::State>> {
-        self.settle_request(&self.request(now, None), read, name)
-    }
-
-    /// The request every rule of the call judges at `now`; `token`: the name the glue
-    /// made for it, when [`Call::wants_token`].
-    pub fn request(&self, now: Micros, token: Option<Token>) -> Request {
+    /// The request every rule of the call judges at `now`, its names made by `names`.
+    pub fn request<'r>(&self, now: Micros, names: &'r dyn Names) -> Request<'r> {
         Request {
             now,
             cost: self.cost,
             mode: self.mode,
-            token,
+            names,
         }
     }
 
-    /// Whether a rule of the call records a name the call does not give (a lease
-    /// without `ID`): the glue then makes a [`Token`] for the request. A peek and a
-    /// refund record none.
-    pub fn wants_token(&self) -> bool {
-        self.cost > 0
-            && self.mode != Mode::Refund
-            && self.rules.iter().any(|(_, r)| r.wants_token())
+    /// The one loop of every limiter call: judge the key of every rule at `now` (gates
+    /// first), decide all or nothing and the binding rule, ask the `maxmemory` rule
+    /// about the first write that stores a value, and carry out the writes on `keys`
+    /// in key order. `names` makes the call's name when a rule records one it was not
+    /// given.
+    pub fn run<K: Keys>(
+        &self,
+        keys: &mut K,
+        now: Micros,
+        names: &dyn Names,
+    ) -> Result<Resolution<R::State>> {
+        let resolution = match self.mode {
+            Mode::UpTo => self.resolve_up_to(now, names, &*keys)?,
+            _ => self.resolve(&self.request(now, names), &*keys)?,
+        };
+        if let Some(i) = resolution.first_set {
+            keys.check_memory(i)?;
+        }
+        for (i, effect) in &resolution.writes {
+            keys.apply(*i, effect)?;
+        }
+        Ok(resolution)
     }
 
-    /// Settle the call's request `req`, reading the key of rule `i` with `read(i)` (as
-    /// the module reads it, its errors those of rule `i`); `name(i)` is that key's name.
-    /// The one loop of every limiter call.
-    pub fn settle_request<'k, 'n>(
+    /// `UPTO`: the call taken as `COST k` for the largest `k` up to its cost that every
+    /// rule allows now, or denied as `COST 1` when not even 1 fits. `k` is what a peek
+    /// (`COST 0`) says remains (every limiter's `remaining` is the largest cost that
+    /// fits now, a property test checks it); a call of cost 1 needs no peek (a lease's
+    /// renewal fits where a peek says nothing remains), and a call of gates alone (a
+    /// BAN rule) takes it all. The reply's last field is `k` (0 when denied).
+    fn resolve_up_to<K: Keys>(
         &self,
+        now: Micros,
+        names: &dyn Names,
+        keys: &K,
+    ) -> Result<Resolution<R::State>> {
+        let take = |cost| Request {
+            now,
+            cost,
+            mode: Mode::Take,
+            names,
+        };
+        let k = if self.cost <= 1 {
+            1
+        } else {
+            let peek = self.resolve(&take(0), keys)?;
+            if !peek.outcome.is_allowed() {
+                0
+            } else if self.rules.iter().all(|(_, r)| r.kind().gate) {
+                self.cost
+            } else {
+                peek.verdict.remaining.clamp(0, self.cost)
+            }
+        };
+        let taken = k.max(1);
+        let mut resolution = self.resolve(&take(taken), keys)?;
+        resolution.granted = Some(if resolution.outcome.is_allowed() {
+            taken
+        } else {
+            0
+        });
+        Ok(resolution)
+    }
+
+    /// Judge and decide the call's request on `keys`, and the writes it makes.
+    fn resolve<K: Keys>(&self, req: &Request, keys: &K) -> Result<Resolution<R::State>> {
+        match self.rules.as_slice() {
+            // A call of one rule (every single-key command): the steps below without
+            // their lists (a test checks that the two agree).
+            [(_, rule)] if !rule.kind().gate => self.resolve_one(rule, req, keys),
+            _ => self.resolve_all(req, keys),
+        }
+    }
+
+    /// [`Call::resolve`] of a call of one rule that is no gate.
+    fn resolve_one<K: Keys>(
+        &self,
+        rule: &R,
         req: &Request,
-        read: impl Fn(usize) -> Result<KeyRead<'k>>,
-        name: impl Fn(usize) -> &'n [u8],
-    ) -> Result<Settlement<R::State>> {
-        let req = *req;
+        keys: &K,
+    ) -> Result<Resolution<R::State>> {
+        let j = keys
+            .read(0)
+            .and_then(|key| rule.judge(key, req))
+            .map_err(|e| self.rule_error(0, keys.name(0), e))?;
+        let outcome = if j.verdict.is_denied() {
+            Outcome::Denied {
+                repair: self.shape != Shape::All,
+            }
+        } else {
+            Outcome::Allowed
+        };
+        let effect = rule.write(j.pending, outcome, req).map_err(|_| {
+            let full = Error::KeyFull {
+                key: keys.name(0).to_vec(),
+                command: rule.kind().state.command,
+            };
+            self.rule_error(0, keys.name(0), full)
+        })?;
+        let first_set = matches!(effect, Effect::Set { .. }).then_some(0);
+        let mut writes = SmallVec::new();
+        if !effect.is_none() {
+            writes.push((0, effect));
+        }
+        Ok(Resolution {
+            outcome,
+            verdict: j.verdict,
+            binding: 0,
+            window_ms: j.window_ms,
+            field: j.field,
+            writes,
+            first_set,
+            gated: false,
+            penalized: false,
+            granted: None,
+        })
+    }
+
+    /// Both paths of [`Call::resolve`] on the same keys, for the test that they agree.
+    #[cfg(test)]
+    pub(crate) fn resolve_both<K: Keys>(
+        &self,
+        keys: &K,
+        now: Micros,
+    ) -> Option<[Result<Resolution<R::State>>; 2]>
+    where
+        R::State: Clone,
+    {
+        let names = crate::call::memory::Counted::default();
+        let req = self.request(now, &names);
+        match self.rules.as_slice() {
+            [(_, rule)] if !rule.kind().gate => Some([
+                self.resolve_one(rule, &req, keys),
+                self.resolve_all(&req, keys),
+            ]),
+            _ => None,
+        }
+    }
+
+    /// [`Call::resolve`] of a call of any rules.
+    fn resolve_all<K: Keys>(&self, req: &Request, keys: &K) -> Result<Resolution<R::State>> {
         let judge = |i: usize, rule: &R| {
-            read(i)
-                .and_then(|key| rule.judge(key, &req))
-                .map_err(|e| self.rule_error(i, name(i), e))
+            keys.read(i)
+                .and_then(|key| rule.judge(key, req))
+                .map_err(|e| self.rule_error(i, keys.name(i), e))
         };
         let mut judged: SmallVec<[Option<Judgement<R::Pending>>; 4]> =
             self.rules.iter().map(|_| None).collect();
         // Gates first (RL.ALL's BAN rule): one that denies ends the call, the other
         // keys unread and nothing written; it binds.
         for (i, (_, rule)) in self.rules.iter().enumerate() {
-            if !rule.gates() {
+            if !rule.kind().gate {
                 continue;
             }
             let j = judge(i, rule)?;
             if j.verdict.is_denied() {
                 // The other rules, unjudged, give their field as in any denial (nil).
-                let field = self
-                    .rules
-                    .iter()
-                    .find_map(|(_, rule)| rule.reply_field(None, Settled::Denied));
-                return Ok(Settlement {
-                    settled: Settled::Denied,
+                let field = self.rules.iter().find_map(|(_, r)| {
+                    let kind = r.kind();
+                    kind.field.then_some(Field::Nil)
+                });
+                return Ok(Resolution {
+                    outcome: Outcome::Denied { repair: false },
                     verdict: j.verdict,
                     binding: i,
                     window_ms: j.window_ms,
-                    extra: j.extra,
                     field,
                     writes: SmallVec::new(),
                     first_set: None,
                     gated: true,
                     penalized: false,
+                    granted: None,
                 });
             }
             if let Some(slot) = judged.get_mut(i) {
                 *slot = Some(j);
             }
         }
-        let gates_only = self.rules.iter().all(|(_, r)| r.gates());
-        let mut chooser = Chooser::default();
+        let gates_only = self.rules.iter().all(|(_, r)| r.kind().gate);
+        let mut binding = Binding::default();
         for (i, ((_, rule), slot)) in self.rules.iter().zip(judged.iter_mut()).enumerate() {
-            if rule.gates() {
+            if rule.kind().gate {
                 // A gate that allows binds only a call of gates.
                 if let (true, Some(j)) = (gates_only, slot.as_ref()) {
-                    chooser.offer(j.verdict, i);
+                    binding.offer(j.verdict, i);
                 }
                 continue;
             }
             let j = judge(i, rule)?;
-            chooser.offer(j.verdict, i);
+            binding.offer(j.verdict, i);
             *slot = Some(j);
         }
-        let settled = if chooser.is_denied() {
-            Settled::Denied
+        let outcome = if binding.is_denied() {
+            Outcome::Denied {
+                repair: self.shape != Shape::All,
+            }
         } else {
-            Settled::Allowed
+            Outcome::Allowed
         };
-        // The chooser's verdict: a forced request over a limit waits for every rule.
-        let (mut verdict, mut binding) = chooser.finish().ok_or(Error::Internal("no rule"))?;
+        // The binding verdict: a forced request over a limit waits for every rule.
+        let (mut verdict, mut bound) =
+            binding.finish().ok_or_else(|| Error::Internal("no rule"))?;
         let b = judged
-            .get(binding)
+            .get(bound)
             .and_then(Option::as_ref)
-            .ok_or(Error::Internal("binding rule"))?;
-        let (mut window_ms, mut extra) = (b.window_ms, b.extra);
-        // A rule's own reply field (a lease's id), from its judgement as the call settled.
-        let field =
-            self.rules.iter().zip(&judged).find_map(|((_, rule), j)| {
-                rule.reply_field(j.as_ref().map(|j| &j.pending), settled)
-            });
+            .ok_or_else(|| Error::Internal("binding rule"))?;
+        let mut window_ms = b.window_ms;
+        // A rule's own field, from its judgement as the call was decided: what a rule
+        // allowed records nothing when the call is denied.
+        let field = judged.iter().flatten().find_map(|j| {
+            let recorded = outcome.is_allowed() || !j.verdict.is_allowed();
+            j.field
+                .clone()
+                .map(|f| if recorded { f } else { Field::Nil })
+        });
         let mut writes: SmallVec<[(usize, Effect<R::State>); 4]> = SmallVec::new();
         let mut first_set = None;
         let mut penalized = false;
         let rules = self.rules.iter().zip(judged.drain(..)).enumerate();
         let rules = rules.filter_map(|(i, ((_, rule), j))| j.map(|j| (i, rule, j)));
         for (i, rule, j) in rules {
-            let effect = if settled == Settled::Allowed || self.shape != Shape::All {
-                rule.write(j.pending, settled, &req).map_err(|_| {
-                    let full = Error::KeyFull {
-                        key: name(i).to_vec(),
-                        command: rule.state_kind().command,
-                    };
-                    self.rule_error(i, name(i), full)
-                })?
-            } else {
-                // RL.ALL's denial writes nothing but a penalty (a strike).
-                match rule.penalty(j.pending, &req) {
-                    None => continue,
-                    Some(penalty) => {
-                        if let Some(v) = penalty.binds {
-                            (verdict, binding, window_ms, extra) = (v, i, j.window_ms, None);
-                            penalized = true;
-                        }
-                        penalty.effect
-                    }
-                }
-            };
+            let effect = rule.write(j.pending, outcome, req).map_err(|_| {
+                let full = Error::KeyFull {
+                    key: keys.name(i).to_vec(),
+                    command: rule.kind().state.command,
+                };
+                self.rule_error(i, keys.name(i), full)
+            })?;
             if effect.is_none() {
                 continue;
+            }
+            // A write of a denied call that binds it (a strike that starts a ban).
+            if let (Outcome::Denied { .. }, Some(v), false) = (outcome, j.when_denied, penalized) {
+                (verdict, bound, window_ms, penalized) = (v, i, j.window_ms, true);
             }
             if first_set.is_none() && matches!(effect, Effect::Set { .. }) {
                 first_set = Some(i);
@@ -268,17 +374,17 @@ impl<R: Limiter> Call<R> {
         if writes.len() > 1 {
             writes.sort_unstable_by_key(|(i, _)| self.rules.get(*i).map(|(k, _)| *k));
         }
-        Ok(Settlement {
-            settled,
+        Ok(Resolution {
+            outcome,
             verdict,
-            binding,
+            binding: bound,
             window_ms,
-            extra,
             field,
             writes,
             first_set,
             gated: false,
             penalized,
+            granted: None,
         })
     }
 
@@ -296,7 +402,7 @@ impl<R: Limiter> Call<R> {
         match (self.shape, self.rules.get(i)) {
             (Shape::All, Some((_, rule))) => Error::InRule {
                 index: i + 1,
-                kind: rule.kind(),
+                kind: rule.kind().keyword,
                 inner: Box::new(e),
             },
             _ => e,
@@ -312,7 +418,7 @@ impl<R: Limiter> Call<R> {
         R: Syntax<'a>,
     {
         let arity = || Error::WrongArity {
-            command: R::STATE.command,
+            command: R::KIND.state.command,
         };
         let (_key, rest) = args.split_first().ok_or_else(arity)?;
         if rest.len() < R::ARGS {
@@ -324,15 +430,12 @@ impl<R: Limiter> Call<R> {
         let opts = Options::parse(options, accepts)?;
         let mode = Mode::of(&opts)?;
         let rule = R::build(positional, &opts)?;
-        // A refund or a forced request of any cost can be settled.
-        if mode == Mode::Take {
-            rule.check_cost(opts.cost)?;
-        }
+        rule.check_cost(opts.cost, mode)?;
         Ok(Call {
-            command: R::STATE.command,
+            command: R::KIND.state.command,
             shape: Shape::Single,
             numkeys: 1,
-            rules: SmallVec::from_buf([(0, rule)]),
+            rules: crate::call::one_rule(rule),
             cost: opts.cost,
             at: opts.at,
             mode,
@@ -367,83 +470,36 @@ impl<R: Limiter> Call<R> {
     }
 }
 
-/// Calls on states held in memory, as tests, benches and models make them: the same
-/// [`Call::settle`] as the module's, on the bytes the keys would hold.
+/// Calls of one rule, as tests, benches and models make them.
 impl<R: Limiter> Call<R> {
     /// A call of one rule on one key, as the rule's own command makes it.
     pub fn one(rule: R, cost: i64) -> Call<R> {
         Call {
-            command: rule.state_kind().command,
+            command: rule.kind().state.command,
             shape: Shape::Single,
             numkeys: 1,
-            rules: SmallVec::from_buf([(0, rule)]),
+            rules: crate::call::one_rule(rule),
             cost,
             at: None,
             mode: Mode::Take,
         }
     }
-
-    /// Settle the call on string keys that hold `stored[k]` (key `k`; `None`: no key),
-    /// each state encoded as its key would hold it; an error naming a key names it by
-    /// its index (`0`, `1`, ...).
-    pub fn settle_states<T: Encode>(
-        &self,
-        stored: &[Option<Stored<T>>],
-        now: Micros,
-    ) -> Result<Settlement<R::State>> {
-        let values: SmallVec<[Encoded; 4]> = stored
-            .iter()
-            .map(|st| {
-                st.as_ref().map(|st| {
-                    let mut value = Vec::new();
-                    st.state.encode(&mut value);
-                    let at = Stored {
-                        state: (),
-                        expires_at: st.expires_at,
-                    };
-                    (value, at)
-                })
-            })
-            .collect();
-        let reads: SmallVec<[KeyRead<'_>; 4]> = self
-            .rules
-            .iter()
-            .map(|(k, _)| match values.get(*k) {
-                Some(Some((value, at))) => KeyRead::String {
-                    value,
-                    expires_at: at.expires_at,
-                },
-                _ => KeyRead::Missing,
-            })
-            .collect();
-        let names: SmallVec<[Vec<u8>; 4]> = self
-            .rules
-            .iter()
-            .map(|(k, _)| k.to_string().into_bytes())
-            .collect();
-        self.settle(&reads, now, |i| {
-            names.get(i).map_or(&b""[..], Vec::as_slice)
-        })
-    }
 }
 
-/// A state encoded as its key holds it, and the key's expiry (`None`: no key).
-type Encoded = Option<(Vec<u8>, Stored<()>)>;
+impl<S: Clone> Resolution<S> {
+    /// The verdict and the write of a call of one rule.
+    pub fn decided(&self) -> crate::call::state::Decided<S> {
+        crate::call::state::Decided {
+            verdict: self.verdict,
+            effect: self.effect(0),
+        }
+    }
 
-impl<S: Clone> Settlement<S> {
     /// The write of rule `i` (`Effect::None` when it writes nothing).
     pub fn effect(&self, i: usize) -> Effect<S> {
         self.writes
             .iter()
             .find(|(r, _)| *r == i)
             .map_or(Effect::None, |(_, e)| e.clone())
-    }
-
-    /// The verdict and the write of a call of one rule.
-    pub fn outcome(&self) -> Outcome<S> {
-        Outcome {
-            verdict: self.verdict,
-            effect: self.effect(0),
-        }
     }
 }

@@ -1,20 +1,9 @@
-//! The vocabulary every limiter shares: what a key held when the call started, what the
-//! call writes back, and how a key with foreign content is reported.
-//!
-//! Each limiter module follows one shape:
-//!
-//! ```text
-//! Params::new(..)           -> Result<Params>    every parameter checked once
-//! parse_args(args)          -> Result<(Params, Option<Micros>)>
-//! parse_state(raw)          -> Result<State>     the key's value, or STATE.invalid()
-//! decide(stored, now, &p)   -> Outcome<State>    cannot fail: parameters are checked
-//! ```
-//!
-//! and the glue reads the key, decides, writes the [`Effect`] and replies, the same way
-//! for every command.
+//! The vocabulary every limiter shares: what a key held when the call started
+//! ([`Stored`]), what a call writes back ([`Effect`]), how a state is encoded in its key
+//! ([`Encode`]), and how a key with foreign content is reported ([`StateName`]).
 
 use crate::call::verdict::Verdict;
-use crate::parse::error::Error;
+use crate::error::Error;
 use crate::units::{Micros, UnixMillis};
 
 /// What a key held when the call started: its decoded state and its absolute expiry.
@@ -57,22 +46,22 @@ impl<S> Effect<S> {
     }
 }
 
-/// The decision on one request against one key.
+/// The decision on one request against one key, and its write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Outcome<S> {
+pub struct Decided<S> {
     pub verdict: Verdict,
     pub effect: Effect<S>,
 }
 
 /// The state a command keeps in its keys, as error replies name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StateKind {
+pub struct StateName {
     pub command: &'static str,
     /// What the key should hold, e.g. "a non-negative integer counter".
     pub expected: &'static str,
 }
 
-impl StateKind {
+impl StateName {
     /// The error for a key of the right type whose content is not this state; commands
     /// with several keys name the key (see [`Error::for_key`]).
     pub const fn invalid(&self) -> Error {

@@ -6,7 +6,7 @@
 //! denied before any other rule is judged (the rule *gates* the call: the other keys
 //! are neither read nor written), and the BAN rule binds: field 2 is `strikes`, field 3
 //! is 0, fields 4 and 5 are the time left of the ban. A strike is the one write a
-//! denied RL.ALL makes (the rule's [`Limiter::penalty`]); an allowed call leaves the
+//! denied RL.ALL makes (the rule's write when the call is denied); an allowed call leaves the
 //! key as it is, and a BAN rule binds an allowed call only when it is the call's only
 //! rule (then: field 3 is the strikes left before a ban, field 5 the time left of the
 //! strike window). A ban and a strike window end exactly at their end, in whole
@@ -18,39 +18,49 @@
 //! `banned:<end_ms>` while a ban runs (`end_ms`: its end in Unix milliseconds); the key
 //! expires at that end. `GET key` shows it.
 
+use crate::call::keys::{KeyRead, Value, Written};
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Mode, Penalty, Request, Settled, Storage, Syntax, Value,
-    Written,
+    Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
-use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
+use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateName, Stored};
 use crate::call::verdict::{Decision, Verdict};
+use crate::error::{Error, Result};
 use crate::limiters::fixed::new_window_end;
 use crate::limits::{MAX_END_MS, MAX_SAFE_INTEGER};
 use crate::parse::args::{in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis};
 
 /// What a BAN key holds, as error replies word it.
-pub const STATE: StateKind = StateKind {
+pub const STATE: StateName = StateName {
     command: "RL.ALL",
     expected: "a penalty box: strikes:<count>:<end_ms> or banned:<end_ms>",
 };
 
+/// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
+pub static KIND: Kind = Kind {
+    keyword: "BAN",
+    syntax: "BAN i strikes window duration",
+    state: STATE,
+    storage: Storage::String,
+    gate: true,
+    field: false,
+};
+
 /// A checked BAN rule: a ban of `duration` once `strikes` denials fall in one `window`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule {
+pub struct Ban {
     strikes: i64,
     window: Micros,
     duration: Micros,
 }
 
-impl Rule {
+impl Ban {
     /// `strikes` from 1 to 2^53 - 1; `window` and `duration` durations (whole ms).
-    pub fn new(strikes: i64, window: Micros, duration: Micros) -> Result<Rule> {
+    pub fn new(strikes: i64, window: Micros, duration: Micros) -> Result<Ban> {
         crate::parse::args::check_count("strikes", strikes, 1)?;
-        Ok(Rule {
+        Ok(Ban {
             strikes,
             window,
             duration,
@@ -128,17 +138,8 @@ pub fn parse_state(raw: &[u8]) -> Result<State> {
     State::parse(raw).ok_or_else(|| STATE.invalid())
 }
 
-/// What a judgement keeps for a denied call: the strike it records and, when that
-/// strike starts a ban, the verdict the call replies with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Strike {
-    state: State,
-    binds: Option<Verdict>,
-}
-
-impl<'a> Syntax<'a> for Rule {
-    const KIND: &'static str = "BAN";
-    const STATE: StateKind = STATE;
+impl<'a> Syntax<'a> for Ban {
+    const KIND: &'static Kind = &KIND;
     const ARGS: usize = 3;
     const OPTIONS: &'static [Opt] = &[];
     type Args = (i64, Micros, Micros);
@@ -155,33 +156,26 @@ impl<'a> Syntax<'a> for Rule {
         ))
     }
 
-    fn build((strikes, window, duration): (i64, Micros, Micros), _: &Options<'a>) -> Result<Rule> {
-        Rule::new(strikes, window, duration)
+    fn build((strikes, window, duration): (i64, Micros, Micros), _: &Options<'a>) -> Result<Ban> {
+        Ban::new(strikes, window, duration)
     }
 }
 
-impl Limiter for Rule {
+impl Limiter for Ban {
     type State = State;
-    type Pending = Option<Strike>;
+    /// The strike a denial of the call records.
+    type Pending = Option<State>;
 
-    fn kind(&self) -> &'static str {
-        <Self as Syntax>::KIND
-    }
-
-    fn state_kind(&self) -> StateKind {
-        STATE
-    }
-
-    fn storage(&self) -> Storage {
-        Storage::String
+    fn kind(&self) -> &'static Kind {
+        &KIND
     }
 
     /// A penalty box has no capacity: any cost is judged by the other rules.
-    fn check_cost(&self, _cost: i64) -> Result<()> {
+    fn check_cost(&self, _cost: i64, _mode: Mode) -> Result<()> {
         Ok(())
     }
 
-    fn judge(&self, key: KeyRead<'_>, req: &Request) -> Result<Judgement<Option<Strike>>> {
+    fn judge(&self, key: KeyRead<'_>, req: &Request) -> Result<Judgement<Option<State>>> {
         let now = req.now;
         let stored = key.string_state(parse_state)?;
         let window_ms = self.duration.floor_millis();
@@ -195,7 +189,7 @@ impl Limiter for Rule {
                 let decision = match req.mode {
                     // A refund is never denied.
                     Mode::Refund => Decision::Allowed,
-                    Mode::Take | Mode::Force => Decision::Denied { retry_after: left },
+                    Mode::Take | Mode::UpTo | Mode::Force => Decision::Denied { retry_after: left },
                 };
                 let verdict = Verdict {
                     decision,
@@ -203,12 +197,7 @@ impl Limiter for Rule {
                     remaining: 0,
                     reset_after: left,
                 };
-                return Ok(Judgement {
-                    verdict,
-                    window_ms,
-                    extra: None,
-                    pending: None,
-                });
+                return Ok(Judgement::plain(verdict, window_ms, None));
             }
             Some(Stored {
                 state: State::Strikes { count, ends_at },
@@ -222,62 +211,48 @@ impl Limiter for Rule {
             remaining: self.strikes.saturating_sub(count).max(0),
             reset_after: strike_end.map_or(Micros::ZERO, |e| e.as_micros().saturating_since(now)),
         };
-        // The strike a denial of this call records.
-        let strike = if count.saturating_add(1) >= self.strikes {
+        // A denial of this call records a strike (not a peek, a refund or a forced
+        // call); the strike that reaches `strikes` starts a ban, and binds the call.
+        if req.cost == 0 || req.mode != Mode::Take {
+            return Ok(Judgement::plain(verdict, window_ms, None));
+        }
+        let (strike, binds) = if count.saturating_add(1) >= self.strikes {
             let until = new_window_end(now, self.duration, false);
             let left = until.as_micros().saturating_since(now);
-            Strike {
-                state: State::Banned { until },
-                binds: Some(Verdict {
-                    decision: Decision::Denied { retry_after: left },
-                    limit: self.strikes,
-                    remaining: 0,
-                    reset_after: left,
-                }),
-            }
+            let ban = Verdict {
+                decision: Decision::Denied { retry_after: left },
+                limit: self.strikes,
+                remaining: 0,
+                reset_after: left,
+            };
+            (State::Banned { until }, Some(ban))
         } else {
-            Strike {
-                state: State::Strikes {
-                    count: count + 1,
-                    ends_at: strike_end.unwrap_or_else(|| new_window_end(now, self.window, false)),
-                },
-                binds: None,
-            }
+            let ends_at = strike_end.unwrap_or_else(|| new_window_end(now, self.window, false));
+            let strike = State::Strikes {
+                count: count + 1,
+                ends_at,
+            };
+            (strike, None)
         };
         Ok(Judgement {
-            verdict,
-            window_ms,
-            extra: None,
-            pending: Some(strike),
+            when_denied: binds,
+            ..Judgement::plain(verdict, window_ms, Some(strike))
         })
     }
 
-    /// An allowed call leaves the key as it is.
+    /// A denied call records its strike; an allowed call leaves the key as it is.
     fn write(
         &self,
-        _pending: Option<Strike>,
-        _settled: Settled,
+        strike: Option<State>,
+        outcome: Outcome,
         _req: &Request,
     ) -> std::result::Result<Effect<State>, Full> {
-        Ok(Effect::None)
-    }
-
-    fn gates(&self) -> bool {
-        true
-    }
-
-    /// A denied call records a strike (not a peek, a refund or a forced call).
-    fn penalty(&self, pending: Option<Strike>, req: &Request) -> Option<Penalty<State>> {
-        if req.cost == 0 || req.mode != Mode::Take {
-            return None;
-        }
-        let strike = pending?;
-        Some(Penalty {
-            effect: Effect::Set {
-                state: strike.state,
-                expires_at: strike.state.ends_at(),
+        Ok(match (outcome, strike) {
+            (Outcome::Denied { .. }, Some(state)) => Effect::Set {
+                state,
+                expires_at: state.ends_at(),
             },
-            binds: strike.binds,
+            _ => Effect::None,
         })
     }
 }

@@ -8,39 +8,71 @@
 //! State: the count, a non-negative decimal integer as `INCR` writes it; the key's
 //! absolute expiry is the end of the window.
 
+use crate::call::keys::KeyRead;
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax,
+    Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
-use crate::call::state::{parse_decimal, Effect, StateKind, Stored};
+use crate::call::state::{parse_decimal, Effect, StateName, Stored};
 use crate::call::verdict::{Decision, Verdict};
+use crate::error::{DurationProblem, Error, Result};
 use crate::limits::{MAX_DURATION, MAX_SAFE_INTEGER};
 use crate::parse::args::{check_count, in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
-use crate::parse::error::{DurationProblem, Error, Result};
 use crate::parse::keyword::{Opt, SETTLE};
 use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
+use crate::call::Call;
+use crate::commands::{ALIGN, AT, COST, Command, FlagCounts, Id, KEY, LIMIT, LIMITER, REFUND_OR_FORCE, WINDOW};
 
 /// What an RL.FIXED key holds, as error replies word it.
-pub const STATE: StateKind = StateKind {
+pub const STATE: StateName = StateName {
     command: "RL.FIXED",
     expected: "a non-negative integer counter",
 };
 
+/// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
+pub static KIND: Kind = Kind {
+    keyword: "FIXED",
+    syntax: "FIXED i limit window [ALIGN]",
+    state: STATE,
+    storage: Storage::String,
+    gate: false,
+    field: false,
+};
+
+/// Its command: syntax, COMMAND DOCS, keys, flags, ACL, INFO counters.
+pub const COMMAND: Command = Command {
+    id: Id::Fixed,
+    name: "RL.FIXED",
+    syntax: "RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE|UPTO]",
+    summary: "Counts a request in a fixed window: allowed, limit, remaining, retry and reset times",
+    args: &[KEY, LIMIT, WINDOW, COST, ALIGN, AT, REFUND_OR_FORCE],
+    flags: "write fast",
+    acl: "write fast",
+    info: "fixed",
+    flag_counts: FlagCounts::Flags,
+    ..LIMITER
+};
+
+/// `RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms]`.
+pub fn parse(args: &[&[u8]]) -> Result<Call<Fixed>> {
+    Call::single(args)
+}
+
 /// RL.FIXED's rule on one key (and each pair of RL.MULTI): a limit per window, windows
 /// aligned to the epoch or not. Each call brings its cost.
 ///
-/// Built only by [`Rule::new`], which guarantees `limit >= 1` and a window of whole
+/// Built only by [`Fixed::new`], which guarantees `limit >= 1` and a window of whole
 /// milliseconds from 1 ms to ten years.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule {
+pub struct Fixed {
     limit: i64,
     window: Micros,
     align: bool,
 }
 
-impl Rule {
+impl Fixed {
     /// Check the parameters, with the errors of the arguments they come from.
-    pub fn new(limit: i64, window: Micros, align: bool) -> Result<Rule> {
+    pub fn new(limit: i64, window: Micros, align: bool) -> Result<Fixed> {
         check_count("limit", limit, 1)?;
         if window.0 == 0 || !window.0.is_multiple_of(MICROS_PER_MS) || window > MAX_DURATION {
             let reason = if window > MAX_DURATION {
@@ -54,7 +86,7 @@ impl Rule {
                 reason,
             });
         }
-        Ok(Rule {
+        Ok(Fixed {
             limit,
             window,
             align,
@@ -74,9 +106,8 @@ impl Rule {
     }
 }
 
-impl<'a> Syntax<'a> for Rule {
-    const KIND: &'static str = "FIXED";
-    const STATE: StateKind = STATE;
+impl<'a> Syntax<'a> for Fixed {
+    const KIND: &'static Kind = &KIND;
     const ARGS: usize = 2;
     const OPTIONS: &'static [Opt] = &[Opt::Align];
     const COMMAND_OPTIONS: &'static [Opt] = &SETTLE;
@@ -95,31 +126,23 @@ impl<'a> Syntax<'a> for Rule {
         ))
     }
 
-    fn build((limit, window): (i64, Micros), opts: &Options<'a>) -> Result<Rule> {
-        Rule::new(limit, window, opts.align)
+    fn build((limit, window): (i64, Micros), opts: &Options<'a>) -> Result<Fixed> {
+        Fixed::new(limit, window, opts.align)
     }
 }
 
-impl Limiter for Rule {
+impl Limiter for Fixed {
     type State = i64;
     /// The write when the call is allowed, and when it is denied.
     type Pending = (Effect<i64>, Effect<i64>);
 
-    fn kind(&self) -> &'static str {
-        <Self as Syntax>::KIND
-    }
-
-    fn state_kind(&self) -> StateKind {
-        STATE
-    }
-
-    fn storage(&self) -> Storage {
-        Storage::String
+    fn kind(&self) -> &'static Kind {
+        &KIND
     }
 
     /// A cost above the limit can never be allowed.
-    fn check_cost(&self, cost: i64) -> Result<()> {
-        if cost > self.limit {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode == Mode::Take && cost > self.limit {
             return Err(Error::CostOverCapacity {
                 cost,
                 capacity: self.limit,
@@ -134,24 +157,24 @@ impl Limiter for Rule {
         if let Some(s) = &stored {
             check_not_a_tat(s.state, self.limit)?;
         }
-        let (verdict, on_allow, on_deny) = settle(stored, req, self)?;
-        Ok(Judgement {
+        let (verdict, on_allow, on_deny) = judge(stored, req, self)?;
+        Ok(Judgement::plain(
             verdict,
-            window_ms: self.window.floor_millis(),
-            extra: None,
-            pending: (on_allow, on_deny),
-        })
+            self.window.floor_millis(),
+            (on_allow, on_deny),
+        ))
     }
 
     fn write(
         &self,
         (on_allow, on_deny): Self::Pending,
-        settled: Settled,
+        outcome: Outcome,
         _req: &Request,
     ) -> std::result::Result<Effect<i64>, Full> {
-        Ok(match settled {
-            Settled::Allowed => on_allow,
-            Settled::Denied => on_deny,
+        Ok(match outcome {
+            Outcome::Allowed => on_allow,
+            Outcome::Denied { repair: true } => on_deny,
+            Outcome::Denied { repair: false } => Effect::None,
         })
     }
 }
@@ -207,7 +230,7 @@ pub fn new_window_end(now: Micros, window: Micros, align: bool) -> UnixMillis {
 /// The current window of a stored counter at `now`: its count, its end, and whether
 /// the counter lacked an expiry (it then gets one).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Window {
+pub struct Current {
     pub count: i64,
     pub ends_at: UnixMillis,
     pub missing_ttl: bool,
@@ -218,8 +241,8 @@ pub fn current_window(
     now: Micros,
     window: Micros,
     align: bool,
-) -> Window {
-    let fresh = |count, missing_ttl| Window {
+) -> Current {
+    let fresh = |count, missing_ttl| Current {
         count,
         ends_at: new_window_end(now, window, align),
         missing_ttl,
@@ -233,7 +256,7 @@ pub fn current_window(
         Some(Stored {
             state: count,
             expires_at: Some(end),
-        }) if end.as_micros() > now => Window {
+        }) if end.as_micros() > now => Current {
             count,
             ends_at: end,
             missing_ttl: false,
@@ -249,13 +272,13 @@ pub fn current_window(
 /// The verdict on one request against one counter in the request's mode, what the
 /// call writes when it is allowed, and what it writes when it is denied (see [`judge`],
 /// [`refund`], [`force`]).
-pub(crate) fn settle(
+pub(crate) fn judge(
     stored: Option<Stored<i64>>,
     req: &Request,
-    p: &Rule,
+    p: &Fixed,
 ) -> Result<(Verdict, Effect<i64>, Effect<i64>)> {
     Ok(match req.mode {
-        Mode::Take => judge(stored, req.now, p, req.cost),
+        Mode::Take | Mode::UpTo => take(stored, req.now, p, req.cost),
         Mode::Refund => {
             let (verdict, effect) = refund(stored, req.now, p, req.cost);
             (verdict, effect, Effect::None)
@@ -273,7 +296,7 @@ pub(crate) fn settle(
 pub(crate) fn refund(
     stored: Option<Stored<i64>>,
     now: Micros,
-    p: &Rule,
+    p: &Fixed,
     cost: i64,
 ) -> (Verdict, Effect<i64>) {
     let live = match stored {
@@ -313,7 +336,7 @@ pub(crate) fn refund(
 pub(crate) fn force(
     stored: Option<Stored<i64>>,
     now: Micros,
-    p: &Rule,
+    p: &Fixed,
     cost: i64,
 ) -> Result<(Verdict, Effect<i64>)> {
     let w = current_window(stored, now, p.window, p.align);
@@ -355,10 +378,10 @@ pub(crate) fn force(
 
 /// The verdict on one request against one counter, what an allowed call writes, and
 /// what a denied one writes (a counter without TTL gets the end of its window).
-pub(crate) fn judge(
+pub(crate) fn take(
     stored: Option<Stored<i64>>,
     now: Micros,
-    p: &Rule,
+    p: &Fixed,
     cost: i64,
 ) -> (Verdict, Effect<i64>, Effect<i64>) {
     let w = current_window(stored, now, p.window, p.align);
@@ -405,7 +428,7 @@ pub(crate) fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::state::Outcome;
+    use crate::call::state::Decided;
     use crate::call::Call;
     use crate::parse::args::MAX_SAFE_COUNT;
     use proptest::prelude::*;
@@ -414,9 +437,9 @@ mod tests {
 
     const T0: u64 = 1_700_000_000_000_000; // µs, an arbitrary instant on a second boundary
 
-    fn p(limit: i64, window_ms: u64, cost: i64, align: bool) -> (Rule, i64) {
-        let rule = Rule::new(limit, Micros::from_millis(window_ms), align).unwrap();
-        rule.check_cost(cost).unwrap();
+    fn p(limit: i64, window_ms: u64, cost: i64, align: bool) -> (Fixed, i64) {
+        let rule = Fixed::new(limit, Micros::from_millis(window_ms), align).unwrap();
+        rule.check_cost(cost, Mode::Take).unwrap();
         (rule, cost)
     }
 
@@ -424,12 +447,11 @@ mod tests {
     fn decide(
         stored: Option<Stored<i64>>,
         now: Micros,
-        (rule, cost): &(Rule, i64),
-    ) -> Outcome<i64> {
-        Call::one(*rule, *cost)
-            .settle_states(&[stored], now)
+        (rule, cost): &(Fixed, i64),
+    ) -> Decided<i64> {
+        crate::call::memory::run_on(&Call::one(*rule, *cost), &[stored], now)
             .expect("a counter")
-            .outcome()
+            .decided()
     }
 
     fn at(ms_after_t0: u64) -> Micros {
@@ -453,7 +475,7 @@ mod tests {
             name: &'static str,
             stored: Option<Stored<i64>>,
             now: Micros,
-            params: (Rule, i64),
+            params: (Fixed, i64),
             fields: [i64; 5],
             effect: Effect<i64>,
         }
@@ -660,7 +682,8 @@ mod tests {
     #[test]
     fn cost_above_limit_is_an_error_not_a_denial() {
         assert_eq!(
-            Rule::new(10, Micros::from_millis(1000), false).and_then(|r| r.check_cost(11)),
+            Fixed::new(10, Micros::from_millis(1000), false)
+                .and_then(|r| r.check_cost(11, Mode::Take)),
             Err(Error::CostOverCapacity {
                 cost: 11,
                 capacity: 10,
@@ -672,11 +695,11 @@ mod tests {
     #[test]
     fn constructor_refuses_what_the_parser_refuses() {
         let s = Micros::from_secs(1);
-        assert!(Rule::new(0, s, false).is_err());
-        assert!(Rule::new(1, Micros::ZERO, false).is_err());
-        assert!(Rule::new(1, Micros(1_500), false).is_err());
-        assert!(Rule::new(1, Micros(MAX_DURATION.0 + 1_000), false).is_err());
-        assert!(Rule::new(1, MAX_DURATION, false).is_ok());
+        assert!(Fixed::new(0, s, false).is_err());
+        assert!(Fixed::new(1, Micros::ZERO, false).is_err());
+        assert!(Fixed::new(1, Micros(1_500), false).is_err());
+        assert!(Fixed::new(1, Micros(MAX_DURATION.0 + 1_000), false).is_err());
+        assert!(Fixed::new(1, MAX_DURATION, false).is_ok());
     }
 
     #[test]
@@ -694,7 +717,7 @@ mod tests {
             let raw: Vec<&[u8]> = std::iter::once(&b"key"[..])
                 .chain(args.iter().map(|a| a.as_bytes()))
                 .collect();
-            crate::limiters::fixed(&raw).map(|c| (c.rules[0].1, c.cost, c.at))
+            crate::limiters::fixed::parse(&raw).map(|c| (c.rules[0].1, c.cost, c.at))
         };
         assert_eq!(
             parse(&["10", "1m", "COST", "2", "ALIGN", "AT", "1000000000005"]),
@@ -798,13 +821,13 @@ mod tests {
             align in any::<bool>(),
         ) {
             let raw: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-            let _ = crate::limiters::fixed(&raw);
+            let _ = crate::limiters::fixed::parse(&raw);
             let stored = Some(Stored { state: count.clamp(0, MAX), expires_at: ends.map(UnixMillis) });
-            if let Ok(rule) = Rule::new(limit, Micros::from_millis(window_ms), align) {
+            if let Ok(rule) = Fixed::new(limit, Micros::from_millis(window_ms), align) {
                 let params = (rule, cost.min(limit));
                 if check_not_a_tat(count.clamp(0, MAX), limit).is_err() {
                     // What can only be RL.GCRA's state: an error, nothing decided.
-                    prop_assert!(Call::one(rule, params.1).settle_states(&[stored], Micros(now)).is_err());
+                    prop_assert!(crate::call::memory::run_on(&Call::one(rule, params.1), &[stored], Micros(now)).is_err());
                     return Ok(());
                 }
                 let out = decide(stored, Micros(now), &params);

@@ -27,23 +27,78 @@
 //! Every time involved stays below 2^53 µs (see [`MAX_TAT`]), so the Lua twin, whose
 //! numbers are doubles, computes exactly the same integers.
 
+use crate::call::keys::KeyRead;
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax,
+    Field, Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
-use crate::call::state::{Effect, Outcome, StateKind, Stored};
+use crate::call::state::{Decided, Effect, StateName, Stored};
 use crate::call::verdict::{Decision, Verdict};
+use crate::error::{Error, Result};
 use crate::limits::{MAX_BURST_WINDOW, MAX_TAT, MAX_TAT_DIGITS};
 use crate::parse::args::{check_count, in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis};
+use crate::call::Call;
+use crate::commands::{AT, Arg, ArgType, COST, COUNT, Command, FlagCounts, Id, KEY, LIMITER, MAX_BURST, PERIOD, REFUND_OR_FORCE};
 
 /// What an RL.GCRA key holds, as error replies word it.
-pub const STATE: StateKind = StateKind {
+pub const STATE: StateName = StateName {
     command: "RL.GCRA",
     expected: "a theoretical arrival time in microseconds since the Unix epoch",
 };
+
+/// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
+pub static KIND: Kind = Kind {
+    keyword: "GCRA",
+    syntax: "GCRA i max_burst count period",
+    state: STATE,
+    storage: Storage::String,
+    gate: false,
+    field: false,
+};
+
+/// Its command: syntax, COMMAND DOCS, keys, flags, ACL, INFO counters.
+pub const COMMAND: Command = Command {
+    id: Id::Gcra,
+    name: "RL.GCRA",
+    syntax: "RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE|UPTO]",
+    summary: "Spaces requests evenly with a burst allowance (GCRA); with DELAY, books a slot and says when to act",
+    args: &[
+        KEY,
+        MAX_BURST,
+        COUNT,
+        PERIOD,
+        COST,
+        AT,
+        Arg::option(
+            "DELAY",
+            "max_delay",
+            ArgType::String,
+            "queue instead of drop: book a request that fits within this duration",
+        ),
+        REFUND_OR_FORCE,
+    ],
+    flags: "write fast",
+    acl: "write fast",
+    info: "gcra",
+    flag_counts: FlagCounts::Flags,
+    ..LIMITER
+};
+
+/// `RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay]`.
+pub fn parse(args: &[&[u8]]) -> Result<Call<Gcra>> {
+    Call::single(args).map_err(|e| match (e, args) {
+        // redis-cell's quantity as a fifth argument (key max_burst count period n):
+        // RL.GCRA takes it as COST n.
+        (Error::UnknownOption { value, .. }, [_key, _, _, _, fifth, ..])
+            if value.as_slice() == *fifth && parse_int("quantity", fifth, 0).is_ok() =>
+        {
+            Error::QuantityPositional { value }
+        }
+        (e, _) => e,
+    })
+}
 
 /// A checked GCRA request: the rate, the capacity and the cost.
 ///
@@ -72,7 +127,7 @@ impl GcraParams {
             return Err(Error::RateTooHigh);
         }
         let interval = Micros(period.0.div_ceil(count));
-        let capacity = max_burst.checked_add(1).ok_or(Error::BurstTooLong)?;
+        let capacity = max_burst.checked_add(1).ok_or_else(|| Error::BurstTooLong)?;
         match interval.0.checked_mul(capacity as u64) {
             Some(w) if w <= MAX_BURST_WINDOW.0 => {}
             _ => return Err(Error::BurstTooLong),
@@ -137,9 +192,9 @@ impl GcraParams {
 /// RL.GCRA's rule on one key: the rate, the burst and, for the command, `DELAY`. Each
 /// call brings its cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule(GcraParams);
+pub struct Gcra(GcraParams);
 
-impl Rule {
+impl Gcra {
     /// The checked parameters of a call with this cost.
     pub fn params(&self, cost: i64) -> GcraParams {
         GcraParams { cost, ..self.0 }
@@ -147,18 +202,17 @@ impl Rule {
 }
 
 /// The rule of checked parameters (their cost is each call's).
-impl From<GcraParams> for Rule {
-    fn from(params: GcraParams) -> Rule {
-        Rule(GcraParams { cost: 0, ..params })
+impl From<GcraParams> for Gcra {
+    fn from(params: GcraParams) -> Gcra {
+        Gcra(GcraParams { cost: 0, ..params })
     }
 }
 
-impl<'a> Syntax<'a> for Rule {
-    const KIND: &'static str = "GCRA";
-    const STATE: StateKind = STATE;
+impl<'a> Syntax<'a> for Gcra {
+    const KIND: &'static Kind = &KIND;
     const ARGS: usize = 3;
     const OPTIONS: &'static [Opt] = &[];
-    const COMMAND_OPTIONS: &'static [Opt] = &[Opt::Delay, Opt::Refund, Opt::Force];
+    const COMMAND_OPTIONS: &'static [Opt] = &[Opt::Delay, Opt::Refund, Opt::Force, Opt::UpTo];
     type Args = (i64, i64, Micros);
 
     fn parse_args(args: &[&'a [u8]]) -> Result<(i64, i64, Micros)> {
@@ -176,9 +230,10 @@ impl<'a> Syntax<'a> for Rule {
     }
 
     /// Checked in the order of the errors: rate, burst window, cost, delay.
-    fn build((max_burst, count, period): (i64, i64, Micros), opts: &Options<'a>) -> Result<Rule> {
-        // A refund or a forced request of any cost can be settled: no capacity check.
-        let cost = if opts.refund || opts.force {
+    fn build((max_burst, count, period): (i64, i64, Micros), opts: &Options<'a>) -> Result<Gcra> {
+        // A refund, a forced request or UPTO of any cost can be settled: no capacity
+    // check.
+        let cost = if opts.refund || opts.force || opts.upto {
             0
         } else {
             opts.cost
@@ -188,29 +243,21 @@ impl<'a> Syntax<'a> for Rule {
             Some(d) => params.with_delay(d)?,
             None => params,
         };
-        Ok(Rule(GcraParams { cost: 0, ..params }))
+        Ok(Gcra(GcraParams { cost: 0, ..params }))
     }
 }
 
-impl Limiter for Rule {
+impl Limiter for Gcra {
     type State = Micros;
     /// What an allowed call writes (a denial writes nothing: the expiry follows the TAT).
     type Pending = Effect<Micros>;
 
-    fn kind(&self) -> &'static str {
-        <Self as Syntax>::KIND
+    fn kind(&self) -> &'static Kind {
+        &KIND
     }
 
-    fn state_kind(&self) -> StateKind {
-        STATE
-    }
-
-    fn storage(&self) -> Storage {
-        Storage::String
-    }
-
-    fn check_cost(&self, cost: i64) -> Result<()> {
-        if cost > self.0.capacity {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode == Mode::Take && cost > self.0.capacity {
             return Err(Error::CostOverCapacity {
                 cost,
                 capacity: self.0.capacity,
@@ -224,37 +271,39 @@ impl Limiter for Rule {
         let (now, cost) = (req.now, req.cost);
         let stored = key.string_state(parse_state)?;
         let p = GcraParams { cost, ..self.0 };
-        let (outcome, booking) = match req.mode {
-            Mode::Take => judge_tat(stored, now, &p),
+        let (decided, booking) = match req.mode {
+            Mode::Take | Mode::UpTo => judge_tat(stored, now, &p),
             Mode::Refund => (refund_tat(stored, now, &p), None),
             Mode::Force => (force_tat(stored, now, &p)?, None),
         };
         Ok(Judgement {
-            verdict: outcome.verdict,
-            window_ms: self.0.burst_window().ceil_millis(),
-            extra: booking.map(|b| b.field()),
-            pending: outcome.effect,
+            field: booking.map(|b| Field::Int(b.field())),
+            ..Judgement::plain(
+                decided.verdict,
+                self.0.burst_window().ceil_millis(),
+                decided.effect,
+            )
         })
     }
 
     fn write(
         &self,
         pending: Effect<Micros>,
-        settled: Settled,
+        outcome: Outcome,
         _req: &Request,
     ) -> std::result::Result<Effect<Micros>, Full> {
-        Ok(match settled {
-            Settled::Allowed => pending,
-            Settled::Denied => Effect::None,
+        Ok(match outcome {
+            Outcome::Allowed => pending,
+            Outcome::Denied { .. } => Effect::None,
         })
     }
 }
 
 /// `REFUND`: `tat = max(now, tat - T * cost)`; the key expires at the new TAT, and is
 /// deleted when the TAT is at or before now (full again). A missing key is not touched.
-fn refund_tat(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Outcome<Micros> {
+fn refund_tat(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Decided<Micros> {
     let Some(stored) = stored else {
-        return Outcome {
+        return Decided {
             verdict: Verdict::untouched(p.capacity),
             effect: Effect::None,
         };
@@ -279,7 +328,7 @@ fn refund_tat(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Ou
         remaining: i64::try_from(room).unwrap_or(i64::MAX),
         reset_after: Micros(ahead),
     };
-    Outcome { verdict, effect }
+    Decided { verdict, effect }
 }
 
 /// `FORCE`: `new_tat = max(tat, now) + T * cost` is stored whether it fits or not, at
@@ -290,7 +339,7 @@ fn force_tat(
     stored: Option<Stored<Micros>>,
     now: Micros,
     p: &GcraParams,
-) -> Result<Outcome<Micros>> {
+) -> Result<Decided<Micros>> {
     let window = p.burst_window().0;
     let tat = stored.map_or(now, |s| s.state.max(now));
     let new_tat = tat
@@ -327,7 +376,7 @@ fn force_tat(
             reset_after: Micros(ahead),
         }
     };
-    Ok(Outcome { verdict, effect })
+    Ok(Decided { verdict, effect })
 }
 
 /// Read a stored TAT: the module's own (1 to [`MAX_TAT_DIGITS`] decimal digits, µs,
@@ -417,7 +466,7 @@ fn judge_tat(
     stored: Option<Stored<Micros>>,
     now: Micros,
     p: &GcraParams,
-) -> (Outcome<Micros>, Option<Booking>) {
+) -> (Decided<Micros>, Option<Booking>) {
     let t = p.interval.0;
     let window = p.burst_window().0;
     // How far ahead of now the TAT may be after an allowed (or booked) request.
@@ -449,7 +498,7 @@ fn judge_tat(
             Some(wait) if wait > 0 => Booking::After(Micros(wait)),
             _ => Booking::Now,
         });
-        (Outcome { verdict, effect }, booking)
+        (Decided { verdict, effect }, booking)
     } else {
         let behind = tat.saturating_since(now);
         let verdict = Verdict {
@@ -460,7 +509,7 @@ fn judge_tat(
             remaining: room(behind.0),
             reset_after: behind,
         };
-        let outcome = Outcome {
+        let outcome = Decided {
             verdict,
             effect: Effect::None,
         };
@@ -477,15 +526,14 @@ mod tests {
 
     /// One request on a bare TAT (its key's expiry plays no part), settled as the
     /// module settles a call.
-    fn decide(stored: Option<Micros>, now: Micros, p: &GcraParams) -> Outcome<Micros> {
+    fn decide(stored: Option<Micros>, now: Micros, p: &GcraParams) -> Decided<Micros> {
         let stored = stored.map(|state| Stored {
             state,
             expires_at: None,
         });
-        Call::one(Rule::from(*p), p.cost())
-            .settle_states(&[stored], now)
+        crate::call::memory::run_on(&Call::one(Gcra::from(*p), p.cost()), &[stored], now)
             .expect("a TAT")
-            .outcome()
+            .decided()
     }
 
     /// `RL.GCRA key <args>`: the checked parameters (with the call's cost) and AT.
@@ -493,7 +541,7 @@ mod tests {
         let raw: Vec<&[u8]> = std::iter::once(&b"key"[..])
             .chain(args.iter().copied())
             .collect();
-        crate::limiters::gcra(&raw).map(|c| (c.rules[0].1.params(c.cost), c.at))
+        crate::limiters::gcra::parse(&raw).map(|c| (c.rules[0].1.params(c.cost), c.at))
     }
 
     const T0: u64 = 1_700_000_000_000_000; // µs, an arbitrary instant on a second boundary
@@ -740,7 +788,7 @@ mod tests {
             parse(&["1", "1", "1s", "ALIGN"]),
             Err(Error::UnknownOption {
                 value: b"ALIGN".to_vec(),
-                accepted: Opt::set(&[Opt::Cost, Opt::At, Opt::Delay, Opt::Refund, Opt::Force]),
+                accepted: Opt::set(&[Opt::Cost, Opt::At, Opt::Delay, Opt::Refund, Opt::Force, Opt::UpTo]),
             })
         );
         // Rate: period / count below 1 µs.
@@ -1008,7 +1056,7 @@ mod tests {
             Err(Error::InvalidDuration {
                 what: "max_delay",
                 value: b"0".to_vec(),
-                reason: crate::parse::error::DurationProblem::NotPositive,
+                reason: crate::error::DurationProblem::NotPositive,
             })
         );
         let (p, _) = parse_args(&[b"0", b"1", b"1s", b"delay", b"3650d"]).unwrap();

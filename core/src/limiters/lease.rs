@@ -16,9 +16,11 @@
 //!
 //! A denied call waits for the (live − limit + 1)-th earliest live expiry. A write is one
 //! `ZADD`, a `ZREMRANGEBYSCORE key -inf now` when members have expired, and a
-//! `PEXPIREAT` at the latest live expiry. Counting is O(log n + e) for `e` expired
-//! members (each write removes them); a denial reads the earliest live members it must
-//! wait for (one, while the limit stays the same).
+//! `PEXPIREAT` at the latest live expiry. Counting is O(log n): the expired members
+//! are counted by score range, not read (a write removes them); a denial reads the
+//! earliest live members it must wait for (one, while the limit stays the same). A
+//! score that is not a whole number of ms from 0 to the latest expiry a call can write
+//! ([`MAX_END_MS`]) is not a lease: the key is invalid state.
 //!
 //! Without `ID`, a lease gets a name the glue made for the call ([`Token`]: 20 random
 //! hex digits), checked unused on the key.
@@ -26,28 +28,75 @@
 //! RL.RELEASE is a command of its own, not a limiter: it judges nothing, is no rule of
 //! RL.ALL and replies 1 or 0. [`release`] says what it removes and the key's new expiry.
 
+use crate::call::keys::{KeyRead, SetOp, SetOps, SortedSet, Value, Walk, Written};
 use crate::call::limiter::{
-    Field, Full, Judgement, KeyRead, Limiter, Mode, Request, SetWrite, Settled, SortedSet, Storage,
-    Syntax, Token, Value, Walk, Written,
+    Field, Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax, Token,
 };
-use crate::call::state::{Effect, Encode, StateKind};
+use crate::call::state::{Effect, Encode, StateName};
 use crate::call::verdict::{Decision, Verdict};
-use crate::limits::{MAX_ID_LEN, MAX_LEASE_LIMIT, MAX_SAFE_INTEGER};
+use crate::error::{Error, Result};
+use crate::limits::{MAX_END_MS, MAX_ID_LEN, MAX_LEASE_LIMIT};
 use crate::parse::args::{in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis};
+use crate::call::Call;
+use crate::commands::{AT, Arg, ArgType, Command, ID, Id, KEY, LIMITER};
 
-const COMMAND: &str = "RL.LEASE";
+const NAME: &str = "RL.LEASE";
 /// The command that ends a lease.
 pub const RELEASE: &str = "RL.RELEASE";
 
 /// What an RL.LEASE key holds, as error replies word it.
-pub const STATE: StateKind = StateKind {
-    command: COMMAND,
+pub const STATE: StateName = StateName {
+    command: NAME,
     expected: "a sorted set of lease ids scored by their expiry in Unix milliseconds",
 };
+
+/// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
+pub static KIND: Kind = Kind {
+    keyword: "LEASE",
+    syntax: "LEASE i limit ttl",
+    state: STATE,
+    storage: Storage::SortedSet,
+    gate: false,
+    field: true,
+};
+
+/// Its command: syntax, COMMAND DOCS, keys, flags, ACL, INFO counters.
+// A write removes every lease that has expired (up to its limit at once): not
+// `fast`, as RL.LOG.
+pub const COMMAND: Command = Command {
+    id: Id::Lease,
+    name: "RL.LEASE",
+    syntax: "RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]",
+    summary: "Holds one of limit slots at once (a concurrency limit) until released or ttl after it was last renewed; replies with the lease id",
+    complexity: "O(log N + E) for N leases held and E expired",
+    args: &[
+        KEY,
+        Arg::new("limit", ArgType::Integer, "leases held at once, 1 to 10000"),
+        Arg::new(
+            "ttl",
+            ArgType::String,
+            "how long a lease lasts unless renewed: a duration (30s, 1500ms, 5m)",
+        ),
+        ID,
+        Arg::option(
+            "COST",
+            "n",
+            ArgType::Integer,
+            "1 (the default) takes a lease; 0 peeks and writes nothing",
+        ),
+        AT,
+    ],
+    info: "lease",
+    ..LIMITER
+};
+
+/// `RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]`.
+pub fn parse<'a>(args: &[&'a [u8]]) -> Result<Call<Lease<'a>>> {
+    Call::single(args)
+}
 
 /// A lease id as given (`ID`, RL.RELEASE's argument): 1 to [`MAX_ID_LEN`] bytes.
 pub fn check_id(raw: &[u8]) -> Result<&[u8]> {
@@ -61,13 +110,13 @@ pub fn check_id(raw: &[u8]) -> Result<&[u8]> {
 /// after it was last acquired or renewed; `id` names the call's lease (`ID`), or the
 /// call gets a [`Token`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule<'a> {
+pub struct Lease<'a> {
     limit: i64,
     ttl_ms: u64,
     id: Option<&'a [u8]>,
 }
 
-impl<'a> Rule<'a> {
+impl<'a> Lease<'a> {
     pub fn limit(&self) -> i64 {
         self.limit
     }
@@ -79,9 +128,8 @@ impl<'a> Rule<'a> {
     }
 }
 
-impl<'a> Syntax<'a> for Rule<'a> {
-    const KIND: &'static str = "LEASE";
-    const STATE: StateKind = STATE;
+impl<'a> Syntax<'a> for Lease<'a> {
+    const KIND: &'static Kind = &KIND;
     const ARGS: usize = 2;
     const OPTIONS: &'static [Opt] = &[];
     const COMMAND_OPTIONS: &'static [Opt] = &[Opt::Id];
@@ -90,7 +138,7 @@ impl<'a> Syntax<'a> for Rule<'a> {
 
     fn parse_args(args: &[&'a [u8]]) -> Result<(i64, Micros)> {
         let [raw_limit, raw_ttl] = args else {
-            return Err(Error::WrongArity { command: COMMAND });
+            return Err(Error::WrongArity { command: NAME });
         };
         let limit = match parse_int("limit", raw_limit, 1) {
             Ok(l) if l <= MAX_LEASE_LIMIT => l,
@@ -105,8 +153,8 @@ impl<'a> Syntax<'a> for Rule<'a> {
         Ok((limit, parse_duration("ttl", raw_ttl)?))
     }
 
-    fn build((limit, ttl): (i64, Micros), opts: &Options<'a>) -> Result<Rule<'a>> {
-        Ok(Rule {
+    fn build((limit, ttl): (i64, Micros), opts: &Options<'a>) -> Result<Lease<'a>> {
+        Ok(Lease {
             limit,
             ttl_ms: ttl.floor_millis(),
             id: opts.id.map(check_id).transpose()?,
@@ -156,12 +204,18 @@ pub struct Grant<'a> {
 impl Written for Grant<'_> {
     fn value(&self) -> Value<'_> {
         // A lease's scores are Unix milliseconds, passed as the whole numbers they are.
-        Value::SortedSet(SetWrite {
-            remove: &[],
-            add: Some((&self.id, Micros(self.expiry_ms))),
-            remove_through: None,
-            remove_expired: self.remove_through_ms.map(Micros),
-        })
+        let mut ops = SetOps::new();
+        ops.push(SetOp::Add {
+            member: &self.id,
+            score: self.expiry_ms,
+        });
+        if let Some(through) = self.remove_through_ms {
+            ops.push(SetOp::RemoveThrough {
+                through,
+                at_most: MAX_LEASE_LIMIT as usize,
+            });
+        }
+        Value::SortedSet(ops)
     }
 }
 
@@ -173,9 +227,11 @@ pub struct Pending<'a> {
     pub key_expiry_ms: u64,
 }
 
-/// A score as a lease's expiry: a whole number of ms from 0 to 2^53 - 1.
+/// A score as a lease's expiry: a whole number of ms from 0 to [`MAX_END_MS`], the
+/// latest expiry a call can write (the latest `AT` plus the longest ttl). Anything else
+/// (a log's µs times, `inf`, a fraction) is not a lease.
 fn expiry_of(score: f64) -> Result<u64> {
-    if !(0.0..=MAX_SAFE_INTEGER as f64).contains(&score) || score.fract() != 0.0 {
+    if !(0.0..=MAX_END_MS as f64).contains(&score) || score.fract() != 0.0 {
         return Err(STATE.invalid());
     }
     Ok(score as u64)
@@ -200,25 +256,30 @@ struct Held {
     latest: Option<u64>,
 }
 
-/// Count a key's live and expired leases at `now_ms`, and find the latest expiry.
+/// Count a key's live and expired leases at `now_ms` by score range (O(log n): the
+/// expired members are counted, not read), and find the latest expiry. The lowest and
+/// the highest scored members are read and checked, so every score lies between two
+/// valid expiries.
 fn held(set: &dyn SortedSet, now_ms: u64) -> Result<Held> {
     let len = set.len();
     // Every write keeps at most the limit's bound of members: a larger set is not one.
     if len > MAX_LEASE_LIMIT as usize {
         return Err(STATE.invalid());
     }
-    let mut expired = 0;
-    set.walk(Walk::Through(Micros(now_ms)), &mut |member, score| {
+    if len == 0 {
+        return Ok(Held::default());
+    }
+    set.walk(Walk::All, &mut |member, score| {
         lease_of(member, score)?;
-        expired += 1;
-        Ok(true)
+        Ok(false)
     })?;
     let mut latest = None;
-    set.walk(Walk::Through(Micros(u64::MAX)), &mut |member, score| {
+    set.walk(Walk::Down, &mut |member, score| {
         let expiry = lease_of(member, score)?;
         latest = (expiry > now_ms).then_some(expiry);
         Ok(false)
     })?;
+    let expired = set.count_through(Micros(now_ms))?;
     Ok(Held {
         expired,
         live: len.saturating_sub(expired),
@@ -229,7 +290,7 @@ fn held(set: &dyn SortedSet, now_ms: u64) -> Result<Held> {
 /// The latest live expiry of a member other than `except`.
 fn latest_except(set: &dyn SortedSet, now_ms: u64, except: Option<&[u8]>) -> Result<Option<u64>> {
     let mut latest = None;
-    set.walk(Walk::Through(Micros(u64::MAX)), &mut |member, score| {
+    set.walk(Walk::Down, &mut |member, score| {
         let expiry = lease_of(member, score)?;
         if expiry <= now_ms {
             return Ok(false);
@@ -255,26 +316,19 @@ fn kth_live(set: &dyn SortedSet, now_ms: u64, k: usize) -> Result<u64> {
         }
         Ok(found.is_none())
     })?;
-    found.ok_or(Error::Internal("lease count"))
+    found.ok_or_else(|| Error::Internal("lease count"))
 }
 
-impl<'a> Limiter for Rule<'a> {
+impl<'a> Limiter for Lease<'a> {
     type State = Grant<'a>;
     type Pending = Option<Pending<'a>>;
 
-    fn kind(&self) -> &'static str {
-        <Self as Syntax>::KIND
+    fn kind(&self) -> &'static Kind {
+        &KIND
     }
 
-    fn state_kind(&self) -> StateKind {
-        STATE
-    }
-
-    fn storage(&self) -> Storage {
-        Storage::SortedSet
-    }
-
-    fn check_cost(&self, cost: i64) -> Result<()> {
+    /// A lease is one slot: COST 1, or 0 to peek, whatever the call's flag.
+    fn check_cost(&self, cost: i64, _mode: Mode) -> Result<()> {
         if !(0..=1).contains(&cost) {
             return Err(Error::LeaseCost { cost });
         }
@@ -294,11 +348,14 @@ impl<'a> Limiter for Rule<'a> {
         let free = (limit - live).max(0);
         let expiry_ms = now_ms.saturating_add(self.ttl_ms);
         let remove_through_ms = (held.expired > 0).then_some(now_ms);
+        // Field 6 (RL.ALL's 8): the lease id when the call holds a lease, nil otherwise
+        // (a denial, a peek, a refund).
         let judgement = |verdict: Verdict, pending: Option<Pending<'a>>| Judgement {
-            verdict,
-            window_ms: self.ttl_ms,
-            extra: None,
-            pending,
+            field: Some(match &pending {
+                Some(p) => Field::Bulk(p.grant.id.bytes().into()),
+                None => Field::Nil,
+            }),
+            ..Judgement::plain(verdict, self.ttl_ms, pending)
         };
         let allowed = |remaining: i64, key_expiry_ms: u64, id: LeaseId<'a>| {
             let verdict = Verdict {
@@ -345,10 +402,9 @@ impl<'a> Limiter for Rule<'a> {
                 }
             }
             if live < limit {
-                let id = match (self.id, req.token) {
-                    (Some(id), _) => LeaseId::Given(id),
-                    (None, Some(token)) => LeaseId::Made(token),
-                    (None, None) => return Err(Error::Internal("no lease id")),
+                let id = match self.id {
+                    Some(id) => LeaseId::Given(id),
+                    None => LeaseId::Made(req.names.token()?),
                 };
                 if let (LeaseId::Made(token), Some(set)) = (id, set) {
                     if set.score(&token.0)?.is_some() {
@@ -390,32 +446,15 @@ impl<'a> Limiter for Rule<'a> {
     fn write(
         &self,
         pending: Option<Pending<'a>>,
-        settled: Settled,
+        outcome: Outcome,
         _req: &Request,
     ) -> std::result::Result<Effect<Grant<'a>>, Full> {
-        Ok(match (settled, pending) {
-            (Settled::Allowed, Some(p)) => Effect::Set {
+        Ok(match (outcome, pending) {
+            (Outcome::Allowed, Some(p)) => Effect::Set {
                 state: p.grant,
                 expires_at: UnixMillis(p.key_expiry_ms),
             },
             _ => Effect::None,
-        })
-    }
-
-    fn wants_token(&self) -> bool {
-        self.id.is_none()
-    }
-
-    /// The lease id when the call holds a lease, nil otherwise (a denial, a peek, a
-    /// refund, a call a BAN rule ended before this rule was judged).
-    fn reply_field(
-        &self,
-        pending: Option<&Option<Pending<'a>>>,
-        settled: Settled,
-    ) -> Option<Field> {
-        Some(match (settled, pending) {
-            (Settled::Allowed, Some(Some(p))) => Field::Bulk(p.grant.id.bytes().into()),
-            _ => Field::Nil,
         })
     }
 }
@@ -437,31 +476,49 @@ pub fn parse_release<'a>(args: &[&'a [u8]]) -> Result<Release<'a>> {
     Ok(Release { id, at: opts.at })
 }
 
-/// What RL.RELEASE does to a key.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Released {
-    /// A live lease with the id was released (the reply: 1).
-    pub released: bool,
+/// What RL.RELEASE removes from a key: the expired members, then the lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Removal<'a> {
     /// `ZREMRANGEBYSCORE key -inf now`, when members have expired.
-    pub remove_through_ms: Option<u64>,
-    /// The key's expiry after the removals (its latest live lease), when something was
-    /// removed and live leases remain; a key left with none is deleted by the removals.
-    pub expires_at: Option<UnixMillis>,
+    pub expired_through_ms: Option<u64>,
+    /// `ZREM key id`, when the id held a live lease.
+    pub lease: Option<&'a [u8]>,
 }
 
-impl Released {
-    /// Whether the call changes the key.
-    pub fn writes(&self) -> bool {
-        self.released || self.remove_through_ms.is_some()
+impl Written for Removal<'_> {
+    fn value(&self) -> Value<'_> {
+        let mut ops = SetOps::new();
+        if let Some(through) = self.expired_through_ms {
+            ops.push(SetOp::RemoveThrough {
+                through,
+                at_most: MAX_LEASE_LIMIT as usize,
+            });
+        }
+        if let Some(id) = self.lease {
+            ops.push(SetOp::Remove(id));
+        }
+        Value::SortedSet(ops)
     }
+}
+
+/// What RL.RELEASE does to a key: whether a live lease was released (the reply: 1),
+/// and its write (a key left with no lease is deleted by the removals; otherwise it
+/// expires at its latest lease).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Released<'a> {
+    pub released: bool,
+    pub effect: Effect<Removal<'a>>,
 }
 
 /// Release the lease `id` of a key (`None`: no key) at `now`: the live lease removed,
 /// the expired members removed, the key's expiry its latest live lease. An unknown or
 /// expired id is not an error; a key that is not a lease set is.
-pub fn release(set: Option<&dyn SortedSet>, id: &[u8], now: Micros) -> Result<Released> {
+pub fn release<'a>(set: Option<&dyn SortedSet>, id: &'a [u8], now: Micros) -> Result<Released<'a>> {
     let Some(set) = set else {
-        return Ok(Released::default());
+        return Ok(Released {
+            released: false,
+            effect: Effect::None,
+        });
     };
     let now_ms = now.floor_millis();
     let held = held(set, now_ms)?;
@@ -469,24 +526,31 @@ pub fn release(set: Option<&dyn SortedSet>, id: &[u8], now: Micros) -> Result<Re
         Some(score) => lease_of(id, score)? > now_ms,
         None => false,
     };
-    let remove_through_ms = (held.expired > 0).then_some(now_ms);
-    let left = held.live - usize::from(released);
-    let expires_at = if (released || remove_through_ms.is_some()) && left > 0 {
-        latest_except(set, now_ms, released.then_some(id))?.map(UnixMillis)
-    } else {
-        None
+    let removal = Removal {
+        expired_through_ms: (held.expired > 0).then_some(now_ms),
+        lease: released.then_some(id),
     };
-    Ok(Released {
-        released,
-        remove_through_ms,
-        expires_at,
-    })
+    let left = held.live - usize::from(released);
+    let effect = if !released && removal.expired_through_ms.is_none() {
+        Effect::None
+    } else {
+        // With no lease left the removals empty the key, which is then gone.
+        let latest = match left {
+            0 => None,
+            _ => latest_except(set, now_ms, removal.lease)?,
+        };
+        Effect::Set {
+            state: removal,
+            expires_at: UnixMillis(latest.unwrap_or(now_ms)),
+        }
+    };
+    Ok(Released { released, effect })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::memory::{self, Key, Members};
+    use crate::call::memory::{self, Key};
     use crate::call::Call;
     use proptest::prelude::*;
     use std::collections::BTreeSet;
@@ -497,12 +561,12 @@ mod tests {
         Micros::from_millis(T0 + ms)
     }
 
-    fn parse(args: &[&'static str]) -> Result<Call<Rule<'static>>> {
+    fn parse(args: &[&'static str]) -> Result<Call<Lease<'static>>> {
         let raw: Vec<&[u8]> = std::iter::once("k")
             .chain(args.iter().copied())
             .map(str::as_bytes)
             .collect();
-        crate::limiters::lease(&raw)
+        crate::limiters::lease::parse(&raw)
     }
 
     /// `RL.LEASE k <args>` at `+ms` on `key`: the five fields and field 6.
@@ -514,41 +578,21 @@ mod tests {
         let id = match s.field {
             Some(Field::Bulk(b)) => Some(String::from_utf8(b.to_vec()).unwrap()),
             Some(Field::Nil) => None,
-            None => panic!("RL.LEASE always gives field 6"),
+            other => panic!("RL.LEASE gives an id or nil as field 6, not {other:?}"),
         };
         (s.verdict.fields(), id)
     }
 
     /// `RL.RELEASE k id` at `+ms`, applied as the module applies it: 1 or 0.
     fn release_at(key: &mut Option<Key>, ms: u64, id: &str) -> i64 {
-        let members = match key {
-            Some(Key::SortedSet { members, .. }) => Some(Members(members)),
-            _ => None,
+        let r = {
+            let set = match key {
+                Some(Key::SortedSet { members, .. }) => Some(members as &dyn SortedSet),
+                _ => None,
+            };
+            release(set, id.as_bytes(), at(ms)).expect("a lease set")
         };
-        let r = release(
-            members.as_ref().map(|m| m as &dyn SortedSet),
-            id.as_bytes(),
-            at(ms),
-        )
-        .expect("a lease set");
-        if let Some(Key::SortedSet {
-            members,
-            expires_at,
-        }) = key
-        {
-            if r.released {
-                members.retain(|(_, m)| m != id.as_bytes());
-            }
-            if let Some(through) = r.remove_through_ms {
-                members.retain(|(s, _)| *s > through);
-            }
-            if let Some(e) = r.expires_at {
-                *expires_at = Some(e);
-            }
-            if members.is_empty() {
-                *key = None;
-            }
-        }
+        memory::apply(key, &r.effect);
         i64::from(r.released)
     }
 
@@ -698,12 +742,20 @@ mod tests {
         let next = memory::next_token();
         taken.insert((T0 + 99_000, next.0.to_vec()));
         let _ = token;
-        let set = Members(&taken);
+        let set = &taken;
         let rule = parse(&["3", "1m"]).unwrap().rules[0].1;
-        let mut req = Request::take(at(0), 1);
-        req.token = Some(next);
+        struct Made(Token);
+        impl crate::call::limiter::Names for Made {
+            fn token(&self) -> Result<Token> {
+                Ok(self.0)
+            }
+        }
+        let req = Request {
+            names: &Made(next),
+            ..Request::take(at(0), 1)
+        };
         assert_eq!(
-            rule.judge(KeyRead::SortedSet(&set), &req).err(),
+            rule.judge(KeyRead::SortedSet(set), &req).err(),
             Some(Error::Internal("lease id taken"))
         );
     }
@@ -736,6 +788,7 @@ mod tests {
     fn a_key_of_other_members_is_refused() {
         let rule = parse(&["3", "1m", "ID", "a"]).unwrap().rules[0].1;
         let long = vec![b'x'; MAX_ID_LEN + 1];
+        let t = (T0 + 5_000) as f64;
         for (member, score) in [
             (&b"a"[..], 1.5),
             (b"a", -1.0),
@@ -743,8 +796,13 @@ mod tests {
             (b"a", 9_007_199_254_740_992.0),
             (b"", 1.0),
             (&long, 1.0),
+            // A log's entry: a time in µs, far past any lease's expiry.
+            (b"0000000001:1:u1", t * 1_000.0),
+            (b"ghost", f64::INFINITY),
+            (b"ghost", f64::NEG_INFINITY),
+            (b"a", (MAX_END_MS + 1) as f64),
         ] {
-            let bad = BadSet(member.to_vec(), score);
+            let bad = ScoredSet::of(&[(member, score)]);
             let req = Request::take(at(0), 1);
             assert_eq!(
                 rule.judge(KeyRead::SortedSet(&bad), &req).err(),
@@ -755,7 +813,17 @@ mod tests {
                 release(Some(&bad), b"a", at(0)).err(),
                 Some(STATE.invalid())
             );
+            // Beside a valid lease, as the lowest or the highest member.
+            let beside = ScoredSet::of(&[(b"ok", t), (member, score)]);
+            assert_eq!(
+                rule.judge(KeyRead::SortedSet(&beside), &req).err(),
+                Some(STATE.invalid()),
+                "{member:?} {score} beside a lease"
+            );
         }
+        assert!(ScoredSet::of(&[(b"a", MAX_END_MS as f64)])
+            .judged(&rule, 0)
+            .is_ok());
         assert_eq!(
             rule.judge(
                 KeyRead::String {
@@ -769,18 +837,100 @@ mod tests {
         );
     }
 
-    /// A set of one member of any score (the model's scores are whole numbers).
-    struct BadSet(Vec<u8>, f64);
-
-    impl SortedSet for BadSet {
-        fn len(&self) -> usize {
-            1
+    /// A key of 9 999 expired leases and one live one, at a limit of 1: a denial, a
+    /// peek and a release read a few members (the lowest, the highest, the one they
+    /// wait for), never the expired ones (a denial once read all of them).
+    #[test]
+    fn a_denial_reads_none_of_the_expired_leases() {
+        let mut members: Vec<(Vec<u8>, f64)> = (0..9_999u64)
+            .map(|i| (format!("old{i}").into_bytes(), (T0 - 10_000 + i) as f64))
+            .collect();
+        members.push((b"live".to_vec(), (T0 + 5_000) as f64));
+        let set = ScoredSet::owned(members);
+        let rule = parse(&["1", "1m", "ID", "a"]).unwrap().rules[0].1;
+        for cost in [1, 0] {
+            let j = set.judged(&rule, cost).expect("a lease set");
+            assert_eq!(
+                j.verdict.decision,
+                Decision::Denied {
+                    retry_after: Micros::from_millis(5_000)
+                }
+            );
+            assert!(set.reads.get() <= 4, "read {} members", set.reads.get());
+            set.reads.set(0);
         }
-        fn walk(&self, _: Walk, f: &mut dyn FnMut(&[u8], f64) -> Result<bool>) -> Result<()> {
-            f(&self.0, self.1).map(|_| ())
+        release(Some(&set), b"live", at(0)).unwrap();
+        assert!(set.reads.get() <= 4, "read {} members", set.reads.get());
+    }
+
+    /// A sorted set of any scores, which counts the members its walks read.
+    struct ScoredSet {
+        /// (score, member), in score order.
+        members: Vec<(f64, Vec<u8>)>,
+        reads: std::cell::Cell<usize>,
+    }
+
+    impl ScoredSet {
+        fn of(members: &[(&[u8], f64)]) -> ScoredSet {
+            ScoredSet::owned(members.iter().map(|(m, s)| (m.to_vec(), *s)).collect())
+        }
+
+        fn owned(members: Vec<(Vec<u8>, f64)>) -> ScoredSet {
+            let mut members: Vec<(f64, Vec<u8>)> =
+                members.into_iter().map(|(m, s)| (s, m)).collect();
+            members.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+            ScoredSet {
+                members,
+                reads: std::cell::Cell::new(0),
+            }
+        }
+
+        fn judged<'r>(
+            &self,
+            rule: &Lease<'r>,
+            cost: i64,
+        ) -> Result<Judgement<Option<Pending<'r>>>> {
+            rule.judge(KeyRead::SortedSet(self), &Request::take(at(0), cost))
+        }
+    }
+
+    impl SortedSet for ScoredSet {
+        fn len(&self) -> usize {
+            self.members.len()
+        }
+        fn walk(&self, walk: Walk, f: &mut dyn FnMut(&[u8], f64) -> Result<bool>) -> Result<()> {
+            let visit = |(score, member): &(f64, Vec<u8>)| {
+                self.reads.set(self.reads.get() + 1);
+                f(member, *score)
+            };
+            let mut visit = visit;
+            let all = self.members.iter();
+            let order: Box<dyn Iterator<Item = &(f64, Vec<u8>)>> = match walk {
+                Walk::After(a) => Box::new(all.filter(move |(s, _)| *s > a.0 as f64)),
+                Walk::Through(t) => Box::new(all.rev().filter(move |(s, _)| *s <= t.0 as f64)),
+                Walk::All => Box::new(all),
+                Walk::Down => Box::new(all.rev()),
+            };
+            for m in order {
+                if !visit(m)? {
+                    break;
+                }
+            }
+            Ok(())
         }
         fn score(&self, member: &[u8]) -> Result<Option<f64>> {
-            Ok((member == self.0.as_slice()).then_some(self.1))
+            Ok(self
+                .members
+                .iter()
+                .find(|(_, m)| m == member)
+                .map(|(s, _)| *s))
+        }
+        fn count_through(&self, through: Micros) -> Result<usize> {
+            Ok(self
+                .members
+                .iter()
+                .filter(|(s, _)| *s <= through.0 as f64)
+                .count())
         }
     }
 
@@ -806,7 +956,7 @@ mod tests {
                 Error::InvalidDuration {
                     what: "ttl",
                     value: b"0s".to_vec(),
-                    reason: crate::parse::error::DurationProblem::NotPositive,
+                    reason: crate::error::DurationProblem::NotPositive,
                 },
             ),
             (&["5", "1s", "COST", "2"], Error::LeaseCost { cost: 2 }),
@@ -855,7 +1005,7 @@ mod tests {
         ));
     }
 
-    fn all(args: &[&'static str]) -> Result<Call<crate::limiters::Rule<'static>>> {
+    fn all(args: &[&'static str]) -> Result<Call<crate::limiters::AnyRule<'static>>> {
         let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         crate::limiters::all(&raw)
     }
@@ -903,7 +1053,7 @@ mod tests {
         let err = |args: &[&'static str]| all(args).err().map(|e| e.to_string());
         assert_eq!(
             err(&["1", "a", "FIXED", "1", "5", "1m", "ID", "x"]).as_deref(),
-            Some("ERR unknown option 'ID' (options here: COST, AT, REFUND, FORCE)")
+            Some("ERR unknown option 'ID' (options here: COST, AT, REFUND, FORCE, UPTO)")
         );
         assert_eq!(
             err(&["1", "a", "LEASE", "1", "5", "1m", "ID", ""]).as_deref(),
@@ -943,20 +1093,24 @@ mod tests {
         // The slot is full; a refund of the rate is allowed all the same, takes no slot
         // and renews nothing; field 8 is nil.
         let s = memory::run(&call(&["ID", "r2", "REFUND"]), &mut keys, at(10)).unwrap();
-        assert_eq!(s.settled, Settled::Allowed);
+        assert_eq!(s.outcome, Outcome::Allowed);
         assert_eq!(s.field, Some(Field::Nil));
         assert_eq!(members(&keys[0]), [(30_000, "r1".to_string())]);
         let s = memory::run(&call(&["ID", "r1", "REFUND"]), &mut keys, at(20)).unwrap();
-        assert_eq!((s.settled, s.field), (Settled::Allowed, Some(Field::Nil)));
+        assert_eq!((s.outcome, s.field), (Outcome::Allowed, Some(Field::Nil)));
         assert_eq!(members(&keys[0]), [(30_000, "r1".to_string())]);
         // Without ID a refund needs no made id.
-        assert!(!call(&["REFUND"]).wants_token());
+        let refund = call(&["REFUND"]);
+        let mut copy = keys.clone();
+        let mut in_memory = memory::InMemory::new(&refund, &mut copy);
+        let unnamed = crate::call::limiter::Unnamed;
+        assert!(refund.run(&mut in_memory, at(25), &unnamed).is_ok());
         // FORCE is ignored by the lease: a full key refuses the forced call, nothing written.
         let before = keys.clone();
         let s = memory::run(&call(&["ID", "r2", "FORCE"]), &mut keys, at(30)).unwrap();
         assert_eq!(
-            (s.settled, s.binding, s.field),
-            (Settled::Denied, 0, Some(Field::Nil))
+            (s.outcome, s.binding, s.field),
+            (Outcome::Denied { repair: false }, 0, Some(Field::Nil))
         );
         assert_eq!(keys, before);
         // ... and a forced call of its live id renews it.
@@ -977,15 +1131,15 @@ mod tests {
         // r2 is refused by the lease: a strike that starts the ban.
         let s = memory::run(&banned("r2"), &mut keys, at(10)).unwrap();
         assert_eq!(
-            (s.settled, s.binding, s.penalized),
-            (Settled::Denied, 2, true)
+            (s.outcome, s.binding, s.penalized),
+            (Outcome::Denied { repair: false }, 2, true)
         );
         assert_eq!(s.field, Some(Field::Nil));
         // r1's renewal is refused by the ban, its lease left as it was.
         let s = memory::run(&banned("r1"), &mut keys, at(20)).unwrap();
         assert_eq!(
-            (s.settled, s.gated, s.field),
-            (Settled::Denied, true, Some(Field::Nil))
+            (s.outcome, s.gated, s.field),
+            (Outcome::Denied { repair: false }, true, Some(Field::Nil))
         );
         assert_eq!(members(&keys[0]), [(30_000, "r1".to_string())]);
     }

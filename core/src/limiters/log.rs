@@ -24,26 +24,68 @@
 //! members, then searches by score, each step O(log n). Denials, peeks and errors
 //! write nothing.
 
+use crate::call::keys::{KeyRead, SetOp, SetOps, SortedSet, Value, Walk, Written};
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Mode, Request, SetWrite, Settled, SortedSet, Storage,
-    Syntax, Value, Walk, Written,
+    Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
-use crate::call::state::{Effect, Encode, StateKind};
+use crate::call::state::{Effect, Encode, StateName};
 use crate::call::verdict::{Decision, Verdict};
-use crate::limits::{MAX_AT_MS, MAX_LOG_LIMIT, MAX_LOG_MEMBERS, MAX_META_LEN, MAX_SAFE_INTEGER};
+use crate::error::{Error, Result};
+use crate::limits::{
+    MAX_AT_MS, MAX_LOG_LIMIT, MAX_LOG_MEMBERS, MAX_LOG_TRIM, MAX_META_LEN, MAX_SAFE_INTEGER,
+};
 use crate::parse::args::{in_order, parse_int, Options};
 use crate::parse::duration::parse_duration;
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::{Opt, SETTLE};
 use crate::units::{Micros, UnixMillis, MICROS_PER_MS};
+use crate::call::Call;
+use crate::commands::{AT, Arg, ArgType, COST, Command, FlagCounts, Id, KEY, LIMITER, META, REFUND_OR_FORCE, WINDOW};
 
-const COMMAND: &str = "RL.LOG";
+const NAME: &str = "RL.LOG";
 
 /// What an RL.LOG key holds, as error replies word it.
-pub const STATE: StateKind = StateKind {
-    command: COMMAND,
+pub const STATE: StateName = StateName {
+    command: NAME,
     expected: "a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch",
 };
+
+/// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
+pub static KIND: Kind = Kind {
+    keyword: "LOG",
+    syntax: "LOG i limit window [META value]",
+    state: STATE,
+    storage: Storage::SortedSet,
+    gate: false,
+    field: false,
+};
+
+/// Its command: syntax, COMMAND DOCS, keys, flags, ACL, INFO counters.
+// Counting is O(log n), but a write removes every entry that has left the window
+// (up to its limit at once): not `fast`.
+pub const COMMAND: Command = Command {
+    id: Id::Log,
+    name: "RL.LOG",
+    syntax: "RL.LOG key limit window [META value] [COST n] [AT unix_ms] [REFUND|FORCE|UPTO]",
+    summary: "An exact moving window kept as a sorted set of the requests and who made them (META)",
+    complexity: "O(log N) per entry written, for a log of N entries",
+    args: &[
+        KEY,
+        Arg::new("limit", ArgType::Integer, "the most cost in any window, 1 to 10000"),
+        WINDOW,
+        META,
+        COST,
+        AT,
+        REFUND_OR_FORCE,
+    ],
+    info: "log",
+    flag_counts: FlagCounts::Flags,
+    ..LIMITER
+};
+
+/// `RL.LOG key limit window [META value] [COST n] [AT unix_ms]`.
+pub fn parse<'a>(args: &[&'a [u8]]) -> Result<Call<Log<'a>>> {
+    Call::single(args)
+}
 
 /// The digits of a member's sequence number (2^53 - 1 has 16).
 pub const SEQ_DIGITS: usize = 16;
@@ -132,13 +174,13 @@ pub trait Index {
 /// RL.LOG's rule on one key: `limit` per moving `window`, each entry recording `meta`.
 /// Each call brings its cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rule<'a> {
+pub struct Log<'a> {
     limit: i64,
     window: Micros,
     meta: &'a [u8],
 }
 
-impl<'a> Rule<'a> {
+impl<'a> Log<'a> {
     pub fn limit(&self) -> i64 {
         self.limit
     }
@@ -150,9 +192,8 @@ impl<'a> Rule<'a> {
     }
 }
 
-impl<'a> Syntax<'a> for Rule<'a> {
-    const KIND: &'static str = "LOG";
-    const STATE: StateKind = STATE;
+impl<'a> Syntax<'a> for Log<'a> {
+    const KIND: &'static Kind = &KIND;
     const ARGS: usize = 2;
     const OPTIONS: &'static [Opt] = &[Opt::Meta];
     const COMMAND_OPTIONS: &'static [Opt] = &SETTLE;
@@ -160,7 +201,7 @@ impl<'a> Syntax<'a> for Rule<'a> {
 
     fn parse_args(args: &[&'a [u8]]) -> Result<(i64, Micros)> {
         let [raw_limit, raw_window] = args else {
-            return Err(Error::WrongArity { command: COMMAND });
+            return Err(Error::WrongArity { command: NAME });
         };
         let limit = match parse_int("limit", raw_limit, 1) {
             Ok(l) if l <= MAX_LOG_LIMIT => l,
@@ -175,8 +216,8 @@ impl<'a> Syntax<'a> for Rule<'a> {
         Ok((limit, parse_duration("window", raw_window)?))
     }
 
-    fn build((limit, window): (i64, Micros), opts: &Options<'a>) -> Result<Rule<'a>> {
-        Ok(Rule {
+    fn build((limit, window): (i64, Micros), opts: &Options<'a>) -> Result<Log<'a>> {
+        Ok(Log {
             limit,
             window,
             meta: opts.meta.unwrap_or(&[]),
@@ -224,15 +265,20 @@ impl Encode for Append<'_> {
     }
 }
 
-/// One member added, the members that left the window removed.
+/// One member added, the members that left the window removed (the oldest first, at
+/// most [`MAX_LOG_TRIM`] a write).
 impl Written for Append<'_> {
     fn value(&self) -> Value<'_> {
-        Value::SortedSet(SetWrite {
-            remove: &[],
-            add: Some((self, self.time)),
-            remove_through: Some(self.trim_through),
-            remove_expired: None,
-        })
+        let mut ops = SetOps::new();
+        ops.push(SetOp::Add {
+            member: self,
+            score: self.time.0,
+        });
+        ops.push(SetOp::RemoveOldest {
+            through: self.trim_through.0,
+            at_most: MAX_LOG_TRIM,
+        });
+        Value::SortedSet(ops)
     }
 }
 
@@ -274,12 +320,21 @@ impl Written for LogWrite<'_> {
     fn value(&self) -> Value<'_> {
         match self {
             LogWrite::Append(a) => a.value(),
-            LogWrite::Refund(r) => Value::SortedSet(SetWrite {
-                remove: &r.remove,
-                add: r.rest.as_ref().map(|(m, t)| (m as &dyn Encode, *t)),
-                remove_through: Some(r.trim_through),
-                remove_expired: None,
-            }),
+            LogWrite::Refund(r) => {
+                let mut ops = SetOps::new();
+                if let Some((member, time)) = &r.rest {
+                    ops.push(SetOp::Add {
+                        member: member as &dyn Encode,
+                        score: time.0,
+                    });
+                }
+                ops.extend(r.remove.iter().map(|m| SetOp::Remove(m)));
+                ops.push(SetOp::RemoveOldest {
+                    through: r.trim_through.0,
+                    at_most: MAX_LOG_TRIM,
+                });
+                Value::SortedSet(ops)
+            }
         }
     }
 }
@@ -290,24 +345,16 @@ fn numbers_spent() -> Error {
     Error::LogNumbersSpent
 }
 
-impl<'a> Limiter for Rule<'a> {
+impl<'a> Limiter for Log<'a> {
     type State = LogWrite<'a>;
     type Pending = Pending<'a>;
 
-    fn kind(&self) -> &'static str {
-        <Self as Syntax>::KIND
+    fn kind(&self) -> &'static Kind {
+        &KIND
     }
 
-    fn state_kind(&self) -> StateKind {
-        STATE
-    }
-
-    fn storage(&self) -> Storage {
-        Storage::SortedSet
-    }
-
-    fn check_cost(&self, cost: i64) -> Result<()> {
-        if cost > self.limit {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode == Mode::Take && cost > self.limit {
             return Err(Error::CostOverCapacity {
                 cost,
                 capacity: self.limit,
@@ -324,27 +371,25 @@ impl<'a> Limiter for Rule<'a> {
             None => &Empty,
             Some(set) => &SetIndex(*set),
         };
-        let appended = |j: Judgement<Option<Append<'a>>>| Judgement {
-            verdict: j.verdict,
-            window_ms: j.window_ms,
-            extra: j.extra,
-            pending: j.pending.map(|a| {
-                (
-                    LogWrite::Append(a),
-                    Some(a.time.saturating_add(self.window)),
-                )
-            }),
+        let appended = |j: Judgement<Option<Append<'a>>>| {
+            j.map(|pending| {
+                pending.map(|a| {
+                    (
+                        LogWrite::Append(a),
+                        Some(a.time.saturating_add(self.window)),
+                    )
+                })
+            })
         };
         match req.mode {
-            Mode::Take => self.judge_index(index, now, cost).map(appended),
+            Mode::Take | Mode::UpTo => self.judge_index(index, now, cost).map(appended),
             Mode::Force => self.force_index(index, now, cost).map(appended),
             Mode::Refund => match set {
-                None => Ok(Judgement {
-                    verdict: Verdict::untouched(self.limit),
-                    window_ms: self.window.floor_millis(),
-                    extra: None,
-                    pending: None,
-                }),
+                None => Ok(Judgement::plain(
+                    Verdict::untouched(self.limit),
+                    self.window.floor_millis(),
+                    None,
+                )),
                 Some(set) => self.refund_set(set, now, cost),
             },
         }
@@ -353,12 +398,12 @@ impl<'a> Limiter for Rule<'a> {
     fn write(
         &self,
         pending: Self::Pending,
-        settled: Settled,
+        outcome: Outcome,
         _req: &Request,
     ) -> std::result::Result<Effect<LogWrite<'a>>, Full> {
-        Ok(match (settled, pending) {
-            (Settled::Allowed, Some((_, None))) => Effect::Delete,
-            (Settled::Allowed, Some((state, Some(full_at)))) => Effect::Set {
+        Ok(match (outcome, pending) {
+            (Outcome::Allowed, Some((_, None))) => Effect::Delete,
+            (Outcome::Allowed, Some((state, Some(full_at)))) => Effect::Set {
                 expires_at: UnixMillis::covering(full_at),
                 state,
             },
@@ -367,7 +412,7 @@ impl<'a> Limiter for Rule<'a> {
     }
 }
 
-impl<'a> Rule<'a> {
+impl<'a> Log<'a> {
     /// `FORCE`: record `cost` at the log's time whether it fits or not, unless the
     /// window would then hold more than twice the limit (an error). Over the limit,
     /// field 1 is 1 and the wait is until enough of the oldest members have left for a
@@ -441,12 +486,11 @@ impl<'a> Rule<'a> {
             remaining: self.limit.saturating_sub(after).max(0),
             reset_after: reset,
         };
-        Ok(Judgement {
+        Ok(Judgement::plain(
             verdict,
-            window_ms: self.window.floor_millis(),
-            extra: None,
-            pending: append,
-        })
+            self.window.floor_millis(),
+            append,
+        ))
     }
 
     /// `REFUND`: `cost` units leave the newest counted members first (a member whose
@@ -480,7 +524,7 @@ impl<'a> Rule<'a> {
         let mut given = 0u64;
         // The newest counted member left, if any.
         let mut newest_left: Option<Micros> = None;
-        set.walk(Walk::Through(Micros(u64::MAX)), &mut |member, score| {
+        set.walk(Walk::Down, &mut |member, score| {
             let e = entry(member, score)?;
             if e.time <= cutoff {
                 return Ok(false);
@@ -533,12 +577,11 @@ impl<'a> Rule<'a> {
                 Some(n.saturating_add(self.window)),
             )),
         };
-        Ok(Judgement {
+        Ok(Judgement::plain(
             verdict,
-            window_ms: self.window.floor_millis(),
-            extra: None,
+            self.window.floor_millis(),
             pending,
-        })
+        ))
     }
 
     /// Judge a log at `now` for `cost`, reading what it needs of `index`.
@@ -612,12 +655,11 @@ impl<'a> Rule<'a> {
                 remaining: self.limit - counted - cost,
                 reset_after: reset(if cost > 0 { Some(t) } else { newest_counted }),
             };
-            return Ok(Judgement {
+            return Ok(Judgement::plain(
                 verdict,
-                window_ms: self.window.floor_millis(),
-                extra: None,
-                pending: append,
-            });
+                self.window.floor_millis(),
+                append,
+            ));
         }
         // Denied: when the counted members that must leave for `cost` to fit have left,
         // that is the first member whose running total reaches `base + over`.
@@ -632,12 +674,7 @@ impl<'a> Rule<'a> {
             remaining: (self.limit - counted).max(0),
             reset_after: reset(newest_counted),
         };
-        Ok(Judgement {
-            verdict,
-            window_ms: self.window.floor_millis(),
-            extra: None,
-            pending: None,
-        })
+        Ok(Judgement::plain(verdict, self.window.floor_millis(), None))
     }
 
     /// The time of the first member after `cutoff` whose running total reaches
@@ -742,19 +779,18 @@ impl Index for SetIndex<'_> {
         self.0.len()
     }
     fn last(&self) -> Result<Option<Entry>> {
-        self.one(Walk::Through(Micros(u64::MAX)))
+        self.one(Walk::Down)
     }
     fn before_last(&self) -> Result<Option<Entry>> {
         let mut seen = 0;
         let mut found = None;
-        self.0
-            .walk(Walk::Through(Micros(u64::MAX)), &mut |member, score| {
-                seen += 1;
-                if seen == 2 {
-                    found = Some(entry(member, score)?);
-                }
-                Ok(seen < 2)
-            })?;
+        self.0.walk(Walk::Down, &mut |member, score| {
+            seen += 1;
+            if seen == 2 {
+                found = Some(entry(member, score)?);
+            }
+            Ok(seen < 2)
+        })?;
         Ok(found)
     }
     fn first(&self) -> Result<Option<Entry>> {
@@ -812,8 +848,8 @@ mod tests {
         Micros::from_millis(T0 + ms)
     }
 
-    fn rule(limit: i64, window_ms: u64) -> Rule<'static> {
-        Rule {
+    fn rule(limit: i64, window_ms: u64) -> Log<'static> {
+        Log {
             limit,
             window: Micros::from_millis(window_ms),
             meta: b"",
@@ -822,9 +858,9 @@ mod tests {
 
     /// A log as the server keeps it: members sorted by score, then by their bytes.
     #[derive(Default, Clone)]
-    struct Log(BTreeSet<(u64, Vec<u8>)>);
+    struct LogKey(BTreeSet<(u64, Vec<u8>)>);
 
-    impl Log {
+    impl LogKey {
         fn entries(&self) -> impl DoubleEndedIterator<Item = Result<Entry>> + '_ {
             self.0.iter().map(|(score, member)| {
                 parse_entry(member, *score as f64).ok_or_else(|| STATE.invalid())
@@ -832,15 +868,15 @@ mod tests {
         }
 
         /// Judge and write, as the glue does.
-        fn call(&mut self, now: Micros, r: &Rule<'static>, cost: i64) -> Verdict {
+        fn call(&mut self, now: Micros, r: &Log<'static>, cost: i64) -> Verdict {
             let j = r.judge_index(self, now, cost).expect("a log");
             let allowed = j.verdict.is_allowed();
-            let settled = if allowed {
-                Settled::Allowed
+            let outcome = if allowed {
+                Outcome::Allowed
             } else {
-                Settled::Denied
+                Outcome::Denied { repair: true }
             };
-            if let (Settled::Allowed, Some(state)) = (settled, j.pending) {
+            if let (Outcome::Allowed, Some(state)) = (outcome, j.pending) {
                 let mut m = Vec::new();
                 state.member(&mut m);
                 self.0.insert((state.time.0, m));
@@ -859,7 +895,7 @@ mod tests {
         }
     }
 
-    impl Index for Log {
+    impl Index for LogKey {
         fn members(&self) -> usize {
             self.0.len()
         }
@@ -897,7 +933,7 @@ mod tests {
     #[test]
     fn exact_moving_window_and_retry() {
         // 3 per second.
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         let r = rule(3, 1_000);
         for (t, want) in [
             (0, [0, 3, 2, -1, 1_000]),
@@ -916,8 +952,8 @@ mod tests {
     }
 
     /// A log of hand-written members `(time ms after T0, seq, cost)`.
-    fn written(members: &[(u64, u64, u64)]) -> Log {
-        let mut log = Log::default();
+    fn written(members: &[(u64, u64, u64)]) -> LogKey {
+        let mut log = LogKey::default();
         for (i, &(t, seq, cost)) in members.iter().enumerate() {
             let member = format!("{seq:016}:{cost}:m{i}").into_bytes();
             log.0.insert((at(t).0, member));
@@ -975,7 +1011,7 @@ mod tests {
     #[test]
     fn a_write_removes_at_most_64_leaving_entries_and_never_counts_the_rest() {
         let r = rule(200, 1_000);
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         for _ in 0..150 {
             assert!(log.call(at(0), &r, 1).is_allowed());
         }
@@ -990,8 +1026,8 @@ mod tests {
 
     #[test]
     fn one_member_per_request_whatever_its_cost() {
-        let mut log = Log::default();
-        let r = Rule {
+        let mut log = LogKey::default();
+        let r = Log {
             meta: b"user:\x00:42",
             ..rule(10, 60_000)
         };
@@ -1010,7 +1046,7 @@ mod tests {
             r.write(
                 j.pending
                     .map(|a| (LogWrite::Append(a), Some(a.time.saturating_add(r.window)))),
-                Settled::Allowed,
+                Outcome::Allowed,
                 &Request::take(at(0), 4)
             ),
             Ok(Effect::Set {
@@ -1043,7 +1079,7 @@ mod tests {
     /// holds more than 3.
     #[test]
     fn an_older_at_is_judged_at_the_newest_entry() {
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         let r = rule(3, 10);
         for t in [72, 73, 75, 86, 66, 67] {
             assert!(log.call(at(t), &r, 1).is_allowed(), "+{t}");
@@ -1062,7 +1098,7 @@ mod tests {
         // 100 requests of cost 1 over 100 ms, then a request of cost 50 with limit 100:
         // the 50th oldest must leave first (beyond the first few members read one by
         // one, found by the search).
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         let r = rule(100, 1_000);
         for i in 0..100 {
             assert!(log.call(at(i), &r, 1).is_allowed());
@@ -1071,7 +1107,7 @@ mod tests {
         // Member i (at +i ms) leaves at +1000 + i; the 50th is i = 49.
         assert_eq!(j.verdict.fields(), [1, 100, 0, 549, 599]);
         // Equal scores: 30 requests at one instant count as one step of the search.
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         for _ in 0..30 {
             log.call(at(0), &r, 1);
         }
@@ -1090,7 +1126,7 @@ mod tests {
 
     #[test]
     fn members_of_the_same_time_sort_by_their_running_total() {
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         let r = rule(10_000, 1_000);
         for _ in 0..11 {
             log.call(at(0), &r, 1);
@@ -1163,7 +1199,7 @@ mod tests {
         long.extend([b'x'; MAX_META_LEN + 1]);
         assert_eq!(parse_entry(&long, 1.0), None);
         // A set of another kind is refused as a whole.
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         log.0.insert((1, b"x".to_vec()));
         assert_eq!(
             rule(5, 1_000).judge_index(&log, at(0), 1).err(),
@@ -1173,7 +1209,7 @@ mod tests {
 
     #[test]
     fn a_log_whose_numbers_are_spent_refuses_to_record() {
-        let mut log = Log::default();
+        let mut log = LogKey::default();
         let mut m = Vec::new();
         Append {
             time: at(0),
@@ -1201,7 +1237,7 @@ mod tests {
         let p = |a: &[&str]| {
             let raw: Vec<&[u8]> = a.iter().map(|s| s.as_bytes()).collect();
             let raw: Vec<&[u8]> = std::iter::once(&b"key"[..]).chain(raw).collect();
-            crate::limiters::log(&raw).map(|_| ())
+            crate::limiters::log::parse(&raw).map(|_| ())
         };
         assert_eq!(
             p(&["10001", "1m"]),
@@ -1253,7 +1289,7 @@ mod tests {
         ) {
             let window = window_ms * 1000;
             let r = rule(limit, window_ms);
-            let mut log = Log::default();
+            let mut log = LogKey::default();
             let mut recorded: Vec<(u64, i64)> = Vec::new();
             let mut clock = at(0).0 + 5;
             for (scale, dt, c) in steps {

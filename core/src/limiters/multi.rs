@@ -10,32 +10,62 @@
 //! window in Unix milliseconds. The key expires at the latest end. Windows a call does
 //! not name are kept until they end; ended windows are dropped when the key is written.
 
-use crate::call::decision::Chooser;
+use crate::call::binding::Binding;
+use crate::call::keys::{KeyRead, Value, Written};
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax, Value, Written,
+    Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
-use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
+use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateName, Stored};
 use crate::call::verdict::Verdict;
 use crate::call::Call;
+use crate::commands::{ALIGN, AT, COST, Command, FlagCounts, Id, KEYS, Keys, LIMITER, LIMITS, NUMKEYS, REFUND_OR_FORCE};
+#[cfg(test)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::limiters::fixed;
 use crate::limiters::windows;
 use crate::limits::{MAX_DURATION, MAX_END_MS};
 use crate::parse::args::{check_count, Limit, Options};
-#[cfg(test)]
-use crate::parse::error::Error;
-use crate::parse::error::Result;
 use crate::parse::keyword::Opt;
 use crate::units::{Micros, UnixMillis};
 use smallvec::SmallVec;
 use std::rc::Rc;
 
 /// What an RL.MULTI key holds, as error replies word it.
-pub const STATE: StateKind = StateKind {
-    command: COMMAND,
+pub const STATE: StateName = StateName {
+    command: NAME,
     expected: "window_ms:count:end_ms entries separated by commas",
 };
 
-const COMMAND: &str = "RL.MULTI";
+/// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
+pub static KIND: Kind = Kind {
+    keyword: "MULTI",
+    syntax: "MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]",
+    state: STATE,
+    storage: Storage::String,
+    gate: false,
+    field: false,
+};
+
+/// Its command: syntax, COMMAND DOCS, keys, flags, ACL, INFO counters.
+// Keys come from the numkeys key spec (the server then marks the command
+// movablekeys); the legacy first/last/step cannot express them. Redis 7.0 routes
+// Cluster calls with the legacy range only, or by asking the command
+// (`getkeys-api`): the module answers those requests too.
+pub const COMMAND: Command = Command {
+    id: Id::Multi,
+    name: "RL.MULTI",
+    syntax: "RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE|UPTO]",
+    summary: "Checks several keys against several fixed windows, all or nothing, in one call",
+    complexity: "O(K * W) for K keys and W windows",
+    args: &[NUMKEYS, KEYS, LIMITS, COST, ALIGN, AT, REFUND_OR_FORCE],
+    keys: Keys::NumKeys,
+    info: "multi",
+    flag_counts: FlagCounts::Flags,
+    ..LIMITER
+};
+
+const NAME: &str = "RL.MULTI";
 
 /// The call of `RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT ...] [COST n]
 /// [ALIGN] [AT ms]`, checked: 1 to [`MAX_KEYS`](crate::limits::MAX_KEYS) keys, 1 to
@@ -47,17 +77,17 @@ pub fn call(
     cost: i64,
     align: bool,
     at: Option<Micros>,
-) -> Result<Call<Rule>> {
+) -> Result<Call<Multi>> {
     windows::check_shape(numkeys, limits)?;
     windows::check_cost(limits, cost)?;
     check_count("cost", cost, 0)?;
-    let rule = Rule::new(limits, align)?;
-    Ok(Call::each_key(COMMAND, numkeys, rule, cost, at))
+    let rule = Multi::new(limits, align)?;
+    Ok(Call::each_key(NAME, numkeys, rule, cost, at))
 }
 
 /// Parse the arguments after the command name (an error that a wrong numkeys explains
 /// says so: [`windows::numkeys_hint`]).
-pub fn parse(args: &[&[u8]]) -> Result<Call<Rule>> {
+pub fn parse(args: &[&[u8]]) -> Result<Call<Multi>> {
     parse_as_given(args).map_err(|e| {
         windows::numkeys_hint(args, e, crate::limits::MAX_KEYS, |a| {
             parse_as_given(a).is_ok()
@@ -65,9 +95,10 @@ pub fn parse(args: &[&[u8]]) -> Result<Call<Rule>> {
     })
 }
 
-fn parse_as_given(args: &[&[u8]]) -> Result<Call<Rule>> {
-    let (numkeys, opts, mode) = windows::parse_call(args, COMMAND, <Rule as Syntax>::OPTIONS)?;
-    // A refund or a forced request of any cost can be settled: no capacity check.
+fn parse_as_given(args: &[&[u8]]) -> Result<Call<Multi>> {
+    let (numkeys, opts, mode) = windows::parse_call(args, NAME, <Multi as Syntax>::OPTIONS)?;
+    // A refund, a forced request or UPTO of any cost can be settled: no capacity
+    // check.
     let checked = if mode == Mode::Take { opts.cost } else { 0 };
     let call = call(numkeys, &opts.limits, checked, opts.align, opts.at)?;
     Ok(Call {
@@ -79,21 +110,23 @@ fn parse_as_given(args: &[&[u8]]) -> Result<Call<Rule>> {
 /// RL.MULTI's rule on one key: its LIMITs (fixed windows, aligned to the epoch or not).
 /// Each call brings its cost.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Rule {
+pub struct Multi {
     /// One per LIMIT, in argument order. Shared: RL.MULTI judges every key with the
     /// same rule, and a rule of any limiter is moved as the largest one.
-    pairs: Rc<[fixed::Rule]>,
+    pairs: Rc<[fixed::Fixed]>,
 }
 
-impl Rule {
+impl Multi {
     /// 1 to [`MAX_WINDOWS`](crate::limits::MAX_WINDOWS) LIMITs, no window twice.
-    pub fn new(limits: &[Limit], align: bool) -> Result<Rule> {
+    pub fn new(limits: &[Limit], align: bool) -> Result<Multi> {
         windows::check_limits(limits)?;
         let pairs = limits
             .iter()
-            .map(|l| fixed::Rule::new(l.limit, l.window, align))
-            .collect::<Result<Rc<[_]>>>()?;
-        Ok(Rule { pairs })
+            .map(|l| fixed::Fixed::new(l.limit, l.window, align))
+            .collect::<Result<SmallVec<[fixed::Fixed; 16]>>>()?;
+        Ok(Multi {
+            pairs: Rc::from(pairs.as_slice()),
+        })
     }
 
     /// The LIMITs, in argument order.
@@ -116,9 +149,9 @@ impl Rule {
         stored: Option<Stored<State>>,
         req: &Request,
     ) -> Result<Judgement<Pending>> {
-        let mut chooser = Chooser::default();
+        let mut binding = Binding::default();
         // The named windows' counters after the request (used when allowed).
-        let mut updated = Entries::new();
+        let mut updated = Entries::with_capacity(self.pairs.len());
         for pair in self.pairs.iter() {
             let window_ms = pair.window().floor_millis();
             let counter = stored
@@ -128,8 +161,8 @@ impl Rule {
                     state: e.count,
                     expires_at: Some(e.ends_at),
                 });
-            let (verdict, on_allow, _) = fixed::settle(counter, req, pair)?;
-            chooser.offer(verdict, window_ms);
+            let (verdict, on_allow, _) = fixed::judge(counter, req, pair)?;
+            binding.offer(verdict, window_ms);
             // A forced request over the limit is written too; a refund that empties
             // a window drops it (as a window this call names, it is not kept).
             if let (false, Effect::Set { state, expires_at }) = (verdict.is_denied(), on_allow) {
@@ -140,20 +173,19 @@ impl Rule {
                 });
             }
         }
-        let (verdict, window_ms) = chooser.finish().unwrap_or_else(|| self.untouched());
-        Ok(Judgement {
+        let (verdict, window_ms) = binding.finish().unwrap_or_else(|| self.untouched());
+        Ok(Judgement::plain(
             verdict,
             window_ms,
-            extra: None,
-            pending: Pending { stored, updated },
-        })
+            Pending { stored, updated },
+        ))
     }
 
     /// The reply for a rule without windows (never built): full capacity.
     fn untouched(&self) -> (Verdict, u64) {
         let first = self.pairs.first();
         (
-            Verdict::untouched(first.map_or(0, fixed::Rule::limit)),
+            Verdict::untouched(first.map_or(0, fixed::Fixed::limit)),
             first.map_or(0, |p| p.window().floor_millis()),
         )
     }
@@ -167,9 +199,8 @@ pub struct Pending {
     updated: Entries,
 }
 
-impl<'a> Syntax<'a> for Rule {
-    const KIND: &'static str = "MULTI";
-    const STATE: StateKind = STATE;
+impl<'a> Syntax<'a> for Multi {
+    const KIND: &'static Kind = &KIND;
     const ARGS: usize = 0;
     const OPTIONS: &'static [Opt] = &[Opt::Limit, Opt::Align];
     type Args = ();
@@ -178,28 +209,23 @@ impl<'a> Syntax<'a> for Rule {
         Ok(())
     }
 
-    fn build((): (), opts: &Options<'a>) -> Result<Rule> {
-        Rule::new(&opts.limits, opts.align)
+    fn build((): (), opts: &Options<'a>) -> Result<Multi> {
+        Multi::new(&opts.limits, opts.align)
     }
 }
 
-impl Limiter for Rule {
+impl Limiter for Multi {
     type State = State;
     type Pending = Pending;
 
-    fn kind(&self) -> &'static str {
-        <Self as Syntax>::KIND
+    fn kind(&self) -> &'static Kind {
+        &KIND
     }
 
-    fn state_kind(&self) -> StateKind {
-        STATE
-    }
-
-    fn storage(&self) -> Storage {
-        Storage::String
-    }
-
-    fn check_cost(&self, cost: i64) -> Result<()> {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode != Mode::Take {
+            return Ok(());
+        }
         let limits: SmallVec<[Limit; 4]> = self.limits().collect();
         windows::check_cost(&limits, cost)
     }
@@ -212,18 +238,18 @@ impl Limiter for Rule {
     fn write(
         &self,
         Pending { stored, updated }: Pending,
-        settled: Settled,
+        outcome: Outcome,
         req: &Request,
     ) -> std::result::Result<Effect<State>, Full> {
         let (now, cost) = (req.now, req.cost);
         let stored = stored.as_ref().map(|s| (s.state.entries(), s.expires_at));
         let names = |w| self.names(w);
         // The windows are distinct: from distinct LIMITs and stored entries.
-        windows::write_windows(stored, updated, names, (settled, now, cost), State::new)
+        windows::write_windows(stored, updated, names, (outcome, now, cost), State::of)
     }
 }
 
-impl windows::Window for Entry {
+impl windows::WindowEntry for Entry {
     fn window_ms(&self) -> u64 {
         self.window_ms
     }
@@ -249,7 +275,8 @@ pub struct Entry {
     pub ends_at: UnixMillis,
 }
 
-/// The entries of one key, inline for the usual few windows (moves stay cheap).
+/// The entries of one key, on the heap (moves stay cheap: a state of any limiter is
+/// moved as the largest one).
 pub type Entries = Vec<Entry>;
 
 /// A key's state: its entries, sorted by window, one per window.
@@ -261,7 +288,11 @@ pub struct State {
 impl State {
     /// Build a state from entries in any order; `None` when a window repeats.
     pub fn new(entries: impl IntoIterator<Item = Entry>) -> Option<State> {
-        let mut entries: Entries = entries.into_iter().collect();
+        State::of(entries.into_iter().collect())
+    }
+
+    /// [`State::new`] of a list already made.
+    pub fn of(mut entries: Entries) -> Option<State> {
         entries.sort_unstable_by_key(|e| e.window_ms);
         if entries.windows(2).any(|w| w[0].window_ms == w[1].window_ms) {
             return None;
@@ -287,7 +318,8 @@ impl State {
         if raw.is_empty() {
             return None;
         }
-        let mut entries = Entries::new();
+        let items = 1 + raw.iter().filter(|&&b| b == b',').count();
+        let mut entries = Entries::with_capacity(items);
         for item in raw.split(|&b| b == b',') {
             let mut parts = item.split(|&b| b == b':');
             let (Some(w), Some(c), Some(e), None) =
@@ -310,7 +342,7 @@ impl State {
                 ends_at: UnixMillis(end),
             });
         }
-        State::new(entries)
+        State::of(entries)
     }
 
     /// The stored value (the format [`State::parse`] reads).
@@ -355,7 +387,7 @@ mod tests {
 
     const T0: u64 = 1_700_000_000_000; // ms, on a second boundary (20 s past a minute)
 
-    fn parse(args: &[&str]) -> Result<Call<Rule>> {
+    fn parse(args: &[&str]) -> Result<Call<Multi>> {
         let raw: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         super::parse(&raw)
     }
@@ -505,7 +537,7 @@ mod tests {
                 InvalidDuration {
                     what: "window",
                     value: b"0s".to_vec(),
-                    reason: crate::parse::error::DurationProblem::NotPositive,
+                    reason: crate::error::DurationProblem::NotPositive,
                 },
             ),
             (
@@ -536,6 +568,7 @@ mod tests {
                         Opt::Align,
                         Opt::Refund,
                         Opt::Force,
+                        Opt::UpTo,
                     ]),
                 },
             ),
@@ -639,7 +672,7 @@ mod tests {
         })
     }
 
-    fn req(numkeys: usize, limits: &[(u64, i64)], cost: i64, align: bool) -> Call<Rule> {
+    fn req(numkeys: usize, limits: &[(u64, i64)], cost: i64, align: bool) -> Call<Multi> {
         let limits: Vec<Limit> = limits.iter().map(|&(w, l)| lim(w, l)).collect();
         call(numkeys, &limits, cost, align, None).unwrap()
     }
@@ -664,7 +697,7 @@ mod tests {
             name: &'static str,
             stored: Vec<Option<Stored<State>>>,
             now: Micros,
-            req: Call<Rule>,
+            req: Call<Multi>,
             fields: [i64; 5],
             binding: (usize, u64),
             effects: Vec<Effect<State>>,

@@ -1,11 +1,11 @@
 //! `REFUND`, `FORCE` and RL.ALL's `BAN` rule, on every limiter: calls parsed by each
-//! command's parser and settled by the module's path on keys held in memory
+//! command's parser and run by the module's one loop on keys held in memory
 //! ([`memory::run`]), with explicit times.
 
 use crate::call::limiter::Limiter;
 use crate::call::memory::{self, Key};
 use crate::call::{Call, Shape};
-use crate::parse::error::{Error, Result};
+use crate::error::{Error, Result};
 use crate::units::{Micros, UnixMillis};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -22,6 +22,8 @@ struct Server(BTreeMap<Vec<u8>, Key>);
 struct Reply {
     fields: [i64; 5],
     binding: usize,
+    /// With `UPTO`: the units taken.
+    granted: Option<i64>,
 }
 
 impl Server {
@@ -32,11 +34,11 @@ impl Server {
         let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
         let now = Micros::from_millis(T0 + ms);
         match cmd.to_ascii_uppercase().as_str() {
-            "RL.FIXED" => self.run(crate::limiters::fixed(&args), &args, now),
-            "RL.GCRA" => self.run(crate::limiters::gcra(&args), &args, now),
-            "RL.MULTI" => self.run(crate::limiters::multi(&args), &args, now),
-            "RL.SLIDING" => self.run(crate::limiters::sliding(&args), &args, now),
-            "RL.LOG" => self.run(crate::limiters::log(&args), &args, now),
+            "RL.FIXED" => self.run(crate::limiters::fixed::parse(&args), &args, now),
+            "RL.GCRA" => self.run(crate::limiters::gcra::parse(&args), &args, now),
+            "RL.MULTI" => self.run(crate::limiters::multi::parse(&args), &args, now),
+            "RL.SLIDING" => self.run(crate::limiters::sliding::parse(&args), &args, now),
+            "RL.LOG" => self.run(crate::limiters::log::parse(&args), &args, now),
             "RL.ALL" => self.run(crate::limiters::all(&args), &args, now),
             other => panic!("not a limiter: {other}"),
         }
@@ -68,6 +70,7 @@ impl Server {
             } else {
                 0
             },
+            granted: s.granted,
         })
     }
 
@@ -475,7 +478,8 @@ fn all_applies_the_flag_to_every_rule() {
         r,
         Reply {
             fields: [1, 10, 0, 60_000, 60_000],
-            binding: 1
+            binding: 1,
+            granted: None,
         }
     );
     assert_eq!(s.string("a"), Some(("12".into(), 60_000)));
@@ -488,7 +492,8 @@ fn all_applies_the_flag_to_every_rule() {
         r,
         Reply {
             fields: [1, 1, 0, 12_000, 7_000],
-            binding: 2
+            binding: 2,
+            granted: None,
         }
     );
     assert_eq!(s.call(11_999, all).unwrap().fields[0], 1);
@@ -572,7 +577,8 @@ fn a_ban_after_strikes_denies_every_call_until_it_ends() {
         call(&mut s, 0, ""),
         Reply {
             fields: [0, 1, 0, -1, 60_000],
-            binding: 1
+            binding: 1,
+            granted: None,
         }
     );
     assert_eq!(
@@ -585,7 +591,8 @@ fn a_ban_after_strikes_denies_every_call_until_it_ends() {
         call(&mut s, 1_000, ""),
         Reply {
             fields: [1, 1, 0, 59_000, 59_000],
-            binding: 1
+            binding: 1,
+            granted: None,
         }
     );
     assert_eq!(
@@ -604,7 +611,8 @@ fn a_ban_after_strikes_denies_every_call_until_it_ends() {
         call(&mut s, 2_000, ""),
         Reply {
             fields: [1, 2, 0, 600_000, 600_000],
-            binding: 2
+            binding: 2,
+            granted: None,
         }
     );
     assert_eq!(
@@ -618,7 +626,8 @@ fn a_ban_after_strikes_denies_every_call_until_it_ends() {
             call(&mut s, ms, extra),
             Reply {
                 fields: [1, 2, 0, 602_000 - ms as i64, 602_000 - ms as i64],
-                binding: 2
+                binding: 2,
+                granted: None,
             },
             "{ms}{extra}"
         );
@@ -635,7 +644,8 @@ fn a_ban_after_strikes_denies_every_call_until_it_ends() {
         call(&mut s, 602_000, ""),
         Reply {
             fields: [0, 1, 0, -1, 60_000],
-            binding: 1
+            binding: 1,
+            granted: None,
         }
     );
     // A key that holds something else is refused.
@@ -660,7 +670,8 @@ fn a_ban_after_strikes_denies_every_call_until_it_ends() {
         s.call(0, "RL.ALL 1 b BAN 1 3 1m 1h").unwrap(),
         Reply {
             fields: [0, 3, 2, -1, 30_000],
-            binding: 1
+            binding: 1,
+            granted: None,
         }
     );
 }
@@ -744,7 +755,7 @@ proptest! {
     /// again and deleted.
     #[test]
     fn refunds_never_go_below_empty(
-        cmd in command(), hist in history(), dt in 0u64..3_000, cost in 0i64..40,
+        cmd in command(), hist in history(), dt in 0u64..3_000, cost in 1i64..40,
     ) {
         let mut s = Server::default();
         let ms = play(&mut s, &cmd, &hist) + dt;
@@ -766,7 +777,7 @@ proptest! {
     /// says so exactly when the state is over its limit.
     #[test]
     fn after_a_forced_request_retry_after_is_enough_for_a_cost_of_1(
-        cmd in command(), hist in history(), dt in 0u64..3_000, cost in 0i64..12,
+        cmd in command(), hist in history(), dt in 0u64..3_000, cost in 1i64..12,
     ) {
         let mut s = Server::default();
         let ms = play(&mut s, &cmd, &hist) + dt;
@@ -784,6 +795,85 @@ proptest! {
         } else {
             prop_assert_eq!(retry, -1);
         }
+    }
+
+    /// `UPTO` takes the largest cost up to `n` that a call of that cost would be allowed
+    /// (found here by trying every cost), replies and writes exactly as that call
+    /// (as `COST 1` when not even 1 fits), and says how much it took.
+    #[test]
+    fn upto_takes_the_largest_cost_that_fits_and_is_that_call(
+        cmd in command(), hist in history(), dt in 0u64..3_000, n in 1i64..14,
+    ) {
+        let mut s = Server::default();
+        let ms = play(&mut s, &cmd, &hist) + dt;
+        let before = s.clone();
+        let fits = |k: i64| {
+            matches!(before.clone().call(ms, &format!("{cmd} COST {k}")), Ok(r) if r.fields[0] == 0)
+        };
+        let want = (1..=n).rev().find(|&k| fits(k)).unwrap_or(0);
+        let upto = s.call(ms, &format!("{cmd} COST {n} UPTO"));
+        let mut alone = before.clone();
+        let same = alone.call(ms, &format!("{cmd} COST {}", want.max(1)));
+        match (upto, same) {
+            (Ok(u), Ok(c)) => {
+                prop_assert_eq!(u.granted, Some(want));
+                prop_assert_eq!((u.fields, u.binding), (c.fields, c.binding));
+                prop_assert_eq!(&s.0, &alone.0);
+            }
+            (u, c) => prop_assert_eq!(u.map(|r| r.fields), c.map(|r| r.fields)),
+        }
+    }
+
+    /// A call of one rule takes a path of its own (no lists of judgements and writes):
+    /// it resolves every call exactly as the path of several rules does.
+    #[test]
+    fn the_path_of_one_rule_resolves_as_the_path_of_several(
+        cmd in command(), hist in history(), dt in 0u64..3_000, cost in 0i64..6, flag in 0usize..3,
+    ) {
+        let mut s = Server::default();
+        let ms = play(&mut s, &cmd, &hist) + dt;
+        let line = format!("{cmd} COST {cost}{}", ["", " REFUND", " FORCE"][flag]);
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let args: Vec<&[u8]> = words[1..].iter().map(|a| a.as_bytes()).collect();
+        let now = Micros::from_millis(T0 + ms);
+        macro_rules! both {
+            ($call:expr) => {{
+                let Ok(call) = $call else { return Ok(()) };
+                let first = call.first_key() - 1;
+                let mut keys: Vec<Option<Key>> = (0..call.numkeys)
+                    .map(|k| s.0.get(args[first + k]).cloned())
+                    .collect();
+                let in_memory = memory::InMemory::new(&call, &mut keys);
+                if let Some([one, all]) = call.resolve_both(&in_memory, now) {
+                    prop_assert_eq!(one, all, "{}", line);
+                }
+            }};
+        }
+        match words[0] {
+            "RL.FIXED" => both!(crate::limiters::fixed::parse(&args)),
+            "RL.GCRA" => both!(crate::limiters::gcra::parse(&args)),
+            "RL.MULTI" => both!(crate::limiters::multi::parse(&args)),
+            "RL.SLIDING" => both!(crate::limiters::sliding::parse(&args)),
+            "RL.LOG" => both!(crate::limiters::log::parse(&args)),
+            "RL.ALL" => both!(crate::limiters::all(&args)),
+            _ => {}
+        }
+    }
+
+    /// `COST 0` with `REFUND` or `FORCE` is the peek `COST 0` is: the same reply, nothing
+    /// written (a forced peek once replied the wait for a cost of 1 on a key over its
+    /// limit).
+    #[test]
+    fn cost_0_with_a_flag_is_the_peek_cost_0_is(
+        cmd in command(), hist in history(), dt in 0u64..3_000, flag in 0usize..2,
+    ) {
+        let mut s = Server::default();
+        let ms = play(&mut s, &cmd, &hist) + dt;
+        let before = s.clone();
+        let flag = ["REFUND", "FORCE"][flag];
+        let flagged = s.call(ms, &format!("{cmd} COST 0 {flag}")).map(|r| r.fields);
+        prop_assert_eq!(flagged, Ok(peek(&mut before.clone(), &cmd, ms)));
+        prop_assert_eq!(s.0, before.0);
     }
 
     /// A ban never lets a call through before its end, and every allowed call leaves
@@ -820,4 +910,55 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn upto_errors_and_its_rules_beside_a_lease_and_a_ban() {
+    let mut s = Server::default();
+    let err = |s: &mut Server, line: &str| s.call(0, line).err().map(|e| e.to_string());
+    assert_eq!(
+        err(&mut s, "RL.FIXED k 5 1m COST 0 UPTO").as_deref(),
+        Some("ERR UPTO takes COST n with n at least 1 (COST 0 alone peeks)")
+    );
+    for (line, flag) in [
+        ("RL.FIXED k 5 1m COST 3 UPTO REFUND", "REFUND"),
+        ("RL.LOG k 5 1m COST 3 FORCE UPTO", "FORCE"),
+        ("RL.GCRA k 1 1 1s COST 2 UPTO DELAY 1s", "DELAY"),
+    ] {
+        assert_eq!(
+            err(&mut s, line),
+            Some(format!(
+                "ERR UPTO cannot be given with {flag}: UPTO takes as much of COST as fits now"
+            )),
+            "{line}"
+        );
+    }
+    // A LEASE rule keeps its cost rule: UPTO with n above 1 is its error.
+    assert_eq!(
+        err(&mut s, "RL.ALL 2 l f LEASE 1 2 10s FIXED 2 5 1m COST 3 UPTO ID a").as_deref(),
+        Some("ERR rule 1 (LEASE): invalid cost 3: a lease takes COST 1 (the default) or COST 0 to peek")
+    );
+    // n above the capacity is no error: it takes what fits.
+    let r = s.call(0, "RL.FIXED f 5 1m COST 9 UPTO").unwrap();
+    assert_eq!((r.fields, r.granted), ([0, 5, 0, -1, 60_000], Some(5)));
+    let r = s.call(10, "RL.FIXED f 5 1m COST 9 UPTO").unwrap();
+    assert_eq!((r.fields[0], r.granted), (1, Some(0)), "denied as COST 1");
+    // A lease's renewal fits a full key: UPTO of 1 takes it.
+    let lease = "RL.ALL 2 l g LEASE 1 1 10s GCRA 2 9 1 1s COST 1 UPTO ID a";
+    assert_eq!(s.call(0, lease).unwrap().granted, Some(1));
+    assert_eq!(s.call(5, lease).unwrap().granted, Some(1), "a renewal");
+    let other = "RL.ALL 2 l g LEASE 1 1 10s GCRA 2 9 1 1s COST 1 UPTO ID b";
+    assert_eq!(
+        s.call(6, other).unwrap().granted,
+        Some(0),
+        "the key is full"
+    );
+    // A BAN rule gates and strikes as usual: a call UPTO denies records its strike.
+    let ban = "RL.ALL 2 f b FIXED 1 5 1m BAN 2 1 1m 1h COST 4 UPTO";
+    let r = s.call(20, ban).unwrap();
+    assert_eq!((r.fields[0], r.granted), (1, Some(0)), "f is full");
+    assert!(s.string("b").is_some(), "a strike");
+    // A call of the BAN rule alone takes all of it.
+    let alone = s.call(20, "RL.ALL 1 c BAN 1 2 1m 1h COST 7 UPTO").unwrap();
+    assert_eq!(alone.granted, Some(7));
 }

@@ -20,35 +20,62 @@
 //! last counted bucket leaves its window; windows a call does not name are kept until
 //! then.
 
-use crate::call::decision::Chooser;
+use crate::call::binding::Binding;
+use crate::call::keys::{KeyRead, Value, Written};
 use crate::call::limiter::{
-    Full, Judgement, KeyRead, Limiter, Mode, Request, Settled, Storage, Syntax, Value, Written,
+    Full, Judgement, Kind, Limiter, Mode, Outcome, Request, Storage, Syntax,
 };
-use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateKind, Stored};
+use crate::call::state::{parse_decimal, push_decimal, Effect, Encode, StateName, Stored};
 use crate::call::verdict::{Decision, Verdict};
 use crate::call::Call;
+use crate::error::{Error, Result};
 use crate::limiters::windows;
 use crate::limits::{
     DEFAULT_BUCKETS, MAX_AT_US, MAX_BUCKETS, MAX_BUCKETS_PER_KEY, MAX_DURATION, MAX_SAFE_INTEGER,
 };
 use crate::parse::args::{check_count, Limit, Options};
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::Opt;
 use crate::units::Micros;
 use smallvec::SmallVec;
 use std::rc::Rc;
+use crate::commands::{AT, BUCKETS, COST, Command, FlagCounts, Id, KEYS, Keys, LIMITER, LIMITS, NUMKEYS, REFUND_OR_FORCE};
 
-const COMMAND: &str = "RL.SLIDING";
+const NAME: &str = "RL.SLIDING";
 
 /// What an RL.SLIDING key holds, as error replies word it.
-pub const STATE: StateKind = StateKind {
-    command: COMMAND,
+pub const STATE: StateName = StateName {
+    command: NAME,
     expected: "window_ms:buckets:first:counts entries separated by commas",
+};
+
+/// What kind of limiter this is: its RL.ALL keyword, its state, its key type.
+pub static KIND: Kind = Kind {
+    keyword: "SLIDING",
+    syntax: "SLIDING i LIMIT window limit [LIMIT window limit ...] [BUCKETS n]",
+    state: STATE,
+    storage: Storage::String,
+    gate: false,
+    field: false,
+};
+
+/// Its command: syntax, COMMAND DOCS, keys, flags, ACL, INFO counters.
+// The call shape of RL.MULTI.
+pub const COMMAND: Command = Command {
+    id: Id::Sliding,
+    name: "RL.SLIDING",
+    syntax: "RL.SLIDING numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [BUCKETS n] [COST n] [AT unix_ms] [REFUND|FORCE|UPTO]",
+    summary: "Checks several keys against several sliding windows, all or nothing, in one call",
+    complexity: "O(K * W * B) for K keys, W windows and B buckets per window",
+    args: &[NUMKEYS, KEYS, LIMITS, BUCKETS, COST, AT, REFUND_OR_FORCE],
+    keys: Keys::NumKeys,
+    info: "sliding",
+    flag_counts: FlagCounts::Flags,
+    ..LIMITER
 };
 
 /// One LIMIT of a checked request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Window {
+pub struct Span {
     pub window: Micros,
     pub limit: i64,
 }
@@ -64,17 +91,17 @@ pub fn call(
     buckets: u64,
     cost: i64,
     at: Option<Micros>,
-) -> Result<Call<Rule>> {
+) -> Result<Call<Sliding>> {
     windows::check_shape(numkeys, limits)?;
-    let rule = Rule::new(limits, buckets)?;
+    let rule = Sliding::new(limits, buckets)?;
     windows::check_cost(limits, cost)?;
     check_count("cost", cost, 0)?;
-    Ok(Call::each_key(COMMAND, numkeys, rule, cost, at))
+    Ok(Call::each_key(NAME, numkeys, rule, cost, at))
 }
 
 /// Parse the arguments after the command name; every check that needs no key (an
 /// error that a wrong numkeys explains says so: [`windows::numkeys_hint`]).
-pub fn parse(args: &[&[u8]]) -> Result<Call<Rule>> {
+pub fn parse(args: &[&[u8]]) -> Result<Call<Sliding>> {
     parse_as_given(args).map_err(|e| {
         windows::numkeys_hint(args, e, crate::limits::MAX_KEYS, |a| {
             parse_as_given(a).is_ok()
@@ -82,9 +109,10 @@ pub fn parse(args: &[&[u8]]) -> Result<Call<Rule>> {
     })
 }
 
-fn parse_as_given(args: &[&[u8]]) -> Result<Call<Rule>> {
-    let (numkeys, opts, mode) = windows::parse_call(args, COMMAND, <Rule as Syntax>::OPTIONS)?;
-    // A refund or a forced request of any cost can be settled: no capacity check.
+fn parse_as_given(args: &[&[u8]]) -> Result<Call<Sliding>> {
+    let (numkeys, opts, mode) = windows::parse_call(args, NAME, <Sliding as Syntax>::OPTIONS)?;
+    // A refund, a forced request or UPTO of any cost can be settled: no capacity
+    // check.
     let checked = if mode == Mode::Take { opts.cost } else { 0 };
     let call = call(
         numkeys,
@@ -102,16 +130,16 @@ fn parse_as_given(args: &[&[u8]]) -> Result<Call<Rule>> {
 /// RL.SLIDING's rule on one key: its LIMITs, each window cut into `buckets`. Each call
 /// brings its cost.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Rule {
+pub struct Sliding {
     /// Shared, as RL.MULTI's (see there).
-    windows: Rc<[Window]>,
+    windows: Rc<[Span]>,
     buckets: u64,
 }
 
-impl Rule {
+impl Sliding {
     /// 1 to [`MAX_WINDOWS`](crate::limits::MAX_WINDOWS) LIMITs, no window twice, `buckets`
     /// from 1 to [`MAX_BUCKETS`] splitting every window into whole microseconds.
-    pub fn new(limits: &[Limit], buckets: u64) -> Result<Rule> {
+    pub fn new(limits: &[Limit], buckets: u64) -> Result<Sliding> {
         windows::check_limits(limits)?;
         if buckets == 0 || buckets > MAX_BUCKETS {
             return Err(Error::InvalidBuckets {
@@ -124,10 +152,10 @@ impl Rule {
                 buckets,
             });
         }
-        Ok(Rule {
+        Ok(Sliding {
             windows: limits
                 .iter()
-                .map(|l| Window {
+                .map(|l| Span {
                     window: l.window,
                     limit: l.limit,
                 })
@@ -172,26 +200,25 @@ impl Rule {
         stored: Option<Stored<State>>,
         req: &Request,
     ) -> Result<Judgement<Pending>> {
-        let mut chooser = Chooser::default();
+        let mut binding = Binding::default();
         let mut updated = Vec::with_capacity(self.windows.len());
         for w in self.windows.iter() {
             let window_ms = w.window.floor_millis();
             let old = stored.as_ref().and_then(|s| s.state.get(window_ms));
             let pair = match req.mode {
-                Mode::Take => judge(old, req.now, w, self.buckets, req.cost),
+                Mode::Take | Mode::UpTo => judge(old, req.now, w, self.buckets, req.cost),
                 Mode::Refund => refund(old, req.now, w, self.buckets, req.cost),
                 Mode::Force => force(old, req.now, w, self.buckets, req.cost)?,
             };
-            chooser.offer(pair.verdict, window_ms);
+            binding.offer(pair.verdict, window_ms);
             updated.push(pair.updated);
         }
-        let (verdict, window_ms) = chooser.finish().unwrap_or_else(|| self.untouched());
-        Ok(Judgement {
+        let (verdict, window_ms) = binding.finish().unwrap_or_else(|| self.untouched());
+        Ok(Judgement::plain(
             verdict,
             window_ms,
-            extra: None,
-            pending: Pending { stored, updated },
-        })
+            Pending { stored, updated },
+        ))
     }
 }
 
@@ -205,9 +232,8 @@ pub struct Pending {
     updated: Vec<Entry>,
 }
 
-impl<'a> Syntax<'a> for Rule {
-    const KIND: &'static str = "SLIDING";
-    const STATE: StateKind = STATE;
+impl<'a> Syntax<'a> for Sliding {
+    const KIND: &'static Kind = &KIND;
     const ARGS: usize = 0;
     const OPTIONS: &'static [Opt] = &[Opt::Limit, Opt::Buckets];
     type Args = ();
@@ -216,28 +242,23 @@ impl<'a> Syntax<'a> for Rule {
         Ok(())
     }
 
-    fn build((): (), opts: &Options<'a>) -> Result<Rule> {
-        Rule::new(&opts.limits, opts.buckets.unwrap_or(DEFAULT_BUCKETS))
+    fn build((): (), opts: &Options<'a>) -> Result<Sliding> {
+        Sliding::new(&opts.limits, opts.buckets.unwrap_or(DEFAULT_BUCKETS))
     }
 }
 
-impl Limiter for Rule {
+impl Limiter for Sliding {
     type State = State;
     type Pending = Pending;
 
-    fn kind(&self) -> &'static str {
-        <Self as Syntax>::KIND
+    fn kind(&self) -> &'static Kind {
+        &KIND
     }
 
-    fn state_kind(&self) -> StateKind {
-        STATE
-    }
-
-    fn storage(&self) -> Storage {
-        Storage::String
-    }
-
-    fn check_cost(&self, cost: i64) -> Result<()> {
+    fn check_cost(&self, cost: i64, mode: Mode) -> Result<()> {
+        if mode != Mode::Take {
+            return Ok(());
+        }
         windows::check_cost(&self.limits(), cost)
     }
 
@@ -249,22 +270,22 @@ impl Limiter for Rule {
     fn write(
         &self,
         Pending { stored, updated }: Pending,
-        settled: Settled,
+        outcome: Outcome,
         req: &Request,
     ) -> std::result::Result<Effect<State>, Full> {
         let (now, cost) = (req.now, req.cost);
         let stored = stored.as_ref().map(|s| (s.state.entries(), s.expires_at));
         let names = |w| self.names(w);
-        let state = |entries: SmallVec<[Entry; 4]>| {
+        let state = |entries: Vec<Entry>| {
             Some(State {
-                entries: entries.into_iter().collect(),
+                entries,
             })
         };
-        windows::write_windows(stored, updated, names, (settled, now, cost), state)
+        windows::write_windows(stored, updated, names, (outcome, now, cost), state)
     }
 }
 
-impl windows::Window for Entry {
+impl windows::WindowEntry for Entry {
     fn window_ms(&self) -> u64 {
         self.window_ms
     }
@@ -501,7 +522,7 @@ struct Pair {
 
 /// A pair's entry at `now`: in `n` buckets, its buckets that no longer count dropped;
 /// the time it is judged at (never before its newest bucket starts).
-fn counted_entry(stored: Option<&Entry>, now: Micros, w: &Window, n: u64) -> (Entry, u64) {
+fn counted_entry(stored: Option<&Entry>, now: Micros, w: &Span, n: u64) -> (Entry, u64) {
     let window = w.window.0;
     let width = window / n;
     let mut e = match stored {
@@ -523,7 +544,7 @@ fn counted_entry(stored: Option<&Entry>, now: Micros, w: &Window, n: u64) -> (En
     (e, t)
 }
 
-fn judge(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) -> Pair {
+fn judge(stored: Option<&Entry>, now: Micros, w: &Span, n: u64, cost: i64) -> Pair {
     let window = w.window.0;
     let width = window / n;
     let (mut e, t) = counted_entry(stored, now, w, n);
@@ -581,7 +602,7 @@ fn fits_at(e: &Entry, counted: i64, cost: i64, limit: i64, leaves: impl Fn(u64) 
 
 /// `REFUND`: `cost` leaves the counted buckets newest first, never below 0; the entry
 /// keeps its newest counted bucket's leaving time (none left: the window is dropped).
-fn refund(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) -> Pair {
+fn refund(stored: Option<&Entry>, now: Micros, w: &Span, n: u64, cost: i64) -> Pair {
     let window = w.window.0;
     let width = window / n;
     let (mut e, _) = counted_entry(stored, now, w, n);
@@ -616,7 +637,7 @@ fn refund(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) ->
 /// `FORCE`: `cost` is added to the current bucket whether it fits or not (the counted
 /// cost stays at most 2^53 - 1). Over the limit, field 1 is 1 and the wait is until
 /// enough of the oldest buckets have left for a request of cost 1 to fit.
-fn force(stored: Option<&Entry>, now: Micros, w: &Window, n: u64, cost: i64) -> Result<Pair> {
+fn force(stored: Option<&Entry>, now: Micros, w: &Span, n: u64, cost: i64) -> Result<Pair> {
     let window = w.window.0;
     let width = window / n;
     let (mut e, t) = counted_entry(stored, now, w, n);
@@ -664,7 +685,7 @@ mod tests {
         Micros::from_millis(T0 + ms)
     }
 
-    fn req(numkeys: usize, limits: &[(u64, i64)], buckets: u64, cost: i64) -> Call<Rule> {
+    fn req(numkeys: usize, limits: &[(u64, i64)], buckets: u64, cost: i64) -> Call<Sliding> {
         let limits: Vec<Limit> = limits
             .iter()
             .map(|&(w, l)| Limit {
@@ -683,7 +704,7 @@ mod tests {
             Keys(vec![None; n])
         }
 
-        fn call(&mut self, t_ms: u64, r: &Call<Rule>) -> (Verdict, Binding) {
+        fn call(&mut self, t_ms: u64, r: &Call<Sliding>) -> (Verdict, Binding) {
             let out = decide(&self.0, at(t_ms), r).unwrap();
             for (k, e) in out.effects.iter().enumerate() {
                 match e {
@@ -882,7 +903,8 @@ mod tests {
                     Opt::Limit,
                     Opt::Buckets,
                     Opt::Refund,
-                    Opt::Force
+                    Opt::Force,
+                    Opt::UpTo
                 ]),
             })
         );

@@ -14,10 +14,10 @@
 //!   early); retry_after is -1 when allowed.
 
 use crate::call::verdict::{Decision, Verdict, NO_RETRY};
+use crate::error::{Error, Result};
 use crate::limiters::gcra::GcraParams;
 use crate::limits::MAX_DURATION_MS;
 use crate::parse::args::parse_int;
-use crate::parse::error::{Error, Result};
 use crate::units::{Micros, MICROS_PER_SEC};
 
 /// The command's name, as error replies word it.
@@ -112,17 +112,16 @@ pub fn secs_i64(t: Micros) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::state::{Effect, Outcome, Stored};
+    use crate::call::state::{Decided, Effect, Stored};
     use crate::call::Call;
     use crate::limiters::gcra::{self, parse_tat};
     use crate::limits::MAX_BURST_WINDOW_US;
 
     /// RL.GCRA's judgement of the call, settled as the module settles CL.THROTTLE.
-    fn decide(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Outcome<Micros> {
-        Call::one(gcra::Rule::from(*p), p.cost())
-            .settle_states(&[stored], now)
+    fn decide(stored: Option<Stored<Micros>>, now: Micros, p: &GcraParams) -> Decided<Micros> {
+        crate::call::memory::run_on(&Call::one(gcra::Gcra::from(*p), p.cost()), &[stored], now)
             .expect("a TAT")
-            .outcome()
+            .decided()
     }
     use proptest::prelude::*;
 

@@ -1,15 +1,14 @@
 //! What the commands with several keys and several windows share (RL.MULTI, RL.SLIDING):
 //! `numkeys key [key ...]` then `LIMIT window limit` triples mixed with options, the
-//! key positions for servers that ask the command, and one decision for every key of
-//! a call (the same as every call's, [`crate::call::limiter::decide`]), with the *binding*
-//! pair whose numbers the reply carries.
+//! key positions for servers that ask the command, and the write of a key of several
+//! windows.
 
-use crate::call::limiter::{Full, Mode, Settled};
+use crate::call::limiter::{Full, Mode, Outcome};
 use crate::call::state::Effect;
+use crate::error::{Error, Result};
 use crate::limits::{MAX_BUCKETS_PER_KEY, MAX_KEYS, MAX_WINDOWS, MAX_WINDOWS_PER_KEY};
 use crate::parse::args::{parse_int, Options};
 pub use crate::parse::args::{Limit, Limits};
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::{Opt, COST_AT, SETTLE};
 use crate::units::{Micros, UnixMillis};
 use smallvec::SmallVec;
@@ -173,7 +172,7 @@ pub fn key_positions(args: &[&[u8]]) -> Option<std::ops::RangeInclusive<usize>> 
 }
 
 /// One window of a key that keeps several (RL.MULTI's counter, RL.SLIDING's buckets).
-pub trait Window {
+pub trait WindowEntry {
     fn window_ms(&self) -> u64;
     /// The buckets the window keeps (RL.SLIDING's `BUCKETS`; 0 for a counter).
     fn buckets(&self) -> u64 {
@@ -184,24 +183,27 @@ pub trait Window {
 }
 
 /// The write of a key of several windows, the same for RL.MULTI and RL.SLIDING: a peek
-/// writes nothing; a denial consumes nothing but gives a key that lost its TTL the end
-/// of its last live window; an allowed request stores the named windows as `updated`
+/// writes nothing; a denial consumes nothing, and by its own command gives a key that
+/// lost its TTL the end of its last live window; an allowed request stores the named windows as `updated`
 /// has them (those that still count) with the windows the call does not name
 /// (`names`) kept while they have not ended, at most [`MAX_WINDOWS_PER_KEY`] (and
 /// [`MAX_BUCKETS_PER_KEY`] buckets between them), as the
 /// state `state` makes of them (sorted by window; `None`: nothing to store).
-pub fn write_windows<E: Window + Clone, S>(
+pub fn write_windows<E: WindowEntry + Clone, S>(
     stored: Option<(&[E], Option<UnixMillis>)>,
-    updated: impl IntoIterator<Item = E>,
+    updated: Vec<E>,
     names: impl Fn(u64) -> bool,
-    (settled, now, cost): (Settled, Micros, i64),
-    state: impl FnOnce(SmallVec<[E; 4]>) -> Option<S>,
+    (outcome, now, cost): (Outcome, Micros, i64),
+    state: impl FnOnce(Vec<E>) -> Option<S>,
 ) -> std::result::Result<Effect<S>, Full> {
     let live = |e: &E| e.ends_at().filter(|&end| end > now);
     if cost == 0 {
         return Ok(Effect::None);
     }
-    if settled == Settled::Denied {
+    if outcome == (Outcome::Denied { repair: false }) {
+        return Ok(Effect::None);
+    }
+    if outcome == (Outcome::Denied { repair: true }) {
         return Ok(match stored {
             Some((entries, None)) => entries
                 .iter()
@@ -213,10 +215,9 @@ pub fn write_windows<E: Window + Clone, S>(
             _ => Effect::None,
         });
     }
-    let mut windows: SmallVec<[E; 4]> = updated
-        .into_iter()
-        .filter(|e| e.ends_at().is_some())
-        .collect();
+    // The new state is made in the list of the named windows (no other allocation).
+    let mut windows = updated;
+    windows.retain(|e| e.ends_at().is_some());
     if let Some((entries, _)) = stored {
         // Windows this call does not name are kept while they have not ended.
         windows.extend(
@@ -227,12 +228,12 @@ pub fn write_windows<E: Window + Clone, S>(
         );
     }
     if windows.len() > MAX_WINDOWS_PER_KEY
-        || windows.iter().map(Window::buckets).sum::<u64>() > MAX_BUCKETS_PER_KEY
+        || windows.iter().map(WindowEntry::buckets).sum::<u64>() > MAX_BUCKETS_PER_KEY
     {
         return Err(Full);
     }
-    windows.sort_unstable_by_key(Window::window_ms);
-    let Some(end) = windows.iter().filter_map(Window::ends_at).max() else {
+    windows.sort_unstable_by_key(WindowEntry::window_ms);
+    let Some(end) = windows.iter().filter_map(WindowEntry::ends_at).max() else {
         // Nothing left to keep (a refund gave everything back): the key goes.
         return Ok(if stored.is_some() {
             Effect::Delete
@@ -247,14 +248,15 @@ pub fn write_windows<E: Window + Clone, S>(
 }
 
 /// Calls of several keys on states held in memory, for the tests of RL.MULTI and
-/// RL.SLIDING: the same [`Call::settle`] as the module's, its result per key.
+/// RL.SLIDING: the one loop of every call ([`crate::call::Call::run`]), its result per
+/// key.
 #[cfg(test)]
 pub(crate) mod testing {
     use crate::call::limiter::Limiter;
     use crate::call::state::{Effect, Encode, Stored};
     use crate::call::verdict::Verdict;
     use crate::call::Call;
-    use crate::parse::error::Error;
+    use crate::error::Error;
     use crate::units::Micros;
 
     /// The pair whose numbers the reply carries (fields 2, 3 and 5, then 6 and 7).
@@ -290,7 +292,7 @@ pub(crate) mod testing {
     where
         R::State: Clone,
     {
-        match call.settle_states(stored, now) {
+        match crate::call::memory::run_on(call, stored, now) {
             Ok(s) => Ok(MultiOutcome {
                 verdict: s.verdict,
                 binding: Binding {

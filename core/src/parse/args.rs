@@ -3,11 +3,11 @@
 //! `DELAY max_delay`, `BUCKETS n`, `META value`, `LIMIT window limit`);
 //! case-insensitive, each at most once but `LIMIT`.
 
+use crate::error::{Error, Result};
 use crate::limits::{
     MAX_AT_MS, MAX_BUCKETS, MAX_META_LEN, MAX_SAFE_INTEGER, MAX_WINDOWS, MIN_AT_MS,
 };
 use crate::parse::duration::parse_duration;
-use crate::parse::error::{Error, Result};
 use crate::parse::keyword::Opt;
 use crate::units::Micros;
 use smallvec::SmallVec;
@@ -26,24 +26,33 @@ pub fn parse_int(what: &'static str, raw: &[u8], min: i64) -> Result<i64> {
         [b'-', rest @ ..] => (true, rest),
         _ => (false, raw),
     };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+    if digits.is_empty() {
         return Err(err());
     }
-    let mut n: i64 = 0;
-    for &d in digits {
-        let d = i64::from(d - b'0');
-        n = n.checked_mul(10).ok_or_else(err)?;
-        n = if negative {
-            n.checked_sub(d)
-        } else {
-            n.checked_add(d)
+    // Leading zeros change nothing; 19 digits always fit in a u64.
+    let zeros = digits.iter().take_while(|&&d| d == b'0').count();
+    let significant = digits.get(zeros..).unwrap_or(&[]);
+    if significant.len() > 19 {
+        return Err(err());
+    }
+    let mut n: u64 = 0;
+    for &b in significant {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return Err(err());
         }
-        .ok_or_else(err)?;
+        n = n * 10 + u64::from(d);
     }
-    if n < min || n > MAX_SAFE_COUNT {
+    let value = match (negative, i64::try_from(n)) {
+        (false, Ok(v)) => v,
+        (true, Ok(v)) => -v,
+        (true, Err(_)) if n == 1 << 63 => i64::MIN,
+        _ => return Err(err()),
+    };
+    if value < min || value > MAX_SAFE_COUNT {
         return Err(err());
     }
-    Ok(n)
+    Ok(value)
 }
 
 /// A count given as a number (by a caller that did not parse it): from `min` to
@@ -103,6 +112,8 @@ pub struct Options<'a> {
     pub id: Option<&'a [u8]>,
     pub refund: bool,
     pub force: bool,
+    /// `UPTO`: as much of `COST` as fits.
+    pub upto: bool,
 }
 
 impl Default for Options<'_> {
@@ -118,6 +129,7 @@ impl Default for Options<'_> {
             id: None,
             refund: false,
             force: false,
+            upto: false,
         }
     }
 }
@@ -223,6 +235,10 @@ impl<'a> Options<'a> {
                 }
                 Opt::Force => {
                     o.force = true;
+                    1
+                }
+                Opt::UpTo => {
+                    o.upto = true;
                     1
                 }
             };

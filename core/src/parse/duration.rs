@@ -1,8 +1,8 @@
 //! Duration arguments: a positive integer with an optional unit `ms`, `s`, `m`, `h` or
 //! `d` (lower case); a bare integer is seconds, as in `EXPIRE`. At most 10 years.
 
+use crate::error::{DurationProblem, Error, Result};
 use crate::limits::MAX_DURATION;
-use crate::parse::error::{DurationProblem, Error, Result};
 use crate::units::{Micros, MICROS_PER_MS};
 
 /// Parse a duration argument named `what` (used in the error message).

@@ -25,10 +25,12 @@ pub enum Opt {
     Refund,
     /// `FORCE`: record the request whether it fits or not.
     Force,
+    /// `UPTO`: take as much of `COST n` as fits now.
+    UpTo,
 }
 
 impl Opt {
-    const ALL: [Opt; 10] = [
+    const ALL: [Opt; 11] = [
         Opt::Cost,
         Opt::At,
         Opt::Align,
@@ -39,6 +41,7 @@ impl Opt {
         Opt::Id,
         Opt::Refund,
         Opt::Force,
+        Opt::UpTo,
     ];
 
     pub fn keyword(self) -> &'static str {
@@ -53,6 +56,7 @@ impl Opt {
             Opt::Id => "ID",
             Opt::Refund => "REFUND",
             Opt::Force => "FORCE",
+            Opt::UpTo => "UPTO",
         }
     }
 
@@ -93,6 +97,7 @@ impl Opt {
 /// The options of `COST n` and `AT unix_ms`, which every limiter command takes.
 pub const COST_AT: [Opt; 2] = [Opt::Cost, Opt::At];
 
-/// The flags that settle a request after the fact (`REFUND`, `FORCE`), which the
-/// commands of the limiters that implement them take.
-pub const SETTLE: [Opt; 2] = [Opt::Refund, Opt::Force];
+/// The flags that say how a request settles (`REFUND`, `FORCE`: after the fact;
+/// `UPTO`: as much as fits), which the commands of the limiters that implement them
+/// take.
+pub const SETTLE: [Opt; 3] = [Opt::Refund, Opt::Force, Opt::UpTo];

@@ -1,8 +1,7 @@
 //! Reading a command's arguments: integers and options (`args`), their keywords
-//! (`keyword`), durations (`duration`), and the one error type whose text is the error
-//! reply (`error`).
+//! (`keyword`) and durations (`duration`). Their errors are the crate's
+//! ([`crate::error`]).
 
 pub mod args;
 pub mod duration;
-pub mod error;
 pub mod keyword;

@@ -106,7 +106,7 @@ pub enum Error {
         buckets: u64,
     },
     /// The key holds a value of the right type that is not state of this command
-    /// (built by [`crate::call::state::StateKind::invalid`]); `key` is named by commands with
+    /// (built by [`crate::call::state::StateName::invalid`]); `key` is named by commands with
     /// several keys.
     InvalidState {
         command: &'static str,
@@ -239,6 +239,12 @@ pub enum Error {
     SettleWithDelay {
         flag: &'static str,
     },
+    /// `UPTO` with `REFUND`, `FORCE` or `DELAY`.
+    UptoWith {
+        flag: &'static str,
+    },
+    /// `UPTO` with `COST 0`.
+    UptoCostZero,
     /// `FORCE` would store a state past the bounds every reader accepts (`what`: a
     /// count above 2^53 - 1, a TAT beyond the latest AT plus the longest burst window).
     ForceOutOfBounds {
@@ -547,6 +553,14 @@ impl fmt::Display for Error {
                 f,
                 "ERR {flag} cannot be given with DELAY: a settled request is not booked"
             ),
+            Error::UptoWith { flag } => write!(
+                f,
+                "ERR UPTO cannot be given with {flag}: UPTO takes as much of COST as fits now"
+            ),
+            Error::UptoCostZero => write!(
+                f,
+                "ERR UPTO takes COST n with n at least 1 (COST 0 alone peeks)"
+            ),
             Error::ForceOutOfBounds { what } => write!(
                 f,
                 "ERR FORCE would store {what}: nothing was written"
@@ -816,6 +830,8 @@ mod tests {
             Error::RuleAfterOptions,
             Error::RefundAndForce,
             Error::SettleWithDelay { flag: "FORCE" },
+            Error::UptoWith { flag: "REFUND" },
+            Error::UptoCostZero,
             Error::ForceOutOfBounds {
                 what: "a count above 9007199254740991",
             },
