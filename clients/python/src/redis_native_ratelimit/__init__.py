@@ -8,6 +8,9 @@ their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` lib
   their keys, for the middleware and RL.ALL; ``refund=``/``force=`` on every call, and
   :meth:`RateLimiter.reserve` / :meth:`Reservation.settle` to settle a cost known only
   afterwards;
+- local budgets (``limiter.local_budget(policy, key, batch=100)``, :class:`LocalBudget`):
+  a hot key's limit spent in the process, a batch at a time taken with ``UPTO``, never
+  a unit more than the server granted;
 - leases (``limiter.lease(key, limit, ttl)``, :class:`HeldLease`, :class:`LeaseDenied`):
   how many at once, released on exit and renewed in the background;
 - :class:`Strict`: strict mode, a grant counted only once a replica holds it;
@@ -21,6 +24,7 @@ their HTTP headers, WSGI and ASGI middleware, and a storage for the `limits` lib
 """
 
 from ._middleware import CircuitBreaker, ModuleMissing, ip_key
+from .budget import AsyncLocalBudget, BudgetClosed, LocalBudget
 from .client import RateLimiter, Reservation
 from .headers import DEFAULT_STANDARD_HEADERS, IETF_DRAFT, ceil_seconds, ratelimit_headers
 from .lease import HeldLease, Lease, LeaseDenied
@@ -33,7 +37,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "All",
+    "AsyncLocalBudget",
     "Ban",
+    "BudgetClosed",
     "CircuitBreaker",
     "DEFAULT_STANDARD_HEADERS",
     "Fixed",
@@ -42,6 +48,7 @@ __all__ = [
     "IETF_DRAFT",
     "Lease",
     "LeaseDenied",
+    "LocalBudget",
     "Log",
     "ModuleMissing",
     "Multi",

@@ -34,10 +34,26 @@ def holds_leases(policy: Policy) -> bool:
     return isinstance(policy, All) and any(isinstance(rule, Lease) for rule in policy.rules)
 
 
-def settled(call: Call, refund: bool, force: bool) -> Call:
+def upto_call(call: Call) -> Call:
+    """The call with ``UPTO`` after its other arguments: as much of its cost as fits
+    now. The result's ``granted`` is the reply's last field, the units taken (0 when
+    refused)."""
+    parse = call.parse
+
+    def parse_upto(reply: Any, encode: Any) -> RateLimit:
+        return replace(parse(reply[:-1], encode), granted=int(reply[-1]))
+
+    return replace(call, argv=call.argv + ("UPTO",), args=call.args + ("UPTO",), parse=parse_upto)
+
+
+def settled(call: Call, refund: bool, force: bool, upto: bool = False) -> Call:
     """The call with ``REFUND`` or ``FORCE`` after its other arguments (settling a
     request after the fact: give back what it did not use, or record it whether it fits
-    or not). Not both."""
+    or not), or with ``UPTO`` (as much of the cost as fits now). One of them at most."""
+    if upto:
+        if refund or force:
+            raise ValueError("upto cannot be given with refund or force: UPTO takes as much of the cost as fits now")
+        return upto_call(call)
     if refund and force:
         raise ValueError("refund and force cannot be given together: a request is either given back or forced")
     if not (refund or force):

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import strict as _strict
 from ._slots import adrive
+from .budget import AsyncLocalBudget
 from .client import Reservation, _any_node, _Calls, _known
 from .lease import AsyncLeaseCall, Lease
 from .policies import Call
@@ -26,7 +27,11 @@ class AsyncReservation(Reservation):
 
 
 class AsyncRateLimiter(_Calls):
-    """Every method of :class:`redis_native_ratelimit.RateLimiter`, returning an awaitable."""
+    """Every method of :class:`redis_native_ratelimit.RateLimiter`, returning an awaitable
+    (but ``local_budget``, which returns an :class:`~redis_native_ratelimit.budget.AsyncLocalBudget`
+    whose ``take`` is awaited)."""
+
+    _budget_class = AsyncLocalBudget
 
     def _reservation(self, result: Any, policy: Any, keys: Any, estimate: int, at: Any) -> Any:
         async def reserved() -> AsyncReservation:

@@ -17,6 +17,7 @@ from typing import Any, Callable, List, Optional, Sequence, Set, Tuple, Union
 
 import redis
 
+from . import budget as _budget
 from . import strict as _strict
 from . import twins as _twins
 from ._args import ONE_KEY, Duration, Instant, duration_arg, find_key, key_list
@@ -176,14 +177,28 @@ class _Calls:
         return True
 
     def _all(
-        self, policy: All, keys: Sequence[Any], cost: int, at: Optional[Instant], id: Any, refund: bool, force: bool, new_lease: bool
+        self,
+        policy: All,
+        keys: Sequence[Any],
+        cost: int,
+        at: Optional[Instant],
+        id: Any,
+        refund: bool,
+        force: bool,
+        new_lease: bool,
+        upto: bool = False,
     ) -> Any:
         """One RL.ALL, or on a Cluster client whose keys are in several slots one per slot
         (``redis_native_ratelimit._slots``)."""
         keys = list(key_list(keys, "RL.ALL"))
         slots = cluster_slots(self.client, keys, self._encode) if len(keys) > 1 else None
         if slots is None or len(set(slots)) == 1:
-            return self._run(settled(policy.call(keys, cost, at, id=id), refund, force))
+            return self._run(settled(policy.call(keys, cost, at, id=id), refund, force, upto))
+        if upto:
+            raise ValueError(
+                "upto across Cluster slots: what every rule allows is known only to one RL.ALL; "
+                "give the keys one hash tag, e.g. {tenant7}:rate and {tenant7}:day"
+            )
         return self._drive(across_slots(policy, keys, slots, cost, at, id, refund, force, new_lease))
 
     def _drive(self, plan: Any) -> Any:  # pragma: no cover - abstract
@@ -236,10 +251,11 @@ class _Calls:
         at: Optional[Instant] = None,
         refund: bool = False,
         force: bool = False,
+        upto: bool = False,
         name: str = "fixed",
     ) -> RateLimit:
         """RL.FIXED key limit window [COST n] [ALIGN] [AT ms]."""
-        return self._run(settled(Fixed(limit, window, align, name).call([key], cost, at), refund, force))
+        return self._run(settled(Fixed(limit, window, align, name).call([key], cost, at), refund, force, upto))
 
     def gcra(
         self,
@@ -252,12 +268,13 @@ class _Calls:
         at: Optional[Instant] = None,
         refund: bool = False,
         force: bool = False,
+        upto: bool = False,
         delay: Optional[Duration] = None,
         name: str = "gcra",
     ) -> RateLimit:
         """RL.GCRA key max_burst count period [COST n] [AT ms] [DELAY max_delay].
         With ``delay``, the result's ``delay_ms`` (and ``delay``) says when to act."""
-        return self._run(settled(Gcra(max_burst, count, period, delay, name).call([key], cost, at), refund, force))
+        return self._run(settled(Gcra(max_burst, count, period, delay, name).call([key], cost, at), refund, force, upto))
 
     def multi(
         self,
@@ -269,11 +286,12 @@ class _Calls:
         at: Optional[Instant] = None,
         refund: bool = False,
         force: bool = False,
+        upto: bool = False,
         names: Optional[Sequence[str]] = None,
     ) -> RateLimit:
         """RL.MULTI numkeys key... LIMIT window limit... [COST n] [ALIGN] [AT ms]; the
         result names the binding ``key`` and ``window_ms``."""
-        return self._run(settled(Multi(list(limits), names, align).call(key_list(keys, "RL.MULTI"), cost, at), refund, force))
+        return self._run(settled(Multi(list(limits), names, align).call(key_list(keys, "RL.MULTI"), cost, at), refund, force, upto))
 
     def sliding(
         self,
@@ -285,10 +303,11 @@ class _Calls:
         at: Optional[Instant] = None,
         refund: bool = False,
         force: bool = False,
+        upto: bool = False,
         names: Optional[Sequence[str]] = None,
     ) -> RateLimit:
         """RL.SLIDING numkeys key... LIMIT window limit... [BUCKETS n] [COST n] [AT ms]."""
-        return self._run(settled(Sliding(list(limits), names, buckets).call(key_list(keys, "RL.SLIDING"), cost, at), refund, force))
+        return self._run(settled(Sliding(list(limits), names, buckets).call(key_list(keys, "RL.SLIDING"), cost, at), refund, force, upto))
 
     def log(
         self,
@@ -301,10 +320,11 @@ class _Calls:
         at: Optional[Instant] = None,
         refund: bool = False,
         force: bool = False,
+        upto: bool = False,
         name: str = "log",
     ) -> RateLimit:
         """RL.LOG key limit window [META value] [COST n] [AT ms]."""
-        return self._run(settled(Log(limit, window, None, name).call([key], cost, at, meta=meta), refund, force))
+        return self._run(settled(Log(limit, window, None, name).call([key], cost, at, meta=meta), refund, force, upto))
 
     def all(
         self,
@@ -315,6 +335,7 @@ class _Calls:
         id: Optional[Any] = None,
         refund: bool = False,
         force: bool = False,
+        upto: bool = False,
         new_lease: bool = False,
     ) -> RateLimit:
         """RL.ALL: ``rules`` is a list of ``(key, policy)`` pairs (Fixed, Gcra, Multi,
@@ -333,7 +354,45 @@ class _Calls:
         for pair in pairs:
             if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[1], Policy)):
                 raise TypeError(f"RL.ALL takes (key, policy) pairs, not {pair!r}")
-        return self._all(All([p for _, p in pairs]), [k for k, _ in pairs], cost, at, id, refund, force, new_lease)
+        return self._all(All([p for _, p in pairs]), [k for k, _ in pairs], cost, at, id, refund, force, new_lease, upto)
+
+    # -- local budgets ------------------------------------------------------------------
+
+    def local_budget(
+        self,
+        policy: Policy,
+        key: Union[Any, Sequence[Any]],
+        batch: int = 100,
+        *,
+        fail_open: bool = True,
+        timeout_ms: Optional[float] = 250,
+        breaker: Any = _budget._DEFAULT_BREAKER,
+        clock: Optional[Callable[[], float]] = None,
+        timer: bool = True,
+        logger: Optional[logging.Logger] = None,
+    ) -> Any:
+        """A local budget of ``policy`` on ``key`` (a list of keys for Sliding and All,
+        in one Cluster slot): ``take()`` answers from units taken ``batch`` at a time with
+        ``COST batch UPTO``, and what is left is given back before its window ends and on
+        ``close()`` (:mod:`redis_native_ratelimit.budget`). ``fail_open``, ``timeout_ms``
+        (None: the client's own) and ``breaker`` act on its calls as the middleware's
+        on theirs; ``clock`` (monotonic milliseconds) is the clock its times are read
+        on; ``timer=False`` gives back only when a take, ``give_back()`` or ``close()``
+        finds the units due, with no background timer."""
+        return self._budget_class(
+            self,
+            policy,
+            key,
+            batch,
+            fail_open=fail_open,
+            timeout_ms=timeout_ms,
+            breaker=breaker,
+            clock=clock,
+            timer=timer,
+            logger=logger,
+        )
+
+    _budget_class: Any = _budget.LocalBudget
 
     # -- leases -----------------------------------------------------------------------
 
@@ -376,6 +435,7 @@ class _Calls:
         at: Optional[Instant] = None,
         refund: bool = False,
         force: bool = False,
+        upto: bool = False,
         id: Optional[Any] = None,
         new_lease: bool = False,
     ) -> RateLimit:
@@ -384,9 +444,9 @@ class _Calls:
         ``new_lease`` as in :meth:`all`)."""
         keys = list(keys) if isinstance(keys, (list, tuple)) else [keys]
         if isinstance(policy, All):
-            return self._all(policy, keys, cost, at, id, refund, force, new_lease)
+            return self._all(policy, keys, cost, at, id, refund, force, new_lease, upto)
         call = policy.call(keys, cost, at, id=id) if id is not None else policy.call(keys, cost, at)
-        return self._run(settled(call, refund, force))
+        return self._run(settled(call, refund, force, upto))
 
     def reserve(
         self,

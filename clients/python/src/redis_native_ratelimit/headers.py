@@ -94,6 +94,11 @@ def ratelimit_headers(
     """The HTTP headers of a result (see the module's description for each family);
     ``retry_after_ms`` is sent as ``Retry-After`` of a refusal instead of the result's
     own wait (a lease's ``retry_after``)."""
+    if getattr(result, "unavailable", False):
+        # Not decided by the limiter (a local budget failing open or closed): no limit to tell.
+        if retry_after and not result.allowed:
+            return {"Retry-After": str(max(1, ceil_seconds(result.retry_after_ms)))}
+        return {}
     if isinstance(result, Throttle):
         reset_s, retry_s = result.reset_after_s, result.retry_after_s
         quotas: tuple = ()

@@ -43,6 +43,12 @@ class RateLimit:
       refused, nothing booked); ``None`` without DELAY.
     - ``lease_id``: RL.LEASE's lease id (and RL.ALL's, with a LEASE rule) when allowed;
       ``None`` when refused, peeking, or for the other commands.
+    - ``granted``: with ``upto=True`` (``COST n UPTO``), the units the call took, at most
+      ``n`` (0 when refused); ``None`` otherwise.
+    - ``unavailable``: the limiter did not answer (or its circuit breaker was open) and a
+      local budget failed open (allowed, nothing counted) or closed (refused, retry in
+      1 s); its other numbers mean nothing then, and its headers are none (a refusal's:
+      ``Retry-After`` only).
 
     ``quotas`` and ``binding`` describe the limits of the call for the HTTP headers
     (:func:`redis_native_ratelimit.headers.ratelimit_headers`); they are left out of ``==``.
@@ -58,6 +64,8 @@ class RateLimit:
     rule: Optional[int] = None
     delay_ms: Optional[int] = None
     lease_id: Any = None
+    granted: Optional[int] = None
+    unavailable: bool = False
     quotas: Tuple[Quota, ...] = field(default=(), compare=False, repr=False)
     binding: Optional[int] = field(default=None, compare=False, repr=False)
 
