@@ -15,7 +15,7 @@ RELEASE_SWEEP := $(TARGET_DIR)/release/ratelimit-sweep
 DEBUG_MODULE := $(TARGET_DIR)/debug/libredis_ratelimit.so
 DEBUG_SWEEP := $(TARGET_DIR)/debug/ratelimit-sweep
 
-.PHONY: help deps build run test lint unit integration integration-valkey python-client node-client check-target-dir valkey bench bench-full bench-core bench-sweep bench-failover bench-longest bench-node node-build go-client bench-go test-binaries dist check-dist envoy-test envoy-build envoy-run envoy-bench
+.PHONY: help deps build run test lint unit integration integration-valkey python-client node-client check-target-dir valkey bench bench-full bench-core bench-sweep bench-failover bench-longest bench-budget bench-node node-build go-client bench-go test-binaries dist check-dist envoy-test envoy-build envoy-run envoy-bench
 
 help: ## Show this list
 	@echo "redis-ratelimit: make <target> [PORT=n]"
@@ -142,6 +142,11 @@ bench-failover: build ## Grants given again when a primary is killed (steady, WA
 	@scripts/deps.sh test
 	python3 -m bench.failover --module $(RELEASE_MODULE)
 	python3 -m bench.failover --module $(RELEASE_MODULE) --server $$(scripts/valkey.sh)
+
+bench-budget: build ## Local budgets on one hot key: checks per second and server calls per check of 2, 4 and 8 processes against batch size, against RL.GCRA per check; no over-grant in any window; about 5 min
+	@scripts/deps.sh test
+	py=$$(scripts/venv.sh clients/python/requirements-test.txt) && \
+	$$py -m bench.local_budget --module $(RELEASE_MODULE) $(BENCH_ARGS)
 
 bench-longest: build ## The longest single calls at the bounds (the slow log), on Redis and on Valkey 9
 	@scripts/deps.sh test
