@@ -1,7 +1,7 @@
 //! Memory: limiter keys expire by themselves and the server's memory returns to its
 //! baseline once they have.
 
-mod common;
+use crate::common;
 
 use common::{Client, Server};
 use std::time::{Duration, Instant};
