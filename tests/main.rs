@@ -5,7 +5,7 @@
 //! The tests of every file run in parallel threads of this one process: a test sets
 //! no environment variable, changes no working directory, and names whatever it creates
 //! (temporary directories, keys of a shared server) so that no other test can take it.
-//! `cargo test -p redis-ratelimit --test integration gcra::` runs one file's tests.
+//! `cargo test -p redis-ratelimit --test it gcra::` runs one file's tests.
 
 mod common;
 
