@@ -4,7 +4,7 @@
 //! and checks what that server can do: ACL categories where it can set them, the
 //! module's own write check where it cannot.
 
-mod common;
+use crate::common;
 
 use common::server::module_path;
 use common::{unix_ms, Client, Server, Twins, Value};
