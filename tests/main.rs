@@ -37,3 +37,4 @@ mod sliding;
 mod sweep_tool;
 mod throttle;
 mod twins;
+mod upto;
