@@ -10,7 +10,10 @@ const repoLua = join(pkg, "..", "..", "lua");
 const lua = join(pkg, "lua");
 if (existsSync(join(repoLua, "prelude.lua")) || existsSync(join(repoLua, "ratelimit.lua"))) {
   rmSync(lua, { recursive: true, force: true });
-  cpSync(repoLua, lua, { recursive: true, filter: (src) => !src.startsWith(join(repoLua, "published")) && !src.endsWith(".py") });
+  // The twins themselves: not their sources (lua/src/), nor the published scripts kept
+  // as benchmark baselines, nor the build.
+  const skipped = [join(repoLua, "published"), join(repoLua, "src")];
+  cpSync(repoLua, lua, { recursive: true, filter: (src) => !skipped.some((s) => src.startsWith(s)) && !src.endsWith(".py") });
 }
 if (!existsSync(lua)) throw new Error(`no lua/ to build with (looked in ${repoLua})`);
 

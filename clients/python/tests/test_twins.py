@@ -69,9 +69,10 @@ def test_a_command_without_a_twin_says_so(bare_server, tmp_path):
 
 
 def test_the_wheel_carries_every_twin(tmp_path):
-    """`pip install ./clients/python` installs the twins: the wheel holds each file of
-    lua/ (redis_ratelimit/lua is a link to it in the checkout), byte for byte, and not
-    the published scripts kept there as benchmark baselines."""
+    """`pip install ./clients/python` installs the twins: the wheel holds the library and
+    each script of lua/ (redis_ratelimit/lua is a link to it in the checkout), byte for
+    byte, and not their sources (lua/src/) nor the published scripts kept there as
+    benchmark baselines."""
     import subprocess
     import sys
     import zipfile
@@ -87,7 +88,8 @@ def test_the_wheel_carries_every_twin(tmp_path):
     with zipfile.ZipFile(wheel) as z:
         carried = {n[len(prefix):]: z.read(n) for n in z.namelist() if n.startswith(prefix)}
     lua = REPO / "lua"
-    repo = {str(p.relative_to(lua)): p.read_bytes() for p in lua.rglob("*.lua") if p.parent.name != "published"}
+    repo = {str(p.relative_to(lua)): p.read_bytes() for p in lua.rglob("*.lua")
+            if p.relative_to(lua).parts[0] not in ("published", "src")}
     assert "ratelimit.lua" in repo and "scripts/rl_gcra.lua" in repo
     assert carried == repo
 
