@@ -159,7 +159,15 @@ def rewrite(text: str, replace: dict, where: str) -> str:
 
 
 CONSTANT = re.compile(r"^local ([A-Z][A-Z0-9_]*) = ([0-9][0-9 *+/()-]*?|true|false)\s*(--.*)?$")
-COLD = re.compile(r"^-- Cold: ")
+COLD = re.compile(r"^-- Cold\b")
+
+
+def check_single_definition(text: str, where: str):
+    """A definition is one statement: after its first line, a line at the left margin only
+    closes it (`end`, `}`...) or is a comment."""
+    for line in text.rstrip("\n").split("\n")[1:]:
+        if line and not line[0].isspace() and not re.match(r"^(--|end\b|\}|\)|value = )", line):
+            fail(f"{where}: a statement at the top level after the definition: {line!r}")
 
 
 def constant_value(expr: str):
@@ -167,7 +175,7 @@ def constant_value(expr: str):
     Lua source; None when it is not one."""
     expr = expr.strip()
     if expr in ("true", "false"):
-        return expr
+        return f"({expr})"
     if not re.fullmatch(r"[0-9 *+/()-]+", expr):
         return None
     from fractions import Fraction
@@ -334,27 +342,36 @@ def script(sources, fname: str) -> str:
     hot_defs = [(n, t) for n, t in kept if n in hot]
     cold_defs = [(n, t) for n, t in kept if n in cold]
     body = []
+    replace_cold = dict(replace, **{n: f"COLD.{n}" for n, _ in cold_defs})
     if cold_defs:
-        # Made on the first read of COLD: the cold definitions, as they are, then each
-        # one stored under its name.
-        inner = "\n".join(rewrite(t, replace, f"{where} ({n})") for n, t in cold_defs)
-        inner = "\n".join(("    " + l) if l else l for l in inner.rstrip("\n").split("\n"))
-        stores = "\n".join(f"    cold.{n} = {n}" for n, _ in cold_defs)
+        # Each cold definition is made on the first read of its name in COLD (and stored
+        # there): its text, with `local function name(` or `local name =` made the value
+        # of a branch, and the other cold names read from COLD too.
+        branches = []
+        for k, (n, t) in enumerate(cold_defs):
+            t, made = re.subn(r"^local (?:function (\w+)\(|(\w+) = )",
+                              lambda m: "value = function(" if m.group(1) else "value = ", t, count=1, flags=re.M)
+            if not made:
+                fail(f"{where}: {n} is not a `local function` or `local NAME =` definition")
+            t = rewrite(t, replace_cold, f"{where} ({n})")
+            check_single_definition(t, f"{where} ({n})")
+            lines = "\n".join(("      " + l) if l else l for l in t.rstrip("\n").split("\n"))
+            branches.append(f"    {'if' if k == 0 else 'elseif'} name == '{n}' then\n{lines}\n")
         body.append(
-            "-- The definitions a call uses only on an error or a rare path, made on the first use of\n"
-            "-- one of them (COLD.name).\n"
-            f"local {', '.join(n for n, _ in hot_defs)}\n"
-            "local COLD = setmetatable({}, {\n"
+            "-- The definitions a call uses only on an error or a rare path: each is made on the first\n"
+            "-- read of COLD.<its name>.\n"
+            f"local {', '.join(['COLD'] + [n for n, _ in hot_defs])}\n"
+            "COLD = setmetatable({}, {\n"
             "  __index = function(cold, name)\n"
-            "    setmetatable(cold, nil)\n"
-            f"{inner}\n"
-            f"{stores}\n"
-            "    return cold[name]\n"
+            "    local value\n"
+            + "".join(branches) +
+            "    end\n"
+            "    rawset(cold, name, value)\n"
+            "    return value\n"
             "  end,\n"
             "})\n")
-        replace_hot = dict(replace, **{n: f"COLD.{n}" for n, _ in cold_defs})
         for n, t in hot_defs:
-            t = rewrite(t, replace_hot, f"{where} ({n})")
+            t = rewrite(t, replace_cold, f"{where} ({n})")
             t = re.sub(r"^local (function )?(" + re.escape(n) + r")\b", r"\1\2", t, count=1, flags=re.M)
             body.append(t)
     else:

@@ -57,8 +57,8 @@ local MIN_TAT_US = MIN_AT_MS * 1000
 -- Errors: a command's body raises an error reply with `fail`; `run` turns it into the
 -- reply. Every text is the module's (a test compares them).
 --
--- A definition whose comment starts with `Cold:` serves only errors and rare paths: a
--- script makes it only when a call first needs it (lua/build.py).
+-- A definition whose comment starts with `Cold` serves only errors and rare paths (or
+-- only the library): a script makes it only when a call first needs it (lua/build.py).
 
 -- Cold: raise an error reply (caught by `run` below).
 local function fail(msg)
@@ -151,27 +151,45 @@ end
 -- positional arguments, and how a request settles (REFUND, FORCE).
 --
 -- These run on every call. The common case builds nothing, and an error's text (and
--- what it needs) is built only when there is an error. The library, which lives as long
--- as the server, remembers the counts and durations it has read (at most 256 texts of
--- each): a call reads its limits and windows without parsing them again. A script
--- starts afresh on every call and remembers nothing (LIBRARY is false there).
-local COUNTS = LIBRARY and { 0 } -- text -> count, and how many at [1]
-local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
-local DURATIONS = LIBRARY and { 0 } -- text -> ms, and how many at [1]
+-- what it needs) is built only when there is an error.
+
+-- What the library, which lives as long as the server, remembers from call to call: the
+-- counts and durations it has read (at most 256 texts of each: a call reads its limits
+-- and windows without parsing them again), the last second of the clock (keys.lua), what
+-- a call keeps of its rules (call.lua) and the calls it has parsed (commands.lua). A
+-- script starts afresh on every call and remembers nothing: there MEMO is false.
+local MEMO = LIBRARY and {
+  counts = { 0 }, -- text -> count, and how many at [1]
+  durations = { 0 }, -- text -> ms, and how many at [1]
+  clock = { '', 0 }, -- the last second TIME gave, as text and in µs
+  records = {}, -- rule i -> its record in the call that runs
+  calls = { n = 0 }, -- see recalled
+}
+
+-- A duration's unit in ms (nil: not a unit); a bare number is seconds.
+local function unit_ms(unit)
+  if unit == '' or unit == 's' then return 1000 end
+  if unit == 'm' then return 60000 end
+  if unit == 'ms' then return 1 end
+  if unit == 'h' then return 3600000 end
+  if unit == 'd' then return 86400000 end
+  return nil
+end
 
 -- The common case of a count: up to 15 digits (always below 2^53) and at least `min`;
 -- nil otherwise (parse_int then says why).
 local function plain_count(v, min)
-  local n = LIBRARY and COUNTS[v]
+  local n = MEMO and MEMO.counts[v]
   if n then
     if n >= min then return n end
     return nil
   end
   if #v == 0 or #v > 15 or string.find(v, '%D') then return nil end
   n = tonumber(v)
-  if LIBRARY and COUNTS[1] < 256 then
-    COUNTS[v] = n
-    COUNTS[1] = COUNTS[1] + 1
+  local counts = MEMO and MEMO.counts
+  if counts and counts[1] < 256 then
+    counts[v] = n
+    counts[1] = counts[1] + 1
   end
   if n < min then return nil end
   return n
@@ -199,16 +217,17 @@ end
 
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
 local function parse_duration(what, v)
-  local known = LIBRARY and DURATIONS[v]
+  local known = MEMO and MEMO.durations[v]
   if known then return known end
   local digits, unit = string.match(v, '^(%d+)(%a*)$')
-  local per = digits and UNIT_MS[unit]
+  local per = digits and unit_ms(unit)
   if per and #digits <= 12 then
     local n = tonumber(digits)
     if n > 0 and n * per <= MAX_DURATION_MS then
-      if LIBRARY and DURATIONS[1] < 256 then
-        DURATIONS[v] = n * per
-        DURATIONS[1] = DURATIONS[1] + 1
+      local durations = MEMO and MEMO.durations
+      if durations and durations[1] < 256 then
+        durations[v] = n * per
+        durations[1] = durations[1] + 1
       end
       return n * per
     end
@@ -216,7 +235,7 @@ local function parse_duration(what, v)
   -- The rest, read as the module reads it: leading zeros, or the reason of the error.
   local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
   digits, unit = string.match(v, '^(%d*)(.*)$')
-  per = UNIT_MS[unit]
+  per = unit_ms(unit)
   if digits ~= '' and not per and string.match(unit, '^%a+$') then
     why = 'unknown unit (use ms, s, m, h or d)'
   elseif digits ~= '' and per then
@@ -364,13 +383,13 @@ end
 
 -- The server clock in µs (TIME, as the module reads it). The library remembers the
 -- last second it read: a call converts only the microseconds.
-local CLOCK = LIBRARY and { '', 0 }
 local function clock_us()
   local t = redis.call('TIME')
   local s = t[1]
-  if LIBRARY then
-    if s ~= CLOCK[1] then CLOCK[1], CLOCK[2] = s, tonumber(s) * 1000000 end
-    return CLOCK[2] + tonumber(t[2])
+  if MEMO then
+    local clock = MEMO.clock
+    if s ~= clock[1] then clock[1], clock[2] = s, tonumber(s) * 1000000 end
+    return clock[2] + tonumber(t[2])
   end
   return tonumber(s) * 1000000 + tonumber(t[2])
 end
@@ -380,7 +399,8 @@ local function floor_ms(us)
   return (us - us % 1000) / 1000
 end
 local function ceil_ms(us)
-  return floor_ms(us + 999)
+  us = us + 999
+  return (us - us % 1000) / 1000
 end
 
 -- A number read from stored state: 1 to 19 digits, at most `max` (a double holds it exactly); nil if not.
@@ -389,6 +409,15 @@ local function stored_number(s, max)
   local sig = string.gsub(s, '^0+', '')
   if #sig > 16 then return nil end
   local n = tonumber(sig ~= '' and sig or '0')
+  if n > max then return nil end
+  return n
+end
+
+-- The same for a number that a pattern's %d+ (or [%d]*) captured: at most 15 digits
+-- are read as they are.
+local function stored_digits(s, max)
+  if #s == 0 or #s > 15 then return stored_number(s, max) end
+  local n = tonumber(s)
   if n > max then return nil end
   return n
 end
@@ -474,11 +503,6 @@ local function rule_step(i, r, f, ...)
   fail('ERR rule ' .. int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
 end
 
--- What a call keeps of each rule (its key's state and expiry, its judgement). The
--- library reuses them from call to call (one call runs at a time, and each call sets
--- every field of the rules it has); a script makes its own.
-local RECORDS = LIBRARY and {}
-
 -- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
 -- RL.SLIDING: rule i on key i) or 'all' (RL.ALL: rule i on key positions[i]); `rules`
 -- the rules in the order given. Open every key, judge every rule (gates first), decide
@@ -487,7 +511,10 @@ local RECORDS = LIBRARY and {}
 local function run_call(shape, keys, rules, positions, cost, at, mode)
   local now = at and at * 1000 or clock_us()
   local n, all = #rules, shape == 'all'
-  local records = RECORDS or {}
+  -- What the call keeps of each rule (its key's state and expiry, its judgement, its
+  -- write). The library reuses them from call to call (one call runs at a time, and each
+  -- call sets every field of the rules it has); a script makes its own.
+  local records = MEMO and MEMO.records or {}
   -- Open every key (a key of another type is an error before any rule is judged).
   local token, wanting = nil, nil
   for i = 1, n do
@@ -635,19 +662,39 @@ end
 --     return run(single_command, keys, args, FIXED, 'rl_fixed')
 --   end
 
--- The library remembers the rules of the single-key calls it has read that give no
--- option (at most 256 of them), by their arguments: such a call is not parsed again.
-local READ_CALLS = LIBRARY and { n = 0 } -- L -> args[1] -> ... -> args[nargs] -> { rule }
+-- The library remembers the calls it has parsed that give neither AT nor COST (at most
+-- 256, in MEMO.calls), by command, number of keys and arguments: such a call is not
+-- parsed again (its keys are still checked). A parsed call: { rules, positions, cost,
+-- at, mode }.
 
--- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
-local function single_command(keys, args, L, name)
-  if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
-  local nargs, given = L.nargs, #args
-  if LIBRARY and given == nargs then
-    local node = READ_CALLS[L]
-    for i = 1, nargs do node = node and node[args[i]] end
-    if node then return run_call('one', keys, node, nil, 1, nil, 'take') end
+-- Cold (the library only): the parsed call of `what` (a limiter, or 'all') remembered
+-- for these arguments, or nil.
+local function recalled(what, nkeys, args)
+  local node = MEMO.calls[what]
+  node = node and node[nkeys]
+  node = node and node[#args]
+  for i = 1, #args do node = node and node[args[i]] end
+  return node
+end
+
+-- Cold (the library only): remember a parsed call, while there is room.
+local function remember(what, nkeys, args, call)
+  local calls = MEMO.calls
+  if calls.n >= 256 then return end
+  calls.n = calls.n + 1
+  local node, path = calls, { what, nkeys, #args }
+  for i = 1, #args do path[3 + i] = args[i] end
+  for i = 1, #path - 1 do
+    local k = path[i]
+    node[k] = node[k] or {}
+    node = node[k]
   end
+  node[path[#path]] = call
+end
+
+-- A single-key command's arguments, parsed: the call.
+local function single_parse(args, L)
+  local nargs, given = L.nargs, #args
   if given < nargs then arity_error(L.command, L.syntax) end
   local r = L.parse_args(args, 1)
   local o = NO_OPTIONS
@@ -672,24 +719,26 @@ local function single_command(keys, args, L, name)
     o.cost = cost
   end
   L.check_cost(r, cost, mode)
-  local rules = { r }
-  if LIBRARY and given == nargs and READ_CALLS.n < 256 then
-    READ_CALLS.n = READ_CALLS.n + 1
-    local node = READ_CALLS
-    for i = 0, nargs - 1 do
-      local k = i == 0 and L or args[i]
-      node[k] = node[k] or {}
-      node = node[k]
-    end
-    node[args[nargs]] = rules
+  return { { r }, nil, cost, o.at, mode }, not (o.AT or o.COST)
+end
+
+-- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
+local function single_command(keys, args, L, name)
+  if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
+  local call = MEMO and recalled(L, 1, args)
+  if not call then
+    local again
+    call, again = single_parse(args, L)
+    if MEMO and again then remember(L, 1, args, call) end
   end
-  return run_call('one', keys, rules, nil, cost, o.at, mode)
+  return run_call('one', keys, call[1], nil, call[3], call[4], call[5])
 end
 
 -- The keys of a call with numkeys (FCALL's or EVALSHA's): from 1 to `max`, each at most
 -- once.
 local function check_keys(keys, max, name)
   if #keys < 1 or #keys > max then keys_error(name, '1 to ' .. int(max), #keys) end
+  if #keys == 1 then return end
   local seen_key = {}
   for _, key in ipairs(keys) do
     if seen_key[key] then fail("ERR key '" .. echo(key) .. "' given more than once") end
@@ -703,14 +752,14 @@ local NUMKEYS_HINTED = {
   "^ERR key %d+ '.*' is named by no rule",
 }
 
--- A call with numkeys, parsed by `parse(keys, args)` (which raises the call's error and
--- writes nothing). When it fails with an error that a wrong numkeys explains, and the
--- same arguments parse with another number of keys (the nearest first, fewer before
--- more, up to `max`), the error says which, as the module's does.
-local function with_numkeys_hint(parse, keys, args, max)
-  local ok, a, b, c, d, e, f = pcall(parse, keys, args)
-  if ok then return a, b, c, d, e, f end
-  local res = a
+-- A call with numkeys, parsed by `parse(keys, args, ...)` (which raises the call's
+-- error and writes nothing): its call, and whether to remember it. When it fails with an
+-- error that a wrong numkeys explains, and the same arguments parse with another number
+-- of keys (the nearest first, fewer before more, up to `max`), the error says which, as
+-- the module's does.
+local function with_numkeys_hint(parse, keys, args, max, ...)
+  local ok, res, again = pcall(parse, keys, args, ...)
+  if ok then return res, again end
   local msg = message(res)
   local hinted = false
   for _, pattern in ipairs(NUMKEYS_HINTED) do
@@ -728,7 +777,7 @@ local function with_numkeys_hint(parse, keys, args, max)
         for i = 1, #all do
           if i <= meant then k2[#k2 + 1] = all[i] else a2[#a2 + 1] = all[i] end
         end
-        if pcall(parse, k2, a2) then
+        if pcall(parse, k2, a2, ...) then
           if meant < given then
             fail('ERR numkeys is ' .. int(given) .. " but '" .. echo(all[meant + 1]) .. "' starts the arguments after "
               .. int(meant) .. (meant == 1 and ' key' or ' keys') .. ': did you mean numkeys ' .. int(meant) .. '?')
@@ -742,22 +791,32 @@ local function with_numkeys_hint(parse, keys, args, max)
   error(res, 0)
 end
 
+-- The arguments of RL.MULTI and RL.SLIDING, parsed: the call, and whether to remember it.
+local function each_key_parse(ks, as, L, name)
+  if 2 + #ks + #as < 6 then arity_error(L.command, L.syntax) end
+  check_keys(ks, MAX_KEYS, name)
+  local o = parse_options(as, 1, L.accepts, false)
+  local mode = settle_mode(o)
+  local r = L.build({}, o)
+  L.check_cost(r, o.cost, mode)
+  local rules = {}
+  for k = 1, #ks do rules[k] = r end
+  return { rules, nil, o.cost, o.at, mode }, not (o.AT or o.COST)
+end
+
 -- The call shape of RL.MULTI and RL.SLIDING: numkeys (FCALL's) from 1 to MAX_KEYS
 -- distinct keys, then LIMIT window limit triples among the options, the same rule on
 -- every key.
 local function each_key_command(keys, args, L, name)
-  local rules, cost, at, mode = with_numkeys_hint(function(ks, as)
-    if 2 + #ks + #as < 6 then arity_error(L.command, L.syntax) end
-    check_keys(ks, MAX_KEYS, name)
-    local o = parse_options(as, 1, L.accepts, false)
-    local mode = settle_mode(o)
-    local r = L.build({}, o)
-    L.check_cost(r, o.cost, mode)
-    local rules = {}
-    for k = 1, #ks do rules[k] = r end
-    return rules, o.cost, o.at, mode
-  end, keys, args, MAX_KEYS)
-  return run_call('each', keys, rules, nil, cost, at, mode)
+  local call = MEMO and recalled(L, #keys, args)
+  if call then
+    check_keys(keys, MAX_KEYS, name)
+  else
+    local again
+    call, again = with_numkeys_hint(each_key_parse, keys, args, MAX_KEYS, L, name)
+    if MEMO and again then remember(L, #keys, args, call) end
+  end
+  return run_call('each', keys, call[1], nil, call[3], call[4], call[5])
 end
 
 -- lua/src/windows.lua
@@ -783,6 +842,14 @@ end
 -- cost, mode) (a window's five fields, µs to wait when denied, and the window after
 -- the request, nil when it keeps none), L.ends(e) (µs, or nil: counts nothing) and
 -- L.encode(entries).
+-- A key without state: no entries (read, never written).
+local NONE = {}
+
+-- Entries in the order of their windows.
+local function by_window(a, b)
+  return a.w < b.w
+end
+
 local function limits_rule(L)
   function L.parse_args()
     return {}
@@ -790,38 +857,35 @@ local function limits_rule(L)
   function L.check_cost(r, cost, mode)
     if mode == 'take' then check_limits_cost(r.limits, cost) end
   end
-  -- Offer a window's verdict to the binding choice of one key (`best.full`: the
-  -- longest reset of the windows allowed with nothing remaining, in µs of whole ms).
-  local function offer(best, fields, retry, w)
-    if not retry and fields[3] <= 0 then best.full = math.max(best.full, fields[5] * 1000) end
-    if retry then
-      if not best.retry or retry > best.retry then
-        best.retry, best.fields, best.window = retry, fields, w
-      end
-    elseif not best.retry and (not best.fields or fields[3] < best.fields[3]) then
-      best.fields, best.window = fields, w
-    end
-  end
   -- Judge every named window of a key. The judgement keeps what the write needs: the
   -- windows the key held (`entries`), its expiry (`exp`: nil when it lost its TTL, 0
   -- when there is no key) and the named windows after an allowed request (`updates`).
+  -- The key's binding window: the denying one that frees up last, else the one with the
+  -- least remaining (ties: the first LIMIT); `full`: the longest reset of the windows
+  -- allowed with nothing remaining, in µs of whole ms.
   function L.judge(r, key, named, raw, exp, now, cost, mode)
-    local entries, by_w = {}, {}
+    local entries, by_w = NONE, NONE
     if raw then entries, by_w = L.parse_state(key, named, raw) else exp = 0 end
-    local best, updates = { full = 0 }, {}
-    for _, lw in ipairs(r.limits) do
-      local w, limit = lw[1], lw[2]
-      local fields, retry, update = L.judge_window(r, by_w[w], w, limit, now, cost, mode)
-      offer(best, fields, retry, w)
+    local f, retry, window, full, updates = nil, nil, nil, 0, {}
+    local limits = r.limits
+    for i = 1, #limits do
+      local w, limit = limits[i][1], limits[i][2]
+      local fields, wait, update = L.judge_window(r, by_w[w], w, limit, now, cost, mode)
+      if not wait and fields[3] <= 0 and fields[5] * 1000 > full then full = fields[5] * 1000 end
+      if wait then
+        if not retry or wait > retry then f, retry, window = fields, wait, w end
+      elseif not retry and (not f or fields[3] < f[3]) then
+        f, window = fields, w
+      end
       if update then updates[#updates + 1] = update end
     end
-    local f, retry, over = best.fields, best.retry, nil
+    local over
     if mode == 'force' and retry then
       -- Over: a request of cost 1 fits when every window has room again.
-      retry, over = math.max(retry, best.full), true
+      retry, over = math.max(retry, full), true
       f[4] = math.max(1, ceil_ms(retry))
     end
-    return { f[1], f[2], f[3], f[4], f[5], window = best.window, entries = entries, exp = exp, updates = updates },
+    return { f[1], f[2], f[3], f[4], f[5], window = window, entries = entries, exp = exp, updates = updates },
       retry, nil, nil, over
   end
   -- The write of a key once the call is settled, as the module's multikey::write_windows:
@@ -834,23 +898,33 @@ local function limits_rule(L)
     if not allowed then
       if p.exp then return nil end
       local latest
-      for _, e in ipairs(p.entries) do
-        local ends = L.ends(e)
+      for i = 1, #p.entries do
+        local ends = L.ends(p.entries[i])
         if ends and ends > now and (not latest or ends > latest) then latest = ends end
       end
       if latest then return { 'PEXPIREAT', key, ceil_ms(latest) } end
       return nil
     end
-    local merged = {}
-    for _, e in ipairs(p.updates) do
-      if L.ends(e) then merged[#merged + 1] = e end
-    end
-    for _, e in ipairs(p.entries) do
+    local merged, latest, buckets = {}, 0, 0
+    local updates, entries = p.updates, p.entries
+    for i = 1, #updates do
+      local e = updates[i]
       local ends = L.ends(e)
-      if not r.named[e.w] and ends and ends > now then merged[#merged + 1] = e end
+      if ends then
+        merged[#merged + 1] = e
+        buckets = buckets + (e.n or 0)
+        if ends > latest then latest = ends end
+      end
     end
-    local buckets = 0
-    for _, e in ipairs(merged) do buckets = buckets + (e.n or 0) end
+    for i = 1, #entries do
+      local e = entries[i]
+      local ends = L.ends(e)
+      if not r.named[e.w] and ends and ends > now then
+        merged[#merged + 1] = e
+        buckets = buckets + (e.n or 0)
+        if ends > latest then latest = ends end
+      end
+    end
     if L.command == 'RL.SLIDING' and (#merged > MAX_WINDOWS_PER_KEY or buckets > MAX_BUCKETS_PER_KEY) then
       fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
         .. ' windows or ' .. int(MAX_BUCKETS_PER_KEY) .. ' buckets: ' .. L.command .. ' keeps at most '
@@ -867,12 +941,7 @@ local function limits_rule(L)
       if p.exp ~= 0 then return { 'DEL', key } end
       return nil
     end
-    table.sort(merged, function(a, b) return a.w < b.w end)
-    local latest = 0
-    for _, e in ipairs(merged) do
-      local ends = L.ends(e)
-      if ends and ends > latest then latest = ends end
-    end
+    if #merged > 1 then table.sort(merged, by_window) end
     return { 'SET', key, L.encode(merged), 'PXAT', ceil_ms(latest) }
   end
 end
@@ -1198,9 +1267,9 @@ local MULTI = (function()
     while true do
       local _, last, w, c, e = string.find(raw, '^(%d+):(%d+):(%d+)', pos)
       if not last then bad() end
-      w = stored_number(w, MAX_DURATION_MS)
-      c = stored_number(c, MAX_SAFE_INTEGER)
-      e = stored_number(e, MAX_END_MS)
+      w = stored_digits(w, MAX_DURATION_MS)
+      c = stored_digits(c, MAX_SAFE_INTEGER)
+      e = stored_digits(e, MAX_END_MS)
       if not (w and c and e) or w == 0 or by_w[w] then bad() end
       by_w[w] = { w = w, c = c, e = e }
       entries[#entries + 1] = by_w[w]
@@ -1277,31 +1346,30 @@ local SLIDING = (function()
   -- A key's entries, sorted by window ({ w, n, first, counts }), and by window; or an
   -- error naming the key.
   function L.parse_state(key, named, raw)
-    local bad = function() state_error(L, key, named) end
-    if #raw == 0 then bad() end
+    if #raw == 0 then state_error(L, key, named) end
     local entries, by_w = {}, {}
     local total_buckets = 0
     for item in string.gmatch(raw .. ',', '([^,]*),') do
       local w, n, first, counts = string.match(item, '^(%d+):(%d+):(%d+):([%d%.]+)$')
-      if not w then bad() end
-      w = stored_number(w, MAX_DURATION_MS)
-      n = stored_number(n, MAX_BUCKETS)
-      first = stored_number(first, MAX_SAFE_INTEGER)
-      if not (w and n and first) or w == 0 or n == 0 or (w * 1000) % n ~= 0 then bad() end
+      if not w then state_error(L, key, named) end
+      w = stored_digits(w, MAX_DURATION_MS)
+      n = stored_digits(n, MAX_BUCKETS)
+      first = stored_digits(first, MAX_SAFE_INTEGER)
+      if not (w and n and first) or w == 0 or n == 0 or (w * 1000) % n ~= 0 then state_error(L, key, named) end
       local list, sum = {}, 0
-      for c in string.gmatch(counts .. '.', '([^%.]*)%.') do
-        local v = stored_number(c, MAX_SAFE_INTEGER)
-        if not v then bad() end
+      for c in string.gmatch(counts .. '.', '(%d*)%.') do
+        local v = stored_digits(c, MAX_SAFE_INTEGER)
+        if not v then state_error(L, key, named) end
         sum = sum + v
-        if sum > MAX_SAFE_INTEGER then bad() end
+        if sum > MAX_SAFE_INTEGER then state_error(L, key, named) end
         list[#list + 1] = v
       end
-      if #list > n + 1 then bad() end
+      if #list > n + 1 then state_error(L, key, named) end
       -- No bucket later than a call writes into: the one holding the latest AT.
-      if (first + #list) * (w * 1000 / n) > MAX_AT_US + w * 1000 / n then bad() end
+      if (first + #list) * (w * 1000 / n) > MAX_AT_US + w * 1000 / n then state_error(L, key, named) end
       total_buckets = total_buckets + n
-      if total_buckets > MAX_BUCKETS_PER_KEY then bad() end
-      if #entries > 0 and entries[#entries].w >= w then bad() end
+      if total_buckets > MAX_BUCKETS_PER_KEY then state_error(L, key, named) end
+      if #entries > 0 and entries[#entries].w >= w then state_error(L, key, named) end
       local e = { w = w, n = n, first = first, counts = list }
       entries[#entries + 1] = e
       by_w[w] = e
@@ -1313,8 +1381,9 @@ local SLIDING = (function()
   end
   -- The number of the newest bucket with a count, or nil.
   local function newest(e)
-    for i = #e.counts, 1, -1 do
-      if e.counts[i] ~= 0 then return e.first + i - 1 end
+    local counts = e.counts
+    for i = #counts, 1, -1 do
+      if counts[i] ~= 0 then return e.first + i - 1 end
     end
     return nil
   end
@@ -1329,22 +1398,28 @@ local SLIDING = (function()
     if j < e.first then
       local shift, moved = e.first - j, {}
       for i = 1, shift do moved[i] = 0 end
-      for i, v in ipairs(e.counts) do moved[shift + i] = v end
+      for i = 1, #e.counts do moved[shift + i] = e.counts[i] end
       e.counts, e.first = moved, j
     end
+    local counts = e.counts
     local i = j - e.first + 1
-    for x = #e.counts + 1, i do e.counts[x] = 0 end
-    e.counts[i] = e.counts[i] + c
+    for x = #counts + 1, i do counts[x] = 0 end
+    counts[i] = counts[i] + c
   end
-  -- Drop the buckets before `lo` and the empty ones at both ends.
+  -- Drop the buckets before `lo` and the empty ones at both ends (in place).
   local function trim(e, lo)
-    local drop = math.min(math.max(lo - e.first, 0), #e.counts)
-    local lead = drop
-    while lead < #e.counts and e.counts[lead + 1] == 0 do lead = lead + 1 end
-    local kept = {}
-    for i = lead + 1, #e.counts do kept[#kept + 1] = e.counts[i] end
-    e.counts, e.first = kept, e.first + lead
-    while #e.counts > 0 and e.counts[#e.counts] == 0 do e.counts[#e.counts] = nil end
+    local counts, len = e.counts, #e.counts
+    local lead = math.min(math.max(lo - e.first, 0), len)
+    while lead < len and counts[lead + 1] == 0 do lead = lead + 1 end
+    if lead > 0 then
+      for i = 1, len - lead do counts[i] = counts[i + lead] end
+      for i = len, len - lead + 1, -1 do counts[i] = nil end
+      e.first, len = e.first + lead, len - lead
+    end
+    while len > 0 and counts[len] == 0 do
+      counts[len] = nil
+      len = len - 1
+    end
   end
   -- The same counts in n buckets: each count goes to the new bucket holding the last
   -- microsecond of its old one.
@@ -1357,9 +1432,25 @@ local SLIDING = (function()
     return out
   end
   local function copy(e)
-    local counts = {}
-    for i, v in ipairs(e.counts) do counts[i] = v end
+    local counts, from = {}, e.counts
+    for i = 1, #from do counts[i] = from[i] end
     return { w = e.w, n = e.n, first = e.first, counts = counts }
+  end
+  -- µs from `now` until the newest counted bucket has left the window (0: none).
+  local function reset_us(e, bw, window, now)
+    local m = newest(e)
+    if not m then return 0 end
+    return math.max((m + 1) * bw + window - now, 0)
+  end
+  -- When enough of the oldest buckets (which count `total`) have left for `c` to fit
+  -- under `limit`: when the bucket after which it fits leaves the window.
+  local function fits_at(e, total, c, limit, bw, window)
+    local counts, left = e.counts, total
+    for i = 1, #counts do
+      left = left - counts[i]
+      if left + c <= limit then return (e.first + i) * bw + window end
+    end
+    return (e.first + #counts) * bw + window
   end
   -- One (key, window) pair at `now`: the reply fields, the entry after an allowed
   -- request, and retry_after in µs (nil when allowed).
@@ -1376,66 +1467,63 @@ local SLIDING = (function()
     end
     -- A call judged before the newest bucket starts is judged at its start.
     local m = newest(e)
-    local t = math.max(now, m and m * bw or 0)
+    local t = now
+    if m and m * bw > t then t = m * bw end
     local current = idiv(t, bw)
     local lo = idiv(math.max(t - window, 0), bw)
     trim(e, lo)
-    local counted = 0
-    for _, c in ipairs(e.counts) do counted = counted + c end
-    local function leaves(j) return (j + 1) * bw + window end
-    local function reset()
-      local mm = newest(e)
-      if not mm then return 0 end
-      return math.max(leaves(mm) - now, 0)
-    end
-    -- When enough of the oldest buckets (which count `total`) have left for `c` to fit.
-    local function fits_at(total, c)
-      local left, at = total, leaves(e.first + #e.counts - 1)
-      for i, v in ipairs(e.counts) do
-        left = left - v
-        if left + c <= limit then
-          at = leaves(e.first + i - 1)
-          break
-        end
+    local counts, counted = e.counts, 0
+    for i = 1, #counts do counted = counted + counts[i] end
+    if mode == 'take' then
+      if counted + cost <= limit then
+        if cost > 0 then add(e, current, cost) end
+        return { 0, limit, limit - counted - cost, -1, ceil_ms(reset_us(e, bw, window, now)) }, e, nil
       end
-      return at
-    end
-    if mode == 'refund' then
+      local wait = fits_at(e, counted, cost, limit, bw, window) - now
+      return { 1, limit, math.max(limit - counted, 0), math.max(1, ceil_ms(wait)),
+        ceil_ms(reset_us(e, bw, window, now)) }, e, wait
+    elseif mode == 'refund' then
       -- Newest buckets first, never below 0.
       local give = cost
-      for i = #e.counts, 1, -1 do
+      for i = #counts, 1, -1 do
         if give == 0 then break end
-        local back = math.min(give, e.counts[i])
-        e.counts[i], give = e.counts[i] - back, give - back
+        local back = math.min(give, counts[i])
+        counts[i], give = counts[i] - back, give - back
       end
       trim(e, e.first)
       local left = 0
-      for _, c in ipairs(e.counts) do left = left + c end
-      return { 0, limit, math.max(limit - left, 0), -1, ceil_ms(reset()) }, e, nil
-    elseif mode == 'force' then
-      local after = counted + cost
-      if after > MAX_SAFE_INTEGER then force_out_of_bounds('a count above 9007199254740991') end
-      if cost > 0 then add(e, current, cost) end
-      if after <= limit then
-        return { 0, limit, limit - after, -1, ceil_ms(reset()) }, e, nil
-      end
-      local wait = fits_at(after, 1) - now
-      return { 1, limit, 0, math.max(1, ceil_ms(wait)), ceil_ms(reset()) }, e, wait
+      for i = 1, #e.counts do left = left + e.counts[i] end
+      return { 0, limit, math.max(limit - left, 0), -1, ceil_ms(reset_us(e, bw, window, now)) }, e, nil
     end
-    if counted + cost <= limit then
-      if cost > 0 then add(e, current, cost) end
-      return { 0, limit, limit - counted - cost, -1, ceil_ms(reset()) }, e, nil
+    -- FORCE.
+    local after = counted + cost
+    if after > MAX_SAFE_INTEGER then force_out_of_bounds('a count above 9007199254740991') end
+    if cost > 0 then add(e, current, cost) end
+    if after <= limit then
+      return { 0, limit, limit - after, -1, ceil_ms(reset_us(e, bw, window, now)) }, e, nil
     end
-    local wait = fits_at(counted, cost) - now
-    return { 1, limit, math.max(limit - counted, 0), math.max(1, ceil_ms(wait)), ceil_ms(reset()) }, e, wait
+    local wait = fits_at(e, after, 1, limit, bw, window) - now
+    return { 1, limit, 0, math.max(1, ceil_ms(wait)), ceil_ms(reset_us(e, bw, window, now)) }, e, wait
   end
+  -- The entries as stored: numbers below 10^14 are written by concatenation (%.14g,
+  -- exact there), larger ones by int.
   function L.encode(entries)
     local parts = {}
-    for i, e in ipairs(entries) do
-      local counts = {}
-      for j, c in ipairs(e.counts) do counts[j] = int(c) end
-      parts[i] = int(e.w) .. ':' .. int(e.n) .. ':' .. int(e.first) .. ':' .. table.concat(counts, '.')
+    for i = 1, #entries do
+      local e = entries[i]
+      local counts, first = e.counts, e.first
+      for j = 1, #counts do
+        if counts[j] >= 1e14 then
+          local texts = {}
+          for k = 1, #counts do texts[k] = int(counts[k]) end
+          counts = texts
+          break
+        end
+      end
+      if first >= 1e14 then first = int(first) end
+      parts[i] = e.w .. ':' .. e.n .. ':' .. first .. ':' .. table.concat(counts, '.')
     end
+    if #parts == 1 then return parts[1] end
     return table.concat(parts, ',')
   end
   L.ends = ends_at
@@ -1920,7 +2008,8 @@ local ALL_OPTIONS = {
 }
 local CALL_OPTIONS = { COST = true, AT = true, REFUND = true, FORCE = true }
 
--- The rules, their keys' positions, and the call's cost, AT and mode.
+-- The arguments of RL.ALL, parsed: the call (its rules, their keys' positions, and the
+-- call's cost, AT and mode), and whether to remember it.
 local function all_parse(keys, args, name)
   if 1 + #keys + #args < 4 then
     arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE]')
@@ -2007,13 +2096,19 @@ local function all_parse(keys, args, name)
     local ok, res = pcall(r.L.check_cost, r, o.cost, mode)
     if not ok then in_rule(index, r.L.kind, res) end
   end
-  return rules, positions, o.cost, o.at, mode
+  return { rules, positions, o.cost, o.at, mode }, not (o.AT or o.COST)
 end
 
 local function all_command(keys, args, name)
-  local rules, positions, cost, at, mode =
-    with_numkeys_hint(function(ks, as) return all_parse(ks, as, name) end, keys, args, MAX_ALL_KEYS)
-  return run_call('all', keys, rules, positions, cost, at, mode)
+  local call = MEMO and recalled('all', #keys, args)
+  if call then
+    check_keys(keys, MAX_ALL_KEYS, name)
+  else
+    local again
+    call, again = with_numkeys_hint(all_parse, keys, args, MAX_ALL_KEYS, name)
+    if MEMO and again then remember('all', #keys, args, call) end
+  end
+  return run_call('all', keys, call[1], call[2], call[3], call[4], call[5])
 end
 
 local function rl_all(keys, args)

@@ -11,18 +11,29 @@ use common::{at_base, wait_for_replicas, Server, Twins, Value, HOUR, MINUTE};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Run a tree's `lua/build.py` (with `--check`: only say what is stale); panics with
+/// `why` and the build's errors when it fails.
+fn build(lua: &Path, check: bool, why: &str) {
+    let mut command = Command::new("python3");
+    command.arg(lua.join("build.py"));
+    if check {
+        command.arg("--check");
+    }
+    let out = command.output().expect("python3 lua/build.py");
+    assert!(
+        out.status.success(),
+        "{why}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn the_library_and_the_scripts_are_what_the_build_writes() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new("python3")
-        .arg(root.join("lua/build.py"))
-        .arg("--check")
-        .output()
-        .expect("python3 lua/build.py --check");
-    assert!(
-        out.status.success(),
-        "lua/ratelimit.lua or lua/scripts/ is stale: run `python3 lua/build.py`\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    build(
+        &root.join("lua"),
+        true,
+        "lua/ratelimit.lua or lua/scripts/ is stale: run `python3 lua/build.py`",
     );
     // One script per registered function, and nothing else.
     let mut scripts: Vec<String> = std::fs::read_dir(root.join("lua/scripts"))
@@ -230,15 +241,7 @@ fn a_limiter_added_as_one_file_is_a_function_a_script_and_a_rule() {
     std::fs::copy(root.join("lua/build.py"), lua.join("build.py")).expect("copy build.py");
     copy_tree(&root.join("lua/src"), &lua.join("src"));
     std::fs::write(lua.join("src/limiters/quota.lua"), QUOTA).expect("write quota.lua");
-    let out = Command::new("python3")
-        .arg(lua.join("build.py"))
-        .output()
-        .expect("python3 lua/build.py");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    build(&lua, false, "the build refuses the new limiter");
     let library = std::fs::read_to_string(lua.join("ratelimit.lua")).expect("the library");
     assert!(library.contains("redis.register_function('rl_quota', rl_quota)"));
     assert!(library.contains("QUOTA = QUOTA }"), "RL.ALL's rules");

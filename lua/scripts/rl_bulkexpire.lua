@@ -6,55 +6,53 @@
 -- Written by lua/build.py from lua/src/: edit those files, then run
 -- `python3 lua/build.py` (a test fails when this file is stale).
 
--- The definitions a call uses only on an error or a rare path, made on the first use of
--- one of them (COLD.name).
-local run, UNIT_MS, DURATIONS, parse_duration, CLOCK, clock_us, floor_ms, bulkexpire_command, rl_bulkexpire
-local COLD = setmetatable({}, {
+-- The definitions a call uses only on an error or a rare path: each is made on the first
+-- read of COLD.<its name>.
+local COLD, run, MEMO, unit_ms, parse_duration, clock_us, floor_ms, bulkexpire_command, rl_bulkexpire
+COLD = setmetatable({}, {
   __index = function(cold, name)
-    setmetatable(cold, nil)
-    -- Cold: raise an error reply (caught by `run` below).
-    local function fail(msg)
-      error({ err = msg }, 0)
-    end
-
-    -- Cold: quote user input in an error: printable ASCII kept, the rest as \xNN, cut at ECHO_MAX bytes.
-    local function echo(v)
-      local out = {}
-      for i = 1, math.min(#v, 64) do
-        local b = string.byte(v, i)
-        if b >= 0x20 and b < 0x7f and b ~= 0x5c and b ~= 0x27 then
-          out[#out + 1] = string.char(b)
-        else
-          out[#out + 1] = string.format('\\x%02x', b)
-        end
+    local value
+    if name == 'fail' then
+      -- Cold: raise an error reply (caught by `run` below).
+      value = function(msg)
+        error({ err = msg }, 0)
       end
-      if #v > 64 then out[#out + 1] = '...' end
-      return table.concat(out)
+    elseif name == 'echo' then
+      -- Cold: quote user input in an error: printable ASCII kept, the rest as \xNN, cut at ECHO_MAX bytes.
+      value = function(v)
+        local out = {}
+        for i = 1, math.min(#v, 64) do
+          local b = string.byte(v, i)
+          if b >= 0x20 and b < 0x7f and b ~= 0x5c and b ~= 0x27 then
+            out[#out + 1] = string.char(b)
+          else
+            out[#out + 1] = string.format('\\x%02x', b)
+          end
+        end
+        if #v > 64 then out[#out + 1] = '...' end
+        return table.concat(out)
+      end
+    elseif name == 'int' then
+      -- Cold: format an integer-valued number without exponent (for error texts and stored state).
+      -- redis.call takes such numbers as they are: the server writes an integer below 2^53
+      -- without exponent (as %.17g does).
+      value = function(n)
+        return string.format('%d', n)
+      end
+    elseif name == 'arity_error' then
+      -- Cold: the error of a call with too few (or too many) arguments, with the command's syntax.
+      value = function(command, syntax)
+        COLD.fail("ERR wrong number of arguments for '" .. command .. "' command (syntax: " .. syntax .. ')')
+      end
+    elseif name == 'keys_error' then
+      -- Cold: the error of a call with the wrong number of keys: it names the function (or the
+      -- script, which has the function's name) and the number of keys it takes.
+      value = function(name, takes, got)
+        COLD.fail("ERR wrong number of keys for '" .. name .. "': it takes " .. takes .. ', got ' .. COLD.int(got))
+      end
     end
-
-    -- Cold: format an integer-valued number without exponent (for error texts and stored state).
-    -- redis.call takes such numbers as they are: the server writes an integer below 2^53
-    -- without exponent (as %.17g does).
-    local function int(n)
-      return string.format('%d', n)
-    end
-
-    -- Cold: the error of a call with too few (or too many) arguments, with the command's syntax.
-    local function arity_error(command, syntax)
-      fail("ERR wrong number of arguments for '" .. command .. "' command (syntax: " .. syntax .. ')')
-    end
-
-    -- Cold: the error of a call with the wrong number of keys: it names the function (or the
-    -- script, which has the function's name) and the number of keys it takes.
-    local function keys_error(name, takes, got)
-      fail("ERR wrong number of keys for '" .. name .. "': it takes " .. takes .. ', got ' .. int(got))
-    end
-    cold.fail = fail
-    cold.echo = echo
-    cold.int = int
-    cold.arity_error = arity_error
-    cold.keys_error = keys_error
-    return cold[name]
+    rawset(cold, name, value)
+    return value
   end,
 })
 
@@ -71,22 +69,42 @@ function run(f, ...)
   error(res, 0)
 end
 
-UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
+-- What the library, which lives as long as the server, remembers from call to call: the
+-- counts and durations it has read (at most 256 texts of each: a call reads its limits
+-- and windows without parsing them again), the last second of the clock (keys.lua), what
+-- a call keeps of its rules (call.lua) and the calls it has parsed (commands.lua). A
+-- script starts afresh on every call and remembers nothing: there MEMO is false.
+MEMO = (false) and {
+  counts = { 0 }, -- text -> count, and how many at [1]
+  durations = { 0 }, -- text -> ms, and how many at [1]
+  clock = { '', 0 }, -- the last second TIME gave, as text and in µs
+  records = {}, -- rule i -> its record in the call that runs
+  calls = { n = 0 }, -- see recalled
+}
 
-DURATIONS = false and { 0 } -- text -> ms, and how many at [1]
+-- A duration's unit in ms (nil: not a unit); a bare number is seconds.
+function unit_ms(unit)
+  if unit == '' or unit == 's' then return 1000 end
+  if unit == 'm' then return 60000 end
+  if unit == 'ms' then return 1 end
+  if unit == 'h' then return 3600000 end
+  if unit == 'd' then return 86400000 end
+  return nil
+end
 
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
 function parse_duration(what, v)
-  local known = false and DURATIONS[v]
+  local known = MEMO and MEMO.durations[v]
   if known then return known end
   local digits, unit = string.match(v, '^(%d+)(%a*)$')
-  local per = digits and UNIT_MS[unit]
+  local per = digits and unit_ms(unit)
   if per and #digits <= 12 then
     local n = tonumber(digits)
     if n > 0 and n * per <= 315360000000 then
-      if false and DURATIONS[1] < 256 then
-        DURATIONS[v] = n * per
-        DURATIONS[1] = DURATIONS[1] + 1
+      local durations = MEMO and MEMO.durations
+      if durations and durations[1] < 256 then
+        durations[v] = n * per
+        durations[1] = durations[1] + 1
       end
       return n * per
     end
@@ -94,7 +112,7 @@ function parse_duration(what, v)
   -- The rest, read as the module reads it: leading zeros, or the reason of the error.
   local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
   digits, unit = string.match(v, '^(%d*)(.*)$')
-  per = UNIT_MS[unit]
+  per = unit_ms(unit)
   if digits ~= '' and not per and string.match(unit, '^%a+$') then
     why = 'unknown unit (use ms, s, m, h or d)'
   elseif digits ~= '' and per then
@@ -111,14 +129,13 @@ end
 
 -- The server clock in µs (TIME, as the module reads it). The library remembers the
 -- last second it read: a call converts only the microseconds.
-CLOCK = false and { '', 0 }
-
 function clock_us()
   local t = redis.call('TIME')
   local s = t[1]
-  if false then
-    if s ~= CLOCK[1] then CLOCK[1], CLOCK[2] = s, tonumber(s) * 1000000 end
-    return CLOCK[2] + tonumber(t[2])
+  if MEMO then
+    local clock = MEMO.clock
+    if s ~= clock[1] then clock[1], clock[2] = s, tonumber(s) * 1000000 end
+    return clock[2] + tonumber(t[2])
   end
   return tonumber(s) * 1000000 + tonumber(t[2])
 end

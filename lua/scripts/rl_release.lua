@@ -6,118 +6,110 @@
 -- Written by lua/build.py from lua/src/: edit those files, then run
 -- `python3 lua/build.py` (a test fails when this file is stale).
 
--- The definitions a call uses only on an error or a rare path, made on the first use of
--- one of them (COLD.name).
-local run, COUNTS, UNIT_MS, DURATIONS, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, CLOCK, clock_us, floor_ms, stored_number, open_key, check_id, LEASE, release_command, rl_release
-local COLD = setmetatable({}, {
+-- The definitions a call uses only on an error or a rare path: each is made on the first
+-- read of COLD.<its name>.
+local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, clock_us, floor_ms, stored_number, open_key, check_id, LEASE, release_command, rl_release
+COLD = setmetatable({}, {
   __index = function(cold, name)
-    setmetatable(cold, nil)
-    -- Cold: raise an error reply (caught by `run` below).
-    local function fail(msg)
-      error({ err = msg }, 0)
-    end
-
-    -- Cold: an error's message, whichever way pcall handed it back (see `run`).
-    local function message(res)
-      if type(res) == 'table' and res.err then return res.err end
-      return res
-    end
-
-    -- Cold: quote user input in an error: printable ASCII kept, the rest as \xNN, cut at ECHO_MAX bytes.
-    local function echo(v)
-      local out = {}
-      for i = 1, math.min(#v, 64) do
-        local b = string.byte(v, i)
-        if b >= 0x20 and b < 0x7f and b ~= 0x5c and b ~= 0x27 then
-          out[#out + 1] = string.char(b)
-        else
-          out[#out + 1] = string.format('\\x%02x', b)
+    local value
+    if name == 'fail' then
+      -- Cold: raise an error reply (caught by `run` below).
+      value = function(msg)
+        error({ err = msg }, 0)
+      end
+    elseif name == 'message' then
+      -- Cold: an error's message, whichever way pcall handed it back (see `run`).
+      value = function(res)
+        if type(res) == 'table' and res.err then return res.err end
+        return res
+      end
+    elseif name == 'echo' then
+      -- Cold: quote user input in an error: printable ASCII kept, the rest as \xNN, cut at ECHO_MAX bytes.
+      value = function(v)
+        local out = {}
+        for i = 1, math.min(#v, 64) do
+          local b = string.byte(v, i)
+          if b >= 0x20 and b < 0x7f and b ~= 0x5c and b ~= 0x27 then
+            out[#out + 1] = string.char(b)
+          else
+            out[#out + 1] = string.format('\\x%02x', b)
+          end
         end
+        if #v > 64 then out[#out + 1] = '...' end
+        return table.concat(out)
       end
-      if #v > 64 then out[#out + 1] = '...' end
-      return table.concat(out)
-    end
-
-    -- Cold: format an integer-valued number without exponent (for error texts and stored state).
-    -- redis.call takes such numbers as they are: the server writes an integer below 2^53
-    -- without exponent (as %.17g does).
-    local function int(n)
-      return string.format('%d', n)
-    end
-
-    -- Cold: the error of a call with too few (or too many) arguments, with the command's syntax.
-    local function arity_error(command, syntax)
-      fail("ERR wrong number of arguments for '" .. command .. "' command (syntax: " .. syntax .. ')')
-    end
-
-    -- Cold: the error of a call with the wrong number of keys: it names the function (or the
-    -- script, which has the function's name) and the number of keys it takes.
-    local function keys_error(name, takes, got)
-      fail("ERR wrong number of keys for '" .. name .. "': it takes " .. takes .. ', got ' .. int(got))
-    end
-
-    -- Cold: the error of a key of another type.
-    local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
-
-    -- Cold: the invalid-state error of limiter L, naming the key when `named`.
-    local function state_error(L, key, named)
-      local which = named and ("the key '" .. echo(key) .. "'") or 'the key'
-      fail('ERR ' .. which .. ' does not hold ' .. L.command .. ' state (expected ' .. L.expected .. ')')
-    end
-
-    -- Cold: parse a count (a signed decimal integer from min to 2^53 - 1), as the module
-    -- does; an error when it is not one.
-    local function parse_int(what, v, min)
-      local plain = plain_count(v, min)
-      if plain then return plain end
-      local neg, digits = string.match(v, '^(%-?)(%d+)$')
-      local n
-      if digits then
-        local sig = string.gsub(digits, '^0+', '')
-        -- 17 significant digits or more are above 2^53 - 1 (16 digits) whatever they are.
-        if #sig <= 16 then n = tonumber(sig ~= '' and sig or '0') end
+    elseif name == 'int' then
+      -- Cold: format an integer-valued number without exponent (for error texts and stored state).
+      -- redis.call takes such numbers as they are: the server writes an integer below 2^53
+      -- without exponent (as %.17g does).
+      value = function(n)
+        return string.format('%d', n)
       end
-      if n and n <= 9007199254740991 then
-        if neg == '-' and n ~= 0 then n = -n end
-        if n >= min then return n end
+    elseif name == 'arity_error' then
+      -- Cold: the error of a call with too few (or too many) arguments, with the command's syntax.
+      value = function(command, syntax)
+        COLD.fail("ERR wrong number of arguments for '" .. command .. "' command (syntax: " .. syntax .. ')')
       end
-      fail('ERR invalid ' .. what .. " '" .. echo(v) .. "': must be an integer from "
-        .. int(min) .. ' to ' .. int(9007199254740991))
-    end
-
-    -- Cold: AT's value, a time in ms.
-    local function parse_at(v)
-      local plain = plain_count(v, 1000000000000)
-      if plain and plain <= 4102444800000 then return plain end
-      local ok, ms = pcall(parse_int, 'AT', v, 0)
-      if ok and ms < 1000000000000 then
-        fail("ERR invalid AT '" .. echo(v) .. "': AT takes a Unix time in milliseconds, from "
-          .. int(1000000000000) .. ' (2001-09-09) to ' .. int(4102444800000) .. '; this looks like seconds')
+    elseif name == 'keys_error' then
+      -- Cold: the error of a call with the wrong number of keys: it names the function (or the
+      -- script, which has the function's name) and the number of keys it takes.
+      value = function(name, takes, got)
+        COLD.fail("ERR wrong number of keys for '" .. name .. "': it takes " .. takes .. ', got ' .. COLD.int(got))
       end
-      if not ok or ms > 4102444800000 then
-        fail("ERR invalid AT '" .. echo(v) .. "': must be a Unix time in milliseconds from "
-          .. int(1000000000000) .. ' to ' .. int(4102444800000))
+    elseif name == 'WRONGTYPE' then
+      -- Cold: the error of a key of another type.
+      value = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+    elseif name == 'state_error' then
+      -- Cold: the invalid-state error of limiter L, naming the key when `named`.
+      value = function(L, key, named)
+        local which = named and ("the key '" .. COLD.echo(key) .. "'") or 'the key'
+        COLD.fail('ERR ' .. which .. ' does not hold ' .. L.command .. ' state (expected ' .. L.expected .. ')')
       end
-      return ms
+    elseif name == 'parse_int' then
+      -- Cold: parse a count (a signed decimal integer from min to 2^53 - 1), as the module
+      -- does; an error when it is not one.
+      value = function(what, v, min)
+        local plain = plain_count(v, min)
+        if plain then return plain end
+        local neg, digits = string.match(v, '^(%-?)(%d+)$')
+        local n
+        if digits then
+          local sig = string.gsub(digits, '^0+', '')
+          -- 17 significant digits or more are above 2^53 - 1 (16 digits) whatever they are.
+          if #sig <= 16 then n = tonumber(sig ~= '' and sig or '0') end
+        end
+        if n and n <= 9007199254740991 then
+          if neg == '-' and n ~= 0 then n = -n end
+          if n >= min then return n end
+        end
+        COLD.fail('ERR invalid ' .. what .. " '" .. COLD.echo(v) .. "': must be an integer from "
+          .. COLD.int(min) .. ' to ' .. COLD.int(9007199254740991))
+      end
+    elseif name == 'parse_at' then
+      -- Cold: AT's value, a time in ms.
+      value = function(v)
+        local plain = plain_count(v, 1000000000000)
+        if plain and plain <= 4102444800000 then return plain end
+        local ok, ms = pcall(COLD.parse_int, 'AT', v, 0)
+        if ok and ms < 1000000000000 then
+          COLD.fail("ERR invalid AT '" .. COLD.echo(v) .. "': AT takes a Unix time in milliseconds, from "
+            .. COLD.int(1000000000000) .. ' (2001-09-09) to ' .. COLD.int(4102444800000) .. '; this looks like seconds')
+        end
+        if not ok or ms > 4102444800000 then
+          COLD.fail("ERR invalid AT '" .. COLD.echo(v) .. "': must be a Unix time in milliseconds from "
+            .. COLD.int(1000000000000) .. ' to ' .. COLD.int(4102444800000))
+        end
+        return ms
+      end
+    elseif name == 'looks_like_a_duration' then
+      -- Cold: whether v is written as a duration with a unit (1m, 500ms): in the place of a count,
+      -- the sign of two arguments given in the wrong order.
+      value = function(v)
+        return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
+      end
     end
-
-    -- Cold: whether v is written as a duration with a unit (1m, 500ms): in the place of a count,
-    -- the sign of two arguments given in the wrong order.
-    local function looks_like_a_duration(v)
-      return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
-    end
-    cold.fail = fail
-    cold.message = message
-    cold.echo = echo
-    cold.int = int
-    cold.arity_error = arity_error
-    cold.keys_error = keys_error
-    cold.WRONGTYPE = WRONGTYPE
-    cold.state_error = state_error
-    cold.parse_int = parse_int
-    cold.parse_at = parse_at
-    cold.looks_like_a_duration = looks_like_a_duration
-    return cold[name]
+    rawset(cold, name, value)
+    return value
   end,
 })
 
@@ -134,33 +126,43 @@ function run(f, ...)
   error(res, 0)
 end
 
--- Reading arguments: counts, durations, AT, the options after a command's (or a rule's)
--- positional arguments, and how a request settles (REFUND, FORCE).
---
--- These run on every call. The common case builds nothing, and an error's text (and
--- what it needs) is built only when there is an error. The library, which lives as long
--- as the server, remembers the counts and durations it has read (at most 256 texts of
--- each): a call reads its limits and windows without parsing them again. A script
--- starts afresh on every call and remembers nothing (LIBRARY is false there).
-COUNTS = false and { 0 } -- text -> count, and how many at [1]
+-- What the library, which lives as long as the server, remembers from call to call: the
+-- counts and durations it has read (at most 256 texts of each: a call reads its limits
+-- and windows without parsing them again), the last second of the clock (keys.lua), what
+-- a call keeps of its rules (call.lua) and the calls it has parsed (commands.lua). A
+-- script starts afresh on every call and remembers nothing: there MEMO is false.
+MEMO = (false) and {
+  counts = { 0 }, -- text -> count, and how many at [1]
+  durations = { 0 }, -- text -> ms, and how many at [1]
+  clock = { '', 0 }, -- the last second TIME gave, as text and in µs
+  records = {}, -- rule i -> its record in the call that runs
+  calls = { n = 0 }, -- see recalled
+}
 
-UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
-
-DURATIONS = false and { 0 } -- text -> ms, and how many at [1]
+-- A duration's unit in ms (nil: not a unit); a bare number is seconds.
+function unit_ms(unit)
+  if unit == '' or unit == 's' then return 1000 end
+  if unit == 'm' then return 60000 end
+  if unit == 'ms' then return 1 end
+  if unit == 'h' then return 3600000 end
+  if unit == 'd' then return 86400000 end
+  return nil
+end
 
 -- The common case of a count: up to 15 digits (always below 2^53) and at least `min`;
 -- nil otherwise (parse_int then says why).
 function plain_count(v, min)
-  local n = false and COUNTS[v]
+  local n = MEMO and MEMO.counts[v]
   if n then
     if n >= min then return n end
     return nil
   end
   if #v == 0 or #v > 15 or string.find(v, '%D') then return nil end
   n = tonumber(v)
-  if false and COUNTS[1] < 256 then
-    COUNTS[v] = n
-    COUNTS[1] = COUNTS[1] + 1
+  local counts = MEMO and MEMO.counts
+  if counts and counts[1] < 256 then
+    counts[v] = n
+    counts[1] = counts[1] + 1
   end
   if n < min then return nil end
   return n
@@ -168,16 +170,17 @@ end
 
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
 function parse_duration(what, v)
-  local known = false and DURATIONS[v]
+  local known = MEMO and MEMO.durations[v]
   if known then return known end
   local digits, unit = string.match(v, '^(%d+)(%a*)$')
-  local per = digits and UNIT_MS[unit]
+  local per = digits and unit_ms(unit)
   if per and #digits <= 12 then
     local n = tonumber(digits)
     if n > 0 and n * per <= 315360000000 then
-      if false and DURATIONS[1] < 256 then
-        DURATIONS[v] = n * per
-        DURATIONS[1] = DURATIONS[1] + 1
+      local durations = MEMO and MEMO.durations
+      if durations and durations[1] < 256 then
+        durations[v] = n * per
+        durations[1] = durations[1] + 1
       end
       return n * per
     end
@@ -185,7 +188,7 @@ function parse_duration(what, v)
   -- The rest, read as the module reads it: leading zeros, or the reason of the error.
   local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
   digits, unit = string.match(v, '^(%d*)(.*)$')
-  per = UNIT_MS[unit]
+  per = unit_ms(unit)
   if digits ~= '' and not per and string.match(unit, '^%a+$') then
     why = 'unknown unit (use ms, s, m, h or d)'
   elseif digits ~= '' and per then
@@ -292,14 +295,13 @@ NO_OPTIONS = { cost = 1 }
 
 -- The server clock in µs (TIME, as the module reads it). The library remembers the
 -- last second it read: a call converts only the microseconds.
-CLOCK = false and { '', 0 }
-
 function clock_us()
   local t = redis.call('TIME')
   local s = t[1]
-  if false then
-    if s ~= CLOCK[1] then CLOCK[1], CLOCK[2] = s, tonumber(s) * 1000000 end
-    return CLOCK[2] + tonumber(t[2])
+  if MEMO then
+    local clock = MEMO.clock
+    if s ~= clock[1] then clock[1], clock[2] = s, tonumber(s) * 1000000 end
+    return clock[2] + tonumber(t[2])
   end
   return tonumber(s) * 1000000 + tonumber(t[2])
 end

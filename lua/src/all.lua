@@ -11,7 +11,8 @@ local ALL_OPTIONS = {
 }
 local CALL_OPTIONS = { COST = true, AT = true, REFUND = true, FORCE = true }
 
--- The rules, their keys' positions, and the call's cost, AT and mode.
+-- The arguments of RL.ALL, parsed: the call (its rules, their keys' positions, and the
+-- call's cost, AT and mode), and whether to remember it.
 local function all_parse(keys, args, name)
   if 1 + #keys + #args < 4 then
     arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE]')
@@ -98,13 +99,19 @@ local function all_parse(keys, args, name)
     local ok, res = pcall(r.L.check_cost, r, o.cost, mode)
     if not ok then in_rule(index, r.L.kind, res) end
   end
-  return rules, positions, o.cost, o.at, mode
+  return { rules, positions, o.cost, o.at, mode }, not (o.AT or o.COST)
 end
 
 local function all_command(keys, args, name)
-  local rules, positions, cost, at, mode =
-    with_numkeys_hint(function(ks, as) return all_parse(ks, as, name) end, keys, args, MAX_ALL_KEYS)
-  return run_call('all', keys, rules, positions, cost, at, mode)
+  local call = MEMO and recalled('all', #keys, args)
+  if call then
+    check_keys(keys, MAX_ALL_KEYS, name)
+  else
+    local again
+    call, again = with_numkeys_hint(all_parse, keys, args, MAX_ALL_KEYS, name)
+    if MEMO and again then remember('all', #keys, args, call) end
+  end
+  return run_call('all', keys, call[1], call[2], call[3], call[4], call[5])
 end
 
 local function rl_all(keys, args)

@@ -2,27 +2,45 @@
 -- positional arguments, and how a request settles (REFUND, FORCE).
 --
 -- These run on every call. The common case builds nothing, and an error's text (and
--- what it needs) is built only when there is an error. The library, which lives as long
--- as the server, remembers the counts and durations it has read (at most 256 texts of
--- each): a call reads its limits and windows without parsing them again. A script
--- starts afresh on every call and remembers nothing (LIBRARY is false there).
-local COUNTS = LIBRARY and { 0 } -- text -> count, and how many at [1]
-local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
-local DURATIONS = LIBRARY and { 0 } -- text -> ms, and how many at [1]
+-- what it needs) is built only when there is an error.
+
+-- What the library, which lives as long as the server, remembers from call to call: the
+-- counts and durations it has read (at most 256 texts of each: a call reads its limits
+-- and windows without parsing them again), the last second of the clock (keys.lua), what
+-- a call keeps of its rules (call.lua) and the calls it has parsed (commands.lua). A
+-- script starts afresh on every call and remembers nothing: there MEMO is false.
+local MEMO = LIBRARY and {
+  counts = { 0 }, -- text -> count, and how many at [1]
+  durations = { 0 }, -- text -> ms, and how many at [1]
+  clock = { '', 0 }, -- the last second TIME gave, as text and in µs
+  records = {}, -- rule i -> its record in the call that runs
+  calls = { n = 0 }, -- see recalled
+}
+
+-- A duration's unit in ms (nil: not a unit); a bare number is seconds.
+local function unit_ms(unit)
+  if unit == '' or unit == 's' then return 1000 end
+  if unit == 'm' then return 60000 end
+  if unit == 'ms' then return 1 end
+  if unit == 'h' then return 3600000 end
+  if unit == 'd' then return 86400000 end
+  return nil
+end
 
 -- The common case of a count: up to 15 digits (always below 2^53) and at least `min`;
 -- nil otherwise (parse_int then says why).
 local function plain_count(v, min)
-  local n = LIBRARY and COUNTS[v]
+  local n = MEMO and MEMO.counts[v]
   if n then
     if n >= min then return n end
     return nil
   end
   if #v == 0 or #v > 15 or string.find(v, '%D') then return nil end
   n = tonumber(v)
-  if LIBRARY and COUNTS[1] < 256 then
-    COUNTS[v] = n
-    COUNTS[1] = COUNTS[1] + 1
+  local counts = MEMO and MEMO.counts
+  if counts and counts[1] < 256 then
+    counts[v] = n
+    counts[1] = counts[1] + 1
   end
   if n < min then return nil end
   return n
@@ -50,16 +68,17 @@ end
 
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
 local function parse_duration(what, v)
-  local known = LIBRARY and DURATIONS[v]
+  local known = MEMO and MEMO.durations[v]
   if known then return known end
   local digits, unit = string.match(v, '^(%d+)(%a*)$')
-  local per = digits and UNIT_MS[unit]
+  local per = digits and unit_ms(unit)
   if per and #digits <= 12 then
     local n = tonumber(digits)
     if n > 0 and n * per <= MAX_DURATION_MS then
-      if LIBRARY and DURATIONS[1] < 256 then
-        DURATIONS[v] = n * per
-        DURATIONS[1] = DURATIONS[1] + 1
+      local durations = MEMO and MEMO.durations
+      if durations and durations[1] < 256 then
+        durations[v] = n * per
+        durations[1] = durations[1] + 1
       end
       return n * per
     end
@@ -67,7 +86,7 @@ local function parse_duration(what, v)
   -- The rest, read as the module reads it: leading zeros, or the reason of the error.
   local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
   digits, unit = string.match(v, '^(%d*)(.*)$')
-  per = UNIT_MS[unit]
+  per = unit_ms(unit)
   if digits ~= '' and not per and string.match(unit, '^%a+$') then
     why = 'unknown unit (use ms, s, m, h or d)'
   elseif digits ~= '' and per then

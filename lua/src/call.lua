@@ -56,11 +56,6 @@ local function rule_step(i, r, f, ...)
   fail('ERR rule ' .. int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
 end
 
--- What a call keeps of each rule (its key's state and expiry, its judgement). The
--- library reuses them from call to call (one call runs at a time, and each call sets
--- every field of the rules it has); a script makes its own.
-local RECORDS = LIBRARY and {}
-
 -- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
 -- RL.SLIDING: rule i on key i) or 'all' (RL.ALL: rule i on key positions[i]); `rules`
 -- the rules in the order given. Open every key, judge every rule (gates first), decide
@@ -69,7 +64,10 @@ local RECORDS = LIBRARY and {}
 local function run_call(shape, keys, rules, positions, cost, at, mode)
   local now = at and at * 1000 or clock_us()
   local n, all = #rules, shape == 'all'
-  local records = RECORDS or {}
+  -- What the call keeps of each rule (its key's state and expiry, its judgement, its
+  -- write). The library reuses them from call to call (one call runs at a time, and each
+  -- call sets every field of the rules it has); a script makes its own.
+  local records = MEMO and MEMO.records or {}
   -- Open every key (a key of another type is an error before any rule is judged).
   local token, wanting = nil, nil
   for i = 1, n do

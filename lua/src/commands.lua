@@ -5,19 +5,39 @@
 --     return run(single_command, keys, args, FIXED, 'rl_fixed')
 --   end
 
--- The library remembers the rules of the single-key calls it has read that give no
--- option (at most 256 of them), by their arguments: such a call is not parsed again.
-local READ_CALLS = LIBRARY and { n = 0 } -- L -> args[1] -> ... -> args[nargs] -> { rule }
+-- The library remembers the calls it has parsed that give neither AT nor COST (at most
+-- 256, in MEMO.calls), by command, number of keys and arguments: such a call is not
+-- parsed again (its keys are still checked). A parsed call: { rules, positions, cost,
+-- at, mode }.
 
--- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
-local function single_command(keys, args, L, name)
-  if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
-  local nargs, given = L.nargs, #args
-  if LIBRARY and given == nargs then
-    local node = READ_CALLS[L]
-    for i = 1, nargs do node = node and node[args[i]] end
-    if node then return run_call('one', keys, node, nil, 1, nil, 'take') end
+-- Cold (the library only): the parsed call of `what` (a limiter, or 'all') remembered
+-- for these arguments, or nil.
+local function recalled(what, nkeys, args)
+  local node = MEMO.calls[what]
+  node = node and node[nkeys]
+  node = node and node[#args]
+  for i = 1, #args do node = node and node[args[i]] end
+  return node
+end
+
+-- Cold (the library only): remember a parsed call, while there is room.
+local function remember(what, nkeys, args, call)
+  local calls = MEMO.calls
+  if calls.n >= 256 then return end
+  calls.n = calls.n + 1
+  local node, path = calls, { what, nkeys, #args }
+  for i = 1, #args do path[3 + i] = args[i] end
+  for i = 1, #path - 1 do
+    local k = path[i]
+    node[k] = node[k] or {}
+    node = node[k]
   end
+  node[path[#path]] = call
+end
+
+-- A single-key command's arguments, parsed: the call.
+local function single_parse(args, L)
+  local nargs, given = L.nargs, #args
   if given < nargs then arity_error(L.command, L.syntax) end
   local r = L.parse_args(args, 1)
   local o = NO_OPTIONS
@@ -42,24 +62,26 @@ local function single_command(keys, args, L, name)
     o.cost = cost
   end
   L.check_cost(r, cost, mode)
-  local rules = { r }
-  if LIBRARY and given == nargs and READ_CALLS.n < 256 then
-    READ_CALLS.n = READ_CALLS.n + 1
-    local node = READ_CALLS
-    for i = 0, nargs - 1 do
-      local k = i == 0 and L or args[i]
-      node[k] = node[k] or {}
-      node = node[k]
-    end
-    node[args[nargs]] = rules
+  return { { r }, nil, cost, o.at, mode }, not (o.AT or o.COST)
+end
+
+-- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
+local function single_command(keys, args, L, name)
+  if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
+  local call = MEMO and recalled(L, 1, args)
+  if not call then
+    local again
+    call, again = single_parse(args, L)
+    if MEMO and again then remember(L, 1, args, call) end
   end
-  return run_call('one', keys, rules, nil, cost, o.at, mode)
+  return run_call('one', keys, call[1], nil, call[3], call[4], call[5])
 end
 
 -- The keys of a call with numkeys (FCALL's or EVALSHA's): from 1 to `max`, each at most
 -- once.
 local function check_keys(keys, max, name)
   if #keys < 1 or #keys > max then keys_error(name, '1 to ' .. int(max), #keys) end
+  if #keys == 1 then return end
   local seen_key = {}
   for _, key in ipairs(keys) do
     if seen_key[key] then fail("ERR key '" .. echo(key) .. "' given more than once") end
@@ -73,14 +95,14 @@ local NUMKEYS_HINTED = {
   "^ERR key %d+ '.*' is named by no rule",
 }
 
--- A call with numkeys, parsed by `parse(keys, args)` (which raises the call's error and
--- writes nothing). When it fails with an error that a wrong numkeys explains, and the
--- same arguments parse with another number of keys (the nearest first, fewer before
--- more, up to `max`), the error says which, as the module's does.
-local function with_numkeys_hint(parse, keys, args, max)
-  local ok, a, b, c, d, e, f = pcall(parse, keys, args)
-  if ok then return a, b, c, d, e, f end
-  local res = a
+-- A call with numkeys, parsed by `parse(keys, args, ...)` (which raises the call's
+-- error and writes nothing): its call, and whether to remember it. When it fails with an
+-- error that a wrong numkeys explains, and the same arguments parse with another number
+-- of keys (the nearest first, fewer before more, up to `max`), the error says which, as
+-- the module's does.
+local function with_numkeys_hint(parse, keys, args, max, ...)
+  local ok, res, again = pcall(parse, keys, args, ...)
+  if ok then return res, again end
   local msg = message(res)
   local hinted = false
   for _, pattern in ipairs(NUMKEYS_HINTED) do
@@ -98,7 +120,7 @@ local function with_numkeys_hint(parse, keys, args, max)
         for i = 1, #all do
           if i <= meant then k2[#k2 + 1] = all[i] else a2[#a2 + 1] = all[i] end
         end
-        if pcall(parse, k2, a2) then
+        if pcall(parse, k2, a2, ...) then
           if meant < given then
             fail('ERR numkeys is ' .. int(given) .. " but '" .. echo(all[meant + 1]) .. "' starts the arguments after "
               .. int(meant) .. (meant == 1 and ' key' or ' keys') .. ': did you mean numkeys ' .. int(meant) .. '?')
@@ -112,20 +134,30 @@ local function with_numkeys_hint(parse, keys, args, max)
   error(res, 0)
 end
 
+-- The arguments of RL.MULTI and RL.SLIDING, parsed: the call, and whether to remember it.
+local function each_key_parse(ks, as, L, name)
+  if 2 + #ks + #as < 6 then arity_error(L.command, L.syntax) end
+  check_keys(ks, MAX_KEYS, name)
+  local o = parse_options(as, 1, L.accepts, false)
+  local mode = settle_mode(o)
+  local r = L.build({}, o)
+  L.check_cost(r, o.cost, mode)
+  local rules = {}
+  for k = 1, #ks do rules[k] = r end
+  return { rules, nil, o.cost, o.at, mode }, not (o.AT or o.COST)
+end
+
 -- The call shape of RL.MULTI and RL.SLIDING: numkeys (FCALL's) from 1 to MAX_KEYS
 -- distinct keys, then LIMIT window limit triples among the options, the same rule on
 -- every key.
 local function each_key_command(keys, args, L, name)
-  local rules, cost, at, mode = with_numkeys_hint(function(ks, as)
-    if 2 + #ks + #as < 6 then arity_error(L.command, L.syntax) end
-    check_keys(ks, MAX_KEYS, name)
-    local o = parse_options(as, 1, L.accepts, false)
-    local mode = settle_mode(o)
-    local r = L.build({}, o)
-    L.check_cost(r, o.cost, mode)
-    local rules = {}
-    for k = 1, #ks do rules[k] = r end
-    return rules, o.cost, o.at, mode
-  end, keys, args, MAX_KEYS)
-  return run_call('each', keys, rules, nil, cost, at, mode)
+  local call = MEMO and recalled(L, #keys, args)
+  if call then
+    check_keys(keys, MAX_KEYS, name)
+  else
+    local again
+    call, again = with_numkeys_hint(each_key_parse, keys, args, MAX_KEYS, L, name)
+    if MEMO and again then remember(L, #keys, args, call) end
+  end
+  return run_call('each', keys, call[1], nil, call[3], call[4], call[5])
 end

@@ -1,8 +1,8 @@
 -- Errors: a command's body raises an error reply with `fail`; `run` turns it into the
 -- reply. Every text is the module's (a test compares them).
 --
--- A definition whose comment starts with `Cold:` serves only errors and rare paths: a
--- script makes it only when a call first needs it (lua/build.py).
+-- A definition whose comment starts with `Cold` serves only errors and rare paths (or
+-- only the library): a script makes it only when a call first needs it (lua/build.py).
 
 -- Cold: raise an error reply (caught by `run` below).
 local function fail(msg)

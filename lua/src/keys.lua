@@ -2,13 +2,13 @@
 
 -- The server clock in µs (TIME, as the module reads it). The library remembers the
 -- last second it read: a call converts only the microseconds.
-local CLOCK = LIBRARY and { '', 0 }
 local function clock_us()
   local t = redis.call('TIME')
   local s = t[1]
-  if LIBRARY then
-    if s ~= CLOCK[1] then CLOCK[1], CLOCK[2] = s, tonumber(s) * 1000000 end
-    return CLOCK[2] + tonumber(t[2])
+  if MEMO then
+    local clock = MEMO.clock
+    if s ~= clock[1] then clock[1], clock[2] = s, tonumber(s) * 1000000 end
+    return clock[2] + tonumber(t[2])
   end
   return tonumber(s) * 1000000 + tonumber(t[2])
 end
@@ -18,7 +18,8 @@ local function floor_ms(us)
   return (us - us % 1000) / 1000
 end
 local function ceil_ms(us)
-  return floor_ms(us + 999)
+  us = us + 999
+  return (us - us % 1000) / 1000
 end
 
 -- A number read from stored state: 1 to 19 digits, at most `max` (a double holds it exactly); nil if not.
@@ -27,6 +28,15 @@ local function stored_number(s, max)
   local sig = string.gsub(s, '^0+', '')
   if #sig > 16 then return nil end
   local n = tonumber(sig ~= '' and sig or '0')
+  if n > max then return nil end
+  return n
+end
+
+-- The same for a number that a pattern's %d+ (or [%d]*) captured: at most 15 digits
+-- are read as they are.
+local function stored_digits(s, max)
+  if #s == 0 or #s > 15 then return stored_number(s, max) end
+  local n = tonumber(s)
   if n > max then return nil end
   return n
 end

@@ -19,6 +19,14 @@ end
 -- cost, mode) (a window's five fields, µs to wait when denied, and the window after
 -- the request, nil when it keeps none), L.ends(e) (µs, or nil: counts nothing) and
 -- L.encode(entries).
+-- A key without state: no entries (read, never written).
+local NONE = {}
+
+-- Entries in the order of their windows.
+local function by_window(a, b)
+  return a.w < b.w
+end
+
 local function limits_rule(L)
   function L.parse_args()
     return {}
@@ -26,38 +34,35 @@ local function limits_rule(L)
   function L.check_cost(r, cost, mode)
     if mode == 'take' then check_limits_cost(r.limits, cost) end
   end
-  -- Offer a window's verdict to the binding choice of one key (`best.full`: the
-  -- longest reset of the windows allowed with nothing remaining, in µs of whole ms).
-  local function offer(best, fields, retry, w)
-    if not retry and fields[3] <= 0 then best.full = math.max(best.full, fields[5] * 1000) end
-    if retry then
-      if not best.retry or retry > best.retry then
-        best.retry, best.fields, best.window = retry, fields, w
-      end
-    elseif not best.retry and (not best.fields or fields[3] < best.fields[3]) then
-      best.fields, best.window = fields, w
-    end
-  end
   -- Judge every named window of a key. The judgement keeps what the write needs: the
   -- windows the key held (`entries`), its expiry (`exp`: nil when it lost its TTL, 0
   -- when there is no key) and the named windows after an allowed request (`updates`).
+  -- The key's binding window: the denying one that frees up last, else the one with the
+  -- least remaining (ties: the first LIMIT); `full`: the longest reset of the windows
+  -- allowed with nothing remaining, in µs of whole ms.
   function L.judge(r, key, named, raw, exp, now, cost, mode)
-    local entries, by_w = {}, {}
+    local entries, by_w = NONE, NONE
     if raw then entries, by_w = L.parse_state(key, named, raw) else exp = 0 end
-    local best, updates = { full = 0 }, {}
-    for _, lw in ipairs(r.limits) do
-      local w, limit = lw[1], lw[2]
-      local fields, retry, update = L.judge_window(r, by_w[w], w, limit, now, cost, mode)
-      offer(best, fields, retry, w)
+    local f, retry, window, full, updates = nil, nil, nil, 0, {}
+    local limits = r.limits
+    for i = 1, #limits do
+      local w, limit = limits[i][1], limits[i][2]
+      local fields, wait, update = L.judge_window(r, by_w[w], w, limit, now, cost, mode)
+      if not wait and fields[3] <= 0 and fields[5] * 1000 > full then full = fields[5] * 1000 end
+      if wait then
+        if not retry or wait > retry then f, retry, window = fields, wait, w end
+      elseif not retry and (not f or fields[3] < f[3]) then
+        f, window = fields, w
+      end
       if update then updates[#updates + 1] = update end
     end
-    local f, retry, over = best.fields, best.retry, nil
+    local over
     if mode == 'force' and retry then
       -- Over: a request of cost 1 fits when every window has room again.
-      retry, over = math.max(retry, best.full), true
+      retry, over = math.max(retry, full), true
       f[4] = math.max(1, ceil_ms(retry))
     end
-    return { f[1], f[2], f[3], f[4], f[5], window = best.window, entries = entries, exp = exp, updates = updates },
+    return { f[1], f[2], f[3], f[4], f[5], window = window, entries = entries, exp = exp, updates = updates },
       retry, nil, nil, over
   end
   -- The write of a key once the call is settled, as the module's multikey::write_windows:
@@ -70,23 +75,33 @@ local function limits_rule(L)
     if not allowed then
       if p.exp then return nil end
       local latest
-      for _, e in ipairs(p.entries) do
-        local ends = L.ends(e)
+      for i = 1, #p.entries do
+        local ends = L.ends(p.entries[i])
         if ends and ends > now and (not latest or ends > latest) then latest = ends end
       end
       if latest then return { 'PEXPIREAT', key, ceil_ms(latest) } end
       return nil
     end
-    local merged = {}
-    for _, e in ipairs(p.updates) do
-      if L.ends(e) then merged[#merged + 1] = e end
-    end
-    for _, e in ipairs(p.entries) do
+    local merged, latest, buckets = {}, 0, 0
+    local updates, entries = p.updates, p.entries
+    for i = 1, #updates do
+      local e = updates[i]
       local ends = L.ends(e)
-      if not r.named[e.w] and ends and ends > now then merged[#merged + 1] = e end
+      if ends then
+        merged[#merged + 1] = e
+        buckets = buckets + (e.n or 0)
+        if ends > latest then latest = ends end
+      end
     end
-    local buckets = 0
-    for _, e in ipairs(merged) do buckets = buckets + (e.n or 0) end
+    for i = 1, #entries do
+      local e = entries[i]
+      local ends = L.ends(e)
+      if not r.named[e.w] and ends and ends > now then
+        merged[#merged + 1] = e
+        buckets = buckets + (e.n or 0)
+        if ends > latest then latest = ends end
+      end
+    end
     if L.command == 'RL.SLIDING' and (#merged > MAX_WINDOWS_PER_KEY or buckets > MAX_BUCKETS_PER_KEY) then
       fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
         .. ' windows or ' .. int(MAX_BUCKETS_PER_KEY) .. ' buckets: ' .. L.command .. ' keeps at most '
@@ -103,12 +118,7 @@ local function limits_rule(L)
       if p.exp ~= 0 then return { 'DEL', key } end
       return nil
     end
-    table.sort(merged, function(a, b) return a.w < b.w end)
-    local latest = 0
-    for _, e in ipairs(merged) do
-      local ends = L.ends(e)
-      if ends and ends > latest then latest = ends end
-    end
+    if #merged > 1 then table.sort(merged, by_window) end
     return { 'SET', key, L.encode(merged), 'PXAT', ceil_ms(latest) }
   end
 end

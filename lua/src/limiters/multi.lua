@@ -22,9 +22,9 @@ local MULTI = (function()
     while true do
       local _, last, w, c, e = string.find(raw, '^(%d+):(%d+):(%d+)', pos)
       if not last then bad() end
-      w = stored_number(w, MAX_DURATION_MS)
-      c = stored_number(c, MAX_SAFE_INTEGER)
-      e = stored_number(e, MAX_END_MS)
+      w = stored_digits(w, MAX_DURATION_MS)
+      c = stored_digits(c, MAX_SAFE_INTEGER)
+      e = stored_digits(e, MAX_END_MS)
       if not (w and c and e) or w == 0 or by_w[w] then bad() end
       by_w[w] = { w = w, c = c, e = e }
       entries[#entries + 1] = by_w[w]
