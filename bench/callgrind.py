@@ -62,8 +62,8 @@ FLOOR_ROWS = [
 
 
 # The twins' rows (--twins): (command, its function, a call's keys and arguments, the
-# hand-written script of the same job in bench/lua/, its keys and arguments). Allowed
-# calls on 64 keys, as the module's rows.
+# hand-written script of the same job in bench/lua/ and its keys and arguments, or None).
+# Allowed calls on 64 keys, as the module's rows.
 TWIN_ROWS = [
     ("RL.FIXED", "rl_fixed",
      lambda i: ([f"f{i % 64}"], ["1000000000", "1h"]),
@@ -76,6 +76,17 @@ TWIN_ROWS = [
     ("RL.SLIDING", "rl_sliding",
      lambda i: ([f"s{i % 64}"], ["LIMIT", "1d", "1000000000"]),
      "sliding_minimal", lambda i: ([f"s{i % 64}"], ["86400000", "1000000000"])),
+    # The other twins, against their own earlier counts only.
+    ("RL.MULTI", "rl_multi",
+     lambda i: ([f"{{m{i % 64}}}a", f"{{m{i % 64}}}b"], ["LIMIT", "1h", "1000000000", "LIMIT", "1d", "1000000000"]),
+     None, None),
+    ("RL.LOG", "rl_log", lambda i: ([f"l{i % 64}"], ["10000", "1h", "META", "u"]), None, None),
+    ("RL.LEASE", "rl_lease", lambda i: ([f"e{i % 64}"], ["10000", "1h"]), None, None),
+    ("RL.ALL", "rl_all",
+     lambda i: ([f"{{u{i % 64}}}g", f"{{u{i % 64}}}f", f"{{u{i % 64}}}s"],
+                ["GCRA", "1", "1000000", "1000000", "1s", "FIXED", "2", "1000000000", "1h",
+                 "SLIDING", "3", "LIMIT", "1d", "1000000000"]), None, None),
+    ("CL.THROTTLE", "cl_throttle", lambda i: ([f"t{i % 64}"], ["99999", "1", "1"]), None, None),
 ]
 
 BENCH_LUA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lua")
@@ -101,13 +112,11 @@ def twin_forms(lua_dir):
     """The four forms of each twin row: (command, form, setup commands, the calls)."""
     with open(os.path.join(lua_dir, "ratelimit.lua")) as f:
         library = f.read()
-    minimal = minimal_library([row[3] for row in TWIN_ROWS])
+    minimal = minimal_library([row[3] for row in TWIN_ROWS if row[3]])
     out = []
     for command, function, args, hand, hand_args in TWIN_ROWS:
         with open(os.path.join(lua_dir, "scripts", function + ".lua")) as f:
             script = f.read()
-        with open(os.path.join(BENCH_LUA, hand + ".lua")) as f:
-            hand_script = f.read()
 
         def call(head, make):
             def one(i):
@@ -119,11 +128,16 @@ def twin_forms(lua_dir):
              call(["FCALL", function], args)),
             (command, "script", [["SCRIPT", "LOAD", script]],
              call(["EVALSHA", sha1(script)], args)),
-            (command, "hand-written function", [["FUNCTION", "LOAD", "REPLACE", minimal]],
-             call(["FCALL", hand], hand_args)),
-            (command, "hand-written script", [["SCRIPT", "LOAD", hand_script]],
-             call(["EVALSHA", sha1(hand_script)], hand_args)),
         ]
+        if hand:
+            with open(os.path.join(BENCH_LUA, hand + ".lua")) as f:
+                hand_script = f.read()
+            out += [
+                (command, "hand-written function", [["FUNCTION", "LOAD", "REPLACE", minimal]],
+                 call(["FCALL", hand], hand_args)),
+                (command, "hand-written script", [["SCRIPT", "LOAD", hand_script]],
+                 call(["EVALSHA", sha1(hand_script)], hand_args)),
+            ]
     return out
 
 
@@ -275,10 +289,13 @@ def twins(server, lua_dir, calls):
     print("| twin (allowed) | function | script | hand-written function | hand-written script "
           "| function ÷ hand-written | script ÷ hand-written |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for command, *_ in TWIN_ROWS:
-        f, s, hf, hs = (got[(command, form)] for form in
-                        ("function", "script", "hand-written function", "hand-written script"))
-        print(f"| {command} | {f:,.0f} | {s:,.0f} | {hf:,.0f} | {hs:,.0f} | {f / hf:.2f}× | {s / hs:.2f}× |")
+    for command, *_, hand, _ in TWIN_ROWS:
+        f, s = got[(command, "function")], got[(command, "script")]
+        if hand:
+            hf, hs = got[(command, "hand-written function")], got[(command, "hand-written script")]
+            print(f"| {command} | {f:,.0f} | {s:,.0f} | {hf:,.0f} | {hs:,.0f} | {f / hf:.2f}× | {s / hs:.2f}× |")
+        else:
+            print(f"| {command} | {f:,.0f} | {s:,.0f} | | | | |")
     print(f"twins: {lua_dir}; server: {server}")
 
 

@@ -32,9 +32,11 @@ the library remembers what it has parsed from one call to the next, a script can
 
 A script makes its definitions on every call, so the build writes it for speed, with the
 same code: the numeric constants (`local NAME = 123`) are written in place of their
-names, and the definitions marked `-- Cold:` (errors and rare paths: their comment's
-first line starts so) are made only when a call first uses one (they become fields of
-a table, COLD, whose first read makes them all), with what only they use.
+names, and the definitions marked `-- Cold` (errors, rare paths, the library's memory:
+their comment's first line starts so), with what only they use, are made one by one
+when a call first reads them: they are read as COLD.<name>, and COLD makes a definition
+on the first read of its name (the other definitions are made, as before, when the
+script starts, and are declared first so that COLD can use them).
 
 Standard library only.
 """
@@ -47,8 +49,6 @@ from pathlib import Path
 
 LUA = Path(__file__).resolve().parent
 SRC = LUA / "src"
-LIMITERS = SRC / "limiters"
-LIBRARY = LUA / "ratelimit.lua"
 SCRIPTS = LUA / "scripts"
 
 # The shared part, in the library's order: before the limiters, and after them.
@@ -68,11 +68,12 @@ HEADER = """\
 --   redis-cli FUNCTION LOAD REPLACE "$(cat lua/ratelimit.lua)"
 --   redis-cli FCALL rl_gcra 1 rl:user:42 2 1 10s
 --
--- One function per command ({functions}): the command's keys as the function's keys,
--- the rest of its arguments in the same order; the same replies, error texts and state
--- as the command, so the two can be mixed on one key. The self-contained scripts in
--- lua/scripts/ (one per function, for EVAL/EVALSHA where FUNCTION is not allowed) are
--- made from the same sources.
+-- One function per command:
+{functions}
+-- with the command's keys as the function's keys, the rest of its arguments in the same
+-- order; the same replies, error texts and state as the command, so the two can be
+-- mixed on one key. The self-contained scripts in lua/scripts/ (one per function, for
+-- EVAL/EVALSHA where FUNCTION is not allowed) are made from the same sources.
 --
 -- Written by lua/build.py from lua/src/ (the shared part, then one file per limiter in
 -- lua/src/limiters/): edit those, then run `python3 lua/build.py` (a test fails when
@@ -190,6 +191,8 @@ class Source:
 
     def __init__(self, path: Path, text: str):
         self.path, self.text = path, text
+        if re.search(r"\[=*\[", masked(text)):
+            fail(f"{self.where()}: long brackets ([[ ]]) are not read by the build: use quotes and --")
         self.defs = definitions(path, text)
         self.names = [name for name, _ in self.defs]
 
@@ -294,7 +297,9 @@ def functions(sources):
 
 
 def library(sources, fns) -> str:
-    parts = [HEADER.format(functions=", ".join(f for f, _ in fns))]
+    import textwrap
+    listed = textwrap.wrap(", ".join(f for f, _ in fns), 84, initial_indent="--   ", subsequent_indent="--   ")
+    parts = [HEADER.format(functions="\n".join(listed))]
     parts.append("-- True in the library, false in a script (lua/build.py writes both).\nlocal LIBRARY = true\n")
     for s in sources:
         parts.append(f"-- {s.where()}\n\n{s.text.rstrip()}\n")
@@ -361,7 +366,7 @@ def script(sources, fname: str) -> str:
             "-- The definitions a call uses only on an error or a rare path: each is made on the first\n"
             "-- read of COLD.<its name>.\n"
             f"local {', '.join(['COLD'] + [n for n, _ in hot_defs])}\n"
-            "COLD = setmetatable({}, {\n"
+            "COLD = {\n"
             "  __index = function(cold, name)\n"
             "    local value\n"
             + "".join(branches) +
@@ -369,7 +374,8 @@ def script(sources, fname: str) -> str:
             "    rawset(cold, name, value)\n"
             "    return value\n"
             "  end,\n"
-            "})\n")
+            "}\n"
+            "setmetatable(COLD, COLD)\n")
         for n, t in hot_defs:
             t = rewrite(t, replace_cold, f"{where} ({n})")
             t = re.sub(r"^local (function )?(" + re.escape(n) + r")\b", r"\1\2", t, count=1, flags=re.M)

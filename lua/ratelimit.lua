@@ -4,11 +4,13 @@
 --   redis-cli FUNCTION LOAD REPLACE "$(cat lua/ratelimit.lua)"
 --   redis-cli FCALL rl_gcra 1 rl:user:42 2 1 10s
 --
--- One function per command (rl_fixed, rl_gcra, cl_throttle, rl_multi, rl_sliding, rl_log, rl_lease, rl_release, rl_all, rl_bulkexpire): the command's keys as the function's keys,
--- the rest of its arguments in the same order; the same replies, error texts and state
--- as the command, so the two can be mixed on one key. The self-contained scripts in
--- lua/scripts/ (one per function, for EVAL/EVALSHA where FUNCTION is not allowed) are
--- made from the same sources.
+-- One function per command:
+--   rl_fixed, rl_gcra, cl_throttle, rl_multi, rl_sliding, rl_log, rl_lease,
+--   rl_release, rl_all, rl_bulkexpire
+-- with the command's keys as the function's keys, the rest of its arguments in the same
+-- order; the same replies, error texts and state as the command, so the two can be
+-- mixed on one key. The self-contained scripts in lua/scripts/ (one per function, for
+-- EVAL/EVALSHA where FUNCTION is not allowed) are made from the same sources.
 --
 -- Written by lua/build.py from lua/src/ (the shared part, then one file per limiter in
 -- lua/src/limiters/): edit those, then run `python3 lua/build.py` (a test fails when
@@ -362,6 +364,9 @@ end
 -- The options of a call that gives none (read, never written).
 local NO_OPTIONS = { cost = 1 }
 
+-- The options of a rule that takes none of its own (read, never written).
+local NO_RULE_OPTIONS = {}
+
 -- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
 -- 'force'; at most one of them, and neither with DELAY; a peek (COST 0) takes.
 local function settle_mode(o)
@@ -692,7 +697,8 @@ local function remember(what, nkeys, args, call)
   node[path[#path]] = call
 end
 
--- A single-key command's arguments, parsed: the call.
+-- A single-key command's arguments, parsed: the call's rules, cost, AT and mode, and
+-- whether to remember it.
 local function single_parse(args, L)
   local nargs, given = L.nargs, #args
   if given < nargs then arity_error(L.command, L.syntax) end
@@ -719,19 +725,17 @@ local function single_parse(args, L)
     o.cost = cost
   end
   L.check_cost(r, cost, mode)
-  return { { r }, nil, cost, o.at, mode }, not (o.AT or o.COST)
+  return { r }, cost, o.at, mode, not (o.AT or o.COST)
 end
 
 -- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
 local function single_command(keys, args, L, name)
   if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
   local call = MEMO and recalled(L, 1, args)
-  if not call then
-    local again
-    call, again = single_parse(args, L)
-    if MEMO and again then remember(L, 1, args, call) end
-  end
-  return run_call('one', keys, call[1], nil, call[3], call[4], call[5])
+  if call then return run_call('one', keys, call[1], nil, call[3], call[4], call[5]) end
+  local rules, cost, at, mode, again = single_parse(args, L)
+  if MEMO and again then remember(L, 1, args, { rules, nil, cost, at, mode }) end
+  return run_call('one', keys, rules, nil, cost, at, mode)
 end
 
 -- The keys of a call with numkeys (FCALL's or EVALSHA's): from 1 to `max`, each at most
@@ -1098,7 +1102,7 @@ end
 local GCRA = (function()
   local L = { kind = 'GCRA', command = 'RL.GCRA', order = 2, storage = 'string', nargs = 3, quantity_fifth = true,
     expected = 'a theoretical arrival time in microseconds since the Unix epoch',
-    options = {}, accepts = { COST = true, AT = true, DELAY = true, REFUND = true, FORCE = true },
+    options = NO_RULE_OPTIONS, accepts = { COST = true, AT = true, DELAY = true, REFUND = true, FORCE = true },
     syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE]',
     rule_syntax = 'GCRA i max_burst count period' }
   function L.parse_args(args, i)
@@ -1755,7 +1759,7 @@ end
 local LEASE = (function()
   local L = { kind = 'LEASE', command = 'RL.LEASE', order = 6, storage = 'zset', nargs = 2,
     expected = 'a sorted set of lease ids scored by their expiry in Unix milliseconds',
-    options = {}, accepts = { COST = true, AT = true, ID = true }, call_options = { ID = true },
+    options = NO_RULE_OPTIONS, accepts = { COST = true, AT = true, ID = true }, call_options = { ID = true },
     reply_field = true,
     syntax = 'RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]',
     rule_syntax = 'LEASE i limit ttl' }
@@ -1929,7 +1933,7 @@ end
 -- the one write of a denied call. A rule of RL.ALL only: no command of its own.
 local BAN = (function()
   local L = { kind = 'BAN', command = 'RL.ALL', order = 7, storage = 'string', nargs = 3, gate = true,
-    expected = 'a penalty box: strikes:<count>:<end_ms> or banned:<end_ms>', options = {},
+    expected = 'a penalty box: strikes:<count>:<end_ms> or banned:<end_ms>', options = NO_RULE_OPTIONS,
     rule_syntax = 'BAN i strikes window duration' }
   function L.parse_args(args, i)
     local order = 'BAN i strikes window duration: the strikes come first'

@@ -8,8 +8,8 @@
 
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
-local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, clock_us, ceil_ms, open_key, run_call, read_tat, GCRA, throttle_command, cl_throttle
-COLD = setmetatable({}, {
+local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, NO_RULE_OPTIONS, clock_us, ceil_ms, open_key, run_call, read_tat, GCRA, throttle_command, cl_throttle
+COLD = {
   __index = function(cold, name)
     local value
     if name == 'fail' then
@@ -126,7 +126,8 @@ COLD = setmetatable({}, {
     rawset(cold, name, value)
     return value
   end,
-})
+}
+setmetatable(COLD, COLD)
 
 -- Run a command's body f(...); an error raised with `fail` (or by redis.call) becomes the
 -- error reply. Redis 7.0's pcall hands error tables back as their message string;
@@ -229,6 +230,9 @@ function count_in_order(what, v, min, order)
   if type(msg) == 'string' and COLD.looks_like_a_duration(v) then COLD.fail(msg .. ' (' .. order .. ')') end
   error(res, 0)
 end
+
+-- The options of a rule that takes none of its own (read, never written).
+NO_RULE_OPTIONS = {}
 
 -- The server clock in µs (TIME, as the module reads it). The library remembers the
 -- last second it read: a call converts only the microseconds.
@@ -443,7 +447,7 @@ end
 GCRA = (function()
   local L = { kind = 'GCRA', command = 'RL.GCRA', order = 2, storage = 'string', nargs = 3, quantity_fifth = true,
     expected = 'a theoretical arrival time in microseconds since the Unix epoch',
-    options = {}, accepts = { COST = true, AT = true, DELAY = true, REFUND = true, FORCE = true },
+    options = NO_RULE_OPTIONS, accepts = { COST = true, AT = true, DELAY = true, REFUND = true, FORCE = true },
     syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE]',
     rule_syntax = 'GCRA i max_burst count period' }
   function L.parse_args(args, i)

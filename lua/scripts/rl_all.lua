@@ -8,8 +8,8 @@
 
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
-local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, settle_mode, clock_us, floor_ms, ceil_ms, stored_number, stored_digits, open_key, run_call, check_keys, with_numkeys_hint, check_limits_cost, NONE, by_window, limits_rule, fixed_window, FIXED, read_tat, GCRA, MULTI, SLIDING, LOG, check_id, LEASE, BAN, RULES, RULE_KINDS, ALL_OPTIONS, CALL_OPTIONS, all_parse, all_command, rl_all
-COLD = setmetatable({}, {
+local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_RULE_OPTIONS, settle_mode, clock_us, floor_ms, ceil_ms, stored_number, stored_digits, open_key, run_call, check_keys, with_numkeys_hint, check_limits_cost, NONE, by_window, limits_rule, fixed_window, FIXED, read_tat, GCRA, MULTI, SLIDING, LOG, check_id, LEASE, BAN, RULES, RULE_KINDS, ALL_OPTIONS, CALL_OPTIONS, all_parse, all_command, rl_all
+COLD = {
   __index = function(cold, name)
     local value
     if name == 'fail' then
@@ -202,7 +202,8 @@ COLD = setmetatable({}, {
     rawset(cold, name, value)
     return value
   end,
-})
+}
+setmetatable(COLD, COLD)
 
 -- Run a command's body f(...); an error raised with `fail` (or by redis.call) becomes the
 -- error reply. Redis 7.0's pcall hands error tables back as their message string;
@@ -380,6 +381,9 @@ function parse_options(args, first, accepts, stop, unknown)
   end
   return o, i
 end
+
+-- The options of a rule that takes none of its own (read, never written).
+NO_RULE_OPTIONS = {}
 
 -- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
 -- 'force'; at most one of them, and neither with DELAY; a peek (COST 0) takes.
@@ -890,7 +894,7 @@ end
 GCRA = (function()
   local L = { kind = 'GCRA', command = 'RL.GCRA', order = 2, storage = 'string', nargs = 3, quantity_fifth = true,
     expected = 'a theoretical arrival time in microseconds since the Unix epoch',
-    options = {}, accepts = { COST = true, AT = true, DELAY = true, REFUND = true, FORCE = true },
+    options = NO_RULE_OPTIONS, accepts = { COST = true, AT = true, DELAY = true, REFUND = true, FORCE = true },
     syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE]',
     rule_syntax = 'GCRA i max_burst count period' }
   function L.parse_args(args, i)
@@ -1484,7 +1488,7 @@ end
 LEASE = (function()
   local L = { kind = 'LEASE', command = 'RL.LEASE', order = 6, storage = 'zset', nargs = 2,
     expected = 'a sorted set of lease ids scored by their expiry in Unix milliseconds',
-    options = {}, accepts = { COST = true, AT = true, ID = true }, call_options = { ID = true },
+    options = NO_RULE_OPTIONS, accepts = { COST = true, AT = true, ID = true }, call_options = { ID = true },
     reply_field = true,
     syntax = 'RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]',
     rule_syntax = 'LEASE i limit ttl' }
@@ -1621,7 +1625,7 @@ end)()
 -- the one write of a denied call. A rule of RL.ALL only: no command of its own.
 BAN = (function()
   local L = { kind = 'BAN', command = 'RL.ALL', order = 7, storage = 'string', nargs = 3, gate = true,
-    expected = 'a penalty box: strikes:<count>:<end_ms> or banned:<end_ms>', options = {},
+    expected = 'a penalty box: strikes:<count>:<end_ms> or banned:<end_ms>', options = NO_RULE_OPTIONS,
     rule_syntax = 'BAN i strikes window duration' }
   function L.parse_args(args, i)
     local order = 'BAN i strikes window duration: the strikes come first'

@@ -9,7 +9,7 @@
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
 local COLD, run, MEMO, unit_ms, parse_duration, clock_us, floor_ms, bulkexpire_command, rl_bulkexpire
-COLD = setmetatable({}, {
+COLD = {
   __index = function(cold, name)
     local value
     if name == 'fail' then
@@ -54,7 +54,8 @@ COLD = setmetatable({}, {
     rawset(cold, name, value)
     return value
   end,
-})
+}
+setmetatable(COLD, COLD)
 
 -- Run a command's body f(...); an error raised with `fail` (or by redis.call) becomes the
 -- error reply. Redis 7.0's pcall hands error tables back as their message string;

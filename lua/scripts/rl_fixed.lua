@@ -9,7 +9,7 @@
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
 local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, settle_mode, clock_us, ceil_ms, open_key, run_call, single_parse, single_command, fixed_window, FIXED, rl_fixed
-COLD = setmetatable({}, {
+COLD = {
   __index = function(cold, name)
     local value
     if name == 'fail' then
@@ -196,7 +196,8 @@ COLD = setmetatable({}, {
     rawset(cold, name, value)
     return value
   end,
-})
+}
+setmetatable(COLD, COLD)
 
 -- Run a command's body f(...); an error raised with `fail` (or by redis.call) becomes the
 -- error reply. Redis 7.0's pcall hands error tables back as their message string;
@@ -582,7 +583,8 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
   return reply
 end
 
--- A single-key command's arguments, parsed: the call.
+-- A single-key command's arguments, parsed: the call's rules, cost, AT and mode, and
+-- whether to remember it.
 function single_parse(args, L)
   local nargs, given = L.nargs, #args
   if given < nargs then COLD.arity_error(L.command, L.syntax) end
@@ -609,19 +611,17 @@ function single_parse(args, L)
     o.cost = cost
   end
   L.check_cost(r, cost, mode)
-  return { { r }, nil, cost, o.at, mode }, not (o.AT or o.COST)
+  return { r }, cost, o.at, mode, not (o.AT or o.COST)
 end
 
 -- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
 function single_command(keys, args, L, name)
   if #keys ~= 1 then COLD.keys_error(name, 'exactly 1', #keys) end
   local call = MEMO and COLD.recalled(L, 1, args)
-  if not call then
-    local again
-    call, again = single_parse(args, L)
-    if MEMO and again then COLD.remember(L, 1, args, call) end
-  end
-  return run_call('one', keys, call[1], nil, call[3], call[4], call[5])
+  if call then return run_call('one', keys, call[1], nil, call[3], call[4], call[5]) end
+  local rules, cost, at, mode, again = single_parse(args, L)
+  if MEMO and again then COLD.remember(L, 1, args, { rules, nil, cost, at, mode }) end
+  return run_call('one', keys, rules, nil, cost, at, mode)
 end
 
 -- The counter of one window at `now` (RL.FIXED's rules); also each pair of RL.MULTI.

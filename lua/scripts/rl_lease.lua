@@ -8,8 +8,8 @@
 
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
-local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, settle_mode, clock_us, floor_ms, ceil_ms, stored_number, open_key, run_call, single_parse, single_command, check_id, LEASE, rl_lease
-COLD = setmetatable({}, {
+local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, NO_RULE_OPTIONS, settle_mode, clock_us, floor_ms, ceil_ms, stored_number, open_key, run_call, single_parse, single_command, check_id, LEASE, rl_lease
+COLD = {
   __index = function(cold, name)
     local value
     if name == 'fail' then
@@ -148,7 +148,8 @@ COLD = setmetatable({}, {
     rawset(cold, name, value)
     return value
   end,
-})
+}
+setmetatable(COLD, COLD)
 
 -- Run a command's body f(...); an error raised with `fail` (or by redis.call) becomes the
 -- error reply. Redis 7.0's pcall hands error tables back as their message string;
@@ -329,6 +330,9 @@ end
 
 -- The options of a call that gives none (read, never written).
 NO_OPTIONS = { cost = 1 }
+
+-- The options of a rule that takes none of its own (read, never written).
+NO_RULE_OPTIONS = {}
 
 -- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
 -- 'force'; at most one of them, and neither with DELAY; a peek (COST 0) takes.
@@ -549,7 +553,8 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
   return reply
 end
 
--- A single-key command's arguments, parsed: the call.
+-- A single-key command's arguments, parsed: the call's rules, cost, AT and mode, and
+-- whether to remember it.
 function single_parse(args, L)
   local nargs, given = L.nargs, #args
   if given < nargs then COLD.arity_error(L.command, L.syntax) end
@@ -576,19 +581,17 @@ function single_parse(args, L)
     o.cost = cost
   end
   L.check_cost(r, cost, mode)
-  return { { r }, nil, cost, o.at, mode }, not (o.AT or o.COST)
+  return { r }, cost, o.at, mode, not (o.AT or o.COST)
 end
 
 -- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
 function single_command(keys, args, L, name)
   if #keys ~= 1 then COLD.keys_error(name, 'exactly 1', #keys) end
   local call = MEMO and COLD.recalled(L, 1, args)
-  if not call then
-    local again
-    call, again = single_parse(args, L)
-    if MEMO and again then COLD.remember(L, 1, args, call) end
-  end
-  return run_call('one', keys, call[1], nil, call[3], call[4], call[5])
+  if call then return run_call('one', keys, call[1], nil, call[3], call[4], call[5]) end
+  local rules, cost, at, mode, again = single_parse(args, L)
+  if MEMO and again then COLD.remember(L, 1, args, { rules, nil, cost, at, mode }) end
+  return run_call('one', keys, rules, nil, cost, at, mode)
 end
 
 -- A lease id as given (ID, RL.RELEASE's argument): 1 to MAX_ID_LEN bytes.
@@ -603,7 +606,7 @@ end
 LEASE = (function()
   local L = { kind = 'LEASE', command = 'RL.LEASE', order = 6, storage = 'zset', nargs = 2,
     expected = 'a sorted set of lease ids scored by their expiry in Unix milliseconds',
-    options = {}, accepts = { COST = true, AT = true, ID = true }, call_options = { ID = true },
+    options = NO_RULE_OPTIONS, accepts = { COST = true, AT = true, ID = true }, call_options = { ID = true },
     reply_field = true,
     syntax = 'RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]',
     rule_syntax = 'LEASE i limit ttl' }

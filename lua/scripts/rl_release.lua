@@ -8,8 +8,8 @@
 
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
-local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, clock_us, floor_ms, stored_number, open_key, check_id, LEASE, release_command, rl_release
-COLD = setmetatable({}, {
+local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, NO_RULE_OPTIONS, clock_us, floor_ms, stored_number, open_key, check_id, LEASE, release_command, rl_release
+COLD = {
   __index = function(cold, name)
     local value
     if name == 'fail' then
@@ -111,7 +111,8 @@ COLD = setmetatable({}, {
     rawset(cold, name, value)
     return value
   end,
-})
+}
+setmetatable(COLD, COLD)
 
 -- Run a command's body f(...); an error raised with `fail` (or by redis.call) becomes the
 -- error reply. Redis 7.0's pcall hands error tables back as their message string;
@@ -293,6 +294,9 @@ end
 -- The options of a call that gives none (read, never written).
 NO_OPTIONS = { cost = 1 }
 
+-- The options of a rule that takes none of its own (read, never written).
+NO_RULE_OPTIONS = {}
+
 -- The server clock in µs (TIME, as the module reads it). The library remembers the
 -- last second it read: a call converts only the microseconds.
 function clock_us()
@@ -354,7 +358,7 @@ end
 LEASE = (function()
   local L = { kind = 'LEASE', command = 'RL.LEASE', order = 6, storage = 'zset', nargs = 2,
     expected = 'a sorted set of lease ids scored by their expiry in Unix milliseconds',
-    options = {}, accepts = { COST = true, AT = true, ID = true }, call_options = { ID = true },
+    options = NO_RULE_OPTIONS, accepts = { COST = true, AT = true, ID = true }, call_options = { ID = true },
     reply_field = true,
     syntax = 'RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]',
     rule_syntax = 'LEASE i limit ttl' }

@@ -9,7 +9,7 @@
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
 local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, settle_mode, clock_us, ceil_ms, stored_number, stored_digits, open_key, run_call, check_keys, with_numkeys_hint, each_key_parse, each_key_command, check_limits_cost, NONE, by_window, limits_rule, SLIDING, rl_sliding
-COLD = setmetatable({}, {
+COLD = {
   __index = function(cold, name)
     local value
     if name == 'fail' then
@@ -159,7 +159,8 @@ COLD = setmetatable({}, {
     rawset(cold, name, value)
     return value
   end,
-})
+}
+setmetatable(COLD, COLD)
 
 -- Run a command's body f(...); an error raised with `fail` (or by redis.call) becomes the
 -- error reply. Redis 7.0's pcall hands error tables back as their message string;

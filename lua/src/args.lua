@@ -213,6 +213,9 @@ end
 -- The options of a call that gives none (read, never written).
 local NO_OPTIONS = { cost = 1 }
 
+-- The options of a rule that takes none of its own (read, never written).
+local NO_RULE_OPTIONS = {}
+
 -- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
 -- 'force'; at most one of them, and neither with DELAY; a peek (COST 0) takes.
 local function settle_mode(o)

@@ -35,7 +35,8 @@ local function remember(what, nkeys, args, call)
   node[path[#path]] = call
 end
 
--- A single-key command's arguments, parsed: the call.
+-- A single-key command's arguments, parsed: the call's rules, cost, AT and mode, and
+-- whether to remember it.
 local function single_parse(args, L)
   local nargs, given = L.nargs, #args
   if given < nargs then arity_error(L.command, L.syntax) end
@@ -62,19 +63,17 @@ local function single_parse(args, L)
     o.cost = cost
   end
   L.check_cost(r, cost, mode)
-  return { { r }, nil, cost, o.at, mode }, not (o.AT or o.COST)
+  return { r }, cost, o.at, mode, not (o.AT or o.COST)
 end
 
 -- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
 local function single_command(keys, args, L, name)
   if #keys ~= 1 then keys_error(name, 'exactly 1', #keys) end
   local call = MEMO and recalled(L, 1, args)
-  if not call then
-    local again
-    call, again = single_parse(args, L)
-    if MEMO and again then remember(L, 1, args, call) end
-  end
-  return run_call('one', keys, call[1], nil, call[3], call[4], call[5])
+  if call then return run_call('one', keys, call[1], nil, call[3], call[4], call[5]) end
+  local rules, cost, at, mode, again = single_parse(args, L)
+  if MEMO and again then remember(L, 1, args, { rules, nil, cost, at, mode }) end
+  return run_call('one', keys, rules, nil, cost, at, mode)
 end
 
 -- The keys of a call with numkeys (FCALL's or EVALSHA's): from 1 to `max`, each at most

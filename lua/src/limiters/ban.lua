@@ -4,7 +4,7 @@
 -- the one write of a denied call. A rule of RL.ALL only: no command of its own.
 local BAN = (function()
   local L = { kind = 'BAN', command = 'RL.ALL', order = 7, storage = 'string', nargs = 3, gate = true,
-    expected = 'a penalty box: strikes:<count>:<end_ms> or banned:<end_ms>', options = {},
+    expected = 'a penalty box: strikes:<count>:<end_ms> or banned:<end_ms>', options = NO_RULE_OPTIONS,
     rule_syntax = 'BAN i strikes window duration' }
   function L.parse_args(args, i)
     local order = 'BAN i strikes window duration: the strikes come first'

@@ -25,7 +25,7 @@ end
 local GCRA = (function()
   local L = { kind = 'GCRA', command = 'RL.GCRA', order = 2, storage = 'string', nargs = 3, quantity_fifth = true,
     expected = 'a theoretical arrival time in microseconds since the Unix epoch',
-    options = {}, accepts = { COST = true, AT = true, DELAY = true, REFUND = true, FORCE = true },
+    options = NO_RULE_OPTIONS, accepts = { COST = true, AT = true, DELAY = true, REFUND = true, FORCE = true },
     syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE]',
     rule_syntax = 'GCRA i max_burst count period' }
   function L.parse_args(args, i)

@@ -14,7 +14,7 @@ end
 local LEASE = (function()
   local L = { kind = 'LEASE', command = 'RL.LEASE', order = 6, storage = 'zset', nargs = 2,
     expected = 'a sorted set of lease ids scored by their expiry in Unix milliseconds',
-    options = {}, accepts = { COST = true, AT = true, ID = true }, call_options = { ID = true },
+    options = NO_RULE_OPTIONS, accepts = { COST = true, AT = true, ID = true }, call_options = { ID = true },
     reply_field = true,
     syntax = 'RL.LEASE key limit ttl [ID id] [COST n] [AT unix_ms]',
     rule_syntax = 'LEASE i limit ttl' }
