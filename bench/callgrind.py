@@ -5,10 +5,11 @@
 
 Starts redis-server (or $REDIS_SERVER) under `valgrind --tool=callgrind` on a free
 127.0.0.1 port with each module in turn, counts only inside the server's dispatch of a
-module command (`RedisModuleCommandDispatcher`: the module's handler and everything it
-calls, not the reading of the request or the writing of the reply to the socket), sends
-each row's calls, and prints the instructions per call. A count, not a time: it does not
-depend on how busy the machine is, so two builds compare exactly.
+module command (`RedisModuleCommandDispatcher`, Valkey 9's `ValkeyModuleCommandDispatcher`:
+the module's handler and everything it calls, not the reading of the request or the
+writing of the reply to the socket), sends each row's calls, and prints the instructions
+per call. A count, not a time: it does not depend on how busy the machine is, so two
+builds compare exactly.
 
 With `--twins` (no module loaded) it counts inside `FCALL` and `EVALSHA`
 (`fcallCommand`, `evalShaCommand`: the Lua run and the server calls it makes, not the
@@ -182,7 +183,9 @@ def measure(server, module, calls, rows=None):
     """Instructions per call of each row with `module`."""
     results = {}
     for name, make in rows or ROWS:
-        results[name] = count(server, ["--loadmodule", module], ["RedisModuleCommandDispatcher"],
+        # Valkey 9 names the dispatcher ValkeyModuleCommandDispatcher.
+        results[name] = count(server, ["--loadmodule", module],
+                              ["RedisModuleCommandDispatcher", "ValkeyModuleCommandDispatcher"],
                               [], [make(i) for i in range(calls)])
     return results
 
