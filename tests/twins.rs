@@ -180,7 +180,7 @@ fn a_replica_gets_the_library_and_a_restart_keeps_it() {
 /// (RL.FIXED's counter over a fixed window), in one file that names no other place.
 const QUOTA: &str = r#"-- RL.QUOTA: at most `limit` an hour.
 local QUOTA = (function()
-  local L = { kind = 'QUOTA', command = 'RL.QUOTA', order = 8, storage = 'string', expiry = true, nargs = 1,
+  local L = { kind = 'QUOTA', command = 'RL.QUOTA', storage = 'string', expiry = true, nargs = 1,
     expected = 'a non-negative integer counter', options = {}, accepts = { COST = true, AT = true },
     syntax = 'RL.QUOTA key limit [COST n] [AT unix_ms]', rule_syntax = 'QUOTA i limit' }
   function L.parse_args(args, i)
@@ -244,7 +244,10 @@ fn a_limiter_added_as_one_file_is_a_function_a_script_and_a_rule() {
     build(&lua, false, "the build refuses the new limiter");
     let library = std::fs::read_to_string(lua.join("ratelimit.lua")).expect("the library");
     assert!(library.contains("redis.register_function('rl_quota', rl_quota)"));
-    assert!(library.contains("QUOTA = QUOTA }"), "RL.ALL's rules");
+    assert!(
+        library.contains("MULTI = MULTI, QUOTA = QUOTA, SLIDING = SLIDING }"),
+        "RL.ALL's rules, in the order of their files' names"
+    );
     let quota_script =
         std::fs::read_to_string(lua.join("scripts/rl_quota.lua")).expect("its script");
     // The other functions' scripts are the repository's, byte for byte.
@@ -302,7 +305,7 @@ fn a_limiter_added_as_one_file_is_a_function_a_script_and_a_rule() {
         unknown
             .err()
             .unwrap_or("")
-            .contains("a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE, BAN or QUOTA"),
+            .contains("a rule is BAN, FIXED, GCRA, LEASE, LOG, MULTI, QUOTA or SLIDING"),
         "{unknown:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);

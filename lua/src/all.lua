@@ -1,5 +1,5 @@
 -- RL.ALL: numkeys key [key ...] RULE [RULE ...] [COST n] [AT unix_ms] [ID id]
--- [REFUND|FORCE], each rule one limiter's arguments with its key replaced by the key's
+-- [REFUND|FORCE|UPTO], each rule one limiter's arguments with its key replaced by the key's
 -- 1-based position among the keys (`FIXED i limit window [ALIGN]`, ...). Each rule is
 -- judged by the same limiter as its own command, on the same state; the call is allowed
 -- iff every rule allows, and a denial writes nothing. The rules are the limiters of
@@ -7,15 +7,15 @@
 
 local ALL_OPTIONS = {
   COST = true, AT = true, ALIGN = true, DELAY = true, BUCKETS = true, META = true, LIMIT = true,
-  ID = true, REFUND = true, FORCE = true,
+  ID = true, REFUND = true, FORCE = true, UPTO = true,
 }
-local CALL_OPTIONS = { COST = true, AT = true, REFUND = true, FORCE = true }
+local CALL_OPTIONS = { COST = true, AT = true, REFUND = true, FORCE = true, UPTO = true }
 
 -- The arguments of RL.ALL, parsed: the call (its rules, their keys' positions, and the
 -- call's cost, AT and mode), and whether to remember it.
 local function all_parse(keys, args, name)
   if 1 + #keys + #args < 4 then
-    arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE]')
+    arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE|UPTO]')
   end
   check_keys(keys, MAX_ALL_KEYS, name)
   local rules, positions, taken = {}, {}, {}
@@ -28,7 +28,7 @@ local function all_parse(keys, args, name)
     local w = string.upper(args[i])
     local index = #rules + 1
     if CALL_OPTIONS[w] or w == 'ID' then
-      -- The call's options: COST, AT, REFUND, FORCE, and those its rules take from the
+      -- The call's options: COST, AT, REFUND, FORCE, UPTO, and those its rules take from the
       -- call (ID).
       local accepts = {}
       for k in pairs(CALL_OPTIONS) do accepts[k] = true end

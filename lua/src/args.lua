@@ -1,5 +1,5 @@
 -- Reading arguments: counts, durations, AT, the options after a command's (or a rule's)
--- positional arguments, and how a request settles (REFUND, FORCE).
+-- positional arguments, and how a request settles (REFUND, FORCE, UPTO).
 --
 -- These run on every call. The common case builds nothing, and an error's text (and
 -- what it needs) is built only when there is an error.
@@ -153,7 +153,7 @@ local function parse_options(args, first, accepts, stop, unknown)
       if unknown then unknown(args[i]) end
       -- The options in the order error replies list them (the module's Opt order).
       local listed = {}
-      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE' }) do
+      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE', 'UPTO' }) do
         if accepts[k] then listed[#listed + 1] = k end
       end
       fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
@@ -165,7 +165,7 @@ local function parse_options(args, first, accepts, stop, unknown)
     if w == 'ALIGN' then
       o.align = true
       i = i + 1
-    elseif w == 'REFUND' or w == 'FORCE' then
+    elseif w == 'REFUND' or w == 'FORCE' or w == 'UPTO' then
       i = i + 1
     elseif w == 'LIMIT' then
       if not o.limits then o.limits, o.named = {}, {} end
@@ -216,14 +216,23 @@ local NO_OPTIONS = { cost = 1 }
 -- The options of a rule that takes none of its own (read, never written).
 local NO_RULE_OPTIONS = {}
 
--- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
--- 'force'; at most one of them, and neither with DELAY; a peek (COST 0) takes.
+-- How a request settles, from REFUND, FORCE and UPTO: 'take' (the usual), 'refund',
+-- 'force' or 'upto' (as much of COST as fits now); at most one of them, none with
+-- DELAY, and UPTO with a cost of at least 1; a peek (COST 0) takes. The errors in the
+-- module's order (Mode::of).
 local function settle_mode(o)
   if o.REFUND and o.FORCE then
     fail('ERR REFUND and FORCE cannot be given together: a request is either given back or forced')
   end
-  local mode = (o.REFUND and 'refund') or (o.FORCE and 'force') or 'take'
-  if mode ~= 'take' and o.delay then
+  if o.UPTO and (o.REFUND or o.FORCE) then
+    fail('ERR UPTO cannot be given with ' .. (o.REFUND and 'REFUND' or 'FORCE')
+      .. ': UPTO takes as much of COST as fits now')
+  end
+  local mode = (o.REFUND and 'refund') or (o.FORCE and 'force') or (o.UPTO and 'upto') or 'take'
+  if mode == 'upto' then
+    if o.delay then fail('ERR UPTO cannot be given with DELAY: UPTO takes as much of COST as fits now') end
+    if o.cost == 0 then fail('ERR UPTO takes COST n with n at least 1 (COST 0 alone peeks)') end
+  elseif mode ~= 'take' and o.delay then
     fail('ERR ' .. string.upper(mode) .. ' cannot be given with DELAY: a settled request is not booked')
   end
   -- COST 0 with either flag is the peek COST 0 is without it.

@@ -63,8 +63,8 @@ end
 local FIXED = (function()
   local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', expiry = true, nargs = 2,
     expected = 'a non-negative integer counter', options = { ALIGN = true },
-    accepts = { COST = true, AT = true, ALIGN = true, REFUND = true, FORCE = true },
-    syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]',
+    accepts = { COST = true, AT = true, ALIGN = true, REFUND = true, FORCE = true, UPTO = true },
+    syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE|UPTO]',
     rule_syntax = 'FIXED i limit window [ALIGN]' }
   function L.parse_args(args, i)
     local order = 'RL.FIXED key limit window: the limit comes first'

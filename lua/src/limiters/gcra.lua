@@ -25,8 +25,8 @@ end
 local GCRA = (function()
   local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3, quantity_fifth = true,
     expected = 'a theoretical arrival time in microseconds since the Unix epoch',
-    options = NO_RULE_OPTIONS, accepts = { COST = true, AT = true, DELAY = true, REFUND = true, FORCE = true },
-    syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE]',
+    options = NO_RULE_OPTIONS, accepts = { COST = true, AT = true, DELAY = true, REFUND = true, FORCE = true, UPTO = true },
+    syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE|UPTO]',
     rule_syntax = 'GCRA i max_burst count period' }
   function L.parse_args(args, i)
     local order = 'RL.GCRA key max_burst count period: the period comes last'

@@ -4,8 +4,8 @@
 local LOG = (function()
   local L = { kind = 'LOG', command = 'RL.LOG', storage = 'zset', nargs = 2,
     expected = 'a sorted set of seq:cost:meta members scored by microseconds since the Unix epoch',
-    options = { META = true }, accepts = { COST = true, AT = true, META = true, REFUND = true, FORCE = true },
-    syntax = 'RL.LOG key limit window [META value] [COST n] [AT unix_ms] [REFUND|FORCE]',
+    options = { META = true }, accepts = { COST = true, AT = true, META = true, REFUND = true, FORCE = true, UPTO = true },
+    syntax = 'RL.LOG key limit window [META value] [COST n] [AT unix_ms] [REFUND|FORCE|UPTO]',
     rule_syntax = 'LOG i limit window [META value]' }
   -- How many counted members a denial reads one by one before it searches by score.
   local SCAN_STEPS = 8

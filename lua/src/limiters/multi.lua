@@ -5,8 +5,8 @@ local MULTI = (function()
   local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:count:end_ms entries separated by commas',
     options = { LIMIT = true, ALIGN = true },
-    accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true, REFUND = true, FORCE = true },
-    syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]',
+    accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true, REFUND = true, FORCE = true, UPTO = true },
+    syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE|UPTO]',
     rule_syntax = 'MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]' }
   limits_rule(L)
   function L.build(r, o)
