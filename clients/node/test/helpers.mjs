@@ -232,14 +232,20 @@ export function listen(server) {
 }
 
 /** The code blocks (```js, and ```ts) of the section of docs/clients.md headed "Node",
- * with their first lines and languages. */
+ * and of the subsections headed "Node" in other sections (as "Local budgets" has one
+ * per package), with their first lines and languages. */
 export function nodeBlocks() {
   const lines = readFileSync(join(REPO, "docs", "clients.md"), "utf8").split("\n");
   const blocks = [];
-  let inNode = false;
+  let inSection = false;
+  let inSubsection = false;
   let open = null;
   lines.forEach((line, i) => {
-    if (open === null && /^## /.test(line)) inNode = /^## .*\bNode\b/.test(line) && !/Go\b/.test(line);
+    if (open === null && /^## /.test(line)) {
+      inSection = /^## .*\bNode\b/.test(line) && !/Go\b/.test(line);
+      inSubsection = false;
+    } else if (open === null && /^### /.test(line)) inSubsection = /^### Node\b/.test(line);
+    const inNode = inSection || inSubsection;
     if (!inNode && open === null) return;
     const fence = open === null && /^```(js|javascript|mjs|ts|typescript)\s*$/.exec(line.trim());
     if (fence) open = { line: i + 1, lang: /^t/.test(fence[1]) ? "ts" : "js", text: [] };
