@@ -8,7 +8,6 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { Redis, Cluster as IoCluster } from "ioredis";
-import { createClient, createCluster } from "redis";
 import {
   All,
   Ban,
@@ -24,45 +23,12 @@ import {
   Sliding,
   ratelimitHeaders,
 } from "redis-native-ratelimit";
-import { Cluster, PKG, Server, memoryLogger, stallableServer, tag } from "./helpers.mjs";
+import { PKG, Server, clientVariants, memoryLogger, serversOfFile, stallableServer, tag } from "./helpers.mjs";
 
 const T = 1_900_000_000_000; // AT: every call judged at a time of the test's choosing
 
-let server;
-let cluster;
-before(async () => {
-  server = await Server.start();
-  cluster = await Cluster.start();
-});
-after(async () => {
-  await server?.remove();
-  await cluster?.remove();
-});
-
-/** Each variant: the client a budget runs on, an ioredis connection that reads the keys
- * (`raw`), and ioredis connections to every primary (for INFO commandstats). */
-const VARIANTS = {
-  ioredis: async () => {
-    const c = new Redis({ port: server.port, host: "127.0.0.1" });
-    return { client: c, raw: c, primaries: async () => [c], close: async () => c.disconnect() };
-  },
-  "node-redis": async () => {
-    const c = await createClient({ url: server.url() }).connect();
-    const raw = new Redis({ port: server.port, host: "127.0.0.1" });
-    return { client: c, raw, primaries: async () => [raw], close: async () => (await c.close(), raw.disconnect()) };
-  },
-  "ioredis Cluster": async () => {
-    const c = new IoCluster([{ host: "127.0.0.1", port: cluster.port }]);
-    await c.ping();
-    return { client: c, raw: c, primaries: async () => c.nodes("master"), close: async () => c.disconnect(), cluster: true };
-  },
-  "node-redis Cluster": async () => {
-    const c = await createCluster({ rootNodes: [{ url: `redis://127.0.0.1:${cluster.port}` }] }).connect();
-    const raw = new IoCluster([{ host: "127.0.0.1", port: cluster.port }]);
-    await raw.ping();
-    return { client: c, raw, primaries: async () => raw.nodes("master"), close: async () => (await c.close(), raw.disconnect()), cluster: true };
-  },
-};
+const servers = serversOfFile();
+const VARIANTS = clientVariants(servers);
 
 /** Calls of a command on every primary since the last reset (INFO commandstats). */
 async function commandCalls(primaries, command) {
@@ -389,11 +355,11 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
 }
 
 describe("several Node processes on one key", () => {
-  // Each process: its own client and budget on the same key, 150 takes from 10
+  // Each process: its own client and budget on the same key, its takes from 10
   // concurrent loops, then close; it prints what it did.
   const WORKER = `
-    import { Redis, Cluster } from "ioredis";
-    import { createClient, createCluster } from "redis";
+    import { Redis } from "ioredis";
+    import { createCluster } from "redis";
     import { Fixed, RateLimiter } from "redis-native-ratelimit";
     const o = JSON.parse(process.env.BUDGET_WORKER);
     const url = "redis://127.0.0.1:" + o.port;
@@ -438,7 +404,7 @@ describe("several Node processes on one key", () => {
       test(`${kind}: four processes, ${4 * takes} takes of a limit of 300`, async () => {
         const onCluster = kind.includes("Cluster");
         const key = tag() + "processes";
-        const port = onCluster ? cluster.port : server.port;
+        const port = onCluster ? servers.cluster.port : servers.server.port;
         const raw = onCluster ? new IoCluster([{ host: "127.0.0.1", port }]) : new Redis({ port, host: "127.0.0.1" });
         try {
           const done = await Promise.all([0, 1, 2, 3].map(() => runWorker({ kind, port, key, limit: 300, batch: 25, takes, at: T })));
@@ -548,7 +514,7 @@ describe("outages", () => {
   });
 
   test("one refill in flight at a time (a counting client)", async () => {
-    const c = new Redis({ port: server.port, host: "127.0.0.1" });
+    const c = new Redis({ port: servers.server.port, host: "127.0.0.1" });
     let inFlight = 0;
     let most = 0;
     let sent = 0;
