@@ -14,7 +14,7 @@
 -- fails when they are stale. So every definition at the top level of this file is a
 -- `local function name(...)` or a `local NAME = ...`, and the build follows the names.
 --
--- Each limiter (FIXED, GCRA, MULTI, SLIDING, LOG, LEASE, BAN below) is a table of its parts, built
+-- Each limiter (BAN, FIXED, GCRA, LEASE, LOG, MULTI, SLIDING below) is a table of its parts, built
 -- once when the library loads, as the module's core has them:
 --   kind, command, expected        its rule keyword, its command, its state in errors
 --   storage, expiry                'string' or 'zset'; whether a string's expiry is read
@@ -1743,7 +1743,7 @@ local function all_parse(keys, args, name)
     end
     local L = RULES[w]
     if not L then
-      fail("ERR unknown rule '" .. echo(args[i]) .. "': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN"
+      fail("ERR unknown rule '" .. echo(args[i]) .. "': a rule is BAN, FIXED, GCRA, LEASE, LOG, MULTI or SLIDING"
         .. ' followed by its key\'s position (COST and AT come after the rules)')
     end
     local raw = args[i + 1] or ''

@@ -1664,7 +1664,7 @@ local function all_parse(keys, args, name)
     end
     local L = RULES[w]
     if not L then
-      fail("ERR unknown rule '" .. echo(args[i]) .. "': a rule is FIXED, GCRA, MULTI, SLIDING, LOG, LEASE or BAN"
+      fail("ERR unknown rule '" .. echo(args[i]) .. "': a rule is BAN, FIXED, GCRA, LEASE, LOG, MULTI or SLIDING"
         .. ' followed by its key\'s position (COST and AT come after the rules)')
     end
     local raw = args[i + 1] or ''
