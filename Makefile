@@ -53,7 +53,9 @@ unit: ## Unit and property tests of the pure code (core, RESP client, sweep tool
 	$(CARGO) test -p ratelimit-core -p ratelimit-resp -p ratelimit-sweep
 
 # What the integration tests run: the debug module and sweep tool, built first, found
-# where cargo put them. INTEGRATION_ARGS narrows the run (e.g. --test module).
+# where cargo put them. The tests are one binary (tests/main.rs), a module per file of
+# tests/; INTEGRATION_ARGS narrows the run (e.g. "--test it module::", the
+# tests of tests/module.rs).
 TEST_ENV = RATELIMIT_MODULE=$(DEBUG_MODULE) RATELIMIT_SWEEP=$(DEBUG_SWEEP)
 
 test-binaries:
@@ -107,7 +109,7 @@ go-client: test-binaries ## The Go module's tests (clients/go: calls on go-redis
 check-target-dir: ## Check that the targets find the build in another CARGO_TARGET_DIR
 	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
 	  echo "check-target-dir: building into $$dir" && \
-	  CARGO_TARGET_DIR=$$dir $(MAKE) --no-print-directory integration INTEGRATION_ARGS="--test module" && \
+	  CARGO_TARGET_DIR=$$dir $(MAKE) --no-print-directory integration INTEGRATION_ARGS="--test it module::" && \
 	  test -f "$$dir/debug/libredis_ratelimit.so"
 
 # The release artefacts: a tarball and a Debian package (debhelper, from packaging/),

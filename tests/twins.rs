@@ -2,7 +2,7 @@
 //! library; the library loads on a server without the module, again with `REPLACE`,
 //! reaches replicas and survives a restart; every function and its script answer alike.
 
-mod common;
+use crate::common;
 
 use common::twins::{library, load_library, script, FUNCTIONS};
 use common::{at_base, wait_for_replicas, Server, Twins, Value, HOUR, MINUTE};
