@@ -8,7 +8,7 @@
 
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
-local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, NO_RULE_OPTIONS, clock_us, ceil_ms, open_key, run_call, read_tat, GCRA, throttle_command, cl_throttle
+local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, NO_RULE_OPTIONS, clock_us, ceil_ms, open_key, judge_call, run_call, read_tat, GCRA, throttle_command, cl_throttle
 COLD = {
   __index = function(cold, name)
     local value
@@ -273,70 +273,33 @@ function open_key(L, key)
   return true
 end
 
--- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
--- RL.SLIDING: rule i on key i) or 'all' (RL.ALL: rule i on key positions[i]); `rules`
--- the rules in the order given. Open every key, judge every rule (gates first), decide
--- all or nothing and the binding rule, write every key (RL.ALL's denial writes nothing
--- but a penalty), reply with the binding rule's numbers.
-function run_call(shape, keys, rules, positions, cost, at, mode)
-  local now = at and at * 1000 or clock_us()
+-- Judge every rule of a call whose keys are open (records[i]: their state and expiry)
+-- at `now` for `cost` and `mode`: gates first, a gate that denies ends the call (the
+-- other rules not judged). Returns the record of the gate that denied, or nil and the
+-- denying rule (the largest retry, ties: the first), the one forced over its limit
+-- (the largest retry), the one with the least remaining (ties: the first; a gate that
+-- allows only in a call of gates), its retry and the longest reset of a rule allowed
+-- with nothing remaining (µs of whole ms).
+function judge_call(shape, keys, rules, positions, records, cost, now, mode, token)
   local n, all = #rules, shape == 'all'
-  -- What the call keeps of each rule (its key's state and expiry, its judgement, its
-  -- write). The library reuses them from call to call (one call runs at a time, and each
-  -- call sets every field of the rules it has); a script makes its own.
-  local records = MEMO and MEMO.records or {}
-  -- Open every key (a key of another type is an error before any rule is judged).
-  local token, wanting = nil, nil
-  for i = 1, n do
-    local r, rec = rules[i], records[i]
-    if not rec then
-      rec = {}
-      records[i] = rec
-    end
-    local L = r.L
-    if all then
-      rec.state, rec.exp = COLD.rule_step(i, r, open_key, L, keys[positions[i]])
-    else
-      rec.state, rec.exp = open_key(L, keys[i])
-    end
-    rec.j = nil
-    if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
-      wanting = wanting or {}
-      wanting[#wanting + 1] = keys[all and positions[i] or i]
-      token = L.make_token
-    end
-  end
-  -- One name for the rules that record one they were not given, unused on their keys.
-  if wanting then token = token(now, wanting) end
   local gates_only = all
+  for i = 1, n do records[i].j = nil end
   if all then
     for i = 1, n do
       local r, rec = rules[i], records[i]
       if r.L.gate then
-        -- A gate (the BAN rule) is judged first: one that denies ends the call, the
-        -- other rules not judged and nothing written; it binds.
         local key = keys[positions[i]]
         local j, retry = COLD.rule_step(i, r, r.L.judge, r, key, true, rec.state, rec.exp, now, cost, mode, token)
         rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
         if retry then
           j[6], j[7] = i, key
-          -- The other rules, not judged, give their own field as in any denial (nil).
-          for k = 1, n do
-            if rules[k].L.reply_field then
-              j[8] = false
-              break
-            end
-          end
-          return j
+          return rec
         end
       else
         gates_only = false
       end
     end
   end
-  -- The binding rule: the denying one with the largest retry (ties: the first), else
-  -- the one forced over its limit with the largest retry, else the one with the least
-  -- remaining (ties: the first). A gate that allows binds only a call of gates.
   local deny, deny_retry, over, over_retry, least, least_left, full = nil, 0, nil, 0, nil, 0, 0
   local named = shape ~= 'one'
   for i = 1, n do
@@ -364,6 +327,76 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
         if not least or j[3] < least_left then least, least_left = i, j[3] end
       end
     end
+  end
+  return nil, deny, over, least, over_retry, full, gates_only
+end
+
+-- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
+-- RL.SLIDING: rule i on key i) or 'all' (RL.ALL: rule i on key positions[i]); `rules`
+-- the rules in the order given. Open every key, judge every rule (gates first), decide
+-- all or nothing and the binding rule, write every key (RL.ALL's denial writes nothing
+-- but a penalty), reply with the binding rule's numbers. With UPTO (mode 'upto') the
+-- call is the call of cost k, the largest up to `cost` that a peek says remains (1
+-- without a peek for a cost of 1, all of it for a call of gates alone), or of cost 1
+-- denied; its reply ends with k (0 when denied), as the module's Call::resolve_up_to.
+function run_call(shape, keys, rules, positions, cost, at, mode)
+  local now = at and at * 1000 or clock_us()
+  local n, all = #rules, shape == 'all'
+  -- What the call keeps of each rule (its key's state and expiry, its judgement, its
+  -- write). The library reuses them from call to call (one call runs at a time, and each
+  -- call sets every field of the rules it has); a script makes its own.
+  local records = MEMO and MEMO.records or {}
+  -- Open every key (a key of another type is an error before any rule is judged).
+  local token, wanting = nil, nil
+  for i = 1, n do
+    local r, rec = rules[i], records[i]
+    if not rec then
+      rec = {}
+      records[i] = rec
+    end
+    local L = r.L
+    if all then
+      rec.state, rec.exp = COLD.rule_step(i, r, open_key, L, keys[positions[i]])
+    else
+      rec.state, rec.exp = open_key(L, keys[i])
+    end
+    if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
+      wanting = wanting or {}
+      wanting[#wanting + 1] = keys[all and positions[i] or i]
+      token = L.make_token
+    end
+  end
+  -- One name for the rules that record one they were not given, unused on their keys.
+  if wanting then token = token(now, wanting) end
+  local upto = mode == 'upto'
+  if upto then
+    local k = 1
+    if cost > 1 then
+      local gated, deny, _, least, _, _, gates_only =
+        judge_call(shape, keys, rules, positions, records, 0, now, 'take', token)
+      if gated or deny then
+        k = 0
+      elseif gates_only then
+        k = cost
+      else
+        k = math.min(math.max(records[least].j[3], 0), cost)
+      end
+    end
+    cost, mode = math.max(k, 1), 'take'
+  end
+  local gated, deny, over, least, over_retry, full =
+    judge_call(shape, keys, rules, positions, records, cost, now, mode, token)
+  if gated then
+    local reply = gated.j
+    -- The other rules, not judged, give their own field as in any denial (nil).
+    for k = 1, n do
+      if rules[k].L.reply_field then
+        reply[8] = false
+        break
+      end
+    end
+    if upto then reply[#reply + 1] = 0 end
+    return reply
   end
   local allowed = not deny
   local bind = deny or over or least
@@ -420,6 +453,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
       end
     end
   end
+  if upto then reply[#reply + 1] = allowed and cost or 0 end
   return reply
 end
 
@@ -447,8 +481,8 @@ end
 GCRA = (function()
   local L = { kind = 'GCRA', command = 'RL.GCRA', storage = 'string', nargs = 3, quantity_fifth = true,
     expected = 'a theoretical arrival time in microseconds since the Unix epoch',
-    options = NO_RULE_OPTIONS, accepts = { COST = true, AT = true, DELAY = true, REFUND = true, FORCE = true },
-    syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE]',
+    options = NO_RULE_OPTIONS, accepts = { COST = true, AT = true, DELAY = true, REFUND = true, FORCE = true, UPTO = true },
+    syntax = 'RL.GCRA key max_burst count period [COST n] [AT unix_ms] [DELAY max_delay] [REFUND|FORCE|UPTO]',
     rule_syntax = 'GCRA i max_burst count period' }
   function L.parse_args(args, i)
     local order = 'RL.GCRA key max_burst count period: the period comes last'

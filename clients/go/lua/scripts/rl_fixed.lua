@@ -8,7 +8,7 @@
 
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
-local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, settle_mode, clock_us, ceil_ms, open_key, run_call, single_parse, single_command, fixed_window, FIXED, rl_fixed
+local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, settle_mode, clock_us, ceil_ms, open_key, judge_call, run_call, single_parse, single_command, fixed_window, FIXED, rl_fixed
 COLD = {
   __index = function(cold, name)
     local value
@@ -319,7 +319,7 @@ function parse_options(args, first, accepts, stop, unknown)
       if unknown then unknown(args[i]) end
       -- The options in the order error replies list them (the module's Opt order).
       local listed = {}
-      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE' }) do
+      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE', 'UPTO' }) do
         if accepts[k] then listed[#listed + 1] = k end
       end
       COLD.fail("ERR unknown option '" .. COLD.echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
@@ -331,7 +331,7 @@ function parse_options(args, first, accepts, stop, unknown)
     if w == 'ALIGN' then
       o.align = true
       i = i + 1
-    elseif w == 'REFUND' or w == 'FORCE' then
+    elseif w == 'REFUND' or w == 'FORCE' or w == 'UPTO' then
       i = i + 1
     elseif w == 'LIMIT' then
       if not o.limits then o.limits, o.named = {}, {} end
@@ -379,14 +379,23 @@ end
 -- The options of a call that gives none (read, never written).
 NO_OPTIONS = { cost = 1 }
 
--- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
--- 'force'; at most one of them, and neither with DELAY; a peek (COST 0) takes.
+-- How a request settles, from REFUND, FORCE and UPTO: 'take' (the usual), 'refund',
+-- 'force' or 'upto' (as much of COST as fits now); at most one of them, none with
+-- DELAY, and UPTO with a cost of at least 1; a peek (COST 0) takes. The errors in the
+-- module's order (Mode::of).
 function settle_mode(o)
   if o.REFUND and o.FORCE then
     COLD.fail('ERR REFUND and FORCE cannot be given together: a request is either given back or forced')
   end
-  local mode = (o.REFUND and 'refund') or (o.FORCE and 'force') or 'take'
-  if mode ~= 'take' and o.delay then
+  if o.UPTO and (o.REFUND or o.FORCE) then
+    COLD.fail('ERR UPTO cannot be given with ' .. (o.REFUND and 'REFUND' or 'FORCE')
+      .. ': UPTO takes as much of COST as fits now')
+  end
+  local mode = (o.REFUND and 'refund') or (o.FORCE and 'force') or (o.UPTO and 'upto') or 'take'
+  if mode == 'upto' then
+    if o.delay then COLD.fail('ERR UPTO cannot be given with DELAY: UPTO takes as much of COST as fits now') end
+    if o.cost == 0 then COLD.fail('ERR UPTO takes COST n with n at least 1 (COST 0 alone peeks)') end
+  elseif mode ~= 'take' and o.delay then
     COLD.fail('ERR ' .. string.upper(mode) .. ' cannot be given with DELAY: a settled request is not booked')
   end
   -- COST 0 with either flag is the peek COST 0 is without it.
@@ -433,70 +442,33 @@ function open_key(L, key)
   return true
 end
 
--- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
--- RL.SLIDING: rule i on key i) or 'all' (RL.ALL: rule i on key positions[i]); `rules`
--- the rules in the order given. Open every key, judge every rule (gates first), decide
--- all or nothing and the binding rule, write every key (RL.ALL's denial writes nothing
--- but a penalty), reply with the binding rule's numbers.
-function run_call(shape, keys, rules, positions, cost, at, mode)
-  local now = at and at * 1000 or clock_us()
+-- Judge every rule of a call whose keys are open (records[i]: their state and expiry)
+-- at `now` for `cost` and `mode`: gates first, a gate that denies ends the call (the
+-- other rules not judged). Returns the record of the gate that denied, or nil and the
+-- denying rule (the largest retry, ties: the first), the one forced over its limit
+-- (the largest retry), the one with the least remaining (ties: the first; a gate that
+-- allows only in a call of gates), its retry and the longest reset of a rule allowed
+-- with nothing remaining (µs of whole ms).
+function judge_call(shape, keys, rules, positions, records, cost, now, mode, token)
   local n, all = #rules, shape == 'all'
-  -- What the call keeps of each rule (its key's state and expiry, its judgement, its
-  -- write). The library reuses them from call to call (one call runs at a time, and each
-  -- call sets every field of the rules it has); a script makes its own.
-  local records = MEMO and MEMO.records or {}
-  -- Open every key (a key of another type is an error before any rule is judged).
-  local token, wanting = nil, nil
-  for i = 1, n do
-    local r, rec = rules[i], records[i]
-    if not rec then
-      rec = {}
-      records[i] = rec
-    end
-    local L = r.L
-    if all then
-      rec.state, rec.exp = COLD.rule_step(i, r, open_key, L, keys[positions[i]])
-    else
-      rec.state, rec.exp = open_key(L, keys[i])
-    end
-    rec.j = nil
-    if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
-      wanting = wanting or {}
-      wanting[#wanting + 1] = keys[all and positions[i] or i]
-      token = L.make_token
-    end
-  end
-  -- One name for the rules that record one they were not given, unused on their keys.
-  if wanting then token = token(now, wanting) end
   local gates_only = all
+  for i = 1, n do records[i].j = nil end
   if all then
     for i = 1, n do
       local r, rec = rules[i], records[i]
       if r.L.gate then
-        -- A gate (the BAN rule) is judged first: one that denies ends the call, the
-        -- other rules not judged and nothing written; it binds.
         local key = keys[positions[i]]
         local j, retry = COLD.rule_step(i, r, r.L.judge, r, key, true, rec.state, rec.exp, now, cost, mode, token)
         rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
         if retry then
           j[6], j[7] = i, key
-          -- The other rules, not judged, give their own field as in any denial (nil).
-          for k = 1, n do
-            if rules[k].L.reply_field then
-              j[8] = false
-              break
-            end
-          end
-          return j
+          return rec
         end
       else
         gates_only = false
       end
     end
   end
-  -- The binding rule: the denying one with the largest retry (ties: the first), else
-  -- the one forced over its limit with the largest retry, else the one with the least
-  -- remaining (ties: the first). A gate that allows binds only a call of gates.
   local deny, deny_retry, over, over_retry, least, least_left, full = nil, 0, nil, 0, nil, 0, 0
   local named = shape ~= 'one'
   for i = 1, n do
@@ -524,6 +496,76 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
         if not least or j[3] < least_left then least, least_left = i, j[3] end
       end
     end
+  end
+  return nil, deny, over, least, over_retry, full, gates_only
+end
+
+-- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
+-- RL.SLIDING: rule i on key i) or 'all' (RL.ALL: rule i on key positions[i]); `rules`
+-- the rules in the order given. Open every key, judge every rule (gates first), decide
+-- all or nothing and the binding rule, write every key (RL.ALL's denial writes nothing
+-- but a penalty), reply with the binding rule's numbers. With UPTO (mode 'upto') the
+-- call is the call of cost k, the largest up to `cost` that a peek says remains (1
+-- without a peek for a cost of 1, all of it for a call of gates alone), or of cost 1
+-- denied; its reply ends with k (0 when denied), as the module's Call::resolve_up_to.
+function run_call(shape, keys, rules, positions, cost, at, mode)
+  local now = at and at * 1000 or clock_us()
+  local n, all = #rules, shape == 'all'
+  -- What the call keeps of each rule (its key's state and expiry, its judgement, its
+  -- write). The library reuses them from call to call (one call runs at a time, and each
+  -- call sets every field of the rules it has); a script makes its own.
+  local records = MEMO and MEMO.records or {}
+  -- Open every key (a key of another type is an error before any rule is judged).
+  local token, wanting = nil, nil
+  for i = 1, n do
+    local r, rec = rules[i], records[i]
+    if not rec then
+      rec = {}
+      records[i] = rec
+    end
+    local L = r.L
+    if all then
+      rec.state, rec.exp = COLD.rule_step(i, r, open_key, L, keys[positions[i]])
+    else
+      rec.state, rec.exp = open_key(L, keys[i])
+    end
+    if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
+      wanting = wanting or {}
+      wanting[#wanting + 1] = keys[all and positions[i] or i]
+      token = L.make_token
+    end
+  end
+  -- One name for the rules that record one they were not given, unused on their keys.
+  if wanting then token = token(now, wanting) end
+  local upto = mode == 'upto'
+  if upto then
+    local k = 1
+    if cost > 1 then
+      local gated, deny, _, least, _, _, gates_only =
+        judge_call(shape, keys, rules, positions, records, 0, now, 'take', token)
+      if gated or deny then
+        k = 0
+      elseif gates_only then
+        k = cost
+      else
+        k = math.min(math.max(records[least].j[3], 0), cost)
+      end
+    end
+    cost, mode = math.max(k, 1), 'take'
+  end
+  local gated, deny, over, least, over_retry, full =
+    judge_call(shape, keys, rules, positions, records, cost, now, mode, token)
+  if gated then
+    local reply = gated.j
+    -- The other rules, not judged, give their own field as in any denial (nil).
+    for k = 1, n do
+      if rules[k].L.reply_field then
+        reply[8] = false
+        break
+      end
+    end
+    if upto then reply[#reply + 1] = 0 end
+    return reply
   end
   local allowed = not deny
   local bind = deny or over or least
@@ -580,6 +622,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
       end
     end
   end
+  if upto then reply[#reply + 1] = allowed and cost or 0 end
   return reply
 end
 
@@ -657,8 +700,8 @@ end
 FIXED = (function()
   local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', expiry = true, nargs = 2,
     expected = 'a non-negative integer counter', options = { ALIGN = true },
-    accepts = { COST = true, AT = true, ALIGN = true, REFUND = true, FORCE = true },
-    syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]',
+    accepts = { COST = true, AT = true, ALIGN = true, REFUND = true, FORCE = true, UPTO = true },
+    syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE|UPTO]',
     rule_syntax = 'FIXED i limit window [ALIGN]' }
   function L.parse_args(args, i)
     local order = 'RL.FIXED key limit window: the limit comes first'

@@ -234,7 +234,7 @@ function parse_options(args, first, accepts, stop, unknown)
       if unknown then unknown(args[i]) end
       -- The options in the order error replies list them (the module's Opt order).
       local listed = {}
-      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE' }) do
+      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE', 'UPTO' }) do
         if accepts[k] then listed[#listed + 1] = k end
       end
       COLD.fail("ERR unknown option '" .. COLD.echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
@@ -246,7 +246,7 @@ function parse_options(args, first, accepts, stop, unknown)
     if w == 'ALIGN' then
       o.align = true
       i = i + 1
-    elseif w == 'REFUND' or w == 'FORCE' then
+    elseif w == 'REFUND' or w == 'FORCE' or w == 'UPTO' then
       i = i + 1
     elseif w == 'LIMIT' then
       if not o.limits then o.limits, o.named = {}, {} end
