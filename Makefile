@@ -53,7 +53,9 @@ unit: ## Unit and property tests of the pure code (core, RESP client, sweep tool
 	$(CARGO) test -p ratelimit-core -p ratelimit-resp -p ratelimit-sweep
 
 # What the integration tests run: the debug module and sweep tool, built first, found
-# where cargo put them. INTEGRATION_ARGS narrows the run (e.g. --test module).
+# where cargo put them. The tests are one binary (tests/main.rs), a module per file of
+# tests/; INTEGRATION_ARGS narrows the run (e.g. "--test it module::", the
+# tests of tests/module.rs).
 TEST_ENV = RATELIMIT_MODULE=$(DEBUG_MODULE) RATELIMIT_SWEEP=$(DEBUG_SWEEP)
 
 test-binaries:
@@ -91,20 +93,23 @@ node-client: test-binaries node-build ## The Node package's tests (clients/node)
 
 # The Go module (clients/go): go vet and gofmt, then go test with the race detector,
 # with the module on Redis and again on Valkey 9 (its modules from the Go module proxy).
+# GO_ENV puts first on PATH the go that need-go.sh prints (the machine's when it is Go
+# 1.22 or later, else Go 1.22 from the Go module proxy, kept in .cache/go-toolchain), for
+# the recipe and the go commands its tests run, and enters the module's directory.
 GO_PKG := clients/go
+GO_ENV = go=$$($(GO_PKG)/scripts/need-go.sh) && export PATH="$$(dirname "$$go"):$$PATH" && cd $(GO_PKG)
 
 go-client: test-binaries ## The Go module's tests (clients/go: calls on go-redis and rueidis, the redis_rate drop-in, net/http middleware, the twins, the docs' Go code), on Redis and on Valkey 9
-	@$(GO_PKG)/scripts/need-go.sh
-	cd $(GO_PKG) && go vet ./...
-	cd $(GO_PKG) && unformatted=$$(gofmt -l .) && if [ -n "$$unformatted" ]; then echo "gofmt -l: $$unformatted" >&2; exit 1; fi
-	cd $(GO_PKG) && RATELIMIT_MODULE=$(DEBUG_MODULE) go test -race -count=1 ./... $(GO_TEST_ARGS)
-	valkey=$$(scripts/valkey.sh) && cd $(GO_PKG) && \
+	$(GO_ENV) && go version && go vet ./... && \
+	unformatted=$$(gofmt -l .) && if [ -n "$$unformatted" ]; then echo "gofmt -l: $$unformatted" >&2; exit 1; fi && \
+	RATELIMIT_MODULE=$(DEBUG_MODULE) go test -race -count=1 ./... $(GO_TEST_ARGS) && \
+	valkey=$$($(CURDIR)/scripts/valkey.sh) && \
 	RATELIMIT_MODULE=$(DEBUG_MODULE) REDIS_SERVER=$$valkey go test -race -count=1 ./... $(GO_TEST_ARGS)
 
 check-target-dir: ## Check that the targets find the build in another CARGO_TARGET_DIR
 	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
 	  echo "check-target-dir: building into $$dir" && \
-	  CARGO_TARGET_DIR=$$dir $(MAKE) --no-print-directory integration INTEGRATION_ARGS="--test module" && \
+	  CARGO_TARGET_DIR=$$dir $(MAKE) --no-print-directory integration INTEGRATION_ARGS="--test it module::" && \
 	  test -f "$$dir/debug/libredis_ratelimit.so"
 
 # The release artefacts: a tarball and a Debian package (debhelper, from packaging/),
@@ -157,9 +162,8 @@ bench-node: build node-build ## Requests per second of an Express app limited by
 	cd $(NODE_PKG) && RATELIMIT_MODULE=$(RELEASE_MODULE) node bench/express.mjs $(BENCH_NODE_ARGS)
 
 bench-go: build ## Redis CPU time and commands per request of the Go drop-in for redis_rate (RL.GCRA) against redis_rate v10's script, on Redis and on Valkey 9
-	@$(GO_PKG)/scripts/need-go.sh
-	cd $(GO_PKG) && go run ./bench -module $(RELEASE_MODULE) $(BENCH_GO_ARGS)
-	valkey=$$(scripts/valkey.sh) && cd $(GO_PKG) && go run ./bench -module $(RELEASE_MODULE) -server $$valkey $(BENCH_GO_ARGS)
+	$(GO_ENV) && go run ./bench -module $(RELEASE_MODULE) $(BENCH_GO_ARGS) && \
+	valkey=$$($(CURDIR)/scripts/valkey.sh) && go run ./bench -module $(RELEASE_MODULE) -server $$valkey $(BENCH_GO_ARGS)
 
 bench-core: ## Micro-benchmarks of the pure algorithms (ns per decision)
 	@scripts/deps.sh build

@@ -291,8 +291,8 @@ ROWS: List[Row] = [
         denied="2 rl:hsliding:ip:__rand_int__ rl:hsliding:user:__rand_int__ 60000 1 3600000 1 86400000 1",
         against="RL.SLIDING",
         share=0.3,
-        about="a hand-written sliding-window-counter script for RL.SLIDING's job and reply (2 keys x 3 "
-        "windows of 10 buckets, a hash per key: TIME, HMGET, HINCRBY, PEXPIRE; seven fields), no argument "
+        about="a hand-written sliding-window script for RL.SLIDING's job, state and reply (2 keys x 3 "
+        "windows of 10 buckets, RL.SLIDING's string per key: TIME, GET, SET PXAT; seven fields), no argument "
         "checks: the baseline of the twin's function and script",
     ),
     Row(

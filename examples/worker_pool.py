@@ -112,9 +112,12 @@ def run_pool(workers, jobs, key):
 
 def self_check(r, key):
     """What the limiter guarantees, not how fast this machine is: in booking order, each
-    slot is exactly one interval after the previous one when it was queued (delay > 0),
-    and at least one interval after it when the queue was empty (delay 0); no worker
-    acted before its slot (each compared with its own booked slot, on its own clock)."""
+    slot is exactly one interval after the previous one when it was queued (delay > 0);
+    no worker acted before its slot (each compared with its own booked slot, on its own
+    clock). A booking that found the queue empty (delay 0) is at its booker's own time,
+    which says nothing of the gap to the previous slot: a worker stalled between reading
+    its clock and booking can find the queue gone by the server's clock. The exact
+    schedule is checked with the time pinned, below."""
     interval_ms = 1000 // RATE
     workers, jobs = 6, 5
     calls, received = run_pool(workers, jobs, key)
@@ -123,8 +126,6 @@ def self_check(r, key):
         gap = next_slot - slot
         if next_delay > 0:
             assert gap == interval_ms, f"a queued slot {gap} ms after the previous one"
-        else:
-            assert gap >= interval_ms, f"two slots {gap} ms apart"
     assert any(delay > 0 for _, delay, _ in calls), "no booking was queued"
     for slot, _, acted in calls:
         assert acted >= slot, f"a worker acted {slot - acted} ms before its slot"

@@ -2,9 +2,11 @@
 //! later call cannot read: whatever an allowed call writes, the command and its twin
 //! both read back (a peek on each side answers, and answers the same).
 
-mod common;
+use crate::common;
 
-use common::{at_base, Client, Rng, Server, Twin, Twins, Value, MINUTE};
+use common::{
+    at_base, every_side, limited, log_member, Client, Rng, Server, Twin, Twins, Value, MINUTE,
+};
 
 const MAX: &str = "9007199254740991"; // 2^53 - 1
 const OVER: &str = "9007199254740992"; // 2^53
@@ -415,5 +417,62 @@ fn at_in_seconds_is_refused_by_every_command_and_twin() {
             }
             assert_eq!(c.cmd(&["EXISTS", "user:3"]).int(), 0);
         }
+    }
+}
+
+/// Hand-written states with times no call would write were once accepted: an RL.MULTI
+/// window ending in the year ~287 000, a log entry in 2255 (the next call was recorded
+/// in 2255). A time past the latest `AT` (2100) plus the longest window (10 years), or
+/// a log entry or a bucket past the latest `AT` itself, is invalid state. On the
+/// command and both forms of its twin, which must agree.
+#[test]
+fn states_with_times_past_the_latest_at_plus_the_longest_window_are_refused_as_invalid_state() {
+    let server = Server::start();
+    let mut c = server.client();
+    const Y2255_US: u64 = 8_993_462_400_000_000;
+    let checks: [(&str, &str, &str, &[&str], &str); 4] = [
+        (
+            "RL.MULTI",
+            "multi:far",
+            "60000:1:9007199254740991",
+            &["LIMIT", "1m", "10"],
+            "RL.MULTI",
+        ),
+        (
+            "RL.MULTI",
+            "multi:past-bound",
+            "60000:1:4417804800001",
+            &["LIMIT", "1m", "10"],
+            "RL.MULTI",
+        ),
+        (
+            "RL.SLIDING",
+            "sliding:far",
+            "1000:10:89934624000:1",
+            &["LIMIT", "1s", "10"],
+            "RL.SLIDING",
+        ),
+        ("RL.LOG", "log:far", "", &["10", "1m"], "RL.LOG"),
+    ];
+    for (command, key, value, args, state) in checks {
+        for (name, argv) in every_side(&mut c, command, &[key], args) {
+            c.cmd(&["DEL", key]);
+            if command == "RL.LOG" {
+                c.cmd(&["ZADD", key, &Y2255_US.to_string(), &log_member(1, 1, "x")]);
+            } else {
+                c.cmd(&["SET", key, value]);
+            }
+            let r = c.cmd(&argv);
+            assert!(
+                r.err()
+                    .is_some_and(|e| e.contains(&format!("does not hold {state} state"))),
+                "{command} {key}, {name}: {r:?}"
+            );
+        }
+    }
+    // The latest end a call writes is accepted: a window ending at 2100 plus 10 years.
+    for (name, argv) in every_side(&mut c, "RL.MULTI", &["multi:bound"], &["LIMIT", "1m", "10"]) {
+        c.cmd(&["SET", "multi:bound", "60000:1:4417804800000"]);
+        assert_eq!(limited(&c.cmd(&argv)), 0, "{name}");
     }
 }

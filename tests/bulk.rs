@@ -2,7 +2,7 @@
 //! bad inputs, key specs and ACLs, and sweeps over tens of thousands of keys. Their
 //! replicas and AOF reloads are in tests/replication.rs and tests/persistence.rs.
 
-mod common;
+use crate::{args, common};
 
 use common::keyspace::{every_type, expiries, sweep_all};
 use common::{unix_ms, Client, Cluster, Rng, Server, Twins, Value};

@@ -11,7 +11,7 @@
 //! during a test, whatever the machine's speed: what was allowed is decided by the
 //! state alone.
 
-mod common;
+use crate::common;
 
 use common::{at_base, Cluster, ClusterClient, Value, HOUR, SECOND};
 use std::collections::BTreeMap;

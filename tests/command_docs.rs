@@ -3,7 +3,7 @@
 //! for its hints and `HELP`, are exactly the syntax line of the command's page in docs/;
 //! and the real `redis-cli` shows that line.
 
-mod common;
+use crate::common;
 
 use common::{Server, Value};
 use std::path::Path;

@@ -3,10 +3,12 @@
 //! places, and every path the page names exists. A limiter that is only a rule of
 //! RL.ALL (its state named after RL.ALL, as the BAN rule) has no command of its own:
 //! its tests are in `tests/all.rs`, its documentation a section of `docs/all.md`, and
-//! RL.ALL's table entry and row are its.
+//! RL.ALL's table entry and row are its. Every file of `tests/` is a module of the one
+//! test binary, `tests/main.rs`: a file it does not name would never be compiled.
 
 use ratelimit_core::commands;
 use ratelimit_core::limiters;
+use std::collections::BTreeSet;
 use std::path::Path;
 
 fn root() -> &'static Path {
@@ -46,6 +48,10 @@ fn missing(kind: &str, command: &str) -> Vec<String> {
         for file in [format!("tests/{lower}.rs"), format!("docs/{lower}.md")] {
             need(root().join(&file).is_file(), file);
         }
+        need(
+            test_modules().contains(&lower),
+            format!("`mod {lower};` in tests/main.rs (its tests in the test binary)"),
+        );
     }
     need(
         std::fs::read_to_string(root().join(format!("core/src/limiters/{lower}.rs")))
@@ -96,6 +102,15 @@ fn twin_function(kind: &str, command: &str) -> bool {
             "redis.register_function('{function}', {function})"
         ))
         && root().join(format!("lua/scripts/{function}.lua")).is_file()
+}
+
+/// The modules `tests/main.rs` declares (`mod fixed;`): the files of the test binary.
+fn test_modules() -> BTreeSet<String> {
+    read("tests/main.rs")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("mod ")?.strip_suffix(';'))
+        .map(String::from)
+        .collect()
 }
 
 #[test]
@@ -160,4 +175,33 @@ fn every_path_contributing_names_exists() {
         }
     }
     assert!(named > 20, "{named} paths");
+}
+
+/// Cargo.toml turns off the discovery of test targets (`autotests = false`) for the one
+/// binary `tests/main.rs`, so a file of `tests/` that it does not declare as a module
+/// (`tests/x.rs` or `tests/x/mod.rs`) would be neither compiled nor run.
+#[test]
+fn every_file_of_tests_is_a_module_of_the_test_binary() {
+    let mut files = BTreeSet::new();
+    for entry in std::fs::read_dir(root().join("tests")).expect("tests/") {
+        let path = entry.expect("an entry of tests/").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if let Some(module) = name.strip_suffix(".rs") {
+            if module != "main" {
+                files.insert(module.to_string());
+            }
+        } else if path.join("mod.rs").is_file() {
+            files.insert(name.to_string());
+        }
+    }
+    assert!(files.len() > 20, "{files:?}");
+    let declared = test_modules();
+    let undeclared: Vec<&String> = files.difference(&declared).collect();
+    assert!(
+        undeclared.is_empty(),
+        "files of tests/ that tests/main.rs does not declare (add `mod <name>;` there): {undeclared:?}"
+    );
 }

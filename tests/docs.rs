@@ -16,7 +16,7 @@
 //! - relative links and their anchors resolve, the README stays a front page that
 //!   links to the Python page from its first screen.
 
-mod common;
+use crate::common;
 
 use common::server::{free_port, module_path, server_binary};
 use common::{sweep_tool_path, Client, Server, Value};

@@ -3,7 +3,7 @@
 //! same calls with the same replies the primary gives. That replicas hold the
 //! primary's state is checked in tests/replication.rs.
 
-mod common;
+use crate::common;
 
 use common::workload::{self, snapshot};
 use common::{at_base, wait_for_replicas, Server, Twins, Value, HOUR, SECOND};

@@ -2,7 +2,7 @@
 //! clients on one key, and the differential test (native command, Lua twin and the
 //! pure model on the same inputs).
 
-mod common;
+use crate::common;
 
 use common::{at_base, state, unix_ms, Client, Rng, Server, Twins, Value, HOUR, MINUTE};
 use ratelimit_core::call::memory::{self, Key};

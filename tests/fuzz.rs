@@ -2,7 +2,7 @@
 //! error or a well-formed reply, the server stays up, and a call that errors writes
 //! nothing.
 
-mod common;
+use crate::common;
 
 use common::{Client, Rng, Server, Twins, Value};
 

@@ -3,7 +3,7 @@
 //! one key. Its replicas and AOF restarts are in tests/replication.rs and
 //! tests/persistence.rs.
 
-mod common;
+use crate::common;
 
 use common::{at_base, state, unix_us, Client, Rng, Server, Side, Twins, Value, HOUR, MINUTE};
 use ratelimit_core::call::memory::{self, Key};

@@ -2,7 +2,7 @@
 //! start that never succeeds names every attempt's cause with the server's log, and a
 //! missing module file is reported before any server is started.
 
-mod common;
+use crate::common;
 
 use common::server::{Server, START_ATTEMPTS};
 use std::net::TcpListener;

@@ -3,9 +3,9 @@
 //! RL.ALL's LEASE rule, many clients on one key, replicas with and without the module,
 //! AOF and RDB restarts, Cluster routing, keyspace events, bad inputs and wrong types.
 
-mod common;
+use crate::common;
 
-use common::{at_base, Client, Cluster, Rng, Server, Side, Twins, Value, HOUR};
+use common::{at_base, command_calls, Client, Cluster, Rng, Server, Side, Twins, Value, HOUR};
 
 /// RL.LEASE and RL.RELEASE, natively or through one form of their twins.
 #[derive(Clone, Debug)]
@@ -336,16 +336,6 @@ fn replicated_sequence(c: &mut Client, t: u64) {
     ]);
 }
 
-/// The calls a server executed, by command (`INFO commandstats`).
-fn calls(c: &mut Client, command: &str) -> i64 {
-    let info = c.cmd(&["INFO", "commandstats"]).text();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 #[test]
 fn replicas_with_and_without_the_module_hold_the_same_leases() {
     let primary = Server::start();
@@ -366,10 +356,10 @@ fn replicas_with_and_without_the_module_hold_the_same_leases() {
             );
         }
         // Effects, not commands.
-        assert_eq!(calls(&mut rc, "rl.lease"), 0);
-        assert_eq!(calls(&mut rc, "rl.release"), 0);
+        assert_eq!(command_calls(&mut rc, "rl.lease"), 0);
+        assert_eq!(command_calls(&mut rc, "rl.release"), 0);
         for effect in ["zadd", "zrem", "zremrangebyscore", "pexpireat"] {
-            assert!(calls(&mut rc, effect) > 0, "{effect}");
+            assert!(command_calls(&mut rc, effect) > 0, "{effect}");
         }
     }
     // The made id's lease, then a (renewed); b, c and d are gone.

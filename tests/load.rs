@@ -3,7 +3,7 @@
 //! its bound, with no errors. Loopback only, bounded in requests; a stalled server
 //! fails a test through the clients' read timeout, never through a measured duration.
 
-mod common;
+use crate::common;
 
 use common::{Client, Server};
 

@@ -4,9 +4,12 @@
 //! concurrency and Cluster routing. Its replicas and AOF restarts are in
 //! tests/replication.rs and tests/persistence.rs (the shared workload).
 
-mod common;
+use crate::common;
 
-use common::{at_base, Client, Cluster, Rng, Server, Twin, Twins, Value, HOUR};
+use common::{
+    at_base, command_calls, every_side, limited, log_member, Client, Cluster, Rng, Server, Twin,
+    Twins, Value, HOUR,
+};
 use ratelimit_core::call::memory::{self, Key};
 use ratelimit_core::limiters;
 
@@ -183,6 +186,88 @@ fn wrong_type_and_foreign_sorted_sets_are_left_alone() {
         c.cmd(&args);
         let r = call(&mut c, &side, "big", &["3", "1m", "AT", &at]);
         assert_eq!(r.err(), Some(invalid));
+    }
+}
+
+/// A log whose members repeat or reverse their sequence numbers (three members
+/// numbered 1, limit 3) was once read as one request and let two more through. The
+/// members a call reads must follow each other, and the set may hold no more members
+/// than the units its numbers span: otherwise the key is invalid state. On the command
+/// and both forms of its twin, which must agree.
+#[test]
+fn a_log_whose_members_repeat_or_reverse_their_numbers_is_refused_as_invalid_state() {
+    let server = Server::start();
+    let mut c = server.client();
+    let t = at_base(2 * HOUR, HOUR);
+    let us = |ms: u64| (ms * 1000).to_string();
+    let bad_logs: [(&str, Vec<(u64, String)>); 4] = [
+        (
+            "three members numbered 1",
+            vec![
+                (t, log_member(1, 1, "a")),
+                (t, log_member(1, 1, "b")),
+                (t, log_member(1, 1, "c")),
+            ],
+        ),
+        (
+            "numbers reversed",
+            vec![
+                (t, log_member(3, 1, "a")),
+                (t + 1, log_member(2, 1, "b")),
+                (t + 2, log_member(1, 1, "c")),
+            ],
+        ),
+        (
+            "a number repeated in the middle",
+            vec![
+                (t, log_member(1, 1, "a")),
+                (t + 1, log_member(2, 1, "b")),
+                (t + 2, log_member(2, 1, "c")),
+                (t + 3, log_member(3, 1, "d")),
+            ],
+        ),
+        (
+            "a gap after the first counted member",
+            vec![
+                (t, log_member(1, 1, "a")),
+                (t + 1, log_member(5, 1, "b")),
+                (t + 2, log_member(6, 1, "c")),
+            ],
+        ),
+    ];
+    let at = (t + 10).to_string();
+    for (what, members) in &bad_logs {
+        for (name, argv) in every_side(&mut c, "RL.LOG", &["log:bad"], &["3", "1h", "AT", &at]) {
+            c.cmd(&["DEL", "log:bad"]);
+            for (time, m) in members {
+                c.cmd(&["ZADD", "log:bad", &us(*time), m]);
+            }
+            let before = c.cmd(&["ZRANGE", "log:bad", "0", "-1", "WITHSCORES"]);
+            let r = c.cmd(&argv);
+            assert!(
+                r.err()
+                    .is_some_and(|e| e.contains("does not hold RL.LOG state")),
+                "{what}, {name}: {r:?}"
+            );
+            assert_eq!(
+                c.cmd(&["ZRANGE", "log:bad", "0", "-1", "WITHSCORES"]),
+                before
+            );
+        }
+    }
+    // The same members numbered as RL.LOG numbers them: one more fits, then none.
+    for (name, argv) in every_side(&mut c, "RL.LOG", &["log:good"], &["3", "1h", "AT", &at]) {
+        c.cmd(&["DEL", "log:good"]);
+        c.cmd(&[
+            "ZADD",
+            "log:good",
+            &us(t),
+            &log_member(1, 1, "a"),
+            &us(t + 1),
+            &log_member(2, 1, "b"),
+        ]);
+        assert_eq!(c.cmd(&argv).ints()[..3], [0, 3, 0], "{name}");
+        assert_eq!(limited(&c.cmd(&argv)), 1, "{name}");
     }
 }
 
@@ -473,16 +558,6 @@ fn an_older_at_never_puts_more_than_the_limit_in_a_window() {
     }
 }
 
-/// The calls a replica (here without the module) executed, by command.
-fn replica_calls(c: &mut Client, command: &str) -> i64 {
-    let info = c.cmd(&["INFO", "commandstats"]).text();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 /// A request of any cost is one member and one ZADD to replicas and the AOF: COST
 /// 10 000 with a 256-byte META used to send ten thousand ZADDs (3.2 MB).
 #[test]
@@ -515,7 +590,7 @@ fn a_call_of_any_cost_reaches_replicas_as_one_zadd() {
     }
     common::wait_for_replicas(&mut c, 1);
     let mut rc = replica.client();
-    assert_eq!(replica_calls(&mut rc, "zadd"), 3, "one ZADD per call");
+    assert_eq!(command_calls(&mut rc, "zadd"), 3, "one ZADD per call");
     for i in 0..3 {
         let key = format!("big:{i}");
         assert_eq!(entries(&mut rc, &key), entries(&mut c, &key), "{key}");
@@ -569,8 +644,8 @@ fn removed_entries_reach_replicas_as_one_zrem_of_at_most_64_members_a_write() {
     }
     common::wait_for_replicas(&mut c, 1);
     let mut rc = replica.client();
-    assert_eq!(replica_calls(&mut rc, "zrem"), removals);
-    assert_eq!(replica_calls(&mut rc, "zremrangebyscore"), 0);
+    assert_eq!(command_calls(&mut rc, "zrem"), removals);
+    assert_eq!(command_calls(&mut rc, "zremrangebyscore"), 0);
     for i in 0..sides.len() {
         for burst in [3, 100] {
             let key = format!("burst:{i}:{burst}");
@@ -589,4 +664,73 @@ fn removed_entries_reach_replicas_as_one_zrem_of_at_most_64_members_a_write() {
         assert_ne!(event, "zremrangebyscore");
     }
     assert_eq!(seen.len(), 2 * sides.len(), "{seen:?}");
+}
+
+/// RL.LOG once removed a burst of leaving entries by running `ZREMRANGEBYSCORE`
+/// inside the module, after its new entry was added and replicated; with that command
+/// renamed away the call failed half done (the entry kept, the expiry not moved, an
+/// RL.ALL rule of the same call counted). No command runs on the write path now: the
+/// same calls succeed whole on such a server, and the server counts no command they
+/// ran. On the command and both forms of its twin, which must agree.
+#[test]
+fn rl_log_runs_no_command_inside_the_module_so_a_renamed_zremrangebyscore_changes_nothing() {
+    let primary = Server::builder()
+        .config("rename-command", "ZREMRANGEBYSCORE \"\"")
+        .start();
+    let replica = primary.start_replica(false);
+    let mut c = primary.client();
+    let t = at_base(2 * HOUR, HOUR);
+    let later = (t + 1_000).to_string();
+    for (side, key) in ["native", "function", "script"].iter().zip(0..) {
+        let (log, fixed) = (format!("{{k{key}}}:log"), format!("{{k{key}}}:fixed"));
+        for _ in 0..100 {
+            let argv = &every_side(
+                &mut c,
+                "RL.LOG",
+                &[&log],
+                &["200", "1s", "AT", &t.to_string()],
+            )[key];
+            assert_eq!(limited(&c.cmd(&argv.1)), 0, "{side}: the burst");
+        }
+        // A second later the burst has left: the call that finds it, alone and in RL.ALL.
+        let argv = &every_side(&mut c, "RL.LOG", &[&log], &["200", "1s", "AT", &later])[key];
+        let r = c.cmd(&argv.1);
+        assert_eq!(limited(&r), 0, "{side}: {r:?}");
+        assert_eq!(c.cmd(&["ZCARD", &log]).int(), 100 - 64 + 1, "{side}");
+        assert_eq!(
+            c.cmd(&["PEXPIRETIME", &log]).int(),
+            (t + 2_000) as i64,
+            "{side}: the expiry moved"
+        );
+        let rules = [
+            "FIXED", "1", "10", "1h", "LOG", "2", "200", "1s", "AT", &later,
+        ];
+        let argv = &every_side(&mut c, "RL.ALL", &[&fixed, &log], &rules)[key];
+        let r = c.cmd(&argv.1);
+        assert_eq!(limited(&r), 0, "{side}: RL.ALL {r:?}");
+        assert_eq!(
+            c.cmd(&["GET", &fixed]),
+            Value::Bulk(b"1".to_vec()),
+            "{side}"
+        );
+        assert_eq!(
+            c.cmd(&["ZCARD", &log]).int(),
+            2,
+            "{side}: the last 36 of the burst removed, two new entries"
+        );
+        if *side == "native" {
+            // The server ran no command for the module (a script's calls are counted).
+            assert_eq!(command_calls(&mut c, "zremrangebyscore"), 0);
+            assert_eq!(command_calls(&mut c, "zrem"), 0);
+        }
+    }
+    common::wait_for_replicas(&mut c, 1);
+    let mut r = replica.client();
+    for key in 0..3 {
+        let log = format!("{{k{key}}}:log");
+        assert_eq!(
+            r.cmd(&["ZRANGE", &log, "0", "-1", "WITHSCORES"]),
+            c.cmd(&["ZRANGE", &log, "0", "-1", "WITHSCORES"])
+        );
+    }
 }

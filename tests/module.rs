@@ -1,6 +1,6 @@
 //! Loading the module and what the server knows about its commands.
 
-mod common;
+use crate::common;
 
 use common::server::module_path;
 use common::{info_fields, Server, Value};

@@ -3,8 +3,9 @@
 //! model on the same inputs), a three-primary Cluster, key specs and ACLs. Its replicas
 //! and AOF restarts are in tests/replication.rs and tests/persistence.rs.
 
-mod common;
+use crate::common;
 
+use common::model::{self, KeyModel};
 use common::{
     at_base, state, unix_ms, workload, Client, Cluster, Rng, Server, Twin, Twins, Value, HOUR,
 };
@@ -787,23 +788,6 @@ fn the_largest_call_and_binary_keys() {
 
 // ---- differential: native, twin and model -------------------------------------
 
-/// One logical key as the model sees it: value and absolute expiry (`None`: no TTL).
-#[derive(Clone, Debug, PartialEq)]
-struct KeyModel {
-    value: Vec<u8>,
-    expires: Option<u64>,
-}
-
-fn observed(m: &Option<KeyModel>) -> (Option<String>, i64) {
-    match m {
-        None => (None, -2),
-        Some(k) => (
-            Some(String::from_utf8_lossy(&k.value).into_owned()),
-            k.expires.map_or(-1, |e| e as i64),
-        ),
-    }
-}
-
 /// What the model predicts for `RL.MULTI numkeys names... rest...`, where `names[i]`
 /// is the physical name of logical key `idx[i]`, and the writes it implies.
 fn predict(
@@ -822,15 +806,7 @@ fn predict(
     };
     let now = call.at.expect("the differential test always passes AT");
     // The call as the module runs it, on a copy of the keys it names.
-    let mut keys: Vec<Option<Key>> = idx
-        .iter()
-        .map(|&k| {
-            models[k].as_ref().map(|m| Key::String {
-                value: m.value.clone(),
-                expires_at: m.expires.map(ratelimit_core::UnixMillis),
-            })
-        })
-        .collect();
+    let mut keys: Vec<Option<Key>> = idx.iter().map(|&k| model::key(&models[k])).collect();
     let key_names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
     let mut in_memory = InMemory::named(&call, &mut keys, &key_names);
     let out = match call.run(&mut in_memory, now, &Counted::default()) {
@@ -847,26 +823,6 @@ fn predict(
     reply.push(Value::Int(out.window_ms as i64));
     let effects = out.writes.into_iter().map(|(i, e)| (idx[i], e)).collect();
     (Value::Array(reply), effects)
-}
-
-fn apply(models: &mut [Option<KeyModel>], effects: Vec<(usize, Effect<State>)>) {
-    for (k, e) in effects {
-        match e {
-            Effect::None => {}
-            Effect::Delete => models[k] = None,
-            Effect::Set { state, expires_at } => {
-                models[k] = Some(KeyModel {
-                    value: state.encode(),
-                    expires: Some(expires_at.0),
-                })
-            }
-            Effect::ExpireAt(t) => {
-                if let Some(m) = models[k].as_mut() {
-                    m.expires = Some(t.0);
-                }
-            }
-        }
-    }
 }
 
 const NAMES: [&str; 4] = ["a", "b", "c", "d"];
@@ -981,9 +937,9 @@ fn differential_native_twin_and_model() {
                     calls[i] += 1;
                 }
             }
-            apply(&mut models, effects.unwrap_or_default());
+            model::apply(&mut models, effects.unwrap_or_default());
             for (k, m) in models.iter().enumerate() {
-                let want = observed(m);
+                let want = model::observed(m);
                 for ns in ["n", "f", "s", "m"] {
                     let key = physical(ns, k);
                     assert_eq!(state(&mut c, &key), want, "state of {key}, {ctx}");

@@ -2,7 +2,7 @@
 //! shutdown) and an RDB reload restore exactly the values and absolute expiry times
 //! the server held, for every command and twin, and limiting carries on from them.
 
-mod common;
+use crate::common;
 
 use common::keyspace::expiries;
 use common::workload::{self, snapshot};

@@ -3,7 +3,7 @@
 //! without the module hold the primary's values and absolute expiry times, for every
 //! command and twin.
 
-mod common;
+use crate::common;
 
 use common::keyspace::expiries;
 use common::workload::{self, snapshot};

@@ -4,7 +4,7 @@
 //! and checks what that server can do: ACL categories where it can set them, the
 //! module's own write check where it cannot.
 
-mod common;
+use crate::common;
 
 use common::server::module_path;
 use common::{unix_ms, Client, Server, Twins, Value};
@@ -141,6 +141,43 @@ fn a_user_denied_writes_cannot_write_through_any_command() {
 
 /// The calls of the commands that write several keys, each naming `first` then
 /// `second` (RL.SWEEP names no key).
+/// The default user's rules are read at every call, also after the module has kept its
+/// handle (it keeps it: the server never frees or moves its default user): denied `SET`
+/// after a first call, the default user is refused where the module checks writes
+/// itself; given it back, it writes again; a named user deleted and made again with
+/// other rules is judged by its new rules.
+#[test]
+fn the_default_users_rules_are_read_at_every_call_after_its_first() {
+    let s = Server::start();
+    let mut c = s.client();
+    let categories = has_categories(&mut c);
+    let fixed = ["RL.FIXED", "d:1", "5", "1m"];
+    assert!(!is_noperm(&c.cmd(&fixed)));
+    c.cmd(&["ACL", "SETUSER", "default", "-set"]);
+    let refused = is_noperm(&c.cmd(&fixed));
+    assert_eq!(
+        refused, !categories,
+        "refused where the module checks writes itself"
+    );
+    c.cmd(&["ACL", "SETUSER", "default", "+set"]);
+    assert!(!is_noperm(&c.cmd(&fixed)));
+    if categories {
+        return;
+    }
+    for (rules, refused) in [("+@all", false), ("-set", true), ("+@all", false)] {
+        let mut admin = s.client();
+        admin.cmd(&["ACL", "DELUSER", "u"]);
+        let mut setuser = vec!["ACL", "SETUSER", "u", "on", ">pw", "~*"];
+        setuser.extend(rules.split(' '));
+        if rules == "-set" {
+            setuser.insert(6, "+@all");
+        }
+        assert_eq!(admin.cmd(&setuser), Value::Status("OK".into()));
+        let mut u = login(&s, "u");
+        assert_eq!(is_noperm(&u.cmd(&fixed)), refused, "{rules}");
+    }
+}
+
 fn multi_key_calls(first: &str, second: &str) -> Vec<Vec<String>> {
     let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     vec![

@@ -2,7 +2,7 @@
 //! what this server did with them, and a clean shutdown is quiet (Valkey 9 unloads
 //! every module as it shuts down, while `MODULE UNLOAD` stays refused).
 
-mod common;
+use crate::common;
 
 use common::{Client, Server, Value};
 

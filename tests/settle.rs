@@ -3,7 +3,7 @@
 //! full again, replication with and without the module, keyspace events, concurrent
 //! clients that reserve and settle, bad inputs and `INFO ratelimit`.
 
-mod common;
+use crate::common;
 
 use common::keyspace::next_event;
 use common::workload::snapshot;

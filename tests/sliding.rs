@@ -4,9 +4,12 @@
 //! concurrency, key specs and a three-primary Cluster. Its replicas and AOF restarts
 //! are in tests/replication.rs and tests/persistence.rs (the shared workload).
 
-mod common;
+use crate::common;
 
-use common::{at_base, state, Client, Cluster, Rng, Server, Twin, Twins, Value, HOUR};
+use common::model::{self, KeyModel};
+use common::{
+    at_base, every_side, limited, state, Client, Cluster, Rng, Server, Twin, Twins, Value, HOUR,
+};
 use ratelimit_core::call::memory::{Counted, InMemory, Key};
 use ratelimit_core::limiters::sliding::{self, State};
 use ratelimit_core::Effect;
@@ -234,6 +237,59 @@ fn wrong_type_invalid_state_and_ttl_repair() {
     }
 }
 
+/// RL.SLIDING at its bounds (64 keys of 32 windows of 100 buckets) once read and wrote
+/// 204 800 buckets in one call. A key keeps at most 1 000 buckets now: a write that
+/// would keep more is refused, and so is a stored state that holds more. On the
+/// command and both forms of its twin, which must agree.
+#[test]
+fn rl_sliding_keys_keep_at_most_1000_buckets_so_a_call_at_the_bounds_stays_short() {
+    let server = Server::start();
+    let mut c = server.client();
+    let mut args: Vec<String> = Vec::new();
+    for s in 1..=16 {
+        args.extend(["LIMIT".to_string(), format!("{s}s"), "10".to_string()]);
+    }
+    args.extend(["BUCKETS", "100"].map(String::from));
+    let arg_refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    for (name, argv) in every_side(&mut c, "RL.SLIDING", &["sl:many"], &arg_refs) {
+        let r = c.cmd(&argv);
+        assert_eq!(
+            r.err(),
+            Some("ERR the key 'sl:many' would hold more than 32 windows or 1000 buckets: RL.SLIDING keeps at most 32 windows per key, their BUCKETS adding up to at most 1000 (use fewer distinct windows or buckets, or other keys)"),
+            "{name}"
+        );
+        assert_eq!(c.cmd(&["EXISTS", "sl:many"]).int(), 0, "{name}");
+    }
+    // Ten windows of 100 buckets fit; an eleventh does not.
+    let ten: Vec<&str> = arg_refs[..30]
+        .iter()
+        .chain(&["BUCKETS", "100"])
+        .copied()
+        .collect();
+    for (name, argv) in every_side(&mut c, "RL.SLIDING", &["sl:ten"], &ten) {
+        assert_eq!(limited(&c.cmd(&argv)), 0, "{name}");
+    }
+    // A stored key of 11 windows of 100 buckets was not written by RL.SLIDING.
+    let now_bucket = common::unix_ms() / 10;
+    let state: Vec<String> = (1..=11)
+        .map(|s| format!("{}:100:{}:1", s * 1000, now_bucket / s))
+        .collect();
+    c.cmd(&["SET", "sl:eleven", &state.join(","), "PX", "60000"]);
+    for (name, argv) in every_side(
+        &mut c,
+        "RL.SLIDING",
+        &["sl:eleven"],
+        &["LIMIT", "1s", "10", "BUCKETS", "100"],
+    ) {
+        let r = c.cmd(&argv);
+        assert!(
+            r.err()
+                .is_some_and(|e| e.contains("does not hold RL.SLIDING state")),
+            "{name}: {r:?}"
+        );
+    }
+}
+
 #[test]
 fn bad_inputs_are_errors_that_write_nothing() {
     let s = Server::start();
@@ -356,22 +412,6 @@ fn concurrent_clients_never_get_more_than_the_limit_between_them() {
 
 // ---- the differential test -----------------------------------------------------
 
-#[derive(Clone, Debug)]
-struct KeyModel {
-    value: Vec<u8>,
-    expires: Option<u64>,
-}
-
-fn observed(m: &Option<KeyModel>) -> (Option<String>, i64) {
-    match m {
-        None => (None, -2),
-        Some(m) => (
-            Some(String::from_utf8_lossy(&m.value).into_owned()),
-            m.expires.map_or(-1, |e| e as i64),
-        ),
-    }
-}
-
 fn predict(
     models: &[Option<KeyModel>],
     idx: &[usize],
@@ -388,15 +428,7 @@ fn predict(
     };
     let now = call.at.expect("the differential test always passes AT");
     // The call as the module runs it, on a copy of the keys it names.
-    let mut keys: Vec<Option<Key>> = idx
-        .iter()
-        .map(|&k| {
-            models[k].as_ref().map(|m| Key::String {
-                value: m.value.clone(),
-                expires_at: m.expires.map(ratelimit_core::UnixMillis),
-            })
-        })
-        .collect();
+    let mut keys: Vec<Option<Key>> = idx.iter().map(|&k| model::key(&models[k])).collect();
     let key_names: Vec<&[u8]> = names.iter().map(|n| n.as_bytes()).collect();
     let mut in_memory = InMemory::named(&call, &mut keys, &key_names);
     let out = match call.run(&mut in_memory, now, &Counted::default()) {
@@ -413,29 +445,6 @@ fn predict(
     reply.push(Value::Int(out.window_ms as i64));
     let effects = out.writes.into_iter().map(|(i, e)| (idx[i], e)).collect();
     (Value::Array(reply), effects)
-}
-
-fn apply(models: &mut [Option<KeyModel>], effects: Vec<(usize, Effect<State>)>) {
-    use ratelimit_core::call::state::Encode;
-    for (k, e) in effects {
-        match e {
-            Effect::None => {}
-            Effect::Delete => models[k] = None,
-            Effect::Set { state, expires_at } => {
-                let mut value = Vec::new();
-                state.encode(&mut value);
-                models[k] = Some(KeyModel {
-                    value,
-                    expires: Some(expires_at.0),
-                })
-            }
-            Effect::ExpireAt(t) => {
-                if let Some(m) = models[k].as_mut() {
-                    m.expires = Some(t.0);
-                }
-            }
-        }
-    }
 }
 
 /// The arguments after the keys: 1 to 4 LIMITs, maybe BUCKETS and COST (sometimes
@@ -576,9 +585,9 @@ fn differential_native_twin_and_model() {
                     calls[i] += 1;
                 }
             }
-            apply(&mut models, effects.unwrap_or_default());
+            model::apply(&mut models, effects.unwrap_or_default());
             for (k, m) in models.iter().enumerate() {
-                let want = observed(m);
+                let want = model::observed(m);
                 for ns in ["n", "f", "s", "m"] {
                     let key = physical(ns, k);
                     assert_eq!(state(&mut c, &key), want, "state of {key}, {ctx}");

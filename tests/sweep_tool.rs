@@ -2,7 +2,7 @@
 //! ACL user, rate limit, errors, passwords and where they come from, databases,
 //! Ctrl-C and SIGTERM, keys added during a sweep) and against a three-primary Cluster.
 
-mod common;
+use crate::{args, common};
 
 use common::{sweep_tool_path, unix_ms, Client, Cluster, Server, Value};
 use std::collections::BTreeMap;

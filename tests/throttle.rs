@@ -10,7 +10,7 @@
 //! between the two; and it pins a key's state relative to the clock by writing the TAT
 //! itself. Nothing depends on how fast the calls are.
 
-mod common;
+use crate::common;
 
 use common::{
     at_base, info_fields, module_names, state, unix_us, wait_for_replicas, Client, Cluster, Rng,

@@ -77,16 +77,22 @@ func durationArg(name string, d time.Duration) (string, error) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// settle is how a call settles its cost: the command's REFUND and FORCE flags, at most
-// one per call. A new flag of the same family is one more value here and one more case
-// where the flags are written and where the reply is read.
+// settle is how a call settles its cost: the command's REFUND, FORCE and UPTO flags, at
+// most one per call. A new flag of the same family is one more value here and one more
+// case where the flags are written and where the reply is read.
 type settle int
 
 const (
 	take settle = iota
 	refund
 	force
+	upto
 )
+
+// flag is the settle mode's keyword ("" for a plain call).
+func (m settle) flag() string {
+	return [...]string{"", "REFUND", "FORCE", "UPTO"}[m]
+}
 
 // callOptions are the options of one call: the command's own keywords and what the
 // typed calls add (a policy's name for the HTTP headers).
@@ -107,7 +113,7 @@ type callOptions struct {
 	set     map[string]bool
 }
 
-// Option is an option of a call: Cost, At, Refund, Force, and the keywords some
+// Option is an option of a call: Cost, At, Refund, Force, UpTo, and the keywords some
 // commands have (Align, Buckets, Meta, Delay, ID), or a name for the HTTP headers
 // (Name, Names). A command that does not take an option refuses the call.
 type Option func(*callOptions)
@@ -136,17 +142,27 @@ func At(t time.Time) Option {
 
 // Refund is REFUND: give back `cost` that allowed requests took (never denied).
 func Refund() Option {
-	return func(o *callOptions) { o.mark("REFUND"); o.setMode(refund) }
+	return func(o *callOptions) { o.setMode(refund) }
 }
 
 // Force is FORCE: record `cost` whether or not it fits (the work is done).
 func Force() Option {
-	return func(o *callOptions) { o.mark("FORCE"); o.setMode(force) }
+	return func(o *callOptions) { o.setMode(force) }
+}
+
+// UpTo is UPTO: with Cost(n), take as much of n as fits now. The call is judged and
+// written as COST k for the largest k from 1 to n that the limit allows at this moment
+// (in RL.ALL: that every rule allows), and refused as COST 1 would be when not even 1
+// fits; the result's Granted is k (0 when refused). Without Cost it is COST 1 UPTO.
+// Not with Refund, Force or Delay, nor on RL.LEASE and CL.THROTTLE.
+func UpTo() Option {
+	return func(o *callOptions) { o.setMode(upto) }
 }
 
 func (o *callOptions) setMode(m settle) {
+	o.mark(m.flag())
 	if o.mode != take && o.mode != m {
-		o.errs = append(o.errs, invalid("REFUND and FORCE cannot be given together"))
+		o.errs = append(o.errs, invalid("%s and %s cannot be given together", o.mode.flag(), m.flag()))
 	}
 	o.mode = m
 }
@@ -210,7 +226,7 @@ func (o *callOptions) only(command string, allowed ...string) error {
 	return nil
 }
 
-// tail writes COST (left out when 1), AT and, with flags, REFUND or FORCE.
+// tail writes COST (left out when 1), AT and, with flags, REFUND, FORCE or UPTO.
 func (o *callOptions) tail(command string, flags bool) ([]string, error) {
 	var out []string
 	if o.hasCost && o.cost != 1 {
@@ -219,13 +235,26 @@ func (o *callOptions) tail(command string, flags bool) ([]string, error) {
 	if o.hasAt {
 		out = append(out, "AT", itoa(o.at.UnixMilli()))
 	}
-	switch {
-	case o.mode != take && !flags:
-		return nil, invalid("%s takes neither REFUND nor FORCE", command)
-	case o.mode == refund:
-		out = append(out, "REFUND")
-	case o.mode == force:
-		out = append(out, "FORCE")
+	if o.mode != take {
+		if !flags {
+			return nil, invalid("%s takes no %s", command, o.mode.flag())
+		}
+		out = append(out, o.mode.flag())
 	}
 	return out, nil
+}
+
+// granted reads UPTO's field into r.Granted: the reply's field after the `fields` the
+// call replies without UPTO. A reply without it is an error, not a grant of 0: the
+// server (or the twin) did not take UPTO as such.
+func (o *callOptions) granted(command string, r *Result, a []any, fields int) error {
+	if o.mode != upto {
+		return nil
+	}
+	if len(a) != fields+1 {
+		return replyError("%s with UPTO replied %d fields, not %d (the units granted last)", command, len(a), fields+1)
+	}
+	n, err := toInt(a[fields])
+	r.Granted = n
+	return err
 }

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 )
 
@@ -83,4 +84,42 @@ func (e *ModuleMissingError) Error() string {
 func isUnknownCommand(err error) bool {
 	text, ok := replyText(err)
 	return ok && strings.Contains(strings.ToLower(text), "unknown command")
+}
+
+// ErrUpToUnsupported is wrapped by the error of a call with UpTo that the server
+// refused as an unknown option: the module loaded is older than UPTO, or the Lua twin
+// that ran is (the error then wraps ErrTwinUnavailable too). The error also wraps the
+// server's *ReplyError. Nothing was written.
+var ErrUpToUnsupported = errors.New("ratelimit: UPTO is not supported")
+
+var unknownUpTo = regexp.MustCompile(`(?i)\bunknown\b.*\bUPTO\b`)
+
+// refusal is an error of several causes, said in one message.
+type refusal struct {
+	msg  string
+	errs []error
+}
+
+func (e *refusal) Error() string   { return e.msg }
+func (e *refusal) Unwrap() []error { return e.errs }
+
+// refusedUpTo says a refusal of UPTO as such: which command or twin does not take it,
+// and what to do.
+func (c *call) refusedUpTo(err error, twin bool) error {
+	if !c.upto || !replyMatches(err, unknownUpTo) {
+		return err
+	}
+	text, _ := replyText(err)
+	if twin {
+		return &refusal{
+			msg: "ratelimit: " + c.command + "'s Lua twin (" + c.twin + ") does not take UPTO (" + text + "): the twins in use are " +
+				"older than UPTO; call the command on a server with the module, or run twins that take UPTO (ratelimit.WithLua)",
+			errs: []error{ErrUpToUnsupported, ErrTwinUnavailable, err},
+		}
+	}
+	return &refusal{
+		msg: "ratelimit: the server's " + c.command + " does not take UPTO (" + text + "): the redis-ratelimit module loaded " +
+			"is older than UPTO; load a version that takes it",
+		errs: []error{ErrUpToUnsupported, err},
+	}
 }

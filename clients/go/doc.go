@@ -1,6 +1,7 @@
 // Package ratelimit calls the redis-ratelimit module's commands from Go: a typed call
-// for every command (RL.FIXED, RL.GCRA with DELAY, RL.MULTI, RL.SLIDING, RL.LOG,
-// RL.ALL, RL.LEASE and RL.RELEASE, CL.THROTTLE, RL.BULKEXPIRE, RL.SWEEP), results as
+// for every command (RL.FIXED, RL.GCRA with DELAY, RL.MULTI, RL.SLIDING, RL.LOG and
+// RL.ALL, each with COST and REFUND, FORCE or UPTO; RL.LEASE and RL.RELEASE,
+// CL.THROTTLE, RL.BULKEXPIRE, RL.SWEEP), results as
 // structs with time.Durations, the HTTP headers of a result, and the Lua twins of the
 // commands (embedded, the Functions library first and scripts where FUNCTION is
 // refused) for servers without the module.

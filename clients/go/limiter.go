@@ -80,7 +80,7 @@ func (l *Limiter) run(ctx context.Context, c *call) (any, error) {
 			return c.parse(reply)
 		}
 		if !isUnknownCommand(err) {
-			return nil, err
+			return nil, c.refusedUpTo(err, false)
 		}
 		text, _ := replyText(err)
 		if l.twinsWhen != TwinsFallback || c.twin == "" {
@@ -96,7 +96,7 @@ func (l *Limiter) run(ctx context.Context, c *call) (any, error) {
 	}
 	reply, err := l.twinRunner().run(ctx, l.conn, c.twin, c.keys, c.twinArgs())
 	if err != nil {
-		return nil, err
+		return nil, c.refusedUpTo(err, true)
 	}
 	return c.parse(reply)
 }
@@ -113,8 +113,8 @@ func (l *Limiter) result(ctx context.Context, c *call, err error) (Result, error
 }
 
 // Check applies a policy to its keys (one key, or one per rule for All, any number for
-// Multi and Sliding): what the middleware calls. Options: Cost, At, Refund, Force, and
-// ID for a lease, Meta for a Log.
+// Multi and Sliding): what the middleware calls. Options: Cost, At, Refund, Force,
+// UpTo (not for a Lease), and ID for a lease, Meta for a Log.
 func (l *Limiter) Check(ctx context.Context, policy Policy, keys []string, opts ...Option) (Result, error) {
 	o, err := collect(opts)
 	if err == nil {
@@ -142,16 +142,17 @@ func (l *Limiter) typed(ctx context.Context, command string, opts []Option, extr
 	return l.result(ctx, c, err)
 }
 
-// Fixed is RL.FIXED key limit window [COST n] [ALIGN] [AT ms] [REFUND|FORCE].
-// Options: Cost, At, Align, Refund, Force, Name.
+// Fixed is RL.FIXED key limit window [COST n] [ALIGN] [AT ms] [REFUND|FORCE|UPTO].
+// Options: Cost, At, Align, Refund, Force, UpTo, Name.
 func (l *Limiter) Fixed(ctx context.Context, key string, limit int64, window time.Duration, opts ...Option) (Result, error) {
 	return l.typed(ctx, "RL.FIXED", opts, []string{"ALIGN"}, func(o *callOptions) Policy {
 		return Fixed{Limit: limit, Window: window, Align: o.align, Name: o.name}
 	}, []string{key})
 }
 
-// GCRA is RL.GCRA key max_burst count period [COST n] [AT ms] [DELAY d] [REFUND|FORCE].
-// Options: Cost, At, Delay, Refund, Force, Name.
+// GCRA is RL.GCRA key max_burst count period [COST n] [AT ms] [DELAY d]
+// [REFUND|FORCE|UPTO]. Options: Cost, At, Delay, Refund, Force, UpTo, Name (the flags
+// not with Delay).
 func (l *Limiter) GCRA(ctx context.Context, key string, maxBurst, count int64, period time.Duration, opts ...Option) (Result, error) {
 	return l.typed(ctx, "RL.GCRA", opts, []string{"DELAY"}, func(o *callOptions) Policy {
 		return GCRA{MaxBurst: maxBurst, Count: count, Period: period, Delay: o.delay, Name: o.name}
@@ -159,7 +160,7 @@ func (l *Limiter) GCRA(ctx context.Context, key string, maxBurst, count int64, p
 }
 
 // Multi is RL.MULTI numkeys key... LIMIT window limit... [COST n] [ALIGN] [AT ms]
-// [REFUND|FORCE]. Options: Cost, At, Align, Refund, Force, Names, Name.
+// [REFUND|FORCE|UPTO]. Options: Cost, At, Align, Refund, Force, UpTo, Names, Name.
 func (l *Limiter) Multi(ctx context.Context, keys []string, limits []Window, opts ...Option) (Result, error) {
 	return l.typed(ctx, "RL.MULTI", opts, []string{"ALIGN", "NAMES"}, func(o *callOptions) Policy {
 		return Multi{Limits: limits, Align: o.align, Names: o.names, Name: o.name}
@@ -167,15 +168,16 @@ func (l *Limiter) Multi(ctx context.Context, keys []string, limits []Window, opt
 }
 
 // Sliding is RL.SLIDING numkeys key... LIMIT window limit... [BUCKETS n] [COST n]
-// [AT ms] [REFUND|FORCE]. Options: Cost, At, Buckets, Refund, Force, Names, Name.
+// [AT ms] [REFUND|FORCE|UPTO]. Options: Cost, At, Buckets, Refund, Force, UpTo, Names,
+// Name.
 func (l *Limiter) Sliding(ctx context.Context, keys []string, limits []Window, opts ...Option) (Result, error) {
 	return l.typed(ctx, "RL.SLIDING", opts, []string{"BUCKETS", "NAMES"}, func(o *callOptions) Policy {
 		return Sliding{Limits: limits, Buckets: o.buckets, Names: o.names, Name: o.name}
 	}, keys)
 }
 
-// Log is RL.LOG key limit window [META value] [COST n] [AT ms] [REFUND|FORCE].
-// Options: Cost, At, Meta, Refund, Force, Name.
+// Log is RL.LOG key limit window [META value] [COST n] [AT ms] [REFUND|FORCE|UPTO].
+// Options: Cost, At, Meta, Refund, Force, UpTo, Name.
 func (l *Limiter) Log(ctx context.Context, key string, limit int64, window time.Duration, opts ...Option) (Result, error) {
 	return l.typed(ctx, "RL.LOG", opts, nil, func(o *callOptions) Policy {
 		return Log{Limit: limit, Window: window, Name: o.name}
@@ -188,9 +190,9 @@ type Rule struct {
 	Policy Policy
 }
 
-// All is RL.ALL numkeys key... rule... [COST n] [AT ms] [ID id] [REFUND|FORCE]: one
+// All is RL.ALL numkeys key... rule... [COST n] [AT ms] [ID id] [REFUND|FORCE|UPTO]: one
 // rule per key (Fixed, GCRA, Multi, Sliding, Log, Lease, Ban), all or nothing.
-// Options: Cost, At, ID, Refund, Force, Name.
+// Options: Cost, At, ID, Refund, Force, UpTo, Name.
 func (l *Limiter) All(ctx context.Context, rules []Rule, opts ...Option) (Result, error) {
 	keys := make([]string, len(rules))
 	policies := make([]Policy, len(rules))

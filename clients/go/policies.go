@@ -26,6 +26,7 @@ type call struct {
 	keys    []string
 	args    []string
 	twin    string
+	upto    bool // the call has UPTO (a refusal of it is said as such)
 	parse   func(reply any) (any, error)
 }
 
@@ -55,7 +56,7 @@ func orName(name, algorithm string) string {
 	return name
 }
 
-var rateOptions = []string{"COST", "AT", "REFUND", "FORCE"}
+var rateOptions = []string{"COST", "AT", "REFUND", "FORCE", "UPTO"}
 
 // single makes the call of a one-key limiter whose reply is the five fields.
 func single(command, twin string, keys []string, args []string, o *callOptions, quotas []Quota) (*call, error) {
@@ -68,10 +69,13 @@ func single(command, twin string, keys []string, args []string, o *callOptions, 
 		return nil, err
 	}
 	return &call{
-		command: command, keys: []string{key}, args: append(args, tail...), twin: twin,
+		command: command, keys: []string{key}, args: append(args, tail...), twin: twin, upto: o.mode == upto,
 		parse: func(reply any) (any, error) {
-			r, _, err := five(reply, quotas, 0)
-			return r, err
+			r, a, err := five(reply, quotas, 0)
+			if err != nil {
+				return nil, err
+			}
+			return r, o.granted(command, &r, a, 5)
 		},
 	}, nil
 }
@@ -162,7 +166,7 @@ func (p GCRA) call(keys []string, o *callOptions) (*call, error) {
 		return single("RL.GCRA", "rl_gcra", keys, args, o, p.Quotas(1))
 	}
 	if o.mode != take {
-		return nil, invalid("RL.GCRA takes neither REFUND nor FORCE with DELAY")
+		return nil, invalid("RL.GCRA takes no %s with DELAY", o.mode.flag())
 	}
 	delay, err := durationArg("delay", p.Delay)
 	if err != nil {
@@ -306,7 +310,7 @@ func (w windows) call(command, twin string, extra []string, keys []string, o *ca
 	quotas := w.quotas(len(keys))
 	own := append([]string{}, keys...)
 	return &call{
-		command: command, numkeys: true, keys: own, args: append(append(args, extra...), tail...), twin: twin,
+		command: command, numkeys: true, keys: own, args: append(append(args, extra...), tail...), twin: twin, upto: o.mode == upto,
 		parse: func(reply any) (any, error) {
 			r, a, err := five(reply, quotas, -1)
 			if err != nil {
@@ -321,6 +325,9 @@ func (w windows) call(command, twin string, extra []string, keys []string, o *ca
 				return nil, err
 			}
 			r.Window = ms(windowMs)
+			if err := o.granted(command, &r, a, 7); err != nil {
+				return nil, err
+			}
 			for ki, k := range own {
 				for wi, l := range w.limits {
 					if k == r.Key && l.Window == r.Window && r.Quota == nil {
@@ -483,7 +490,7 @@ type All struct {
 }
 
 func (p All) PolicyName() string { return orName(p.Name, "all") }
-func (p All) options() []string  { return []string{"COST", "AT", "ID", "REFUND", "FORCE"} }
+func (p All) options() []string  { return []string{"COST", "AT", "ID", "REFUND", "FORCE", "UPTO"} }
 
 func (p All) HoldsLease() bool {
 	for _, r := range p.Rules {
@@ -532,7 +539,7 @@ func (p All) call(keys []string, o *callOptions) (*call, error) {
 	own := append([]string{}, keys...)
 	withLease := p.HoldsLease()
 	return &call{
-		command: "RL.ALL", numkeys: true, keys: own, args: append(args, tail...), twin: "rl_all",
+		command: "RL.ALL", numkeys: true, keys: own, args: append(args, tail...), twin: "rl_all", upto: o.mode == upto,
 		parse: func(reply any) (any, error) {
 			r, a, err := five(reply, quotas, -1)
 			if err != nil {
@@ -557,10 +564,12 @@ func (p All) call(keys []string, o *callOptions) (*call, error) {
 				}
 				r.Quota = &quotas[starts[place-1]+j]
 			}
+			fields := 7
 			if withLease && len(a) > 7 {
 				r.LeaseID, _ = toText(a[7])
+				fields = 8
 			}
-			return r, nil
+			return r, o.granted("RL.ALL", &r, a, fields)
 		},
 	}, nil
 }

@@ -44,6 +44,10 @@ type Result struct {
 	// LeaseID names the lease taken or renewed (RL.LEASE, RL.ALL with a LEASE rule);
 	// "" when refused or peeking.
 	LeaseID string
+	// Granted is, for a call with UpTo, the units it took: the k of the COST k call it
+	// was judged and written as, from 1 to the Cost asked; 0 when refused (RetryAfter
+	// is then the wait until 1 fits). 0 without UpTo.
+	Granted int64
 	// Quotas are the limits the call checked, Quota the one that decided (nil when it
 	// cannot be told): what the HTTP headers show.
 	Quotas []Quota

@@ -134,10 +134,21 @@ pub fn self_check() -> bool {
     SELF_CHECK.load(Ordering::Relaxed)
 }
 
-/// The ACL user running the command, to check permissions with; freed on drop.
+/// The ACL user running the command, to check permissions with; freed on drop unless
+/// it is the default user's, which is made once and kept: the server never frees or
+/// moves its default user (`ACL LOAD` copies the new rules into it in place, and
+/// `ACL DELUSER default` is refused), so its handle stays valid, and the call of the
+/// usual user saves the lookup and the free of a handle.
 /// A client without a user (one a module made) is not restricted, as the server
 /// itself treats it.
-pub struct CallerAcl(Option<*mut raw::RedisModuleUser>);
+pub struct CallerAcl(Option<*mut raw::RedisModuleUser>, bool);
+
+thread_local! {
+    /// The default user's handle, made on its first call (commands run on the server's
+    /// main thread).
+    static DEFAULT_USER: std::cell::Cell<*mut raw::RedisModuleUser> =
+        const { std::cell::Cell::new(std::ptr::null_mut()) };
+}
 
 impl CallerAcl {
     pub fn current(ctx: &Context) -> Result<CallerAcl, Error> {
@@ -147,16 +158,35 @@ impl CallerAcl {
         // SAFETY: ctx is the live command context.
         let name = unsafe { current_name(ctx.ctx) };
         if name.is_null() {
-            return Ok(CallerAcl(None));
+            return Ok(CallerAcl(None, false));
         }
-        // SAFETY: name is a live string returned above; it is freed right after.
-        let user = unsafe { user_from_name(name) };
+        let default = {
+            let mut len = 0;
+            let ptr = raw::string_ptr_len(name, &mut len);
+            // SAFETY: the server gives `len` readable bytes at `ptr`, alive with `name`.
+            !ptr.is_null()
+                && unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) } == b"default"
+        };
+        let kept = if default {
+            DEFAULT_USER.with(|u| u.get())
+        } else {
+            std::ptr::null_mut()
+        };
+        let user = if kept.is_null() {
+            // SAFETY: name is a live string returned above; it is freed right after.
+            unsafe { user_from_name(name) }
+        } else {
+            kept
+        };
         // SAFETY: the string came from GetCurrentUserName and is not used again.
         unsafe { free_string(ctx.ctx, name) };
         if user.is_null() {
             return Err(Error::UnknownAclUser);
         }
-        Ok(CallerAcl(Some(user)))
+        if default && kept.is_null() {
+            DEFAULT_USER.with(|u| u.set(user));
+        }
+        Ok(CallerAcl(Some(user), default))
     }
 
     /// Refuse unless this user may run `probe` (`SET key 1`, `PEXPIRE key 1`, or the
@@ -242,6 +272,10 @@ impl CallerAcl {
 
 impl Drop for CallerAcl {
     fn drop(&mut self) {
+        if self.1 {
+            // The default user's handle is kept (see above).
+            return;
+        }
         if let (Some(user), Ok(free)) = (self.0, api!(RedisModule_FreeModuleUser)) {
             // SAFETY: obtained from GetModuleUserFromUserName, freed exactly once.
             unsafe { free(user) };

@@ -1,12 +1,13 @@
 //! Test harness shared by the integration tests: real servers on loopback ports (alone,
 //! as replicas, or as a Cluster), a small RESP client, the Lua twins, the clock and `AT`
 //! bases, a seeded random generator, the workloads of the replication, persistence and
-//! failover tests, and readers of a server's keys.
-// Each test binary uses a part of the harness.
-#![allow(dead_code, unused_imports)]
+//! failover tests, a model of string keys for the differential tests, and readers of a
+//! server's keys. Compiled once, in the one test binary (`tests/main.rs`), whose files
+//! take it with `use crate::common;`.
 
 pub mod cluster;
 pub mod keyspace;
+pub mod model;
 pub mod resp;
 pub mod rng;
 pub mod server;
@@ -21,7 +22,7 @@ pub use rng::Rng;
 pub use server::{sweep_tool_path, Server};
 pub use side::Side;
 pub use time::{at_base, unix_ms, unix_us, HOUR, MINUTE, SECOND};
-pub use twins::{on_every_side, Form, Twin, Twins};
+pub use twins::{every_side, on_every_side, Twin, Twins};
 
 /// A string key's value (`None`: missing) and its `PEXPIRETIME`.
 pub fn state(c: &mut Client, key: &str) -> (Option<String>, i64) {
@@ -51,6 +52,31 @@ pub fn info_fields(c: &mut Client) -> Vec<(String, i64)> {
         .filter_map(|l| l.split_once(':'))
         .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
         .collect()
+}
+
+/// How many calls of `command` (lower case: `zadd`, `rl.lease`) a server has executed,
+/// from `INFO commandstats` (0: none).
+pub fn command_calls(c: &mut Client, command: &str) -> i64 {
+    c.cmd(&["INFO", "commandstats"])
+        .text()
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A limiter reply's first field: 0 allowed, 1 denied (an error reply panics).
+pub fn limited(v: &Value) -> i64 {
+    match v {
+        Value::Array(fields) => fields[0].int(),
+        other => panic!("not a limiter reply: {other:?}"),
+    }
+}
+
+/// A member of an RL.LOG key, as the command writes it: `seq:cost:meta`.
+pub fn log_member(seq: u64, cost: u64, meta: &str) -> String {
+    format!("{seq:016}:{cost}:{meta}")
 }
 
 /// The names of the modules a server has loaded (`MODULE LIST`).

@@ -53,7 +53,6 @@ impl Twin {
 }
 
 pub struct Twins {
-    pub form: Form,
     pub fixed: Twin,
     pub gcra: Twin,
     pub multi: Twin,
@@ -136,7 +135,6 @@ impl Twins {
             },
         };
         Twins {
-            form,
             fixed: load("rl_fixed"),
             gcra: load("rl_gcra"),
             multi: load("rl_multi"),
@@ -182,6 +180,36 @@ pub fn twin_line(twins: &Twins, words: &[&str]) -> Vec<String> {
     let (first, count) = keys_of(words);
     let keys = &words[first..first + count];
     twin.argv(keys, &words[first + count..])
+}
+
+/// The command, then its function, then its script: `(name, argv)` of a call of
+/// `command` on `keys` with `args` (the keys as the command takes them: RL.LOG's one
+/// key, RL.MULTI's, RL.SLIDING's and RL.ALL's after numkeys).
+pub fn every_side(
+    c: &mut Client,
+    command: &str,
+    keys: &[&str],
+    args: &[&str],
+) -> Vec<(String, Vec<String>)> {
+    let [functions, scripts] = Twins::both(c);
+    let mut native = vec![command.to_string()];
+    if command != "RL.LOG" {
+        native.push(keys.len().to_string());
+    }
+    native.extend(keys.iter().map(|k| k.to_string()));
+    native.extend(args.iter().map(|a| a.to_string()));
+    let twin = |t: &Twins| match command {
+        "RL.LOG" => t.log.argv(keys, args),
+        "RL.MULTI" => t.multi.argv(keys, args),
+        "RL.SLIDING" => t.sliding.argv(keys, args),
+        "RL.ALL" => t.all.argv(keys, args),
+        other => panic!("no twin for {other}"),
+    };
+    vec![
+        ("native".to_string(), native),
+        ("function".to_string(), twin(&functions)),
+        ("script".to_string(), twin(&scripts)),
+    ]
 }
 
 /// Run `lines` (commands whose key names start with `@`) on the command, on its

@@ -18,7 +18,7 @@
 //   - AllowAtMost takes whole requests. redis_rate's script also takes the fraction of
 //     a request that has come back (with 2.5 requests' room it reports 2 and takes
 //     2.5); here it takes 2 and leaves the half for the next request. It is one
-//     command when n fits, and one more (each atomic) when fewer than n fit.
+//     RL.GCRA call with COST n UPTO, which takes what fits of n in one atomic step.
 //   - AllowN with n above Burst can never be allowed; RL.GCRA refuses such a cost, so
 //     the reply is made as redis_rate's (Allowed 0, the RetryAfter its script computes)
 //     from a COST 0 peek.
@@ -141,8 +141,8 @@ func gcra(limit Limit, n int) (ratelimit.GCRA, time.Duration, error) {
 	return ratelimit.GCRA{MaxBurst: int64(limit.Burst) - 1, Count: int64(limit.Rate), Period: limit.Period}, interval, nil
 }
 
-func (l Limiter) check(ctx context.Context, key string, p ratelimit.GCRA, cost int) (ratelimit.Result, error) {
-	opts := []ratelimit.Option{ratelimit.Cost(int64(cost))}
+func (l Limiter) check(ctx context.Context, key string, p ratelimit.GCRA, cost int, more ...ratelimit.Option) (ratelimit.Result, error) {
+	opts := append([]ratelimit.Option{ratelimit.Cost(int64(cost))}, more...)
 	if l.now != nil {
 		opts = append(opts, ratelimit.At(l.now()))
 	}
@@ -200,23 +200,16 @@ func (l Limiter) AllowAtMost(ctx context.Context, key string, limit Limit, n int
 		// Nothing fits: the wait until one does, as redis_rate's reply.
 		return &Result{Limit: limit, RetryAfter: ceilMs(r.ResetAfter - time.Duration(limit.Burst-1)*interval), ResetAfter: r.ResetAfter}, nil
 	}
-	// Each try is one atomic RL.GCRA; a refusal says how much fits now. It shrinks only
-	// when other callers take what was there, so a few tries settle it.
-	for try := 0; ; try++ {
-		r, err := l.check(ctx, key, p, want)
-		if err != nil {
-			return nil, err
-		}
-		if r.Allowed {
-			return result(limit, r, want), nil
-		}
-		if r.Remaining < 1 || try == 16 {
-			// The wait for one request, from the wait for `want`: want - 1 intervals less.
-			retry := ceilMs(r.RetryAfter - time.Duration(want-1)*interval)
-			return &Result{Limit: limit, RetryAfter: max(retry, time.Millisecond), ResetAfter: r.ResetAfter}, nil
-		}
-		want = int(min(r.Remaining, int64(want)))
+	// One atomic RL.GCRA ... COST want UPTO: what fits of want now, or refused as one
+	// request would be (RetryAfter: until one fits).
+	r, err := l.check(ctx, key, p, want, ratelimit.UpTo())
+	if err != nil {
+		return nil, err
 	}
+	if r.Allowed {
+		return result(limit, r, int(r.Granted)), nil
+	}
+	return &Result{Limit: limit, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}, nil
 }
 
 func peeked(limit Limit, r ratelimit.Result) *Result {

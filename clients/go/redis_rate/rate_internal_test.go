@@ -2,6 +2,7 @@ package redis_rate
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +158,38 @@ func TestResetDeletesBothStates(t *testing.T) {
 	}
 	if n := rdb.Exists(ctx, "rate:both", "rl:rate:both").Val(); n != 0 {
 		t.Fatalf("%d keys after Reset", n)
+	}
+}
+
+// AllowAtMost is one RL.GCRA call (COST n UPTO) whether all of n fits, some or none,
+// counted by the server's own statistics on a server of its own.
+func TestAllowAtMostIsOneCommand(t *testing.T) {
+	s := testserver.Start(t, testserver.Options{})
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer rdb.Close()
+	c := newClock()
+	l := c.limiter(rdb)
+	limit := Limit{Rate: 10, Burst: 5, Period: time.Second}
+	calls := 0
+	for _, step := range []struct {
+		n, allowed int
+		advance    time.Duration
+	}{{3, 3, 0}, {3, 2, 0}, {3, 0, 0}, {3, 1, 100 * time.Millisecond}, {9, 5, time.Second}} {
+		c.advance(step.advance)
+		res, err := l.AllowAtMost(ctx, "one", limit, step.n)
+		calls++
+		if err != nil || res.Allowed != step.allowed {
+			t.Fatalf("call %d, at most %d: %+v %v, want %d allowed", calls, step.n, res, err, step.allowed)
+		}
+	}
+	stats, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The name as the server writes it: RL.GCRA on Redis 7.0, rl.gcra on Valkey.
+	stats = strings.ToLower(stats)
+	want := "cmdstat_rl.gcra:calls=" + strconv.Itoa(calls) + ","
+	if !strings.Contains(stats, want) || strings.Count(stats, "cmdstat_rl.") != 1 {
+		t.Fatalf("want %q in INFO commandstats:\n%s", want, stats)
 	}
 }

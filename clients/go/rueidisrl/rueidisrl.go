@@ -40,9 +40,20 @@ func (c conn) Do(ctx context.Context, cmd ratelimit.Command) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	reply, err := c.c.Do(ctx, built).ToAny()
+	result := c.c.Do(ctx, built)
+	reply, err := result.ToAny()
 	if rueidis.IsRedisNil(err) {
 		return nil, nil
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok && !re.IsNil() {
+		// The reply's own text: rueidis's error has lost its "ERR ", which a message
+		// that starts with a word in capitals ("ERR UPTO takes ...") cannot be told
+		// from a code ("NOSCRIPT ...") without.
+		if message, merr := result.ToMessage(); merr != nil {
+			if text, _ := message.ToString(); text != "" {
+				return nil, &ratelimit.ReplyError{Message: text, Err: err}
+			}
+		}
 	}
 	return reply, Wrap(err)
 }
@@ -58,7 +69,8 @@ func Wrap(err error) error {
 
 // withCode gives back the "ERR " that rueidis takes off the generic error replies, so
 // that a reply error reads the same on every client: every error reply starts with a
-// code in capitals (ERR, WRONGTYPE, NOSCRIPT...).
+// code in capitals (ERR, WRONGTYPE, NOSCRIPT...). Where the reply itself is at hand,
+// Do reads its text instead: a message in capitals ("UPTO takes ...") reads as a code.
 func withCode(message string) string {
 	code, _, _ := strings.Cut(message, " ")
 	for _, r := range code {

@@ -66,9 +66,12 @@ export interface CallOptions {
   refund?: boolean;
   /** `FORCE`: record `cost` whether or not it fits (the work is done). */
   force?: boolean;
+  /** `UPTO`: take as much of `cost` as fits now (at least 1), and say how much in the
+   * result's `granted` (0 when refused). */
+  upto?: boolean;
 }
 
-/** `COST n` (left out when 1), `AT unix_ms`, then `REFUND` or `FORCE`. */
+/** `COST n` (left out when 1), `AT unix_ms`, then `REFUND`, `FORCE` or `UPTO`. */
 export function options(o: CallOptions = {}, flags = true): Arg[] {
   const out: Arg[] = [];
   const cost = o.cost ?? 1;
@@ -78,8 +81,9 @@ export function options(o: CallOptions = {}, flags = true): Arg[] {
   if (flags) {
     if (o.refund) out.push("REFUND");
     if (o.force) out.push("FORCE");
-  } else if (o.refund || o.force) {
-    throw new TypeError("this command takes neither REFUND nor FORCE");
+    if (o.upto) out.push("UPTO");
+  } else if (o.refund || o.force || o.upto) {
+    throw new TypeError("this command takes neither REFUND, FORCE nor UPTO");
   }
   return out;
 }

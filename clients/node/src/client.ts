@@ -27,6 +27,7 @@ import type { RateLimit, Sweep, Throttle } from "./results.js";
 import { keySlot } from "./slot.js";
 import { type Client, type SendCommand, type Transport, errorText, isReplyError, transportOf, withPrefix } from "./transport.js";
 import { type LuaSources, TwinRunner, TwinUnavailable, luaSources } from "./twins.js";
+import { LocalBudget, type LocalBudgetOptions } from "./budget.js";
 
 /** Where the package says what it did about the server (the module missing, the twins
  * in use): `console` by default. */
@@ -206,6 +207,11 @@ export class RateLimiter {
       bySlot.set(slot, [...(bySlot.get(slot) ?? []), i]);
     });
     if (bySlot.size < 2) return this.run(policy.call(keys, o));
+    if (o.upto) {
+      throw new TypeError(
+        "UPTO cannot span Cluster slots (each slot would take a different amount): give the keys one hash tag, e.g. {user42}, so that they share a slot",
+      );
+    }
     if (policy.rules.some((r) => r instanceof Ban)) {
       throw new TypeError(
         "an RL.ALL call with a BAN rule cannot span Cluster slots (its strike could not be recorded atomically with the other slots' verdict): " +
@@ -306,6 +312,13 @@ export class RateLimiter {
   check(policy: Policy, keys: Key | readonly Key[], o: AllOptions = {}): Promise<RateLimit> {
     if (policy instanceof All && this.transport.cluster) return this.allAcrossSlots(policy, keyList(keys), o);
     return this.run(policy.call(keyList(keys), o));
+  }
+
+  /** A local budget of a policy on its key (or keys): takes answered in this process
+   * from batches the server grants with UPTO, what is left given back with REFUND
+   * before the batch's window ends and on `close()`. */
+  localBudget(policy: Policy, key: Key | readonly Key[], o: LocalBudgetOptions = {}): LocalBudget {
+    return new LocalBudget(this, policy, key, { ...o, logger: o.logger ?? this.logger });
   }
 
   /** CL.THROTTLE key max_burst count period [quantity], as redis-cell: `period` in whole

@@ -1,13 +1,14 @@
 /**
  * redis-native-ratelimit: typed calls of the native rate limiting commands (RL.FIXED,
  * RL.GCRA, RL.MULTI, RL.SLIDING, RL.LOG, RL.ALL, RL.LEASE, RL.RELEASE, CL.THROTTLE,
- * RL.BULKEXPIRE, RL.SWEEP) on ioredis and node-redis, their HTTP headers, and the Lua
- * twins for servers without the module. Middleware: `redis-native-ratelimit/express`,
- * `redis-native-ratelimit/fastify`; a store for express-rate-limit:
+ * RL.BULKEXPIRE, RL.SWEEP) on ioredis and node-redis, their HTTP headers, local budgets
+ * of a hot key (UPTO), and the Lua twins for servers without the module. Middleware:
+ * `redis-native-ratelimit/express`, `redis-native-ratelimit/fastify`; a store for express-rate-limit:
  * `redis-native-ratelimit/express-rate-limit`; a storage for @nestjs/throttler:
  * `redis-native-ratelimit/nestjs`.
  */
 export { type Arg, type CallOptions, type Duration, type Instant, type Key, durationMs } from "./args.js";
+export { type BudgetTimers, LocalBudget, type LocalBudgetOptions, type LocalBudgetStats } from "./budget.js";
 export { type BreakerOptions, type BreakerState, CircuitBreaker } from "./breaker.js";
 export { type AllOptions, type Logger, ModuleMissingError, RateLimiter, type RateLimiterOptions, isUnknownCommand } from "./client.js";
 export {

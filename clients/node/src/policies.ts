@@ -79,6 +79,21 @@ function five(reply: unknown[], quotas: Quota[], binding: number | undefined): R
   return result;
 }
 
+/** A call with `UPTO` reads one more field, the last of its reply: the units granted. */
+function granting(call: Call, opts: CallOptions): Call {
+  if (!opts.upto) return call;
+  const parse = call.parse;
+  return {
+    ...call,
+    parse: (reply, prefix) => {
+      const result = parse(reply, prefix);
+      const r = reply as unknown[];
+      result.granted = toInt(r[r.length - 1]);
+      return result;
+    },
+  };
+}
+
 function oneKey(name: string, keys: Key[]): Key {
   if (keys.length !== 1) throw new TypeError(`${name} takes one key, not ${keys.length}`);
   return keys[0];
@@ -133,7 +148,7 @@ export class Fixed extends Policy {
   call(keys: Key[], opts: CallOptions = {}): Call {
     const key = oneKey("RL.FIXED", keys);
     const quotas = this.quotas();
-    return {
+    return granting({
       command: "RL.FIXED",
       keys: [key],
       args: [...this.tail(), ...options(opts)],
@@ -141,7 +156,7 @@ export class Fixed extends Policy {
       keysFirst: true,
       numkeys: false,
       parse: (reply) => five(replyArray(reply), quotas, 0),
-    };
+    }, opts);
   }
   ruleArgs(position: number): Arg[] {
     return ["FIXED", position, ...this.tail()];
@@ -195,7 +210,7 @@ export class Gcra extends Policy {
       args.push("DELAY", durationArg(this.delay as Duration));
     }
     const quotas = this.quotas();
-    return {
+    return granting({
       command: "RL.GCRA",
       keys: [key],
       args,
@@ -208,7 +223,7 @@ export class Gcra extends Policy {
         if (withDelay && r.length > 5) result.delayMs = toInt(r[5]);
         return result;
       },
-    };
+    }, opts);
   }
   ruleArgs(position: number): Arg[] {
     if (this.delay !== undefined) throw new TypeError("RL.ALL does not take DELAY in a GCRA rule");
@@ -250,7 +265,7 @@ export class Log extends Policy {
   call(keys: Key[], opts: CallOptions & { meta?: Arg } = {}): Call {
     const key = oneKey("RL.LOG", keys);
     const quotas = this.quotas();
-    return {
+    return granting({
       command: "RL.LOG",
       keys: [key],
       args: [...this.tail(opts.meta), ...options(opts)],
@@ -258,7 +273,7 @@ export class Log extends Policy {
       keysFirst: true,
       numkeys: false,
       parse: (reply) => five(replyArray(reply), quotas, 0),
-    };
+    }, opts);
   }
   ruleArgs(position: number): Arg[] {
     return ["LOG", position, ...this.tail()];
@@ -309,7 +324,7 @@ abstract class Windows extends Policy {
     const quotas = this.quotas(keys.length);
     const windows = this.limits.map(([w]) => durationMs(w));
     const own = [...keys];
-    return {
+    return granting({
       command: this.command,
       keys: own,
       args: [...this.limitArgs(), ...this.extra(), ...options(opts)],
@@ -328,7 +343,7 @@ abstract class Windows extends Policy {
         result.windowMs = windowMs;
         return result;
       },
-    };
+    }, opts);
   }
   ruleArgs(position: number): Arg[] {
     return [this.command.split(".")[1], position, ...this.limitArgs(), ...this.extra()];
@@ -497,9 +512,9 @@ export class All extends Policy {
     if (cost !== 1) args.push("COST", cost);
     if (opts.at !== undefined) args.push(...options({ at: opts.at }));
     if (opts.id !== undefined) args.push("ID", opts.id);
-    args.push(...options({ refund: opts.refund, force: opts.force }));
+    args.push(...options({ refund: opts.refund, force: opts.force, upto: opts.upto }));
     const own = [...keys];
-    return {
+    return granting({
       command: "RL.ALL",
       keys: own,
       args,
@@ -512,7 +527,7 @@ export class All extends Policy {
         if (this.holdsLease) result.leaseId = r.length > 7 ? (toText(r[7]) ?? null) : null;
         return result;
       },
-    };
+    }, opts);
   }
   /** A result whose binding rule is the rule at `index` (0-based) of this policy, on
    * `keys`: its place, its key, the quotas of every rule and the binding one. */

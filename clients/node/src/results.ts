@@ -35,6 +35,8 @@ export interface RateLimit {
   rule?: number;
   /** RL.GCRA with DELAY: the wait before acting (0: now; -1: refused, nothing booked). */
   delayMs?: number;
+  /** With `upto`: the units the call took (0 when refused). */
+  granted?: number;
   /** RL.LEASE, and RL.ALL with a LEASE rule: the lease id when allowed (null otherwise). */
   leaseId?: string | null;
   /** The limits the call checked, for the HTTP headers. */

@@ -2,49 +2,14 @@
 // against real servers with the module: results, keys as given, errors.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { Redis, Cluster as IoCluster } from "ioredis";
-import { createClient, createCluster } from "redis";
+import { Redis } from "ioredis";
 import { RateLimiter, Gcra, Fixed, Lease, Ban, Sliding, Multi, Log, isReplyError } from "redis-native-ratelimit";
-import { Server, Cluster, tag, notYet } from "./helpers.mjs";
+import { clientVariants, serversOfFile, tag, notYet } from "./helpers.mjs";
 
 const T = 1_900_000_000_000; // AT: a time ahead of now, so that keys stay while the test runs
 
-let server;
-let cluster;
-before(async () => {
-  server = await Server.start();
-  cluster = await Cluster.start();
-});
-after(async () => {
-  await server?.remove();
-  await cluster?.remove();
-});
-
-const VARIANTS = {
-  "ioredis": async () => {
-    const c = new Redis({ port: server.port, host: "127.0.0.1" });
-    return { client: c, close: () => c.disconnect(), raw: c };
-  },
-  "ioredis Cluster": async () => {
-    const c = new IoCluster([{ host: "127.0.0.1", port: cluster.port }]);
-    return { client: c, close: () => c.disconnect(), raw: c, cluster: true };
-  },
-  "node-redis RESP2": async () => {
-    const c = await createClient({ url: server.url() }).connect();
-    const raw = new Redis({ port: server.port, host: "127.0.0.1" });
-    return { client: c, close: async () => { await c.close(); raw.disconnect(); }, raw };
-  },
-  "node-redis RESP3": async () => {
-    const c = await createClient({ url: server.url(), RESP: 3 }).connect();
-    const raw = new Redis({ port: server.port, host: "127.0.0.1" });
-    return { client: c, close: async () => { await c.close(); raw.disconnect(); }, raw };
-  },
-  "node-redis Cluster": async () => {
-    const c = await createCluster({ rootNodes: [{ url: `redis://127.0.0.1:${cluster.port}` }] }).connect();
-    const raw = new IoCluster([{ host: "127.0.0.1", port: cluster.port }]);
-    return { client: c, close: async () => { await c.close(); raw.disconnect(); }, raw, cluster: true };
-  },
-};
+const servers = serversOfFile();
+const VARIANTS = clientVariants(servers);
 
 for (const [name, make] of Object.entries(VARIANTS)) {
   describe(name, () => {
@@ -247,8 +212,8 @@ for (const [name, make] of Object.entries(VARIANTS)) {
 }
 
 test("ioredis keyPrefix applies to the module's commands, and the binding key comes back as given", async () => {
-  const c = new Redis({ port: server.port, host: "127.0.0.1", keyPrefix: "app:" });
-  const raw = new Redis({ port: server.port, host: "127.0.0.1" });
+  const c = new Redis({ port: servers.server.port, host: "127.0.0.1", keyPrefix: "app:" });
+  const raw = new Redis({ port: servers.server.port, host: "127.0.0.1" });
   try {
     const rl = new RateLimiter(c);
     const t = tag();

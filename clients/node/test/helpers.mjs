@@ -10,7 +10,9 @@ import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { randomBytes } from "node:crypto";
-import { Redis } from "ioredis";
+import { after, before } from "node:test";
+import { Redis, Cluster as IoCluster } from "ioredis";
+import { createClient, createCluster } from "redis";
 
 export const PKG = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const REPO = join(PKG, "..", "..");
@@ -179,6 +181,56 @@ export class Cluster {
   }
 }
 
+/** A server with the module and a three-node Cluster with the module, started before a
+ * test file's tests and removed after them: `servers.server`, `servers.cluster`. */
+export function serversOfFile() {
+  const servers = { server: undefined, cluster: undefined };
+  before(async () => {
+    servers.server = await Server.start();
+    servers.cluster = await Cluster.start();
+  });
+  after(async () => {
+    await servers.server?.remove();
+    await servers.cluster?.remove();
+  });
+  return servers;
+}
+
+/** The clients a call runs on, by name: ioredis and node-redis (RESP2 and RESP3) on
+ * `servers.server`, and both Cluster clients on `servers.cluster`. Each makes `client`,
+ * `raw` (an ioredis connection that reads the keys), `primaries()` (ioredis connections
+ * to every primary), `close()`, and `cluster` for the Cluster clients. */
+export function clientVariants(servers) {
+  const plain = () => new Redis({ port: servers.server.port, host: "127.0.0.1" });
+  const ioCluster = async () => {
+    const c = new IoCluster([{ host: "127.0.0.1", port: servers.cluster.port }]);
+    await c.ping();
+    return c;
+  };
+  const nodeRedis = (RESP) => async () => {
+    const c = await createClient({ url: servers.server.url(), RESP }).connect();
+    const raw = plain();
+    return { client: c, raw, primaries: async () => [raw], close: async () => (await c.close(), raw.disconnect()) };
+  };
+  return {
+    ioredis: async () => {
+      const c = plain();
+      return { client: c, raw: c, primaries: async () => [c], close: async () => c.disconnect() };
+    },
+    "ioredis Cluster": async () => {
+      const c = await ioCluster();
+      return { client: c, raw: c, primaries: async () => c.nodes("master"), close: async () => c.disconnect(), cluster: true };
+    },
+    "node-redis RESP2": nodeRedis(2),
+    "node-redis RESP3": nodeRedis(3),
+    "node-redis Cluster": async () => {
+      const c = await createCluster({ rootNodes: [{ url: `redis://127.0.0.1:${servers.cluster.port}` }] }).connect();
+      const raw = await ioCluster();
+      return { client: c, raw, primaries: async () => raw.nodes("master"), close: async () => (await c.close(), raw.disconnect()), cluster: true };
+    },
+  };
+}
+
 /** A server of a test's own that the test can stall: after `stall()` every write waits
  * (CLIENT PAUSE ... WRITE) until `resume()`, which returns once the client's queued calls
  * have run. `client` is an ioredis connection to it, `admin` another. */
@@ -232,14 +284,20 @@ export function listen(server) {
 }
 
 /** The code blocks (```js, and ```ts) of the section of docs/clients.md headed "Node",
- * with their first lines and languages. */
+ * and of the subsections headed "Node" in other sections (as "Local budgets" has one
+ * per package), with their first lines and languages. */
 export function nodeBlocks() {
   const lines = readFileSync(join(REPO, "docs", "clients.md"), "utf8").split("\n");
   const blocks = [];
-  let inNode = false;
+  let inSection = false;
+  let inSubsection = false;
   let open = null;
   lines.forEach((line, i) => {
-    if (open === null && /^## /.test(line)) inNode = /^## .*\bNode\b/.test(line) && !/Go\b/.test(line);
+    if (open === null && /^## /.test(line)) {
+      inSection = /^## .*\bNode\b/.test(line) && !/Go\b/.test(line);
+      inSubsection = false;
+    } else if (open === null && /^### /.test(line)) inSubsection = /^### Node\b/.test(line);
+    const inNode = inSection || inSubsection;
     if (!inNode && open === null) return;
     const fence = open === null && /^```(js|javascript|mjs|ts|typescript)\s*$/.exec(line.trim());
     if (fence) open = { line: i + 1, lang: /^t/.test(fence[1]) ? "ts" : "js", text: [] };

@@ -86,14 +86,16 @@ def pip_wheel(source: Path, out: Path) -> subprocess.CompletedProcess:
 
 
 def assert_carries_every_twin(wheel_dir: Path) -> None:
-    """The wheel holds each file of lua/, byte for byte, and not the published scripts
-    kept there as benchmark baselines."""
+    """The wheel holds the twins of lua/ (the library and each script), byte for byte,
+    and not their sources (lua/src/, which the build assembles) nor the published
+    scripts kept there as benchmark baselines."""
     (wheel,) = wheel_dir.glob("redis_native_ratelimit-*.whl")
     prefix = "redis_native_ratelimit/lua/"
     with zipfile.ZipFile(wheel) as z:
         carried = {n[len(prefix):]: z.read(n) for n in z.namelist() if n.startswith(prefix)}
     lua = REPO / "lua"
-    repo = {str(p.relative_to(lua)): p.read_bytes() for p in lua.rglob("*.lua") if p.parent.name != "published"}
+    repo = {str(p.relative_to(lua)): p.read_bytes() for p in lua.rglob("*.lua")
+            if p.relative_to(lua).parts[0] not in ("published", "src")}
     assert "ratelimit.lua" in repo and "scripts/rl_gcra.lua" in repo
     assert carried == repo
 
@@ -118,7 +120,7 @@ def test_the_sdist_holds_the_twins_and_installs_anywhere(tmp_path):
     )
     (sdist,) = (tmp_path / "dist").glob("redis_native_ratelimit-*.tar.gz")
     with tarfile.open(sdist) as tar:
-        assert not any(m.issym() or "/published/" in m.name for m in tar.getmembers())
+        assert not any(m.issym() or "/published/" in m.name or "/lua/src/" in m.name for m in tar.getmembers())
         tar.extractall(tmp_path / "unpacked")
     (source,) = (tmp_path / "unpacked").iterdir()
     built = pip_wheel(source, tmp_path / "wheel")

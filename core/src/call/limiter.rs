@@ -50,9 +50,9 @@ pub struct Kind {
     pub field: bool,
 }
 
-/// How a request flag_counts: taken as it fits (the usual), or, after the fact, given back
-/// (`REFUND`) or recorded whether it fits or not (`FORCE`). Each limiter implements each
-/// mode in its own file.
+/// How a request settles: taken as it fits (the usual); after the fact, given back
+/// (`REFUND`) or recorded whether it fits or not (`FORCE`); or taken as much of it as
+/// fits (`UPTO`). Each limiter implements the first three in its own file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Mode {
     /// Allowed iff it fits; then recorded.

@@ -3,117 +3,262 @@
 --   EVALSHA sha numkeys key [key ...] arg [arg ...]
 -- with RL.MULTI's keys and the rest of its arguments in the same order, as
 -- `FCALL rl_multi ...` of the library lua/ratelimit.lua.
--- Written by lua/build.py from lua/ratelimit.lua: edit that file, then run
+-- Written by lua/build.py from lua/src/: edit those files, then run
 -- `python3 lua/build.py` (a test fails when this file is stale).
 
--- The module's bounds (core/src/limits.rs), mirrored under the same names; a test
--- checks that they agree.
-local MAX_SAFE_INTEGER = 9007199254740991 -- 2^53 - 1
-
-local MIN_AT_MS = 1000000000000 -- 2001-09-09: a smaller AT is a time in seconds
-
-local MAX_AT_MS = 4102444800000 -- 2100-01-01
-
-local MAX_DURATION_MS = 315360000000 -- 3650 days
-
-local MAX_KEYS = 64 -- keys per call (RL.MULTI)
-
-local MAX_WINDOWS = 16 -- LIMITs per call (RL.MULTI)
-
-local MAX_WINDOWS_PER_KEY = 32 -- windows one key keeps (RL.MULTI, RL.SLIDING)
-
-local MAX_BUCKETS = 100 -- buckets per window (RL.SLIDING)
-
-local MAX_META_LEN = 256 -- bytes of a META value (RL.LOG)
-
-local MAX_END_MS = 4417804800000 -- the latest window end in stored state: MAX_AT_MS + MAX_DURATION_MS (RL.MULTI)
-
-local MAX_BUCKETS_PER_KEY = 1000 -- buckets one key keeps, its windows' BUCKETS added up (RL.SLIDING)
-
-local ECHO_MAX = 64 -- bytes of a bad argument quoted in an error
-
--- Raise an error reply (caught by `run` below).
-local function fail(msg)
-  error({ err = msg }, 0)
-end
-
--- An error's message, whichever way pcall handed it back (see `run`).
-local function message(res)
-  if type(res) == 'table' and res.err then return res.err end
-  return res
-end
-
--- Quote user input in an error: printable ASCII kept, the rest as \xNN, cut at ECHO_MAX bytes.
-local function echo(v)
-  local out = {}
-  for i = 1, math.min(#v, ECHO_MAX) do
-    local b = string.byte(v, i)
-    if b >= 0x20 and b < 0x7f and b ~= 0x5c and b ~= 0x27 then
-      out[#out + 1] = string.char(b)
-    else
-      out[#out + 1] = string.format('\\x%02x', b)
+-- The definitions a call uses only on an error or a rare path: each is made on the first
+-- read of COLD.<its name>.
+local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, settle_mode, clock_us, ceil_ms, stored_number, stored_digits, open_key, judge_call, run_call, check_keys, with_numkeys_hint, each_key_parse, each_key_command, check_limits_cost, NONE, by_window, limits_rule, fixed_window, MULTI, rl_multi
+COLD = {
+  __index = function(cold, name)
+    local value
+    if name == 'fail' then
+      -- Cold: raise an error reply (caught by `run` below).
+      value = function(msg)
+        error({ err = msg }, 0)
+      end
+    elseif name == 'message' then
+      -- Cold: an error's message, whichever way pcall handed it back (see `run`).
+      value = function(res)
+        if type(res) == 'table' and res.err then return res.err end
+        return res
+      end
+    elseif name == 'echo' then
+      -- Cold: quote user input in an error: printable ASCII kept, the rest as \xNN, cut at ECHO_MAX bytes.
+      value = function(v)
+        local out = {}
+        for i = 1, math.min(#v, 64) do
+          local b = string.byte(v, i)
+          if b >= 0x20 and b < 0x7f and b ~= 0x5c and b ~= 0x27 then
+            out[#out + 1] = string.char(b)
+          else
+            out[#out + 1] = string.format('\\x%02x', b)
+          end
+        end
+        if #v > 64 then out[#out + 1] = '...' end
+        return table.concat(out)
+      end
+    elseif name == 'int' then
+      -- Cold: format an integer-valued number without exponent (for error texts and stored state).
+      -- redis.call takes such numbers as they are: the server writes an integer below 2^53
+      -- without exponent (as %.17g does).
+      value = function(n)
+        return string.format('%d', n)
+      end
+    elseif name == 'arity_error' then
+      -- Cold: the error of a call with too few (or too many) arguments, with the command's syntax.
+      value = function(command, syntax)
+        COLD.fail("ERR wrong number of arguments for '" .. command .. "' command (syntax: " .. syntax .. ')')
+      end
+    elseif name == 'keys_error' then
+      -- Cold: the error of a call with the wrong number of keys: it names the function (or the
+      -- script, which has the function's name) and the number of keys it takes.
+      value = function(name, takes, got)
+        COLD.fail("ERR wrong number of keys for '" .. name .. "': it takes " .. takes .. ', got ' .. COLD.int(got))
+      end
+    elseif name == 'WRONGTYPE' then
+      -- Cold: the error of a key of another type.
+      value = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+    elseif name == 'state_error' then
+      -- Cold: the invalid-state error of limiter L, naming the key when `named`.
+      value = function(L, key, named)
+        local which = named and ("the key '" .. COLD.echo(key) .. "'") or 'the key'
+        COLD.fail('ERR ' .. which .. ' does not hold ' .. L.command .. ' state (expected ' .. L.expected .. ')')
+      end
+    elseif name == 'force_out_of_bounds' then
+      -- Cold: the error of a FORCE that would store `what` past the bounds every reader accepts.
+      value = function(what)
+        COLD.fail('ERR FORCE would store ' .. what .. ': nothing was written')
+      end
+    elseif name == 'parse_int' then
+      -- Cold: parse a count (a signed decimal integer from min to 2^53 - 1), as the module
+      -- does; an error when it is not one.
+      value = function(what, v, min)
+        local plain = plain_count(v, min)
+        if plain then return plain end
+        local neg, digits = string.match(v, '^(%-?)(%d+)$')
+        local n
+        if digits then
+          local sig = string.gsub(digits, '^0+', '')
+          -- 17 significant digits or more are above 2^53 - 1 (16 digits) whatever they are.
+          if #sig <= 16 then n = tonumber(sig ~= '' and sig or '0') end
+        end
+        if n and n <= 9007199254740991 then
+          if neg == '-' and n ~= 0 then n = -n end
+          if n >= min then return n end
+        end
+        COLD.fail('ERR invalid ' .. what .. " '" .. COLD.echo(v) .. "': must be an integer from "
+          .. COLD.int(min) .. ' to ' .. COLD.int(9007199254740991))
+      end
+    elseif name == 'parse_at' then
+      -- Cold: AT's value, a time in ms.
+      value = function(v)
+        local plain = plain_count(v, 1000000000000)
+        if plain and plain <= 4102444800000 then return plain end
+        local ok, ms = pcall(COLD.parse_int, 'AT', v, 0)
+        if ok and ms < 1000000000000 then
+          COLD.fail("ERR invalid AT '" .. COLD.echo(v) .. "': AT takes a Unix time in milliseconds, from "
+            .. COLD.int(1000000000000) .. ' (2001-09-09) to ' .. COLD.int(4102444800000) .. '; this looks like seconds')
+        end
+        if not ok or ms > 4102444800000 then
+          COLD.fail("ERR invalid AT '" .. COLD.echo(v) .. "': must be a Unix time in milliseconds from "
+            .. COLD.int(1000000000000) .. ' to ' .. COLD.int(4102444800000))
+        end
+        return ms
+      end
+    elseif name == 'looks_like_a_duration' then
+      -- Cold: whether v is written as a duration with a unit (1m, 500ms): in the place of a count,
+      -- the sign of two arguments given in the wrong order.
+      value = function(v)
+        return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
+      end
+    elseif name == 'rule_step' then
+      -- Cold: rule i's step f(...) in RL.ALL: the error names the rule (not WRONGTYPE or OOM, which
+      -- are the server's).
+      value = function(i, r, f, ...)
+        local ok, a, b, c, d, e = pcall(f, ...)
+        if ok then return a, b, c, d, e end
+        local msg = COLD.message(a)
+        if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
+          error(a, 0)
+        end
+        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+      end
+    elseif name == 'recalled' then
+      -- Cold (the library only): the parsed call of `what` (a limiter, or 'all') remembered
+      -- for these arguments, or nil.
+      value = function(what, nkeys, args)
+        local node = MEMO.calls[what]
+        node = node and node[nkeys]
+        node = node and node[#args]
+        for i = 1, #args do node = node and node[args[i]] end
+        return node
+      end
+    elseif name == 'remember' then
+      -- Cold (the library only): remember a parsed call, while there is room.
+      value = function(what, nkeys, args, call)
+        local calls = MEMO.calls
+        if calls.n >= 256 then return end
+        calls.n = calls.n + 1
+        local node, path = calls, { what, nkeys, #args }
+        for i = 1, #args do path[3 + i] = args[i] end
+        for i = 1, #path - 1 do
+          local k = path[i]
+          node[k] = node[k] or {}
+          node = node[k]
+        end
+        node[path[#path]] = call
+      end
+    elseif name == 'NUMKEYS_HINTED' then
+      -- Cold: the errors a wrong numkeys can explain (the module's numkeys_hint takes the same).
+      value = {
+        "^ERR unknown option '", "^ERR unknown rule '", '^ERR at least one LIMIT window limit is needed$',
+        "^ERR key %d+ '.*' is named by no rule",
+      }
+    elseif name == 'fixed_refund' then
+      -- Cold: REFUND on one window: the count goes down by `cost`, never below 0; the
+      -- window's end is kept; 0 left: the key goes. A window that has ended (or no key) is
+      -- not touched. The fields, and the write ('set' or 'del'; nil: none) with the count
+      -- and end.
+      value = function(limit, window_ms, align, count, exp, now, cost)
+        if not count or (exp and exp * 1000 <= now) then
+          return 0, limit, limit, -1, 0, nil
+        end
+        local _, _, _, _, _, _, _, ends = fixed_window(limit, window_ms, align, count, exp, now, 0)
+        local after = math.max(count - cost, 0)
+        local reset = 0
+        if after > 0 then reset = ceil_ms(math.max(ends * 1000 - now, 0)) end
+        local remaining = math.max(limit - after, 0)
+        if cost == 0 then return 0, limit, remaining, -1, reset, nil end
+        if after == 0 then return 0, limit, remaining, -1, reset, 'del', after, ends end
+        return 0, limit, remaining, -1, reset, 'set', after, ends
+      end
+    elseif name == 'fixed_force' then
+      -- Cold: FORCE on one window: `cost` is counted whether it fits or not (at most
+      -- 2^53 - 1). The fields, the wait in µs when over the limit (nil: it fit), the count
+      -- and end.
+      value = function(limit, window_ms, align, count, exp, now, cost)
+        local limited, _, remaining, retry_ms, reset, retry, after, ends =
+          fixed_window(limit, window_ms, align, count, exp, now, cost)
+        if after > 9007199254740991 then COLD.force_out_of_bounds('a count above 9007199254740991') end
+        if retry then remaining = 0 end
+        return limited, limit, remaining, retry_ms, reset, retry, after, ends
+      end
     end
+    rawset(cold, name, value)
+    return value
+  end,
+}
+setmetatable(COLD, COLD)
+
+-- Run a command's body f(...); an error raised with `fail` (or by redis.call) becomes the
+-- error reply. Redis 7.0's pcall hands error tables back as their message string;
+-- other servers keep the table: both are accepted.
+function run(f, ...)
+  local ok, res = pcall(f, ...)
+  if ok then return res end
+  if type(res) == 'table' and res.err then res = res.err end
+  if type(res) == 'string' and string.match(res, '^%u+ ') then
+    return redis.error_reply(res)
   end
-  if #v > ECHO_MAX then out[#out + 1] = '...' end
-  return table.concat(out)
+  error(res, 0)
 end
 
--- Format an integer-valued number without exponent (for error texts and stored state).
--- redis.call takes such numbers as they are: the server writes an integer below 2^53
--- without exponent (as %.17g does).
-local function int(n)
-  return string.format('%d', n)
+-- What the library, which lives as long as the server, remembers from call to call: the
+-- counts and durations it has read (at most 256 texts of each: a call reads its limits
+-- and windows without parsing them again), the last second of the clock (keys.lua), what
+-- a call keeps of its rules (call.lua) and the calls it has parsed (commands.lua). A
+-- script starts afresh on every call and remembers nothing: there MEMO is false.
+MEMO = (false) and {
+  counts = { 0 }, -- text -> count, and how many at [1]
+  durations = { 0 }, -- text -> ms, and how many at [1]
+  clock = { '', 0 }, -- the last second TIME gave, as text and in µs
+  records = {}, -- rule i -> its record in the call that runs
+  calls = { n = 0 }, -- see recalled
+}
+
+-- A duration's unit in ms (nil: not a unit); a bare number is seconds.
+function unit_ms(unit)
+  if unit == '' or unit == 's' then return 1000 end
+  if unit == 'm' then return 60000 end
+  if unit == 'ms' then return 1 end
+  if unit == 'h' then return 3600000 end
+  if unit == 'd' then return 86400000 end
+  return nil
 end
 
--- The common case of a count, without building anything: up to 15 digits (always below
--- 2^53) and at least `min`; nil otherwise (parse_int then says why).
-local function plain_count(v, min)
+-- The common case of a count: up to 15 digits (always below 2^53) and at least `min`;
+-- nil otherwise (parse_int then says why).
+function plain_count(v, min)
+  local n = MEMO and MEMO.counts[v]
+  if n then
+    if n >= min then return n end
+    return nil
+  end
   if #v == 0 or #v > 15 or string.find(v, '%D') then return nil end
-  local n = tonumber(v)
+  n = tonumber(v)
+  local counts = MEMO and MEMO.counts
+  if counts and counts[1] < 256 then
+    counts[v] = n
+    counts[1] = counts[1] + 1
+  end
   if n < min then return nil end
   return n
 end
 
--- Parse a count (a signed decimal integer from min to 2^53 - 1), as the module does;
--- an error when it is not one. These run on every call: the common case builds nothing,
--- and an error's text (and what it needs) is built only when there is an error.
-local function parse_int(what, v, min)
-  local plain = plain_count(v, min)
-  if plain then return plain end
-  local neg, digits = string.match(v, '^(%-?)(%d+)$')
-  local n
-  if digits then
-    local sig = string.gsub(digits, '^0+', '')
-    -- 17 significant digits or more are above 2^53 - 1 (16 digits) whatever they are.
-    if #sig <= 16 then n = tonumber(sig ~= '' and sig or '0') end
-  end
-  if n and n <= MAX_SAFE_INTEGER then
-    if neg == '-' and n ~= 0 then n = -n end
-    if n >= min then return n end
-  end
-  fail('ERR invalid ' .. what .. " '" .. echo(v) .. "': must be an integer from "
-    .. int(min) .. ' to ' .. int(MAX_SAFE_INTEGER))
-end
-
 -- Parse a duration (integer + optional unit ms, s, m, h, d; bare = seconds) in ms.
--- Valid durations already read are remembered, by their text (at most 256 of them; how
--- many, at DURATIONS[1]): in the library, which lives as long as the server, a call reads
--- its windows without parsing them again.
-local UNIT_MS = { [''] = 1000, s = 1000, ms = 1, m = 60000, h = 3600000, d = 86400000 }
-
-local DURATIONS = { 0 }
-
-local function parse_duration(what, v)
-  local known = DURATIONS[v]
+function parse_duration(what, v)
+  local known = MEMO and MEMO.durations[v]
   if known then return known end
   local digits, unit = string.match(v, '^(%d+)(%a*)$')
-  local per = digits and UNIT_MS[unit]
+  local per = digits and unit_ms(unit)
   if per and #digits <= 12 then
     local n = tonumber(digits)
-    if n > 0 and n * per <= MAX_DURATION_MS then
-      if DURATIONS[1] < 256 then
-        DURATIONS[v] = n * per
-        DURATIONS[1] = DURATIONS[1] + 1
+    if n > 0 and n * per <= 315360000000 then
+      local durations = MEMO and MEMO.durations
+      if durations and durations[1] < 256 then
+        durations[v] = n * per
+        durations[1] = durations[1] + 1
       end
       return n * per
     end
@@ -121,51 +266,30 @@ local function parse_duration(what, v)
   -- The rest, read as the module reads it: leading zeros, or the reason of the error.
   local why = 'must be a positive duration (an integer with an optional unit ms, s, m, h or d)'
   digits, unit = string.match(v, '^(%d*)(.*)$')
-  per = UNIT_MS[unit]
+  per = unit_ms(unit)
   if digits ~= '' and not per and string.match(unit, '^%a+$') then
     why = 'unknown unit (use ms, s, m, h or d)'
   elseif digits ~= '' and per then
     local sig = string.gsub(digits, '^0+', '')
     local n = tonumber(sig ~= '' and sig or '0')
-    if #sig > 12 or n * per > MAX_DURATION_MS then
+    if #sig > 12 or n * per > 315360000000 then
       why = 'must be at most 10 years (3650d)'
     elseif n > 0 then
       return n * per
     end
   end
-  fail('ERR invalid ' .. what .. " '" .. echo(v) .. "': " .. why)
-end
-
-local function parse_at(v)
-  local plain = plain_count(v, MIN_AT_MS)
-  if plain and plain <= MAX_AT_MS then return plain end
-  local ok, ms = pcall(parse_int, 'AT', v, 0)
-  if ok and ms < MIN_AT_MS then
-    fail("ERR invalid AT '" .. echo(v) .. "': AT takes a Unix time in milliseconds, from "
-      .. int(MIN_AT_MS) .. ' (2001-09-09) to ' .. int(MAX_AT_MS) .. '; this looks like seconds')
-  end
-  if not ok or ms > MAX_AT_MS then
-    fail("ERR invalid AT '" .. echo(v) .. "': must be a Unix time in milliseconds from "
-      .. int(MIN_AT_MS) .. ' to ' .. int(MAX_AT_MS))
-  end
-  return ms
-end
-
--- Whether v is written as a duration with a unit (1m, 500ms): in the place of a count,
--- the sign of two arguments given in the wrong order.
-local function looks_like_a_duration(v)
-  return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
+  COLD.fail('ERR invalid ' .. what .. " '" .. COLD.echo(v) .. "': " .. why)
 end
 
 -- A count (parse_int) in a place where it is easily swapped with a duration: when `v`
 -- is written as a duration, its error names the order of the command's arguments.
-local function count_in_order(what, v, min, order)
+function count_in_order(what, v, min, order)
   local plain = plain_count(v, min)
   if plain then return plain end
-  local ok, res = pcall(parse_int, what, v, min)
+  local ok, res = pcall(COLD.parse_int, what, v, min)
   if ok then return res end
-  local msg = message(res)
-  if type(msg) == 'string' and looks_like_a_duration(v) then fail(msg .. ' (' .. order .. ')') end
+  local msg = COLD.message(res)
+  if type(msg) == 'string' and COLD.looks_like_a_duration(v) then COLD.fail(msg .. ' (' .. order .. ')') end
   error(res, 0)
 end
 
@@ -175,7 +299,7 @@ end
 -- one at most once, each value checked where it stands. Reads args[first..#args]; at a
 -- word that is not accepted, stops there when `stop`, else calls `unknown(word)` when
 -- given (which raises), else refuses it. Returns the options and the index after them.
-local function parse_options(args, first, accepts, stop, unknown)
+function parse_options(args, first, accepts, stop, unknown)
   -- The options read so far are also marked under their keyword (o.COST...).
   local o = { cost = 1 }
   local last = #args
@@ -187,52 +311,52 @@ local function parse_options(args, first, accepts, stop, unknown)
       if unknown then unknown(args[i]) end
       -- The options in the order error replies list them (the module's Opt order).
       local listed = {}
-      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE' }) do
+      for _, k in ipairs({ 'COST', 'AT', 'ALIGN', 'DELAY', 'BUCKETS', 'META', 'LIMIT', 'ID', 'REFUND', 'FORCE', 'UPTO' }) do
         if accepts[k] then listed[#listed + 1] = k end
       end
-      fail("ERR unknown option '" .. echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
+      COLD.fail("ERR unknown option '" .. COLD.echo(args[i]) .. "' (options here: " .. table.concat(listed, ', ') .. ')')
     end
     if w ~= 'LIMIT' then
-      if o[w] then fail('ERR option ' .. w .. ' given more than once') end
+      if o[w] then COLD.fail('ERR option ' .. w .. ' given more than once') end
       o[w] = true
     end
     if w == 'ALIGN' then
       o.align = true
       i = i + 1
-    elseif w == 'REFUND' or w == 'FORCE' then
+    elseif w == 'REFUND' or w == 'FORCE' or w == 'UPTO' then
       i = i + 1
     elseif w == 'LIMIT' then
       if not o.limits then o.limits, o.named = {}, {} end
-      if #o.limits >= MAX_WINDOWS then
-        fail('ERR too many LIMITs: at most ' .. int(MAX_WINDOWS) .. ' windows')
+      if #o.limits >= 16 then
+        COLD.fail('ERR too many LIMITs: at most ' .. COLD.int(16) .. ' windows')
       end
-      if i + 2 > last then fail('ERR LIMIT needs a window and a limit') end
+      if i + 2 > last then COLD.fail('ERR LIMIT needs a window and a limit') end
       local wms = parse_duration('window', args[i + 1])
       local l = count_in_order('limit', args[i + 2], 1, 'LIMIT window limit: the window comes first')
       if o.named[wms] then
-        fail("ERR window '" .. echo(args[i + 1]) .. "' given more than once (" .. int(wms) .. ' ms)')
+        COLD.fail("ERR window '" .. COLD.echo(args[i + 1]) .. "' given more than once (" .. COLD.int(wms) .. ' ms)')
       end
       o.named[wms] = true
       o.limits[#o.limits + 1] = { wms, l }
       i = i + 3
     else
-      if i + 1 > last then fail('ERR option ' .. w .. ' needs a value') end
+      if i + 1 > last then COLD.fail('ERR option ' .. w .. ' needs a value') end
       local v = args[i + 1]
       if w == 'COST' then
-        o.cost = parse_int('cost', v, 0)
+        o.cost = COLD.parse_int('cost', v, 0)
       elseif w == 'AT' then
-        o.at = parse_at(v)
+        o.at = COLD.parse_at(v)
       elseif w == 'DELAY' then
         o.delay = parse_duration('max_delay', v) * 1000
       elseif w == 'BUCKETS' then
         local n = string.match(v, '^%d+$') and tonumber(v)
-        if not n or n < 1 or n > MAX_BUCKETS then
-          fail("ERR invalid BUCKETS '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_BUCKETS))
+        if not n or n < 1 or n > 100 then
+          COLD.fail("ERR invalid BUCKETS '" .. COLD.echo(v) .. "': must be an integer from 1 to " .. COLD.int(100))
         end
         o.buckets = n
       elseif w == 'META' then
-        if #v > MAX_META_LEN then
-          fail('ERR META of ' .. int(#v) .. ' bytes: at most ' .. int(MAX_META_LEN) .. ' bytes')
+        if #v > 256 then
+          COLD.fail('ERR META of ' .. COLD.int(#v) .. ' bytes: at most ' .. COLD.int(256) .. ' bytes')
         end
         o.meta = v
       elseif w == 'ID' then
@@ -244,61 +368,50 @@ local function parse_options(args, first, accepts, stop, unknown)
   return o, i
 end
 
--- How a request settles, from REFUND and FORCE: 'take' (the usual), 'refund' or
--- 'force'; at most one of them, and neither with DELAY; a peek (COST 0) takes.
-local function settle_mode(o)
+-- How a request settles, from REFUND, FORCE and UPTO: 'take' (the usual), 'refund',
+-- 'force' or 'upto' (as much of COST as fits now); at most one of them, none with
+-- DELAY, and UPTO with a cost of at least 1; a peek (COST 0) takes. The errors in the
+-- module's order (Mode::of).
+function settle_mode(o)
   if o.REFUND and o.FORCE then
-    fail('ERR REFUND and FORCE cannot be given together: a request is either given back or forced')
+    COLD.fail('ERR REFUND and FORCE cannot be given together: a request is either given back or forced')
   end
-  local mode = (o.REFUND and 'refund') or (o.FORCE and 'force') or 'take'
-  if mode ~= 'take' and o.delay then
-    fail('ERR ' .. string.upper(mode) .. ' cannot be given with DELAY: a settled request is not booked')
+  if o.UPTO and (o.REFUND or o.FORCE) then
+    COLD.fail('ERR UPTO cannot be given with ' .. (o.REFUND and 'REFUND' or 'FORCE')
+      .. ': UPTO takes as much of COST as fits now')
+  end
+  local mode = (o.REFUND and 'refund') or (o.FORCE and 'force') or (o.UPTO and 'upto') or 'take'
+  if mode == 'upto' then
+    if o.delay then COLD.fail('ERR UPTO cannot be given with DELAY: UPTO takes as much of COST as fits now') end
+    if o.cost == 0 then COLD.fail('ERR UPTO takes COST n with n at least 1 (COST 0 alone peeks)') end
+  elseif mode ~= 'take' and o.delay then
+    COLD.fail('ERR ' .. string.upper(mode) .. ' cannot be given with DELAY: a settled request is not booked')
   end
   -- COST 0 with either flag is the peek COST 0 is without it.
   if o.cost == 0 then return 'take' end
   return mode
 end
 
--- The error of a FORCE that would store `what` past the bounds every reader accepts.
-local function force_out_of_bounds(what)
-  fail('ERR FORCE would store ' .. what .. ': nothing was written')
-end
-
--- A cost above the smallest LIMIT can never be allowed.
-local function check_limits_cost(limits, cost)
-  local smallest = limits[1][2]
-  for _, lw in ipairs(limits) do
-    if lw[2] < smallest then smallest = lw[2] end
-  end
-  if cost > smallest then
-    fail('ERR cost ' .. int(cost) .. ' exceeds the limit ' .. int(smallest)
-      .. ': the request can never be allowed')
-  end
-end
-
-local function cost_over(cost, what, capacity)
-  fail('ERR cost ' .. int(cost) .. ' exceeds the ' .. what .. ' ' .. int(capacity)
-    .. ': the request can never be allowed')
-end
-
--- The request's time in µs: AT, or the server clock (TIME, as the module reads it).
-local function now_us(at_ms)
-  if at_ms then return at_ms * 1000 end
+-- The server clock in µs (TIME, as the module reads it). The library remembers the
+-- last second it read: a call converts only the microseconds.
+function clock_us()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local s = t[1]
+  if MEMO then
+    local clock = MEMO.clock
+    if s ~= clock[1] then clock[1], clock[2] = s, tonumber(s) * 1000000 end
+    return clock[2] + tonumber(t[2])
+  end
+  return tonumber(s) * 1000000 + tonumber(t[2])
 end
 
--- Milliseconds rounded down / up from µs (exact below 2^53).
-local function floor_ms(us)
+function ceil_ms(us)
+  us = us + 999
   return (us - us % 1000) / 1000
 end
 
-local function ceil_ms(us)
-  return floor_ms(us + 999)
-end
-
 -- A number read from stored state: 1 to 19 digits, at most `max` (a double holds it exactly); nil if not.
-local function stored_number(s, max)
+function stored_number(s, max)
   if not s or #s == 0 or #s > 19 or not string.match(s, '^%d+$') then return nil end
   local sig = string.gsub(s, '^0+', '')
   if #sig > 16 then return nil end
@@ -307,299 +420,477 @@ local function stored_number(s, max)
   return n
 end
 
--- A string key's value and, when `expiry`, its absolute expiry in ms (nil: no TTL); nil
--- when missing.
-local function read_string(key, expiry)
-  local v = redis.pcall('GET', key)
-  if type(v) == 'table' and v.err then
-    fail('WRONGTYPE Operation against a key holding the wrong kind of value')
-  end
-  if not v or not expiry then return v end
-  local exp = redis.call('PEXPIRETIME', key)
-  if exp < 0 then exp = nil end
-  return v, exp
+-- The same for a number that a pattern's %d+ (or [%d]*) captured: at most 15 digits
+-- are read as they are.
+function stored_digits(s, max)
+  if #s == 0 or #s > 15 then return stored_number(s, max) end
+  local n = tonumber(s)
+  if n > max then return nil end
+  return n
 end
 
--- Run a command's body f(...); an error raised with `fail` (or by redis.call) becomes the
--- error reply. Redis 7.0's pcall hands error tables back as their message string;
--- other servers keep the table: both are accepted.
-local function run(f, ...)
-  local ok, res = pcall(f, ...)
-  if ok then return res end
-  if type(res) == 'table' and res.err then res = res.err end
-  if type(res) == 'string' and string.match(res, '^%u+ ') then
-    return redis.error_reply(res)
+-- Open a key as limiter L keeps it: a string's value (nil when missing) and, when
+-- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: whether it exists.
+-- Another type: WRONGTYPE.
+function open_key(L, key)
+  if L.storage == 'string' then
+    -- A value is a string or false; an error, a table (a string's `err` is nil).
+    local v = redis.pcall('GET', key)
+    if not v then return v end
+    if v.err then COLD.fail(COLD.WRONGTYPE) end
+    if not L.expiry then return v end
+    local exp = redis.call('PEXPIRETIME', key)
+    if exp < 0 then return v, nil end
+    return v, exp
+  end
+  local kind = redis.call('TYPE', key)
+  kind = type(kind) == 'table' and kind.ok or kind
+  if kind == 'none' then return false end
+  if kind ~= 'zset' then COLD.fail(COLD.WRONGTYPE) end
+  return true
+end
+
+-- Judge every rule of a call whose keys are open (records[i]: their state and expiry)
+-- at `now` for `cost` and `mode`: gates first, a gate that denies ends the call (the
+-- other rules not judged). Returns the record of the gate that denied, or nil and the
+-- denying rule (the largest retry, ties: the first), the one forced over its limit
+-- (the largest retry), the one with the least remaining (ties: the first; a gate that
+-- allows only in a call of gates), its retry and the longest reset of a rule allowed
+-- with nothing remaining (µs of whole ms).
+function judge_call(shape, keys, rules, positions, records, cost, now, mode, token)
+  local n, all = #rules, shape == 'all'
+  local gates_only = all
+  for i = 1, n do records[i].j = nil end
+  if all then
+    for i = 1, n do
+      local r, rec = rules[i], records[i]
+      if r.L.gate then
+        local key = keys[positions[i]]
+        local j, retry = COLD.rule_step(i, r, r.L.judge, r, key, true, rec.state, rec.exp, now, cost, mode, token)
+        rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
+        if retry then
+          j[6], j[7] = i, key
+          return rec
+        end
+      else
+        gates_only = false
+      end
+    end
+  end
+  local deny, deny_retry, over, over_retry, least, least_left, full = nil, 0, nil, 0, nil, 0, 0
+  local named = shape ~= 'one'
+  for i = 1, n do
+    local r, rec = rules[i], records[i]
+    local L = r.L
+    local j = rec.j
+    if not j then
+      local retry, allow, denial, forced
+      if all then
+        j, retry, allow, denial, forced =
+          COLD.rule_step(i, r, L.judge, r, keys[positions[i]], true, rec.state, rec.exp, now, cost, mode, token)
+      else
+        j, retry, allow, denial, forced = L.judge(r, keys[i], named, rec.state, rec.exp, now, cost, mode, token)
+      end
+      rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, allow, denial, forced
+    end
+    if not L.gate or gates_only then
+      local retry = rec.retry
+      if rec.over then
+        if not over or retry > over_retry then over, over_retry = i, retry end
+      elseif retry then
+        if not deny or retry > deny_retry then deny, deny_retry = i, retry end
+      else
+        if j[3] <= 0 and j[5] * 1000 > full then full = j[5] * 1000 end
+        if not least or j[3] < least_left then least, least_left = i, j[3] end
+      end
+    end
+  end
+  return nil, deny, over, least, over_retry, full, gates_only
+end
+
+-- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
+-- RL.SLIDING: rule i on key i) or 'all' (RL.ALL: rule i on key positions[i]); `rules`
+-- the rules in the order given. Open every key, judge every rule (gates first), decide
+-- all or nothing and the binding rule, write every key (RL.ALL's denial writes nothing
+-- but a penalty), reply with the binding rule's numbers. With UPTO (mode 'upto') the
+-- call is the call of cost k, the largest up to `cost` that a peek says remains (1
+-- without a peek for a cost of 1, all of it for a call of gates alone), or of cost 1
+-- denied; its reply ends with k (0 when denied), as the module's Call::resolve_up_to.
+function run_call(shape, keys, rules, positions, cost, at, mode)
+  local now = at and at * 1000 or clock_us()
+  local n, all = #rules, shape == 'all'
+  -- What the call keeps of each rule (its key's state and expiry, its judgement, its
+  -- write). The library reuses them from call to call (one call runs at a time, and each
+  -- call sets every field of the rules it has); a script makes its own.
+  local records = MEMO and MEMO.records or {}
+  -- Open every key (a key of another type is an error before any rule is judged).
+  local token, wanting = nil, nil
+  for i = 1, n do
+    local r, rec = rules[i], records[i]
+    if not rec then
+      rec = {}
+      records[i] = rec
+    end
+    local L = r.L
+    if all then
+      rec.state, rec.exp = COLD.rule_step(i, r, open_key, L, keys[positions[i]])
+    else
+      rec.state, rec.exp = open_key(L, keys[i])
+    end
+    if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
+      wanting = wanting or {}
+      wanting[#wanting + 1] = keys[all and positions[i] or i]
+      token = L.make_token
+    end
+  end
+  -- One name for the rules that record one they were not given, unused on their keys.
+  if wanting then token = token(now, wanting) end
+  local upto = mode == 'upto'
+  if upto then
+    local k = 1
+    if cost > 1 then
+      local gated, deny, _, least, _, _, gates_only =
+        judge_call(shape, keys, rules, positions, records, 0, now, 'take', token)
+      if gated or deny then
+        k = 0
+      elseif gates_only then
+        k = cost
+      else
+        k = math.min(math.max(records[least].j[3], 0), cost)
+      end
+    end
+    cost, mode = math.max(k, 1), 'take'
+  end
+  local gated, deny, over, least, over_retry, full =
+    judge_call(shape, keys, rules, positions, records, cost, now, mode, token)
+  if gated then
+    local reply = gated.j
+    -- The other rules, not judged, give their own field as in any denial (nil).
+    for k = 1, n do
+      if rules[k].L.reply_field then
+        reply[8] = false
+        break
+      end
+    end
+    if upto then reply[#reply + 1] = 0 end
+    return reply
+  end
+  local allowed = not deny
+  local bind = deny or over or least
+  local reply = records[bind].j
+  if bind == over then
+    -- Forced over: a request of cost 1 fits when every rule has room again.
+    reply[4] = math.max(1, ceil_ms(math.max(over_retry, full)))
+  end
+  -- Every key's write first (a key that would be full refuses the whole request before
+  -- anything is written), then the writes. RL.ALL's denial writes nothing but a
+  -- penalty (a strike), which binds when it starts a ban.
+  if allowed or not all then
+    for i = 1, n do
+      local r, rec = rules[i], records[i]
+      local write = r.L.write
+      if write and all then
+        rec.write = COLD.rule_step(i, r, write, r, keys[positions[i]], rec.j, allowed, now, cost)
+      elseif write then
+        rec.write = write(r, keys[i], rec.j, allowed, now, cost)
+      elseif allowed then
+        rec.write = rec.allow
+      else
+        rec.write = rec.deny
+      end
+    end
+  else
+    for i = 1, n do
+      local rec = records[i]
+      rec.write = rec.j.penalty
+      if rec.j.binds then reply, bind = rec.j.binds, i end
+    end
+  end
+  for i = 1, n do
+    local w = records[i].write
+    if w and rules[i].L.storage == 'string' then
+      redis.call(unpack(w))
+    elseif w then
+      for k = 1, #w do redis.call(unpack(w[k])) end
+    end
+  end
+  if shape == 'one' then
+    if reply.extra ~= nil then reply[6] = reply.extra end
+  elseif shape == 'each' then
+    reply[6] = keys[bind]
+    reply[7] = reply.window
+  else
+    reply[6] = bind
+    reply[7] = keys[positions[bind]]
+    -- A rule's own field (a LEASE rule's id or nil), whatever the binding rule.
+    for i = 1, n do
+      if rules[i].L.reply_field then
+        reply[8] = allowed and records[i].j.extra or false
+        break
+      end
+    end
+  end
+  if upto then reply[#reply + 1] = allowed and cost or 0 end
+  return reply
+end
+
+-- The keys of a call with numkeys (FCALL's or EVALSHA's): from 1 to `max`, each at most
+-- once.
+function check_keys(keys, max, name)
+  if #keys < 1 or #keys > max then COLD.keys_error(name, '1 to ' .. COLD.int(max), #keys) end
+  if #keys == 1 then return end
+  local seen_key = {}
+  for _, key in ipairs(keys) do
+    if seen_key[key] then COLD.fail("ERR key '" .. COLD.echo(key) .. "' given more than once") end
+    seen_key[key] = true
+  end
+end
+
+-- A call with numkeys, parsed by `parse(keys, args, ...)` (which raises the call's
+-- error and writes nothing): its call, and whether to remember it. When it fails with an
+-- error that a wrong numkeys explains, and the same arguments parse with another number
+-- of keys (the nearest first, fewer before more, up to `max`), the error says which, as
+-- the module's does.
+function with_numkeys_hint(parse, keys, args, max, ...)
+  local ok, res, again = pcall(parse, keys, args, ...)
+  if ok then return res, again end
+  local msg = COLD.message(res)
+  local hinted = false
+  for _, pattern in ipairs(COLD.NUMKEYS_HINTED) do
+    if type(msg) == 'string' and string.find(msg, pattern) then hinted = true end
+  end
+  if not hinted then error(res, 0) end
+  local all = {}
+  for _, k in ipairs(keys) do all[#all + 1] = k end
+  for _, v in ipairs(args) do all[#all + 1] = v end
+  local given, most = #keys, math.min(max, #all)
+  for dist = 1, most do
+    for _, meant in ipairs({ given - dist, given + dist }) do
+      if meant >= 1 and meant <= most then
+        local k2, a2 = {}, {}
+        for i = 1, #all do
+          if i <= meant then k2[#k2 + 1] = all[i] else a2[#a2 + 1] = all[i] end
+        end
+        if pcall(parse, k2, a2, ...) then
+          if meant < given then
+            COLD.fail('ERR numkeys is ' .. COLD.int(given) .. " but '" .. COLD.echo(all[meant + 1]) .. "' starts the arguments after "
+              .. COLD.int(meant) .. (meant == 1 and ' key' or ' keys') .. ': did you mean numkeys ' .. COLD.int(meant) .. '?')
+          end
+          COLD.fail('ERR numkeys is ' .. COLD.int(given) .. " but '" .. COLD.echo(all[given + 1]) .. "' reads as a key: did you mean numkeys "
+            .. COLD.int(meant) .. '?')
+        end
+      end
+    end
   end
   error(res, 0)
 end
 
--- The error of a call with too few (or too many) arguments, with the command's syntax.
-local function arity_error(command, syntax)
-  fail("ERR wrong number of arguments for '" .. command .. "' command (syntax: " .. syntax .. ')')
+-- The arguments of RL.MULTI and RL.SLIDING, parsed: the call, and whether to remember it.
+function each_key_parse(ks, as, L, name)
+  if 2 + #ks + #as < 6 then COLD.arity_error(L.command, L.syntax) end
+  check_keys(ks, 64, name)
+  local o = parse_options(as, 1, L.accepts, false)
+  local mode = settle_mode(o)
+  local r = L.build({}, o)
+  L.check_cost(r, o.cost, mode)
+  local rules = {}
+  for k = 1, #ks do rules[k] = r end
+  return { rules, nil, o.cost, o.at, mode }, not (o.AT or o.COST)
 end
 
--- The invalid-state error of limiter L, naming the key when `named`.
-local function state_error(L, key, named)
-  local which = named and ("the key '" .. echo(key) .. "'") or 'the key'
-  fail('ERR ' .. which .. ' does not hold ' .. L.command .. ' state (expected ' .. L.expected .. ')')
+-- The call shape of RL.MULTI and RL.SLIDING: numkeys (FCALL's) from 1 to MAX_KEYS
+-- distinct keys, then LIMIT window limit triples among the options, the same rule on
+-- every key.
+function each_key_command(keys, args, L, name)
+  local call = MEMO and COLD.recalled(L, #keys, args)
+  if call then
+    check_keys(keys, 64, name)
+  else
+    local again
+    call, again = with_numkeys_hint(each_key_parse, keys, args, 64, L, name)
+    if MEMO and again then COLD.remember(L, #keys, args, call) end
+  end
+  return run_call('each', keys, call[1], nil, call[3], call[4], call[5])
 end
 
-local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
-
--- The error of limiter L on a key that holds what can only be another limiter's state
--- (`holds` says what), naming the key when `named`.
-local function foreign_error(L, key, named, holds)
-  local which = named and ("the key '" .. echo(key) .. "'") or 'the key'
-  fail('ERR ' .. which .. ' holds ' .. holds .. ', not ' .. L.command
-    .. ' state: each algorithm needs keys of its own')
+-- A cost above the smallest LIMIT can never be allowed.
+function check_limits_cost(limits, cost)
+  local smallest = limits[1][2]
+  for _, lw in ipairs(limits) do
+    if lw[2] < smallest then smallest = lw[2] end
+  end
+  if cost > smallest then
+    COLD.fail('ERR cost ' .. COLD.int(cost) .. ' exceeds the limit ' .. COLD.int(smallest)
+      .. ': the request can never be allowed')
+  end
 end
 
--- The smallest value RL.GCRA stores: a time in µs no earlier than the earliest AT.
-local MIN_TAT_US = MIN_AT_MS * 1000
+-- The parts of limiter L that follow from its windows: L.parse_state(key, named, raw)
+-- (a key's entries, and the same by window), L.judge_window(r, entry, w, limit, now,
+-- cost, mode) (a window's five fields, µs to wait when denied, and the window after
+-- the request, nil when it keeps none), L.ends(e) (µs, or nil: counts nothing) and
+-- L.encode(entries).
+-- A key without state: no entries (read, never written).
+NONE = {}
 
--- RL.FIXED: a counter per window (see the interface of a limiter at the top).
-local FIXED = (function()
-  local L = { kind = 'FIXED', command = 'RL.FIXED', storage = 'string', expiry = true, nargs = 2,
-    expected = 'a non-negative integer counter', options = { ALIGN = true },
-    accepts = { COST = true, AT = true, ALIGN = true, REFUND = true, FORCE = true },
-    syntax = 'RL.FIXED key limit window [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]',
-    rule_syntax = 'FIXED i limit window [ALIGN]' }
-  function L.parse_args(args, i)
-    local order = 'RL.FIXED key limit window: the limit comes first'
-    return { limit = count_in_order('limit', args[i], 1, order),
-      window_ms = parse_duration('window', args[i + 1]) }
-  end
-  function L.build(r, o)
-    r.align = o.align
-    return r
-  end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.limit then cost_over(cost, 'limit', r.limit) end
-  end
-  -- The counter of one window at `now` (RL.FIXED's rules); also each pair of RL.MULTI.
-  -- `count`, `exp`: the stored count (nil: none) and its window's end in ms (nil: no TTL).
-  function L.window(limit, window_ms, align, count, exp, now, cost)
-    local now_ms = floor_ms(now)
-    local fresh_end = now_ms + window_ms
-    if align then fresh_end = now_ms - now_ms % window_ms + window_ms end
-    local ends, missing_ttl = fresh_end, false
-    if count and not exp then
-      missing_ttl = true
-    elseif count and exp * 1000 > now then
-      ends = exp
-    else
-      count = 0
-    end
-    local until_end = ends * 1000 - now
-    if until_end < 0 then until_end = 0 end
-    local after = count + cost
-    if after <= limit then
-      local reset = 0
-      if after > 0 then reset = ceil_ms(until_end) end
-      return { 0, limit, limit - after, -1, reset }, nil, after, ends, missing_ttl
-    end
-    local remaining = limit - count
-    if remaining < 0 then remaining = 0 end
-    return { 1, limit, remaining, math.max(1, ceil_ms(until_end)), ceil_ms(until_end) }, until_end,
-      after, ends, missing_ttl
-  end
-  -- REFUND on one window: the count goes down by `cost`, never below 0; the window's
-  -- end is kept; 0 left: the key goes. A window that has ended (or no key) is not
-  -- touched. The fields, and the write ({ 'SET', ... } or { 'DEL' }; nil: none) with
-  -- the count and end.
-  function L.refund_window(limit, window_ms, align, count, exp, now, cost)
-    if not count or (exp and exp * 1000 <= now) then
-      return { 0, limit, limit, -1, 0 }, nil
-    end
-    local _, _, _, ends = L.window(limit, window_ms, align, count, exp, now, 0)
-    local after = math.max(count - cost, 0)
-    local reset = 0
-    if after > 0 then reset = ceil_ms(math.max(ends * 1000 - now, 0)) end
-    local fields = { 0, limit, math.max(limit - after, 0), -1, reset }
-    if cost == 0 then return fields, nil end
-    if after == 0 then return fields, 'del', after, ends end
-    return fields, 'set', after, ends
-  end
-  -- FORCE on one window: `cost` is counted whether it fits or not (at most 2^53 - 1).
-  -- The fields, the wait in µs when over the limit (nil: it fit), the count and end.
-  function L.force_window(limit, window_ms, align, count, exp, now, cost)
-    local fields, retry, after, ends = L.window(limit, window_ms, align, count, exp, now, cost)
-    if after > MAX_SAFE_INTEGER then force_out_of_bounds('a count above 9007199254740991') end
-    if retry then fields[3] = 0 end
-    return fields, retry, after, ends
-  end
-  function L.judge(r, opened, key, named, now, cost, mode)
-    local count
-    if opened.raw then
-      local raw = opened.raw
-      count = #raw <= 19 and string.match(raw, '^%d+$') and tonumber(raw)
-      if not count or count > MAX_SAFE_INTEGER then state_error(L, key, named) end
-      -- A time RL.GCRA could have written, where the limit is below any such time:
-      -- RL.GCRA's state (fixed::check_not_a_tat).
-      if r.limit < MIN_TAT_US and count >= MIN_TAT_US then
-        foreign_error(L, key, named, "what can only be RL.GCRA's state (a time in microseconds, above the limit)")
-      end
-    end
-    if mode == 'refund' then
-      local fields, w, after, ends = L.refund_window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
-      local j = { fields = fields, window = r.window_ms }
-      if w == 'del' then j.pending = { { 'DEL', key }, allowed = true } end
-      if w == 'set' then j.pending = { { 'SET', key, after, 'PXAT', ends }, allowed = true } end
-      return j
-    elseif mode == 'force' then
-      local fields, retry, after, ends = L.force_window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
-      local j = { fields = fields, window = r.window_ms, retry = retry, over = retry and true }
-      if cost > 0 then j.pending = { { 'SET', key, after, 'PXAT', ends }, allowed = true } end
-      return j
-    end
-    local fields, retry, after, ends, missing_ttl =
-      L.window(r.limit, r.window_ms, r.align, count, opened.exp, now, cost)
-    -- The write of the call as this rule judged it (allowed iff not retry): the count
-    -- when allowed, the TTL a counter without one gets when denied; none for a peek.
-    local pending
-    if cost > 0 and not retry then
-      pending = { { 'SET', key, after, 'PXAT', ends }, allowed = true }
-    elseif cost > 0 and missing_ttl then
-      pending = { { 'PEXPIREAT', key, ends }, allowed = false }
-    end
-    return { fields = fields, window = r.window_ms, retry = retry, pending = pending }
-  end
-  function L.write(r, key, pending, allowed)
-    if pending and pending.allowed == allowed then return pending end
-    return nil
-  end
-  return L
-end)()
+-- Entries in the order of their windows.
+function by_window(a, b)
+  return a.w < b.w
+end
 
--- What RL.MULTI and RL.SLIDING share: their rule is their LIMITs (and options), their
--- state one string per key of entries by window, their binding pair the denying window
--- that frees up last, else the one with the least remaining (ties: the first LIMIT).
-local function limits_rule(L)
+function limits_rule(L)
   function L.parse_args()
     return {}
   end
   function L.check_cost(r, cost, mode)
     if mode == 'take' then check_limits_cost(r.limits, cost) end
   end
-  -- Judge every named window of a key: the limiter's L.parse_state(key, named, raw)
-  -- (its entries, and the same by window) and L.judge_window(r, entry, w, limit, now,
-  -- cost) (the window's five fields, µs to wait when denied, and the window after an
-  -- allowed request, nil when it keeps none).
-  function L.judge(r, opened, key, named, now, cost, mode)
-    local entries, by_w = {}, {}
-    if opened.raw then entries, by_w = L.parse_state(key, named, opened.raw) end
-    local best, updates = { full = 0 }, {}
-    for _, lw in ipairs(r.limits) do
-      local w, limit = lw[1], lw[2]
-      local fields, retry, update = L.judge_window(r, by_w[w], w, limit, now, cost, mode)
-      L.offer(best, fields, retry, w)
+  -- Judge every named window of a key. The judgement keeps what the write needs: the
+  -- windows the key held (`entries`), its expiry (`exp`: nil when it lost its TTL, 0
+  -- when there is no key) and the named windows after an allowed request (`updates`).
+  -- The key's binding window: the denying one that frees up last, else the one with the
+  -- least remaining (ties: the first LIMIT); `full`: the longest reset of the windows
+  -- allowed with nothing remaining, in µs of whole ms.
+  function L.judge(r, key, named, raw, exp, now, cost, mode)
+    local entries, by_w = NONE, NONE
+    if raw then entries, by_w = L.parse_state(key, named, raw) else exp = 0 end
+    local f, retry, window, full, updates = nil, nil, nil, 0, {}
+    local limits = r.limits
+    for i = 1, #limits do
+      local w, limit = limits[i][1], limits[i][2]
+      local fields, wait, update = L.judge_window(r, by_w[w], w, limit, now, cost, mode)
+      if not wait and fields[3] <= 0 and fields[5] * 1000 > full then full = fields[5] * 1000 end
+      if wait then
+        if not retry or wait > retry then f, retry, window = fields, wait, w end
+      elseif not retry and (not f or fields[3] < f[3]) then
+        f, window = fields, w
+      end
       if update then updates[#updates + 1] = update end
     end
-    -- The key's expiry: nil when it lost its TTL, 0 when there is no key.
-    local exp = 0
-    if opened.raw then exp = opened.exp end
-    local j = { fields = best.fields, window = best.window, retry = best.retry,
-      pending = { entries = entries, exp = exp, updates = updates } }
-    if mode == 'force' and j.retry then
+    local over
+    if mode == 'force' and retry then
       -- Over: a request of cost 1 fits when every window has room again.
-      j.retry, j.over = math.max(j.retry, best.full), true
-      j.fields[4] = math.max(1, ceil_ms(j.retry))
+      retry, over = math.max(retry, full), true
+      f[4] = math.max(1, ceil_ms(retry))
     end
-    return j
+    return { f[1], f[2], f[3], f[4], f[5], window = window, entries = entries, exp = exp, updates = updates },
+      retry, nil, nil, over
   end
-  -- Offer a window's verdict to the binding choice of one key (`best.full`: the
-  -- longest reset of the windows allowed with nothing remaining, in µs of whole ms).
-  function L.offer(best, fields, retry, w)
-    if not retry and fields[3] <= 0 then best.full = math.max(best.full, fields[5] * 1000) end
-    if retry then
-      if not best.retry or retry > best.retry then
-        best.retry, best.fields, best.window = retry, fields, w
-      end
-    elseif not best.retry and (not best.fields or fields[3] < best.fields[3]) then
-      best.fields, best.window = fields, w
-    end
-  end
-  -- The write of a key once the call is settled, from its judgement (`p.entries`: the
-  -- windows it held, `p.exp` its expiry, `p.updates` the named windows after an allowed
-  -- request), as the module's multikey::write_windows: a peek writes nothing; a denial
-  -- gives a key that lost its TTL the end of its last live window; an allowed request
-  -- stores the named windows that still count with the others kept while they have not
-  -- ended, raising before any write when the key would hold too many. The limiter's
-  -- L.ends(e) (µs, or nil: counts nothing) and L.encode(entries).
+  -- The write of a key once the call is settled, as the module's multikey::write_windows:
+  -- a peek writes nothing; a denial gives a key that lost its TTL the end of its last
+  -- live window; an allowed request stores the named windows that still count with the
+  -- others kept while they have not ended, raising before any write when the key would
+  -- hold too many.
   function L.write(r, key, p, allowed, now, cost)
     if cost == 0 then return nil end
     if not allowed then
       if p.exp then return nil end
       local latest
-      for _, e in ipairs(p.entries) do
-        local ends = L.ends(e)
+      for i = 1, #p.entries do
+        local ends = L.ends(p.entries[i])
         if ends and ends > now and (not latest or ends > latest) then latest = ends end
       end
-      if latest then return { { 'PEXPIREAT', key, ceil_ms(latest) } } end
+      if latest then return { 'PEXPIREAT', key, ceil_ms(latest) } end
       return nil
     end
-    local merged = {}
-    for _, e in ipairs(p.updates) do
-      if L.ends(e) then merged[#merged + 1] = e end
-    end
-    for _, e in ipairs(p.entries) do
+    local merged, latest, buckets = {}, 0, 0
+    local updates, entries = p.updates, p.entries
+    for i = 1, #updates do
+      local e = updates[i]
       local ends = L.ends(e)
-      if not r.named[e.w] and ends and ends > now then merged[#merged + 1] = e end
+      if ends then
+        merged[#merged + 1] = e
+        buckets = buckets + (e.n or 0)
+        if ends > latest then latest = ends end
+      end
     end
-    local buckets = 0
-    for _, e in ipairs(merged) do buckets = buckets + (e.n or 0) end
-    if L.command == 'RL.SLIDING' and (#merged > MAX_WINDOWS_PER_KEY or buckets > MAX_BUCKETS_PER_KEY) then
-      fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
-        .. ' windows or ' .. int(MAX_BUCKETS_PER_KEY) .. ' buckets: ' .. L.command .. ' keeps at most '
-        .. int(MAX_WINDOWS_PER_KEY) .. ' windows per key, their BUCKETS adding up to at most '
-        .. int(MAX_BUCKETS_PER_KEY) .. ' (use fewer distinct windows or buckets, or other keys)')
+    for i = 1, #entries do
+      local e = entries[i]
+      local ends = L.ends(e)
+      if not r.named[e.w] and ends and ends > now then
+        merged[#merged + 1] = e
+        buckets = buckets + (e.n or 0)
+        if ends > latest then latest = ends end
+      end
     end
-    if #merged > MAX_WINDOWS_PER_KEY then
-      fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
-        .. ' windows: ' .. L.command .. ' keeps at most ' .. int(MAX_WINDOWS_PER_KEY)
+    if L.command == 'RL.SLIDING' and (#merged > 32 or buckets > 1000) then
+      COLD.fail("ERR the key '" .. COLD.echo(key) .. "' would hold more than " .. COLD.int(32)
+        .. ' windows or ' .. COLD.int(1000) .. ' buckets: ' .. L.command .. ' keeps at most '
+        .. COLD.int(32) .. ' windows per key, their BUCKETS adding up to at most '
+        .. COLD.int(1000) .. ' (use fewer distinct windows or buckets, or other keys)')
+    end
+    if #merged > 32 then
+      COLD.fail("ERR the key '" .. COLD.echo(key) .. "' would hold more than " .. COLD.int(32)
+        .. ' windows: ' .. L.command .. ' keeps at most ' .. COLD.int(32)
         .. ' windows per key (use fewer distinct windows, or other keys)')
     end
     -- Nothing left to keep (a refund gave everything back): the key goes.
     if #merged == 0 then
-      if p.exp ~= 0 then return { { 'DEL', key } } end
+      if p.exp ~= 0 then return { 'DEL', key } end
       return nil
     end
-    table.sort(merged, function(a, b) return a.w < b.w end)
-    local latest = 0
-    for _, e in ipairs(merged) do
-      local ends = L.ends(e)
-      if ends and ends > latest then latest = ends end
-    end
-    return { { 'SET', key, L.encode(merged), 'PXAT', ceil_ms(latest) } }
+    if #merged > 1 then table.sort(merged, by_window) end
+    return { 'SET', key, L.encode(merged), 'PXAT', ceil_ms(latest) }
   end
 end
 
--- RL.MULTI: a counter per window on each key, RL.FIXED's rules for each pair.
-local MULTI = (function()
+-- The counter of one window at `now` (RL.FIXED's rules); also each pair of RL.MULTI.
+-- `count`, `exp`: the stored count (nil: none) and its window's end in ms (nil: no
+-- TTL). Returns the five reply fields (limited, limit, remaining, retry_after_ms,
+-- reset_after_ms), the wait in µs when denied (nil: allowed), the count after the
+-- request, the window's end, and whether the counter had no TTL.
+function fixed_window(limit, window_ms, align, count, exp, now, cost)
+  local now_ms = (now - now % 1000) / 1000
+  local ends, missing_ttl = now_ms + window_ms, false
+  if align then ends = now_ms - now_ms % window_ms + window_ms end
+  if count and not exp then
+    missing_ttl = true
+  elseif count and exp * 1000 > now then
+    ends = exp
+  else
+    count = 0
+  end
+  local until_end = ends * 1000 - now
+  if until_end < 0 then until_end = 0 end
+  local after = count + cost
+  if after <= limit then
+    local reset = 0
+    if after > 0 then reset = ceil_ms(until_end) end
+    return 0, limit, limit - after, -1, reset, nil, after, ends, missing_ttl
+  end
+  local remaining = limit - count
+  if remaining < 0 then remaining = 0 end
+  local reset = ceil_ms(until_end)
+  return 1, limit, remaining, math.max(1, reset), reset, until_end, after, ends, missing_ttl
+end
+
+-- RL.MULTI: a counter per window on each key, RL.FIXED's rules for each pair
+-- (fixed_window). State:
+-- one string per key, `window_ms:count:end_ms` entries separated by commas.
+MULTI = (function()
   local L = { kind = 'MULTI', command = 'RL.MULTI', storage = 'string', expiry = true, nargs = 0,
     expected = 'window_ms:count:end_ms entries separated by commas',
     options = { LIMIT = true, ALIGN = true },
-    accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true, REFUND = true, FORCE = true },
-    syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE]',
+    accepts = { COST = true, AT = true, LIMIT = true, ALIGN = true, REFUND = true, FORCE = true, UPTO = true },
+    syntax = 'RL.MULTI numkeys key [key ...] LIMIT window limit [LIMIT window limit ...] [COST n] [ALIGN] [AT unix_ms] [REFUND|FORCE|UPTO]',
     rule_syntax = 'MULTI i LIMIT window limit [LIMIT window limit ...] [ALIGN]' }
   limits_rule(L)
-  local F = FIXED
   function L.build(r, o)
-    if not o.limits then fail('ERR at least one LIMIT window limit is needed') end
-    return { limits = o.limits, named = o.named, align = o.align }
+    if not o.limits then COLD.fail('ERR at least one LIMIT window limit is needed') end
+    return { L = L, limits = o.limits, named = o.named, align = o.align }
   end
   -- A key's entries ({ w = window_ms, c = count, e = end_ms }) in order and by window,
   -- or an error naming the key.
   function L.parse_state(key, named, raw)
-    local bad = function() state_error(L, key, named) end
+    local bad = function() COLD.state_error(L, key, named) end
     local entries, by_w, pos, len = {}, {}, 1, #raw
     if len == 0 then bad() end
     while true do
       local _, last, w, c, e = string.find(raw, '^(%d+):(%d+):(%d+)', pos)
       if not last then bad() end
-      w = stored_number(w, MAX_DURATION_MS)
-      c = stored_number(c, MAX_SAFE_INTEGER)
-      e = stored_number(e, MAX_END_MS)
+      w = stored_digits(w, 315360000000)
+      c = stored_digits(c, 9007199254740991)
+      e = stored_digits(e, 4417804800000)
       if not (w and c and e) or w == 0 or by_w[w] then bad() end
       by_w[w] = { w = w, c = c, e = e }
       entries[#entries + 1] = by_w[w]
@@ -615,268 +906,33 @@ local MULTI = (function()
   end
   function L.encode(entries)
     local parts = {}
-    for i, e in ipairs(entries) do parts[i] = int(e.w) .. ':' .. int(e.c) .. ':' .. int(e.e) end
+    for i, e in ipairs(entries) do parts[i] = COLD.int(e.w) .. ':' .. COLD.int(e.c) .. ':' .. COLD.int(e.e) end
     return table.concat(parts, ',')
   end
   -- One window: RL.FIXED's counter.
   function L.judge_window(r, entry, w, limit, now, cost, mode)
     local count, exp = entry and entry.c, entry and entry.e or 0
     if mode == 'refund' then
-      local fields, write, after, ends = F.refund_window(limit, w, r.align, count, exp, now, cost)
+      local limited, _, remaining, retry_ms, reset, write, after, ends =
+        COLD.fixed_refund(limit, w, r.align, count, exp, now, cost)
+      local fields = { limited, limit, remaining, retry_ms, reset }
       if write == 'set' then return fields, nil, { w = w, c = after, e = ends } end
       return fields, nil, nil
     elseif mode == 'force' then
-      local fields, retry, after, ends = F.force_window(limit, w, r.align, count, exp, now, cost)
-      return fields, retry, { w = w, c = after, e = ends }
+      local limited, _, remaining, retry_ms, reset, retry, after, ends =
+        COLD.fixed_force(limit, w, r.align, count, exp, now, cost)
+      return { limited, limit, remaining, retry_ms, reset }, retry, { w = w, c = after, e = ends }
     end
-    local fields, retry, after, ends = F.window(limit, w, r.align, count, exp, now, cost)
+    local limited, _, remaining, retry_ms, reset, retry, after, ends =
+      fixed_window(limit, w, r.align, count, exp, now, cost)
+    local fields = { limited, limit, remaining, retry_ms, reset }
     if retry then return fields, retry, nil end
     return fields, nil, { w = w, c = after, e = ends }
   end
   return L
 end)()
 
--- A name for a call that records one it was not given (a lease without ID), the same
--- for every rule of the call and unused on each of `keys`: 20 hex digits, the call's
--- time in µs and a number from the size of the largest set up (the module's are random).
-local function make_token(now, keys)
-  local n = 0
-  for _, key in ipairs(keys) do n = math.max(n, redis.call('ZCARD', key)) end
-  while true do
-    local token = string.format('%014x%06x', now, n % 16777216)
-    local free = true
-    for _, key in ipairs(keys) do
-      if redis.call('ZSCORE', key, token) then free = false end
-    end
-    if free then return token end
-    n = n + 1
-  end
-end
-
--- Give the rules of a call that ask for one (a lease without ID) the call's token, when
--- the call records something (cost > 0).
-local function give_token(call, now)
-  if call.cost == 0 or call.mode == 'refund' then return end
-  local wanting = {}
-  for _, rule in ipairs(call.rules) do
-    if rule.L.wants_token and not rule.r.id then wanting[#wanting + 1] = call.keys[rule.k] end
-  end
-  if #wanting == 0 then return end
-  local token = make_token(now, wanting)
-  for _, rule in ipairs(call.rules) do
-    if rule.L.wants_token then rule.r.token = token end
-  end
-end
-
--- Open a key as limiter L keeps it: its raw value and expiry (strings), or whether it
--- exists (sorted sets); WRONGTYPE for another type.
-local function open_key(L, key)
-  if L.storage == 'string' then
-    local raw, exp = read_string(key, L.expiry)
-    return { raw = raw, exp = exp }
-  end
-  local kind = redis.call('TYPE', key)
-  kind = type(kind) == 'table' and kind.ok or kind
-  if kind == 'none' then return { exists = false } end
-  if kind ~= 'zset' then fail(WRONGTYPE) end
-  return { exists = true }
-end
-
--- f(...) for rule i of a call: RL.ALL names the rule in the error (not in WRONGTYPE or
--- OOM, which are the server's); a single command's errors pass as they are.
-local function rule_step(call, i, f, ...)
-  if call.shape ~= 'all' then return f(...) end
-  local ok, res = pcall(f, ...)
-  if ok then return res end
-  local msg = message(res)
-  if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
-    error(res, 0)
-  end
-  fail('ERR rule ' .. int(i) .. ' (' .. call.rules[i].L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
-end
-
--- Run a parsed call of several keys, as the module does: `call` = { shape = 'each' |
--- 'all', keys = the key names, rules = list of { k = key index, L = limiter, r = rule },
--- cost, at }. Open every key, judge every rule, decide all or nothing, write every
--- key (nothing at all when RL.ALL is denied), reply with the binding rule's numbers.
-local function run_call(call)
-  local now = now_us(call.at)
-  local keys, rules, mode = call.keys, call.rules, call.mode or 'take'
-  local opened = {}
-  for i, rule in ipairs(rules) do
-    opened[rule.k] = rule_step(call, i, open_key, rule.L, keys[rule.k])
-  end
-  give_token(call, now)
-  local judged = {}
-  local function judge(i)
-    local rule = rules[i]
-    judged[i] = rule_step(call, i, rule.L.judge, rule.r, opened[rule.k], keys[rule.k], true, now, call.cost, mode)
-    return judged[i]
-  end
-  -- Gates first (the BAN rule): one that denies ends the call, the other rules not
-  -- judged and nothing written; it binds.
-  local gates_only = true
-  for i, rule in ipairs(rules) do
-    if rule.L.gate then
-      if judge(i).retry then
-        local reply = judged[i].fields
-        reply[6], reply[7] = i, keys[rule.k]
-        -- The other rules, not judged, give their own field as in any denial (nil).
-        for _, other in ipairs(rules) do
-          if other.L.reply_field then
-            reply[8] = false
-            break
-          end
-        end
-        return reply
-      end
-    else
-      gates_only = false
-    end
-  end
-  -- The binding rule: the denying one with the largest retry (ties: the first), else
-  -- the one forced over its limit with the largest retry, else the one with the least
-  -- remaining (ties: the first). A gate that allows binds only a call of gates.
-  local deny, over, least, full = nil, nil, nil, 0
-  for i, rule in ipairs(rules) do
-    local j = judged[i] or judge(i)
-    if not rule.L.gate or gates_only then
-      if j.over then
-        if not over or j.retry > judged[over].retry then over = i end
-      elseif j.retry then
-        if not deny or j.retry > judged[deny].retry then deny = i end
-      else
-        if j.fields[3] <= 0 then full = math.max(full, j.fields[5] * 1000) end
-        if not least or j.fields[3] < judged[least].fields[3] then least = i end
-      end
-    end
-  end
-  local blocked = deny ~= nil
-  local bind = deny or over or least
-  local reply = judged[bind].fields
-  if judged[bind].over then
-    -- Forced over: a request of cost 1 fits when every rule has room again.
-    reply[4] = math.max(1, ceil_ms(math.max(judged[bind].retry, full)))
-  end
-  -- Every key's writes first (a key that would be full refuses the whole request
-  -- before anything is written), then the writes. RL.ALL's denial writes nothing but
-  -- a penalty (a strike), which binds when it starts a ban.
-  local writes = {}
-  if not blocked or call.shape ~= 'all' then
-    for i, rule in ipairs(rules) do
-      local res = rule_step(call, i, rule.L.write, rule.r, keys[rule.k], judged[i].pending, not blocked, now,
-        call.cost)
-      if res then
-        for _, c in ipairs(res) do writes[#writes + 1] = c end
-      end
-    end
-  else
-    for i, rule in ipairs(rules) do
-      local p = rule.L.penalty and rule.L.penalty(rule.r, judged[i].pending, call.cost, mode)
-      if p then
-        for _, c in ipairs(p.writes) do writes[#writes + 1] = c end
-        if p.binds then reply, bind = p.binds, i end
-      end
-    end
-  end
-  for _, c in ipairs(writes) do redis.call(unpack(c)) end
-  if call.shape == 'each' then
-    reply[6] = keys[rules[bind].k]
-    reply[7] = judged[bind].window
-  else
-    reply[6] = bind
-    reply[7] = keys[rules[bind].k]
-    -- A rule's own field (a LEASE rule's id or nil), whatever the binding rule.
-    for i, rule in ipairs(rules) do
-      if rule.L.reply_field then
-        reply[8] = rule.L.reply_field(judged[i].pending, not blocked)
-        break
-      end
-    end
-  end
-  return reply
-end
-
--- The error of a call with the wrong number of keys: it names the function (or the
--- script, which has the function's name) and the number of keys it takes.
-local function keys_error(name, takes, got)
-  fail("ERR wrong number of keys for '" .. name .. "': it takes " .. takes .. ', got ' .. int(got))
-end
-
--- The keys of a call with numkeys (FCALL's or EVALSHA's): from 1 to `max`, each at most
--- once.
-local function check_keys(keys, max, name)
-  if #keys < 1 or #keys > max then keys_error(name, '1 to ' .. int(max), #keys) end
-  local seen_key = {}
-  for _, key in ipairs(keys) do
-    if seen_key[key] then fail("ERR key '" .. echo(key) .. "' given more than once") end
-    seen_key[key] = true
-  end
-end
-
--- The errors a wrong numkeys can explain (the module's numkeys_hint takes the same).
-local NUMKEYS_HINTED = {
-  "^ERR unknown option '", "^ERR unknown rule '", '^ERR at least one LIMIT window limit is needed$',
-  "^ERR key %d+ '.*' is named by no rule",
-}
-
--- A call with numkeys, parsed by `parse(keys, args)` (which raises the call's error and
--- writes nothing). When it fails with an error that a wrong numkeys explains, and the
--- same arguments parse with another number of keys (the nearest first, fewer before
--- more, up to `max`), the error says which, as the module's does.
-local function with_numkeys_hint(parse, keys, args, max)
-  local ok, res = pcall(parse, keys, args)
-  if ok then return res end
-  local msg = message(res)
-  local hinted = false
-  for _, pattern in ipairs(NUMKEYS_HINTED) do
-    if type(msg) == 'string' and string.find(msg, pattern) then hinted = true end
-  end
-  if not hinted then error(res, 0) end
-  local all = {}
-  for _, k in ipairs(keys) do all[#all + 1] = k end
-  for _, a in ipairs(args) do all[#all + 1] = a end
-  local given, most = #keys, math.min(max, #all)
-  for d = 1, most do
-    for _, meant in ipairs({ given - d, given + d }) do
-      if meant >= 1 and meant <= most then
-        local k2, a2 = {}, {}
-        for i = 1, #all do
-          if i <= meant then k2[#k2 + 1] = all[i] else a2[#a2 + 1] = all[i] end
-        end
-        if pcall(parse, k2, a2) then
-          if meant < given then
-            fail('ERR numkeys is ' .. int(given) .. " but '" .. echo(all[meant + 1]) .. "' starts the arguments after "
-              .. int(meant) .. (meant == 1 and ' key' or ' keys') .. ': did you mean numkeys ' .. int(meant) .. '?')
-          end
-          fail('ERR numkeys is ' .. int(given) .. " but '" .. echo(all[given + 1]) .. "' reads as a key: did you mean numkeys "
-            .. int(meant) .. '?')
-        end
-      end
-    end
-  end
-  error(res, 0)
-end
-
--- The call shape of RL.MULTI and RL.SLIDING: numkeys (FCALL's) from 1 to MAX_KEYS
--- distinct keys, then LIMIT window limit triples among the options, the same rule on
--- every key.
-local function each_key_command(keys, args, L, name)
-  local call = with_numkeys_hint(function(ks, as)
-    if 2 + #ks + #as < 6 then arity_error(L.command, L.syntax) end
-    check_keys(ks, MAX_KEYS, name)
-    local o = parse_options(as, 1, L.accepts, false)
-    local mode = settle_mode(o)
-    local r = L.build({}, o)
-    L.check_cost(r, o.cost, mode)
-    local rules = {}
-    for k = 1, #ks do rules[k] = { k = k, L = L, r = r } end
-    return { shape = 'each', keys = ks, rules = rules, cost = o.cost, at = o.at, mode = mode }
-  end, keys, args, MAX_KEYS)
-  return run_call(call)
-end
-
-local function rl_multi(keys, args)
+function rl_multi(keys, args)
   return run(each_key_command, keys, args, MULTI, 'rl_multi')
 end
 

@@ -5,7 +5,19 @@ import Fastify from "fastify";
 import { Redis, Cluster } from "ioredis";
 import { createClient, createCluster } from "redis";
 import { rateLimit as erl } from "express-rate-limit";
-import { All, Ban, Fixed, Gcra, Lease, RateLimiter, type RateLimit, ipKey, ratelimitHeaders } from "redis-native-ratelimit";
+import {
+  All,
+  Ban,
+  Fixed,
+  Gcra,
+  Lease,
+  type LocalBudget,
+  type LocalBudgetStats,
+  RateLimiter,
+  type RateLimit,
+  ipKey,
+  ratelimitHeaders,
+} from "redis-native-ratelimit";
 import { rateLimit } from "redis-native-ratelimit/express";
 import { fastifyRateLimit } from "redis-native-ratelimit/fastify";
 import { RateLimitStore } from "redis-native-ratelimit/express-rate-limit";
@@ -20,6 +32,20 @@ async function main(): Promise<void> {
   const ms: number = r.retryAfterMs + r.resetAfterMs + (r.delayMs ?? 0);
   const headers: Record<string, string> = ratelimitHeaders(r, { standardHeaders: ["draft-6", "draft-8"], legacyHeaders: true });
   await limiters[1].all([["{a}1", new Gcra({ maxBurst: 1, count: 1, period: 1 })], ["{a}2", new Lease({ limit: 2, ttl: "30s", retryAfter: "2s" })]], { id: "x", newLease: true });
+
+  const budget: LocalBudget = limiters[2].localBudget(new Fixed({ limit: 1000, window: "1m" }), "hot", {
+    batch: 50,
+    failOpen: false,
+    timeoutMs: 100,
+    clock: () => Date.now(),
+    timers: { setTimeout: (fn, ms) => setTimeout(fn, ms), clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout) },
+  });
+  const taken: RateLimit = await budget.take(3);
+  const granted: number | undefined = (await limiters[0].fixed("k", 5, "1m", { cost: 3, upto: true })).granted;
+  const given: number = await budget.giveBack();
+  await budget.close();
+  const counts: LocalBudgetStats = budget.stats();
+  void [taken.retryAfterMs, granted, given, counts.serverCalls + counts.givenBack + budget.holding];
 
   const app = express();
   app.use(

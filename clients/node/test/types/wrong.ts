@@ -22,3 +22,9 @@ rateLimit({ policy: new Fixed({ limit: 1, window: "1m" }) });
 new RateLimitStore({ client: redis, algorithm: "leaky" });
 // @ts-expect-error: legacyHeaders is a boolean (X-RateLimit-* or not)
 ratelimitHeaders({ allowed: true, limited: false, limit: 1, remaining: 0, retryAfterMs: -1, resetAfterMs: 0, quotas: [] }, { legacyHeaders: "x" });
+// @ts-expect-error: a take's cost is a number
+new RateLimiter(redis).localBudget(new Fixed({ limit: 10, window: "1m" }), "k").take("2");
+// @ts-expect-error: batch is a number of units
+new RateLimiter(redis).localBudget(new Fixed({ limit: 10, window: "1m" }), "k", { batch: "100" });
+// @ts-expect-error: upto is a flag; the most to take is the cost
+new RateLimiter(redis).fixed("k", 10, "1m", { upto: 3 });

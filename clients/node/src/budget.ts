@@ -1,0 +1,453 @@
+/**
+ * A local budget: a hot key's limit spent in this process from batches the server grants
+ * with UPTO, so that most takes cost no round trip, and nothing is ever over-granted:
+ *
+ *     const budget = limiter.localBudget(new Fixed({ limit: 10_000, window: "1m" }), "tenant:7", { batch: 100 });
+ *     const r = await budget.take();      // RL.FIXED tenant:7 10000 1m COST 100 UPTO, then 99 takes locally
+ *     if (!r.allowed) wait(r.retryAfterMs);
+ *     await budget.close();               // RL.FIXED ... COST <held> REFUND: what is left goes back
+ *
+ * - A take is answered from the units the budget holds. When it holds fewer than the
+ *   take's cost it asks for `COST max(batch, cost - held) UPTO`: one request in flight at
+ *   a time, which every take that needs units waits for; the units granted join the held.
+ * - A unit is spent only once the server granted it, so the units taken across every
+ *   process never exceed what the server granted.
+ * - A grant of 0 is a refusal with the server's numbers (limit, remaining, retry after,
+ *   reset); later takes are refused here, without a call, until its retry after.
+ * - What the budget holds goes back with REFUND before the window of its grant ends (at
+ *   the grant's reset after, less the smaller of 1 s and a tenth of it), on `giveBack()`
+ *   and on `close()`.
+ */
+import { type Key, keyList } from "./args.js";
+import type { Logger, RateLimiter } from "./client.js";
+import { Guard, type GuardOptions, LimiterUnavailableError } from "./guard.js";
+import { All, Ban, Gcra, Lease, Multi, Policy } from "./policies.js";
+import type { Quota, RateLimit } from "./results.js";
+import { keySlot } from "./slot.js";
+import { errorText, isReplyError, withPrefix } from "./transport.js";
+
+/** The timers a budget schedules its give-back with (default: Node's, unref'd, so that
+ * they do not hold the process open). Tests pass their own: `fn` returns the give-back's
+ * promise (the units given back). */
+export interface BudgetTimers {
+  setTimeout(fn: () => Promise<number>, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+export interface LocalBudgetOptions extends GuardOptions {
+  /** Units asked of the server at a time (default 100): a refill is
+   * `COST max(batch, cost - held) UPTO`. Up to this many units sit idle in each process
+   * that holds them. */
+  batch?: number;
+  /** The guard of a middleware or a store (its timeout, circuit breaker and fail open or
+   * closed) to share; default: a guard of this budget's own, made from the options. */
+  guard?: Guard;
+  /** A clock in Unix ms. When given, every call the budget makes is judged at its time
+   * (`AT`), and the budget's own times (local refusals, the give-back) read it. */
+  clock?: () => number;
+  /** The timers of the give-back (default: Node's). */
+  timers?: BudgetTimers;
+}
+
+/** What a budget did so far. `granted` = `spent` + `givenBack` + `dropped` + `held`,
+ * once no give-back is on its way. */
+export interface LocalBudgetStats {
+  /** Takes answered. */
+  takes: number;
+  /** Takes allowed (from held units, or unlimited while the server could not answer and
+   * the budget fails open). */
+  allowed: number;
+  /** Takes refused: by the server, or here within a refusal's retry after, or for a
+   * cost that the held and granted units did not cover. */
+  denials: number;
+  /** Commands sent: refills (UPTO) and give-backs (REFUND), a retry included. */
+  serverCalls: number;
+  /** Refills asked (each one server call). */
+  refills: number;
+  /** Units the server granted. */
+  granted: number;
+  /** Units spent by allowed takes. */
+  spent: number;
+  /** Units given back (REFUND applied). */
+  givenBack: number;
+  /** Units neither spent nor given back: a give-back failed, or came too late to be
+   * safe. They return to the limit when their window ends. */
+  dropped: number;
+  /** Units held now. */
+  held: number;
+  /** Takes decided without the server (an outage: allowed unspent when failing open,
+   * refused when failing closed). */
+  unavailable: number;
+}
+
+type Refill = { kind: "granted"; result: RateLimit } | { kind: "denied"; result: RateLimit } | { kind: "outage"; error: unknown };
+
+/** The longest delay Node's setTimeout takes (a longer one fires at once). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+const NODE_TIMERS: BudgetTimers = {
+  setTimeout(fn, ms) {
+    // A window of weeks is longer than a timer can wait: waited for in steps.
+    const handle: { timer?: NodeJS.Timeout } = {};
+    const arm = (left: number) => {
+      handle.timer = setTimeout(() => (left > MAX_TIMER_MS ? arm(left - MAX_TIMER_MS) : void fn()), Math.min(left, MAX_TIMER_MS));
+      handle.timer.unref?.();
+    };
+    arm(ms);
+    return handle;
+  },
+  clearTimeout(handle) {
+    clearTimeout((handle as { timer?: NodeJS.Timeout }).timer);
+  },
+};
+
+/** The largest cost a policy can ever allow at once. */
+function capacityOf(policy: Policy): number {
+  if (policy instanceof All) return Math.min(...policy.rules.filter((r) => !(r instanceof Ban)).map(capacityOf));
+  return Math.min(...policy.quotas(1).map((q) => q.limit));
+}
+
+/** The shortest window of a policy's limits (a GCRA's burst window), Infinity when none. */
+function shortestWindowOf(policy: Policy): number {
+  const rules = policy instanceof All ? policy.rules.filter((r) => !(r instanceof Ban)) : [policy];
+  const windows = rules.flatMap((r) => r.quotas(1)).map((q: Quota) => q.windowMs ?? Infinity);
+  return Math.min(Infinity, ...windows);
+}
+
+/** A policy and keys a budget can take: a rate policy, its keys in one Cluster slot. */
+function checkBudget(limiter: RateLimiter, policy: Policy, keys: Key[]): void {
+  if (!(policy instanceof Policy)) {
+    throw new TypeError(`a local budget takes a policy (Fixed, Gcra, Multi, Sliding, Log, All), not ${String(policy)}`);
+  }
+  const rules = policy instanceof All ? policy.rules : [policy];
+  if (rules.some((r) => r instanceof Lease)) {
+    throw new TypeError(
+      "a local budget takes a rate policy (Fixed, Gcra, Multi, Sliding, Log, or All of them), not a Lease: a lease is one slot per request in flight, " +
+        "held until released, which cannot be taken in batches",
+    );
+  }
+  if (policy instanceof Ban) throw new TypeError("a Ban is a rule of All, not a policy of its own");
+  if (rules.some((r) => r instanceof Gcra && r.delay !== undefined)) {
+    throw new TypeError("a local budget takes no Gcra with delay: a booking (DELAY) cannot be taken in batches (UPTO)");
+  }
+  if (policy instanceof All && keys.length !== policy.rules.length) {
+    throw new TypeError(`the All policy "${policy.name}" has ${policy.rules.length} rules: give one key per rule, not ${keys.length}`);
+  }
+  if (policy instanceof Multi && keys.length !== 1) {
+    throw new TypeError(
+      `a local budget of a Multi policy takes one key, not ${keys.length} (for several, an All policy with a Multi rule per key)`,
+    );
+  }
+  if (policy.keyCount === 1 && keys.length !== 1) throw new TypeError(`the ${policy.kind} policy "${policy.name}" takes one key, not ${keys.length}`);
+  if (keys.length === 0) throw new TypeError("a local budget needs a key");
+  const transport = limiter.transport;
+  if (transport.cluster) {
+    const slots = new Set(keys.map((k) => keySlot(withPrefix(transport.prefix, k))));
+    if (slots.size > 1) {
+      throw new TypeError(
+        "a local budget's keys must share a Cluster slot (UPTO takes one amount in one atomic call): give them one hash tag, e.g. {user42}",
+      );
+    }
+  }
+}
+
+export class LocalBudget {
+  readonly policy: Policy;
+  readonly keys: readonly Key[];
+  readonly batch: number;
+  readonly guard: Guard;
+  /** The largest cost one take can have: the policy's capacity. */
+  readonly capacity: number;
+  private readonly limiter: RateLimiter;
+  private readonly logger: Logger;
+  private readonly clock: (() => number) | undefined;
+  private readonly timers: BudgetTimers;
+  private readonly shortestWindowMs: number;
+  private readonly label: string;
+  private readonly counts = {
+    takes: 0,
+    allowed: 0,
+    denials: 0,
+    serverCalls: 0,
+    refills: 0,
+    granted: 0,
+    spent: 0,
+    givenBack: 0,
+    dropped: 0,
+    unavailable: 0,
+  };
+  private held = 0;
+  /** When the held units are to be given back (the earliest grant's), and the earliest
+   * time their window can end (after it a give-back could land in a new window). */
+  private due: number | undefined;
+  private end: number | undefined;
+  private timer: unknown;
+  /** The last grant's reply and when it was asked. */
+  private last: { result: RateLimit; at: number } | undefined;
+  /** The last refusal, and until when takes are refused without a call. */
+  private denial: { result: RateLimit; until: number; resetAt: number } | undefined;
+  private refilling: Promise<Refill> | undefined;
+  private readonly pending = new Set<Promise<number>>();
+  private closed = false;
+  private closing: Promise<void> | undefined;
+
+  constructor(limiter: RateLimiter, policy: Policy, key: Key | readonly Key[], o: LocalBudgetOptions = {}) {
+    const keys = keyList(key);
+    checkBudget(limiter, policy, keys);
+    const batch = o.batch ?? 100;
+    if (!Number.isSafeInteger(batch) || batch < 1) throw new TypeError(`batch must be a whole number of at least 1, not ${String(o.batch)}`);
+    this.limiter = limiter;
+    this.policy = policy;
+    this.keys = keys;
+    this.batch = batch;
+    this.guard = o.guard ?? new Guard(o);
+    this.logger = o.logger ?? this.guard.logger;
+    this.clock = o.clock;
+    this.timers = o.timers ?? NODE_TIMERS;
+    this.capacity = capacityOf(policy);
+    this.shortestWindowMs = shortestWindowOf(policy);
+    this.label = keys.map((k) => (Buffer.isBuffer(k) ? k.toString("utf8") : k)).join(", ");
+  }
+
+  private now(): number {
+    return this.clock ? this.clock() : Date.now();
+  }
+
+  /** Units held now, ready for takes without a call. */
+  get holding(): number {
+    return this.held;
+  }
+
+  /**
+   * Take `cost` units (default 1): allowed from the held units, or after a refill
+   * (`COST max(batch, cost - held) UPTO`) that this take asks for or waits for. A
+   * refusal carries the server's numbers. While the server cannot answer, the take is
+   * allowed without spending anything (fail open, the default), or refused with a
+   * `LimiterUnavailableError` (503, `Retry-After: 1`) when failing closed.
+   */
+  async take(cost = 1): Promise<RateLimit> {
+    if (!Number.isSafeInteger(cost) || cost < 1) throw new TypeError(`a take's cost is a whole number of at least 1, not ${String(cost)}`);
+    if (cost > this.capacity) {
+      throw new RangeError(`a take of ${cost} can never be allowed: the policy's capacity is ${this.capacity}`);
+    }
+    if (this.closed) throw new Error(`the local budget of ${this.label} is closed`);
+    this.counts.takes++;
+    let asked = false;
+    for (;;) {
+      const now = this.now();
+      this.expire(now);
+      if (this.held >= cost) return this.spend(cost, now);
+      if (this.denial && now < this.denial.until) return this.refuse(this.localDenial(now));
+      if (this.refilling) {
+        const shared = await this.refilling;
+        if (shared.kind === "outage") return this.outage(shared.error);
+        continue;
+      }
+      // This take's own refill did not cover it: refused; the units stay for smaller takes.
+      if (asked) return this.refuse(this.shortDenial(now));
+      if (this.closed) throw new Error(`the local budget of ${this.label} is closed`);
+      asked = true;
+      this.refilling = this.refill(cost - this.held).finally(() => {
+        this.refilling = undefined;
+      });
+      const own = await this.refilling;
+      if (own.kind === "outage") return this.outage(own.error);
+      if (own.kind === "denied") return this.refuse(this.withHeld(own.result));
+    }
+  }
+
+  /** Ask the server for a batch. */
+  private async refill(need: number): Promise<Refill> {
+    const cost = Math.max(this.batch, need);
+    const at = this.now();
+    const call = this.policy.call([...this.keys], { cost, upto: true, at: this.clock ? at : undefined });
+    this.counts.refills++;
+    const outcome = await this.guard.call(
+      `a take of the local budget of ${this.label}`,
+      () => {
+        this.counts.serverCalls++;
+        return this.limiter.run(call);
+      },
+      (late) => this.grant(late, at), // granted after the take stopped waiting: still ours
+    );
+    if (outcome.kind === "outage") return { kind: "outage", error: outcome.error };
+    const result = outcome.value;
+    if (result.allowed && (result.granted ?? 0) > 0) {
+      this.grant(result, at);
+      return { kind: "granted", result };
+    }
+    this.denial = { result, until: at + Math.max(1, result.retryAfterMs), resetAt: at + Math.max(0, result.resetAfterMs) };
+    return { kind: "denied", result };
+  }
+
+  /** Units the server granted, asked at `at`, join the held ones. */
+  private grant(result: RateLimit, at: number): void {
+    const k = result.granted ?? 0;
+    if (!result.allowed || k <= 0) return;
+    this.counts.granted += k;
+    this.last = { result, at };
+    this.denial = undefined;
+    // The grant's window ends at its reset after (a GCRA's: when the grant is forgotten),
+    // at the latest after the policy's shortest window; counted from when it was asked,
+    // so never later than the server's end.
+    const life = Math.min(Math.max(0, result.resetAfterMs), this.shortestWindowMs);
+    const end = at + life;
+    const now = this.now();
+    if (this.closed || now >= end) {
+      // Closed meanwhile (a late answer), or too late to spend: given back at once, or
+      // left to the window's end.
+      if (now >= end) this.counts.dropped += k;
+      else this.track(this.refund(k));
+      return;
+    }
+    this.held += k;
+    const due = end - Math.min(1000, life / 10);
+    if (this.end === undefined || end < this.end) this.end = end;
+    if (this.due === undefined || due < this.due) {
+      this.due = due;
+      if (this.timer !== undefined) this.timers.clearTimeout(this.timer);
+      this.timer = this.timers.setTimeout(
+        () => {
+          this.timer = undefined;
+          return this.giveBack();
+        },
+        Math.max(0, Math.ceil(due - now)),
+      );
+    }
+  }
+
+  /** Held units past their give-back time go back before anything is spent. */
+  private expire(now: number): void {
+    if (this.due !== undefined && now >= this.due) void this.giveBack();
+  }
+
+  private spend(cost: number, now: number): RateLimit {
+    this.held -= cost;
+    this.counts.spent += cost;
+    this.counts.allowed++;
+    const last = this.last as { result: RateLimit; at: number };
+    const { granted: _, ...base } = last.result;
+    return {
+      ...base,
+      allowed: true,
+      limited: false,
+      remaining: this.held + last.result.remaining,
+      retryAfterMs: -1,
+      resetAfterMs: Math.max(0, last.at + last.result.resetAfterMs - now),
+    };
+  }
+
+  /** A refusal's numbers, with what the budget still holds counted as remaining. */
+  private withHeld(result: RateLimit): RateLimit {
+    const { granted: _, ...base } = result;
+    return { ...base, remaining: base.remaining + this.held };
+  }
+
+  /** A take refused here within the server's refusal: its numbers, at this time. */
+  private localDenial(now: number): RateLimit {
+    const d = this.denial as { result: RateLimit; until: number; resetAt: number };
+    return { ...this.withHeld(d.result), retryAfterMs: Math.max(1, d.until - now), resetAfterMs: Math.max(0, d.resetAt - now) };
+  }
+
+  /** A take its own refill did not cover: refused until the grant's window is full
+   * again, when any cost up to the capacity fits (never early). */
+  private shortDenial(now: number): RateLimit {
+    const last = this.last as { result: RateLimit; at: number };
+    const reset = Math.max(1, last.at + last.result.resetAfterMs - now);
+    return { ...this.withHeld(last.result), allowed: false, limited: true, retryAfterMs: reset, resetAfterMs: reset };
+  }
+
+  private refuse(result: RateLimit): RateLimit {
+    this.counts.denials++;
+    return result;
+  }
+
+  private outage(error: unknown): RateLimit {
+    this.counts.unavailable++;
+    if (!this.guard.failOpen) {
+      this.counts.denials++;
+      throw new LimiterUnavailableError(error);
+    }
+    this.counts.allowed++;
+    const quotas = this.last?.result.quotas ?? (this.policy instanceof All ? this.policy.quotas() : this.policy.quotas(this.keys.length));
+    return {
+      allowed: true,
+      limited: false,
+      limit: this.last?.result.limit ?? this.capacity,
+      remaining: this.held,
+      retryAfterMs: -1,
+      resetAfterMs: 0,
+      quotas,
+    };
+  }
+
+  /**
+   * Give back what the budget holds now (`REFUND`), as it does by itself before the
+   * window of its grant ends and on `close()`; resolves to the units given back. Units
+   * whose window may have ended already are not sent (a refund could land in the next
+   * window) but dropped: they return to the limit with their window.
+   */
+  giveBack(): Promise<number> {
+    const units = this.held;
+    const end = this.end;
+    this.held = 0;
+    this.due = undefined;
+    this.end = undefined;
+    if (this.timer !== undefined) {
+      this.timers.clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    if (units === 0) return Promise.resolve(0);
+    if (end !== undefined && this.now() >= end) {
+      this.counts.dropped += units;
+      return Promise.resolve(0);
+    }
+    return this.track(this.refund(units));
+  }
+
+  private track(p: Promise<number>): Promise<number> {
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p));
+    return p;
+  }
+
+  /** REFUND of `units`. A refusal by the server (a reply error: nothing was written) is
+   * retried once; a call whose fate is unknown (the connection lost) is not, as a refund
+   * applied twice would hand out units that were spent. */
+  private async refund(units: number): Promise<number> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        this.counts.serverCalls++;
+        await this.limiter.run(this.policy.call([...this.keys], { cost: units, refund: true, at: this.clock ? this.now() : undefined }));
+        this.counts.givenBack += units;
+        return units;
+      } catch (err) {
+        if (attempt === 1 && isReplyError(err)) continue;
+        this.counts.dropped += units;
+        this.logger.warn(
+          `redis-ratelimit: the local budget of ${this.label} could not give back ${units} units (${errorText(err)}); they return to the limit when its window ends`,
+        );
+        return 0;
+      }
+    }
+  }
+
+  /** Stop: wait for a refill on its way, give back what is held, wait for the
+   * give-backs. Takes after it throw. */
+  close(): Promise<void> {
+    if (!this.closing) {
+      this.closed = true;
+      this.closing = (async () => {
+        while (this.refilling) await this.refilling.catch(() => undefined);
+        await this.giveBack();
+        while (this.pending.size > 0) await Promise.all([...this.pending]);
+      })();
+    }
+    return this.closing;
+  }
+
+  /** What the budget did so far. */
+  stats(): LocalBudgetStats {
+    return { ...this.counts, held: this.held };
+  }
+}
