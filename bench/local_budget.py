@@ -202,9 +202,9 @@ def _window_client(port: int, windows: Windows):
     return Watched(port=port)
 
 
-def worker(spec: Dict[str, Any], barrier: Any, out: Any) -> None:
+def worker(job: Dict[str, Any], barrier: Any, out: Any) -> None:
     try:
-        out.put(_work(spec, barrier))
+        out.put(_work(job, barrier))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         import traceback
 
@@ -215,14 +215,14 @@ def worker(spec: Dict[str, Any], barrier: Any, out: Any) -> None:
             pass
 
 
-def _work(spec: Dict[str, Any], barrier: Any) -> Dict[str, Any]:
+def _work(job: Dict[str, Any], barrier: Any) -> Dict[str, Any]:
     import redis
 
     from redis_native_ratelimit import Fixed, Gcra, RateLimiter
 
-    mode, port, seconds = spec["mode"], spec["port"], spec["seconds"]
+    mode, port, seconds = job["mode"], job["port"], job["seconds"]
     burst, count, period = GCRA
-    limit = spec.get("limit", 0)
+    limit = job.get("limit", 0)
     result: Dict[str, Any] = {"mode": mode}
     perf = time.perf_counter
     if mode in ("raw", "raw-fixed"):
@@ -278,7 +278,7 @@ def _work(spec: Dict[str, Any], barrier: Any) -> Dict[str, Any]:
         result.update(checks=n, allowed=allowed, seconds=perf() - start, server_calls=n)
         client.close()
         return result
-    batch = spec["batch"]
+    batch = job["batch"]
     if mode == "budget":
         client = redis.Redis(port=port)
         budget = RateLimiter(client).local_budget(Gcra(burst, count, period), KEY, batch=batch, timeout_ms=None)
@@ -425,7 +425,7 @@ def run_once(server: Server, mode: str, n: int, seconds: float, batch: int = 0, 
         # each; the takers must have spent no more.
         kept = sum(x["stats"]["granted"] - x["stats"]["given_back"] for x in results)
         row["kept"] = kept
-        row["spent"] = sum(x["stats"]["taken"] for x in results)
+        row["spent"] = sum(x["stats"]["spent"] for x in results)
         row["tat_units"] = None if tat is None else (int(tat) - int(began * 1e6)) / 1e6
     return row
 

@@ -88,7 +88,7 @@ def check():
     # The server ran out, and the workers together held at most a batch each then.
     assert allowed >= 20_000 - 4 * BATCH, allowed
     for allowed_here, refused, stats in out:
-        assert stats["taken"] == stats["granted"] - stats["given_back"] - stats["dropped"], stats
+        assert stats["spent"] == stats["granted"] - stats["given_back"] - stats["dropped"], stats
         assert allowed_here + refused == 6_000
     # A handful of calls instead of one per request.
     assert sum(s["server_calls"] for _, _, s in out) < 200

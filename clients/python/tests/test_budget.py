@@ -192,7 +192,7 @@ def test_takes_come_from_batches_and_close_gives_back_what_is_left(name, server,
         assert recording.calls.refunds == []
         assert peek.check(policy, key, cost=0).remaining == 8
         assert (stats["given_back"], stats["dropped"]) == (0, 2)
-    assert stats["taken"] == 10 and stats["granted"] == 12 and stats["held"] == 0
+    assert stats["spent"] == 10 and stats["granted"] == 12 and stats["held"] == 0
     assert stats["takes"] == 10 and stats["refills"] == 2 and stats["server_calls"] == 2 + (1 if gives_back else 0)
     with pytest.raises(BudgetClosed):
         budget.take()
@@ -284,7 +284,7 @@ def test_units_past_their_deadline_are_never_spent_and_are_given_back(recording,
     assert budget.take().allowed
     assert recording.calls.refunds == [8] and recording.calls.refills == 3
     stats = budget.stats()
-    assert (stats["given_back"], stats["dropped"], stats["held"], stats["taken"]) == (8, 9, 9, 4)
+    assert (stats["given_back"], stats["dropped"], stats["held"], stats["spent"]) == (8, 9, 9, 4)
     assert count_of(plain, key) == 22  # the dropped 9 stay counted: they return with the window
     budget.close()
     assert count_of(plain, key) == 13
@@ -414,7 +414,7 @@ def test_threads_sharing_budgets_never_take_more_than_the_limit(policy, server, 
     # What was held went back: the server counts exactly what was spent.
     assert 500 - peek.check(policy, key, cost=0).remaining == spent
     for b, s in zip(budgets, (b.stats() for b in budgets)):
-        assert s["taken"] == s["granted"] - s["given_back"] - s["dropped"]
+        assert s["spent"] == s["granted"] - s["given_back"] - s["dropped"]
         assert s["dropped"] == 0 and s["unavailable"] == 0
         b.limiter.client.close()
     # The demand was about 4 times the limit, so the server ran out: every unit went to a
@@ -464,7 +464,7 @@ for t in threads: t.start()
 for t in threads: t.join()
 held = budget.stats()["held"]
 budget.close()
-print(json.dumps(dict(spent=sum(allowed), held_at_end=held, **budget.stats())))
+print(json.dumps(dict(allowed_units=sum(allowed), held_at_end=held, **budget.stats())))
 """
 
 
@@ -479,7 +479,8 @@ def test_processes_sharing_one_key_never_take_more_than_the_limit(server, plain,
         out, _ = p.communicate(timeout=120)
         assert p.returncode == 0
         outs.append(json.loads(out))
-    spent = sum(o["spent"] for o in outs)
+    spent = sum(o["allowed_units"] for o in outs)
+    assert sum(o["spent"] for o in outs) == spent
     assert sum(o["granted"] - o["given_back"] for o in outs) == spent
     assert count_of(plain, key) == spent <= 400
     assert spent >= 400 - (5 + 9 + 13 + 17)  # 1 200 asked for: the server ran out
@@ -557,7 +558,7 @@ def test_a_stalled_server_fails_open_or_closed_behind_the_breaker(fail_open, ser
             assert short.take().unavailable
         assert breaker.skipped == 5
         stats = short.stats()
-        assert stats["unavailable"] == 6 and stats["refills"] == 0 and stats["taken"] == 0
+        assert stats["unavailable"] == 6 and stats["refills"] == 0 and stats["spent"] == 0
         assert stats["allowed" if fail_open else "denials"] == 6
     finally:
         plain.execute_command("CLIENT", "UNPAUSE")
@@ -595,6 +596,9 @@ def test_policies_a_budget_refuses(server, cluster, tag):
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="a take costs"):
             budget.take(bad)
+    with pytest.raises(ValueError, match="a take of 6 can never be allowed: the policy's capacity is 5"):
+        budget.take(6)  # as the command's capacity error, without a call
+    assert budget.stats()["server_calls"] == 0
     budget.close()
     rl.client.close()
     on_cluster = RateLimiter(redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.port))

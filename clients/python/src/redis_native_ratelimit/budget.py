@@ -103,6 +103,11 @@ def gives_back(policy: Policy) -> bool:
     return isinstance(rule, Multi) and len(list(rule.limits)) == 1
 
 
+def capacity(policy: Policy) -> int:
+    """The largest cost the policy can ever allow at once (every rule of an All)."""
+    return min(q.limit for rule in _rate_rules(policy) for q in rule.quotas(1))
+
+
 def horizon_ms(policy: Policy) -> Optional[int]:
     """The shortest window of the policy's rules (for Gcra the time its burst takes to
     come back): no unit is kept longer than that."""
@@ -127,6 +132,7 @@ class _Budget:
         self.fail_open = fail_open
         self.gives_back = gives_back(policy)
         self.horizon = horizon_ms(policy)
+        self.capacity = capacity(policy)
         self._batch_call: Optional[Call] = None
         self.reset()
         self.denied: Optional[RateLimit] = None
@@ -150,7 +156,7 @@ class _Budget:
         self.granted_at = 0.0
         self.limit = 0
         # What it counted (stats()).
-        self.takes = self.allowed = self.denials = self.local_denials = self.taken = 0
+        self.takes = self.allowed = self.denials = self.local_denials = self.spent = 0
         self.server_calls = self.refills = self.granted_units = self.given_back = 0
         self.dropped = self.unavailable = 0
 
@@ -172,7 +178,7 @@ class _Budget:
         """An allowed take from what is held: the last grant's fields, ``remaining`` the
         server's then plus what is still held, ``reset_after_ms`` counted down."""
         self.held -= cost
-        self.taken += cost
+        self.spent += cost
         self.allowed += 1
         result = _new_result(RateLimit)
         fields = result.__dict__
@@ -190,6 +196,7 @@ class _Budget:
         result = _new_result(RateLimit)
         fields = result.__dict__
         fields.update(self.denied.__dict__)
+        fields["remaining"] = self.denied.remaining + self.held
         retry = int(-(-(self.deny_until - now) // 1))
         fields["retry_after_ms"] = retry if retry > 1 else 1
         reset = self.denied.reset_after_ms - int(now - self.denied_at)
@@ -253,7 +260,9 @@ class _Budget:
             return self.spend(cost, now)
         self.denials += 1
         if k == 0:
-            return self.denied
+            if not self.held:
+                return self.denied
+            return replace(self.denied, remaining=self.denied.remaining + self.held)
         # The server had less than the take needs: refused, what it gave stays held for
         # smaller takes; the take of this cost fits once the state is full again.
         return replace(
@@ -334,7 +343,7 @@ class _Budget:
             allowed=self.allowed,
             denials=self.denials,
             local_denials=self.local_denials,
-            taken=self.taken,
+            spent=self.spent,
             server_calls=self.server_calls,
             refills=self.refills,
             granted=self.granted_units,
@@ -381,10 +390,13 @@ def _check_batch(batch: Any) -> int:
     return batch
 
 
-def _check_cost(cost: Any) -> None:
-    """Called when ``cost`` is not a plain int of at least 1 (an int subclass may be)."""
+def _check_cost(cost: Any, most: int) -> None:
+    """Called when ``cost`` is not a plain int from 1 to the policy's capacity (an int
+    subclass may be one)."""
     if isinstance(cost, bool) or not isinstance(cost, int) or cost < 1:
         raise ValueError(f"a take costs an integer of at least 1, not {cost!r}")
+    if cost > most:
+        raise ValueError(f"a take of {cost} can never be allowed: the policy's capacity is {most}")
 
 
 class _Common:
@@ -505,8 +517,8 @@ class LocalBudget(_Common):
         """Take ``cost`` units: from what the budget holds, else from a new batch (one
         call at a time; other takers wait for it). A :class:`RateLimit`: allowed, or
         refused with the server's numbers (``retry_after_ms``, headers)."""
-        if cost.__class__ is not int or cost < 1:
-            _check_cost(cost)
+        if cost.__class__ is not int or cost < 1 or cost > self._b.capacity:
+            _check_cost(cost, self._b.capacity)
         b = self._b
         with self._cond:
             if b.closed:
@@ -519,7 +531,7 @@ class LocalBudget(_Common):
                 deadline = b.deadline
                 if deadline is None or now < deadline:
                     b.held = held = held - cost
-                    b.taken += cost
+                    b.spent += cost
                     b.allowed += 1
                     result = _new_result(RateLimit)
                     fields = result.__dict__
@@ -742,8 +754,8 @@ class AsyncLocalBudget(_Common):
 
     async def take(self, cost: int = 1) -> RateLimit:
         """As :meth:`LocalBudget.take`, awaited."""
-        if cost.__class__ is not int or cost < 1:
-            _check_cost(cost)
+        if cost.__class__ is not int or cost < 1 or cost > self._b.capacity:
+            _check_cost(cost, self._b.capacity)
         b = self._b
         if b.closed:
             raise BudgetClosed("this local budget is closed")
@@ -755,7 +767,7 @@ class AsyncLocalBudget(_Common):
             deadline = b.deadline
             if deadline is None or now < deadline:
                 b.held = held = held - cost
-                b.taken += cost
+                b.spent += cost
                 b.allowed += 1
                 result = _new_result(RateLimit)
                 fields = result.__dict__
