@@ -39,8 +39,6 @@ import multiprocessing
 import os
 import platform
 import socket
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -54,67 +52,6 @@ GCRA = (100_000_000, 1, "1s")
 WINDOW_MS = 1000  # phase 2's windows
 BATCHES = (1, 10, 100, 1000)
 PROCESSES = (2, 4, 8)
-
-
-# -- the server ------------------------------------------------------------------------------
-
-
-class Server:
-    """redis-server (or valkey-server) with the module on a free 127.0.0.1 port, in a
-    directory of its own; verified to be the process this run started (INFO server's
-    process_id)."""
-
-    def __init__(self, binary: str, module: str):
-        import tempfile
-
-        self.dir = Path(tempfile.mkdtemp(prefix="rl-budget-bench-"))
-        for _ in range(5):
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                self.port = s.getsockname()[1]
-            conf = self.dir / "redis.conf"
-            conf.write_text(
-                f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\nsave \"\"\nappendonly no\n"
-                f"logfile {self.dir / 'server.log'}\nloadmodule {module}\n"
-            )
-            self.proc = subprocess.Popen([binary, str(conf)], cwd=self.dir, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-            if self._ours():
-                return
-            self.stop(remove=False)
-        raise RuntimeError(f"{binary} did not start on a port of its own; log:\n{self.log()}")
-
-    def log(self) -> str:
-        try:
-            return (self.dir / "server.log").read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def _ours(self) -> bool:
-        import redis
-
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            c = redis.Redis(port=self.port, socket_timeout=2, socket_connect_timeout=2)
-            try:
-                pid = int(c.info("server")["process_id"])
-                return pid == self.proc.pid
-            except redis.RedisError:
-                time.sleep(0.05)
-            finally:
-                c.close()
-        return False
-
-    def stop(self, remove: bool = True) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        if remove:
-            import shutil
-
-            shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # -- the workers (one process each) ---------------------------------------------------------
@@ -202,6 +139,21 @@ def _window_client(port: int, windows: Windows):
     return Watched(port=port)
 
 
+def _plain_calls(call: Any, seconds: float) -> Tuple[int, int, float]:
+    """One plain call per check for ``seconds``: checks, allowed, the time taken."""
+    perf = time.perf_counter
+    n = allowed = 0
+    start = perf()
+    end = start + seconds
+    while True:
+        for _ in range(32):
+            if call():
+                allowed += 1
+        n += 32
+        if perf() >= end:
+            return n, allowed, perf() - start
+
+
 def worker(job: Dict[str, Any], barrier: Any, out: Any) -> None:
     try:
         out.put(_work(job, barrier))
@@ -233,29 +185,24 @@ def _work(job: Dict[str, Any], barrier: Any) -> Dict[str, Any]:
         n = allowed = 0
         lat: List[int] = []
         if mode == "raw":
-            end = perf() + seconds
-            start = perf()
-            while True:
-                for _ in range(32):
-                    if call():
-                        allowed += 1
-                n += 32
-                if perf() >= end:
-                    break
-        else:
-            ns = time.perf_counter_ns
-            start = perf()
-            end = start + seconds
-            while perf() < end:
-                t = ns()
-                ok = call()
-                dt = ns() - t
-                n += 1
-                if ok:
-                    allowed += 1
-                elif n % 4 == 0:
-                    lat.append(dt)
-            result["denied_ns"] = lat
+            n, allowed, elapsed = _plain_calls(call, seconds)
+            result.update(checks=n, allowed=allowed, seconds=elapsed, server_calls=n)
+            sock.close()
+            return result
+        # raw-fixed: the latency of the refused calls too (every fourth).
+        ns = time.perf_counter_ns
+        start = perf()
+        end = start + seconds
+        while perf() < end:
+            t = ns()
+            ok = call()
+            dt = ns() - t
+            n += 1
+            if ok:
+                allowed += 1
+            elif n % 4 == 0:
+                lat.append(dt)
+        result["denied_ns"] = lat
         result.update(checks=n, allowed=allowed, seconds=perf() - start, server_calls=n)
         sock.close()
         return result
@@ -265,17 +212,8 @@ def _work(job: Dict[str, Any], barrier: Any) -> Dict[str, Any]:
         ex = client.execute_command
         ex(*args)
         barrier.wait()
-        n = allowed = 0
-        start = perf()
-        end = start + seconds
-        while True:
-            for _ in range(32):
-                if ex(*args)[0] == 0:
-                    allowed += 1
-            n += 32
-            if perf() >= end:
-                break
-        result.update(checks=n, allowed=allowed, seconds=perf() - start, server_calls=n)
+        n, allowed, elapsed = _plain_calls(lambda: ex(*args)[0] == 0, seconds)
+        result.update(checks=n, allowed=allowed, seconds=elapsed, server_calls=n)
         client.close()
         return result
     batch = job["batch"]
@@ -354,7 +292,7 @@ def commandstats(r: Any) -> Dict[str, int]:
     return out
 
 
-def run_once(server: Server, mode: str, n: int, seconds: float, batch: int = 0, limit: int = 0) -> Dict[str, Any]:
+def run_once(server: Any, mode: str, n: int, seconds: float, batch: int = 0, limit: int = 0) -> Dict[str, Any]:
     import redis
 
     r = redis.Redis(port=server.port)
@@ -430,6 +368,15 @@ def run_once(server: Server, mode: str, n: int, seconds: float, batch: int = 0, 
     return row
 
 
+def keep_best(best: Dict[Tuple[str, int, int], Dict[str, Any]], rnd: int, row: Dict[str, Any]) -> None:
+    """Keep the round with the most checks a second of each configuration; say each."""
+    key = (row["mode"], row["n"], row["batch"])
+    if key not in best or row["per_second"] > best[key]["per_second"]:
+        best[key] = row
+    print(f"  round {rnd + 1}: {row['mode']:12} n={row['n']} batch={row['batch']:<5} {row['per_second']:>12,.0f} checks/s  "
+          f"load {row['load'][0]:.2f}", file=sys.stderr, flush=True)
+
+
 def quantile(xs: List[int], q: float) -> float:
     if not xs:
         return float("nan")
@@ -438,15 +385,9 @@ def quantile(xs: List[int], q: float) -> float:
 
 
 def machine() -> str:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} cores ({cpu or platform.machine()}), Python {platform.python_version()}"
+    from bench.report import cpu_model
+
+    return f"{os.cpu_count()} cores ({cpu_model() or platform.machine()}), Python {platform.python_version()}"
 
 
 def main() -> int:
@@ -463,7 +404,10 @@ def main() -> int:
 
     counts = [int(x) for x in opts.processes.split(",")]
     batches = [int(x) for x in opts.batches.split(",")]
-    server = Server(opts.server, os.path.abspath(opts.module))
+    from bench.server import Server
+
+    server = Server(opts.server, Path(opts.module).resolve())
+    server.start()  # on a free port, verified to be the process it started
     info = redis.Redis(port=server.port).info("server")
     version = info.get("valkey_version") or info.get("redis_version")
     print(f"# Local budgets on one hot key\n\nMachine: {machine()}; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())} at the start.")
@@ -481,11 +425,7 @@ def main() -> int:
                         problems.append(f"budget {b}, {n} processes: spent {row['spent']} > kept {row['kept']}")
                     if row["tat_units"] is not None and row["kept"] > row["tat_units"] + 1:
                         problems.append(f"budget {b}, {n} processes: kept {row['kept']} > the server's {row['tat_units']:.0f}")
-                key = (mode, n, b)
-                if key not in best1 or row["per_second"] > best1[key]["per_second"]:
-                    best1[key] = row
-                print(f"  round {rnd + 1}: {mode:8} n={n} batch={b:<5} {row['per_second']:>12,.0f} checks/s  "
-                      f"load {row['load'][0]:.2f}", file=sys.stderr, flush=True)
+                keep_best(best1, rnd, row)
         print("## Every check allowed (RL.GCRA, a burst the run never exhausts)\n")
         print(f"Best of {opts.rounds} rounds of {opts.seconds:g} s; ratios against the faster plain call of the same "
               "processes in the same run (`raw`).\n")
@@ -532,11 +472,7 @@ def main() -> int:
                     for w, k in totals.items():
                         if k > opts.limit:
                             over.append(f"{n} processes, batch {b}, window {w}: {k} > {opts.limit}")
-                key = (mode, n, b)
-                if key not in best2 or row["per_second"] > best2[key]["per_second"]:
-                    best2[key] = row
-                print(f"  round {rnd + 1}: {mode:12} n={n} batch={b:<5} {row['per_second']:>12,.0f} checks/s  "
-                      f"load {row['load'][0]:.2f}", file=sys.stderr, flush=True)
+                keep_best(best2, rnd, row)
         print(f"\n## A limit that binds (RL.FIXED ALIGN, {opts.limit:,} per 1 s window)\n")
         print("| processes | how | checks/s | allowed/s | × raw (checks) | server calls / check | most taken in a window | the server's count, most seen | late give-backs | load (1 min) |")
         print("|---|---|---|---|---|---|---|---|---|---|")

@@ -26,15 +26,19 @@ def first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def machine_info(c: Client, opts) -> Dict[str, str]:
-    cpu = ""
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), or an empty string."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return ""
+
+
+def machine_info(c: Client, opts) -> Dict[str, str]:
+    cpu = cpu_model()
     mem = ""
     try:
         kb = int(Path("/proc/meminfo").read_text().split()[1])

@@ -118,7 +118,9 @@ class Server:
                     c = Client(self.port, timeout=2)
                     try:
                         if c.call("PING") == "PONG":
-                            return
+                            if self._process_id(c) == self.proc.pid:
+                                return
+                            break  # another program's server took the port: try another
                     finally:
                         c.close()
                 except (OSError, ReplyError):
@@ -127,6 +129,14 @@ class Server:
             last = self.log_text()
             self.kill()
         raise RuntimeError(f"{self.binary} did not start; its log:\n{last}")
+
+    @staticmethod
+    def _process_id(c: Client) -> int:
+        """The process_id of the server that answers (INFO server)."""
+        for line in c.text("INFO", "server").splitlines():
+            if line.startswith("process_id:"):
+                return int(line.split(":", 1)[1])
+        return -1
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:

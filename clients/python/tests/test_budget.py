@@ -43,17 +43,10 @@ from redis_native_ratelimit import (
 )
 from redis_native_ratelimit.asyncio import AsyncRateLimiter
 from redis_native_ratelimit.budget import TICK_S
+from test_lease import PATIENT, wait_for
 
-# How long a test waits for something a background task must do, or for threads to
-# reach a state (never a measure of speed: the test waits for the state, then checks).
-PATIENT = 60.0
-
-
-def wait_for(check, what):
-    deadline = time.monotonic() + PATIENT
-    while not check():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.01)
+# wait_for: a test waits for a state a background task or other threads must reach,
+# then checks it (PATIENT seconds at most: never a measure of speed).
 
 
 async def await_for(check, what):

@@ -27,8 +27,9 @@ import os
 import threading
 import time
 import weakref
+from contextlib import closing
 from dataclasses import replace
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Generator, List, Optional, Tuple
 
 import redis
 
@@ -302,10 +303,6 @@ class _Budget:
         self.denials += 1
         return RateLimit(False, self.limit, 0, 1000, 0, unavailable=True)
 
-    def refill_failed(self) -> RateLimit:
-        self.refilling = False
-        return self.failed()
-
     # -- giving back ----------------------------------------------------------------------
 
     def due(self, now: float) -> Optional[Tuple[int, float]]:
@@ -337,22 +334,25 @@ class _Budget:
         if done:
             self.given_back += units
 
+    #: What stats() says: its names, and the attribute behind each.
+    STATS = (
+        ("takes", "takes"),
+        ("allowed", "allowed"),
+        ("denials", "denials"),
+        ("local_denials", "local_denials"),
+        ("spent", "spent"),
+        ("server_calls", "server_calls"),
+        ("refills", "refills"),
+        ("granted", "granted_units"),
+        ("given_back", "given_back"),
+        ("dropped", "dropped"),
+        ("unavailable", "unavailable"),
+        ("held", "held"),
+        ("waiting", "waiting"),
+    )
+
     def stats(self) -> Dict[str, int]:
-        return dict(
-            takes=self.takes,
-            allowed=self.allowed,
-            denials=self.denials,
-            local_denials=self.local_denials,
-            spent=self.spent,
-            server_calls=self.server_calls,
-            refills=self.refills,
-            granted=self.granted_units,
-            given_back=self.given_back,
-            dropped=self.dropped,
-            unavailable=self.unavailable,
-            held=self.held,
-            waiting=self.waiting,
-        )
+        return {name: getattr(self, attr) for name, attr in self.STATS}
 
 
 def retry_is_safe(exc: BaseException) -> bool:
@@ -399,21 +399,35 @@ def _check_cost(cost: Any, most: int) -> None:
         raise ValueError(f"a take of {cost} can never be allowed: the policy's capacity is {most}")
 
 
-class _Common:
-    """What both budgets share around the decisions: settings, breaker, log."""
+#: What a plan yields when it waits for the batch another take is taking (then it is sent
+#: None); it yields a :class:`Call` to have it run (then it is sent the reply, or thrown
+#: the call's exception).
+WAIT = "wait"
 
-    def _setup(
+Plan = Generator[Any, Any, Any]
+
+
+class _Common:
+    """What both budgets share around the decisions: settings, breaker, log, and the
+    plans of a take and of a give-back (generators of the calls they need, run by the
+    blocking budget with its lock held between calls, and by the asyncio one on its
+    event loop)."""
+
+    def __init__(
         self,
         limiter: Any,
         policy: Policy,
         key: Any,
-        batch: int,
-        fail_open: bool,
-        breaker: Any,
-        clock: Optional[Callable[[], float]],
-        timer: bool,
-        logger: Optional[logging.Logger],
-    ) -> None:
+        batch: int = 100,
+        *,
+        fail_open: bool = True,
+        timeout_ms: Optional[float] = 250,
+        breaker: Any = _DEFAULT_BREAKER,
+        clock: Optional[Callable[[], float]] = None,
+        timer: bool = True,
+        logger: Optional[logging.Logger] = None,
+    ):
+        """A budget of ``policy`` on ``key`` (see :meth:`RateLimiter.local_budget`)."""
         check_policy(policy)
         self.policy = policy
         self.keys = _budget_keys(limiter, policy, key)
@@ -424,10 +438,125 @@ class _Common:
         self.timer = timer
         self.log = logger or log
         self._b = _Budget(policy, self.keys, self.batch, self.clock, self.fail_open)
+        self._timer_until: Optional[float] = None  # when the timer wakes by itself
+        self._connect(limiter, timeout_ms)
+
+    def _connect(self, limiter: Any, timeout_ms: Optional[float]) -> None:  # pragma: no cover - per budget
+        raise NotImplementedError
 
     @property
     def key(self) -> Any:
         return self.keys[0] if len(self.keys) == 1 else list(self.keys)
+
+    def _held_or_check(self, cost: int) -> Optional[RateLimit]:
+        """A take's first step: the cost checked, the budget open, and the result when
+        what is held pays for it (None: the take's plan goes on)."""
+        b = self._b
+        if cost.__class__ is not int or cost < 1 or cost > b.capacity:
+            _check_cost(cost, b.capacity)
+        if b.closed:
+            raise BudgetClosed("this local budget is closed")
+        b.takes += 1
+        if b.held >= cost:
+            now = self.clock()
+            if b.deadline is None or now < b.deadline:
+                return b.spend(cost, now)
+        return None
+
+    def _taking(self, cost: int) -> Plan:
+        """The rest of a take: what is held, a refusal within the server's wait, the
+        batch another take is taking, or a new batch (what fell due given back first)."""
+        b = self._b
+        while True:
+            what, value = b.step(cost)
+            if what == "result":
+                return value
+            if what == "refill":
+                break
+            b.waiting += 1
+            try:
+                yield WAIT
+            finally:
+                b.waiting -= 1
+        try:
+            pending = b.due(self.clock())
+            if pending is not None:
+                yield from self._giving_back(*pending)
+            return (yield from self._refilling(value, cost))
+        finally:
+            b.refilling = False
+
+    def _refilling(self, units: int, cost: int) -> Plan:
+        b = self._b
+        if not self._may_call():
+            return b.failed()
+        sent_at = self.clock()
+        try:
+            reply = yield b.refill_call(units)
+        except Exception as exc:
+            if not is_outage(exc):
+                if isinstance(exc, redis.exceptions.ResponseError):
+                    self._answered()  # the server answered: the error is the call's own
+                raise
+            self._outage(exc, "refill")
+            return b.failed()
+        self._answered()
+        result = b.granted(reply, sent_at, cost)
+        if result is None:  # closed meanwhile: what came goes back
+            pending = b.due(self.clock())
+            if pending is not None:
+                yield from self._giving_back(*pending)
+            raise BudgetClosed("this local budget was closed while it took a batch")
+        if b.held and self.timer:
+            self._granted_to_timer()
+        return result
+
+    def _giving_back(self, units: int, send_by: float) -> Plan:
+        """REFUND of ``units``; once more if it certainly did not apply and there is
+        still time; else dropped (they return when their window ends)."""
+        b = self._b
+        for attempt in (1, 2):
+            try:
+                yield b.refund_call(units)
+            except GeneratorExit:  # the caller stopped waiting: its fate is unknown
+                b.dropped += units
+                raise
+            except Exception as exc:  # noqa: BLE001 - dropped below, or raised if a bug
+                b.gave_back(units, False)
+                if not is_outage(exc) and not isinstance(exc, redis.exceptions.ResponseError):
+                    raise
+                if attempt == 1 and retry_is_safe(exc) and self.clock() < send_by:
+                    continue
+                b.dropped += units
+                self.log.warning("a local budget's give-back of %d units on %s failed (%s): dropped", units, self.key, exc)
+                return 0
+            b.gave_back(units, True)
+            return units
+        return 0  # pragma: no cover - the loop returns
+
+    def _due_plan(self) -> Optional[Plan]:
+        """The timer's step: the give-back of what fell due, if anything did."""
+        pending = self._b.due(self.clock())
+        return None if pending is None else self._giving_back(*pending)
+
+    def _timer_wait(self) -> Optional[float]:
+        """How long the timer sleeps (seconds; None: until a batch comes)."""
+        b = self._b
+        if b.deadline is None:
+            self._timer_until = None
+            return None
+        now = self.clock()
+        wait = max(0.0, min(TICK_S, (b.deadline - now) / 1000))
+        self._timer_until = now + wait * 1000
+        return wait
+
+    def _timer_must_wake(self) -> bool:
+        """A batch came whose deadline is before the timer's next look."""
+        deadline = self._b.deadline
+        return deadline is not None and (self._timer_until is None or deadline < self._timer_until)
+
+    def _granted_to_timer(self) -> None:  # pragma: no cover - per budget
+        raise NotImplementedError
 
     def _outage(self, exc: BaseException, what: str) -> None:
         """A call the server did not answer: the breaker opens, said once per opening."""
@@ -449,6 +578,15 @@ class _Common:
 
     def _may_call(self) -> bool:
         return self.breaker is None or self.breaker.allow()
+
+    def stats(self) -> Dict[str, int]:
+        """``takes`` (calls of take), ``allowed``, ``denials`` (of which
+        ``local_denials``, answered without a call), ``spent`` (units), ``server_calls``
+        (batches taken, ``refills``, and give-backs), ``granted`` (units the server
+        gave), ``given_back``, ``dropped`` (held units left to their window),
+        ``unavailable`` (takes answered without the server: fail open or closed),
+        ``held`` and ``waiting`` (takers waiting for a batch) now."""
+        return self._b.stats()
 
 
 # Blocking budgets still open, closed (what they hold given back) when the interpreter
@@ -480,21 +618,7 @@ class LocalBudget(_Common):
     share between threads: ``take(cost=1)``, ``give_back()``, ``close()`` (or ``with``),
     ``stats()``."""
 
-    def __init__(
-        self,
-        limiter: Any,
-        policy: Policy,
-        key: Any,
-        batch: int = 100,
-        *,
-        fail_open: bool = True,
-        timeout_ms: Optional[float] = 250,
-        breaker: Any = _DEFAULT_BREAKER,
-        clock: Optional[Callable[[], float]] = None,
-        timer: bool = True,
-        logger: Optional[logging.Logger] = None,
-    ):
-        self._setup(limiter, policy, key, batch, fail_open, breaker, clock, timer, logger)
+    def _connect(self, limiter: Any, timeout_ms: Optional[float]) -> None:
         self.limiter = _bounded(limiter, timeout_ms)
         self._locks()
         _OPEN.add(self)
@@ -505,7 +629,6 @@ class LocalBudget(_Common):
         self._cond = threading.Condition(lock)  # takers waiting for a batch
         self._tcond = threading.Condition(lock)  # the timer, woken only when it must be
         self._thread: Optional[threading.Thread] = None
-        self._timer_until: Optional[float] = None  # when the timer wakes by itself
 
     def _after_fork(self) -> None:
         self._locks()
@@ -517,149 +640,78 @@ class LocalBudget(_Common):
         """Take ``cost`` units: from what the budget holds, else from a new batch (one
         call at a time; other takers wait for it). A :class:`RateLimit`: allowed, or
         refused with the server's numbers (``retry_after_ms``, headers)."""
-        if cost.__class__ is not int or cost < 1 or cost > self._b.capacity:
-            _check_cost(cost, self._b.capacity)
         b = self._b
         with self._cond:
-            if b.closed:
-                raise BudgetClosed("this local budget is closed")
-            b.takes += 1
-            # The common case first, inline: units held, before their deadline.
-            held = b.held
-            if held >= cost:
+            # The common case inline (a call less): a cost that what is held pays for.
+            if cost.__class__ is int and 0 < cost <= b.held and cost <= b.capacity and not b.closed:
                 now = self.clock()
-                deadline = b.deadline
-                if deadline is None or now < deadline:
-                    b.held = held = held - cost
-                    b.spent += cost
-                    b.allowed += 1
-                    result = _new_result(RateLimit)
-                    fields = result.__dict__
-                    fields.update(b.template)
-                    fields["remaining"] = b.server_remaining + held
-                    left = b.reset_ms - int(now - b.granted_at)
-                    fields["reset_after_ms"] = left if left > 0 else 0
-                    return result
-            while True:
-                what, value = b.step(cost)
-                if what == "result":
-                    return value
-                if what == "refill":
-                    break
-                b.waiting += 1
-                try:
-                    self._cond.wait()
-                finally:
-                    b.waiting -= 1
-            pending = b.due(self.clock())
-        if pending is not None:  # what fell due goes back first
+                if b.deadline is None or now < b.deadline:
+                    b.takes += 1
+                    return b.spend(cost, now)
+            result = self._held_or_check(cost)
+            if result is not None:
+                return result
+            return self._drive(self._taking(cost), self._cond)
+
+    def _drive(self, plan: Plan, cond: threading.Condition) -> Any:
+        """Run a plan, the lock held but for its calls and its waits; the takers
+        waiting for a batch are woken when a plan that called ends."""
+        called = False
+        with closing(plan):  # closed however it ends: its own clean-up runs
             try:
-                self._send_back(*pending)
-            except BaseException:
-                with self._cond:
-                    b.refilling = False
+                step = next(plan)
+                while True:
+                    if step is WAIT:
+                        cond.wait()
+                        step = plan.send(None)
+                        continue
+                    called = True
+                    cond.release()
+                    try:
+                        reply = self.limiter._run(step)
+                    except Exception as exc:  # noqa: BLE001 - handed to the plan
+                        cond.acquire()
+                        step = plan.throw(exc)
+                        continue
+                    except BaseException:
+                        cond.acquire()
+                        raise
+                    cond.acquire()
+                    step = plan.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                if called:
                     self._cond.notify_all()
-                raise
-        return self._refill(value, cost)
 
-    def _refill(self, units: int, cost: int) -> RateLimit:
-        b = self._b
-        if not self._may_call():
-            with self._cond:
-                result = b.refill_failed()
-                self._cond.notify_all()
-            return result
-        sent_at = self.clock()
-        try:
-            reply = self.limiter._run(b.refill_call(units))
-        except BaseException as exc:
-            with self._cond:
-                b.refilling = False
-                self._cond.notify_all()
-            if not isinstance(exc, Exception) or not is_outage(exc):
-                self._answered_if_server(exc)
-                raise
-            self._outage(exc, "refill")
-            with self._cond:
-                return b.failed()
-        self._answered()
-        with self._cond:
-            result = b.granted(reply, sent_at, cost)
-            pending = b.due(self.clock()) if result is None else None
-            self._cond.notify_all()
-            if b.held and self.timer and not b.closed:
-                if self._thread is None:
-                    self._start_timer()
-                elif b.deadline is not None and (self._timer_until is None or b.deadline < self._timer_until):
-                    self._tcond.notify()
-        if result is None:  # closed meanwhile: give back what came
-            if pending is not None:
-                self._send_back(*pending)
-            raise BudgetClosed("this local budget was closed while it took a batch")
-        return result
-
-    def _answered_if_server(self, exc: BaseException) -> None:
-        if isinstance(exc, redis.exceptions.ResponseError):
-            self._answered()
-
-    def _send_back(self, units: int, send_by: float) -> bool:
-        """REFUND of ``units``; once more if it certainly did not apply and there is
-        still time; else dropped (they return when their window ends)."""
-        for attempt in (1, 2):
-            try:
-                self.limiter._run(self._b.refund_call(units))
-            except Exception as exc:  # noqa: BLE001 - dropped below, or raised if a bug
-                with self._cond:
-                    self._b.gave_back(units, False)
-                if not is_outage(exc) and not isinstance(exc, redis.exceptions.ResponseError):
-                    raise
-                if attempt == 1 and retry_is_safe(exc) and self.clock() < send_by:
-                    continue
-                with self._cond:
-                    self._b.dropped += units
-                self.log.warning("a local budget's give-back of %d units on %s failed (%s): dropped", units, self.key, exc)
-                return False
-            with self._cond:
-                self._b.gave_back(units, True)
-            return True
-        return False  # pragma: no cover - the loop returns
-
-    def _start_timer(self) -> None:
-        self._thread = threading.Thread(target=self._timer_loop, name="redis_native_ratelimit budget", daemon=True)
-        self._thread.start()
+    def _granted_to_timer(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._timer_loop, name="redis_native_ratelimit budget", daemon=True)
+            self._thread.start()
+        elif self._timer_must_wake():
+            self._tcond.notify()
 
     def _timer_loop(self) -> None:
         """Gives back what is held when its deadline comes (the clock read every
         TICK_S at most)."""
         b = self._b
-        while True:
-            try:
-                with self._tcond:
-                    if b.closed and not b.pending:
-                        return
-                    now = self.clock()
-                    pending = b.due(now)
-                    if pending is None:
-                        if b.deadline is None:
-                            self._timer_until = None
-                            self._tcond.wait()  # until a batch comes, or the budget closes
-                        else:
-                            wait = max(0.0, min(TICK_S, (b.deadline - now) / 1000))
-                            self._timer_until = now + wait * 1000
-                            self._tcond.wait(wait)
-                        continue
-                self._send_back(*pending)
-            except Exception as exc:  # noqa: BLE001 - the timer goes on
-                self.log.warning("a local budget's timer on %s: %s: %s", self.key, type(exc).__name__, exc)
+        with self._tcond:
+            while not (b.closed and not b.pending):
+                try:
+                    plan = self._due_plan()
+                    if plan is not None:
+                        self._drive(plan, self._tcond)
+                    else:
+                        self._tcond.wait(self._timer_wait())
+                except Exception as exc:  # noqa: BLE001 - the timer goes on
+                    self.log.warning("a local budget's timer on %s: %s: %s", self.key, type(exc).__name__, exc)
 
     def give_back(self) -> int:
         """Give back now what the budget holds (REFUND; a Sliding or Log budget keeps
         it, see :func:`gives_back`): the units given back."""
         with self._cond:
             pending = self._b.give_back_now(self.clock())
-        if pending is None:
-            return 0
-        return pending[0] if self._send_back(*pending) else 0
+            return 0 if pending is None else self._drive(self._giving_back(*pending), self._cond)
 
     def close(self) -> None:
         """Give back what the budget holds; takes after this raise :class:`BudgetClosed`."""
@@ -667,22 +719,17 @@ class LocalBudget(_Common):
             if self._b.closed:
                 return
             self._b.close(self.clock())
-            pending = self._b.due(self.clock())
-            self._cond.notify_all()
             self._tcond.notify_all()
-        _OPEN.discard(self)
-        if pending is not None:
-            self._send_back(*pending)
+            _OPEN.discard(self)
+            plan = self._due_plan()
+            if plan is not None:
+                self._drive(plan, self._cond)
 
     def stats(self) -> Dict[str, int]:
-        """``takes`` (calls of take), ``allowed``, ``denials`` (of which
-        ``local_denials``, answered without a call), ``taken`` (units spent),
-        ``server_calls`` (batches taken, ``refills``, and give-backs), ``granted``
-        (units the server gave), ``given_back``, ``dropped`` (held units left to their
-        window), ``unavailable`` (takes answered without the server: fail open or
-        closed), ``held`` and ``waiting`` (takers waiting for a batch) now."""
         with self._cond:
             return self._b.stats()
+
+    stats.__doc__ = _Common.stats.__doc__
 
     def __enter__(self) -> "LocalBudget":
         return self
@@ -700,8 +747,7 @@ def _bounded(limiter: Any, timeout_ms: Optional[float]) -> Any:
     middleware's); other clients as they are."""
     if timeout_ms is None:
         return limiter
-    if timeout_ms <= 0:
-        raise ValueError(f"timeout_ms: a positive number of milliseconds, or None for the client's own, not {timeout_ms!r}")
+    _check_timeout(timeout_ms)
     from .wsgi import bounded_client
 
     client = bounded_client(limiter.client, timeout_ms / 1000)
@@ -710,178 +756,98 @@ def _bounded(limiter: Any, timeout_ms: Optional[float]) -> Any:
     return type(limiter)(client, twins=limiter.twins, lua_dir=limiter.lua_dir, strict=limiter.strict, logger=limiter.logger)
 
 
+def _check_timeout(timeout_ms: float) -> None:
+    if timeout_ms <= 0:
+        raise ValueError(f"timeout_ms: a positive number of milliseconds, or None for the client's own, not {timeout_ms!r}")
+
+
 class AsyncLocalBudget(_Common):
     """An asyncio limiter's local budget (:meth:`AsyncRateLimiter.local_budget`), safe
     to share between the tasks of one event loop: ``await take(cost=1)``,
     ``await give_back()``, ``await aclose()`` (or ``async with``), ``stats()``."""
 
-    def __init__(
-        self,
-        limiter: Any,
-        policy: Policy,
-        key: Any,
-        batch: int = 100,
-        *,
-        fail_open: bool = True,
-        timeout_ms: Optional[float] = 250,
-        breaker: Any = _DEFAULT_BREAKER,
-        clock: Optional[Callable[[], float]] = None,
-        timer: bool = True,
-        logger: Optional[logging.Logger] = None,
-    ):
-        self._setup(limiter, policy, key, batch, fail_open, breaker, clock, timer, logger)
-        if timeout_ms is not None and timeout_ms <= 0:
-            raise ValueError(f"timeout_ms: a positive number of milliseconds, or None for the client's own, not {timeout_ms!r}")
+    def _connect(self, limiter: Any, timeout_ms: Optional[float]) -> None:
+        if timeout_ms is not None:
+            _check_timeout(timeout_ms)
         self.limiter = limiter
         self.timeout = None if timeout_ms is None else timeout_ms / 1000
-        self._after_fork()
-        _ALL_BUDGETS.add(self)
-
-    def _after_fork(self) -> None:
-        """Afresh (also in a forked child, which must not spend what its parent holds)."""
         self._refill_done: Optional[asyncio.Future] = None
         self._timer_task: Optional[asyncio.Task] = None
         self._wake: Optional[asyncio.Event] = None
-        self._timer_until: Optional[float] = None
-        if hasattr(self, "_b") and self._b.takes:
-            closed = self._b.closed
-            self._b.reset()
-            self._b.closed = closed
+        _ALL_BUDGETS.add(self)
 
-    def _call(self, call: Call) -> Any:
-        run = self.limiter._run(call)
-        return run if self.timeout is None else asyncio.wait_for(run, self.timeout)
+    def _after_fork(self) -> None:
+        """Afresh in a forked child, which must not spend what its parent holds."""
+        self._refill_done = self._timer_task = self._wake = None
+        closed = self._b.closed
+        self._b.reset()
+        self._b.closed = closed
 
     async def take(self, cost: int = 1) -> RateLimit:
         """As :meth:`LocalBudget.take`, awaited."""
-        if cost.__class__ is not int or cost < 1 or cost > self._b.capacity:
-            _check_cost(cost, self._b.capacity)
-        b = self._b
-        if b.closed:
-            raise BudgetClosed("this local budget is closed")
-        b.takes += 1
-        # The common case first, inline: units held, before their deadline.
-        held = b.held
-        if held >= cost:
-            now = self.clock()
-            deadline = b.deadline
-            if deadline is None or now < deadline:
-                b.held = held = held - cost
-                b.spent += cost
-                b.allowed += 1
-                result = _new_result(RateLimit)
-                fields = result.__dict__
-                fields.update(b.template)
-                fields["remaining"] = b.server_remaining + held
-                left = b.reset_ms - int(now - b.granted_at)
-                fields["reset_after_ms"] = left if left > 0 else 0
-                return result
-        while True:
-            what, value = b.step(cost)
-            if what == "result":
-                return value
-            if what == "refill":
-                break
-            b.waiting += 1
+        result = self._held_or_check(cost)
+        if result is not None:
+            return result
+        return await self._drive(self._taking(cost), take=True)
+
+    async def _drive(self, plan: Plan, take: bool = False) -> Any:
+        """Run a plan on the event loop; a take that calls is the batch the others wait
+        for until it ends."""
+        made = False
+        step = None
+        with closing(plan):  # closed however it ends (a cancelled task too)
             try:
-                await asyncio.shield(self._refill_done)  # type: ignore[arg-type]
+                while True:
+                    step = plan.send(None) if step is None or step is WAIT else step
+                    if step is WAIT:
+                        await asyncio.shield(self._refill_done)  # type: ignore[arg-type]
+                        continue
+                    if take and not made:
+                        self._refill_done, made = asyncio.get_running_loop().create_future(), True
+                    run = self.limiter._run(step)
+                    try:
+                        reply = await (run if self.timeout is None else asyncio.wait_for(run, self.timeout))
+                    except Exception as exc:  # noqa: BLE001 - handed to the plan
+                        step = plan.throw(exc)
+                    else:
+                        step = plan.send(reply)
+            except StopIteration as stop:
+                return stop.value
             finally:
-                b.waiting -= 1
-        self._refill_done = asyncio.get_running_loop().create_future()
-        try:
-            pending = b.due(self.clock())
-            if pending is not None:
-                await self._send_back(*pending)
-            return await self._refill(value, cost)
-        finally:
-            b.refilling = False
-            done, self._refill_done = self._refill_done, None
-            if done is not None and not done.done():
-                done.set_result(None)
+                if made:
+                    done, self._refill_done = self._refill_done, None
+                    if done is not None and not done.done():
+                        done.set_result(None)
 
-    async def _refill(self, units: int, cost: int) -> RateLimit:
-        b = self._b
-        if not self._may_call():
-            return b.refill_failed()
-        sent_at = self.clock()
-        try:
-            reply = await self._call(b.refill_call(units))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            b.refilling = False
-            if not is_outage(exc):
-                self._answered_if_server(exc)
-                raise
-            self._outage(exc, "refill")
-            return b.failed()
-        self._answered()
-        result = b.granted(reply, sent_at, cost)
-        if result is None:
-            pending = b.due(self.clock())
-            if pending is not None:
-                await self._send_back(*pending)
-            raise BudgetClosed("this local budget was closed while it took a batch")
-        if b.held and self.timer and self._timer_task is None:
+    def _granted_to_timer(self) -> None:
+        if self._timer_task is None:
+            self._wake = asyncio.Event()
             self._timer_task = asyncio.ensure_future(self._timer_loop())
-        elif self._wake is not None and b.deadline is not None and (self._timer_until is None or b.deadline < self._timer_until):
+        elif self._wake is not None and self._timer_must_wake():
             self._wake.set()
-        return result
-
-    def _answered_if_server(self, exc: BaseException) -> None:
-        if isinstance(exc, redis.exceptions.ResponseError):
-            self._answered()
-
-    async def _send_back(self, units: int, send_by: float) -> bool:
-        for attempt in (1, 2):
-            try:
-                await self._call(self._b.refund_call(units))
-            except asyncio.CancelledError:
-                self._b.dropped += units
-                raise
-            except Exception as exc:  # noqa: BLE001 - dropped below, or raised if a bug
-                self._b.gave_back(units, False)
-                if not is_outage(exc) and not isinstance(exc, redis.exceptions.ResponseError):
-                    raise
-                if attempt == 1 and retry_is_safe(exc) and self.clock() < send_by:
-                    continue
-                self._b.dropped += units
-                self.log.warning("a local budget's give-back of %d units on %s failed (%s): dropped", units, self.key, exc)
-                return False
-            self._b.gave_back(units, True)
-            return True
-        return False  # pragma: no cover - the loop returns
 
     async def _timer_loop(self) -> None:
-        b = self._b
-        self._wake = asyncio.Event()
-        while not b.closed:
-            pending = b.due(self.clock())
-            if pending is not None:
-                try:
-                    await self._send_back(*pending)
-                except Exception as exc:  # noqa: BLE001 - the timer goes on
-                    self.log.warning("a local budget's timer on %s: %s: %s", self.key, type(exc).__name__, exc)
-                continue
-            self._wake.clear()
-            if b.deadline is None:
-                self._timer_until = None
-                await self._wake.wait()  # until a batch comes
-                continue
-            now = self.clock()
-            wait = max(0.0, min(TICK_S, (b.deadline - now) / 1000))
-            self._timer_until = now + wait * 1000
+        wake = self._wake
+        assert wake is not None
+        while not self._b.closed:
             try:
-                await asyncio.wait_for(self._wake.wait(), wait)
-            except asyncio.TimeoutError:
-                pass
+                plan = self._due_plan()
+                if plan is not None:
+                    await self._drive(plan)
+                    continue
+                wake.clear()
+                wait = self._timer_wait()
+                try:
+                    await asyncio.wait_for(wake.wait(), wait)
+                except asyncio.TimeoutError:
+                    pass
+            except Exception as exc:  # noqa: BLE001 - the timer goes on
+                self.log.warning("a local budget's timer on %s: %s: %s", self.key, type(exc).__name__, exc)
 
     async def give_back(self) -> int:
         """As :meth:`LocalBudget.give_back`, awaited."""
         pending = self._b.give_back_now(self.clock())
-        if pending is None:
-            return 0
-        return pending[0] if await self._send_back(*pending) else 0
+        return 0 if pending is None else await self._drive(self._giving_back(*pending))
 
     async def aclose(self) -> None:
         """Give back what the budget holds; takes after this raise :class:`BudgetClosed`."""
@@ -896,13 +862,9 @@ class AsyncLocalBudget(_Common):
                 await task
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - it only gives back
                 pass
-        pending = b.due(self.clock())
-        if pending is not None:
-            await self._send_back(*pending)
-
-    def stats(self) -> Dict[str, int]:
-        """As :meth:`LocalBudget.stats`."""
-        return self._b.stats()
+        plan = self._due_plan()
+        if plan is not None:
+            await self._drive(plan)
 
     async def __aenter__(self) -> "AsyncLocalBudget":
         return self

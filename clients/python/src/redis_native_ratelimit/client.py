@@ -358,39 +358,17 @@ class _Calls:
 
     # -- local budgets ------------------------------------------------------------------
 
-    def local_budget(
-        self,
-        policy: Policy,
-        key: Union[Any, Sequence[Any]],
-        batch: int = 100,
-        *,
-        fail_open: bool = True,
-        timeout_ms: Optional[float] = 250,
-        breaker: Any = _budget._DEFAULT_BREAKER,
-        clock: Optional[Callable[[], float]] = None,
-        timer: bool = True,
-        logger: Optional[logging.Logger] = None,
-    ) -> Any:
+    def local_budget(self, policy: Policy, key: Union[Any, Sequence[Any]], batch: int = 100, **options: Any) -> Any:
         """A local budget of ``policy`` on ``key`` (a list of keys for Sliding and All,
         in one Cluster slot): ``take()`` answers from units taken ``batch`` at a time with
         ``COST batch UPTO``, and what is left is given back before its window ends and on
-        ``close()`` (:mod:`redis_native_ratelimit.budget`). ``fail_open``, ``timeout_ms``
-        (None: the client's own) and ``breaker`` act on its calls as the middleware's
-        on theirs; ``clock`` (monotonic milliseconds) is the clock its times are read
-        on; ``timer=False`` gives back only when a take, ``give_back()`` or ``close()``
-        finds the units due, with no background timer."""
-        return self._budget_class(
-            self,
-            policy,
-            key,
-            batch,
-            fail_open=fail_open,
-            timeout_ms=timeout_ms,
-            breaker=breaker,
-            clock=clock,
-            timer=timer,
-            logger=logger,
-        )
+        ``close()`` (:mod:`redis_native_ratelimit.budget`). Options: ``fail_open`` (True),
+        ``timeout_ms`` (250; None: the client's own) and ``breaker`` act on its calls as
+        the middleware's on theirs; ``clock`` (monotonic milliseconds) is the clock its
+        times are read on; ``timer=False`` gives back only when a take,
+        ``give_back()`` or ``close()`` finds the units due, with no background timer;
+        ``logger``."""
+        return self._budget_class(self, policy, key, batch, **options)
 
     _budget_class: Any = _budget.LocalBudget
 
