@@ -463,21 +463,20 @@ class _Common:
                 return b.spend(cost, now)
         return None
 
-    def _taking(self, cost: int) -> Plan:
-        """The rest of a take: what is held, a refusal within the server's wait, the
-        batch another take is taking, or a new batch (what fell due given back first)."""
+    def _taking(self, cost: int, first: Tuple[str, Any]) -> Plan:
+        """The rest of a take whose first step (``b.step``) was ``first``: the batch
+        another take is taking, or a new batch (what fell due given back first)."""
         b = self._b
-        while True:
-            what, value = b.step(cost)
+        what, value = first
+        while what != "refill":
             if what == "result":
                 return value
-            if what == "refill":
-                break
             b.waiting += 1
             try:
                 yield WAIT
             finally:
                 b.waiting -= 1
+            what, value = b.step(cost)
         try:
             pending = b.due(self.clock())
             if pending is not None:
@@ -651,7 +650,10 @@ class LocalBudget(_Common):
             result = self._held_or_check(cost)
             if result is not None:
                 return result
-            return self._drive(self._taking(cost), self._cond)
+            first = b.step(cost)  # a refusal within the server's wait needs no plan
+            if first[0] == "result":
+                return first[1]
+            return self._drive(self._taking(cost, first), self._cond)
 
     def _drive(self, plan: Plan, cond: threading.Condition) -> Any:
         """Run a plan, the lock held but for its calls and its waits; the takers
@@ -788,7 +790,10 @@ class AsyncLocalBudget(_Common):
         result = self._held_or_check(cost)
         if result is not None:
             return result
-        return await self._drive(self._taking(cost), take=True)
+        first = self._b.step(cost)
+        if first[0] == "result":
+            return first[1]
+        return await self._drive(self._taking(cost, first), take=True)
 
     async def _drive(self, plan: Plan, take: bool = False) -> Any:
         """Run a plan on the event loop; a take that calls is the batch the others wait
