@@ -519,64 +519,6 @@ local function rule_step(i, r, f, ...)
   fail('ERR rule ' .. int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
 end
 
--- Judge every rule of a call whose keys are open (records[i]: their state and expiry)
--- at `now` for `cost` and `mode`: gates first, a gate that denies ends the call (the
--- other rules not judged). Returns the record of the gate that denied, or nil and the
--- denying rule (the largest retry, ties: the first), the one forced over its limit
--- (the largest retry), the one with the least remaining (ties: the first; a gate that
--- allows only in a call of gates), its retry and the longest reset of a rule allowed
--- with nothing remaining (µs of whole ms).
-local function judge_call(shape, keys, rules, positions, records, cost, now, mode, token)
-  local n, all = #rules, shape == 'all'
-  local gates_only = all
-  for i = 1, n do records[i].j = nil end
-  if all then
-    for i = 1, n do
-      local r, rec = rules[i], records[i]
-      if r.L.gate then
-        local key = keys[positions[i]]
-        local j, retry = rule_step(i, r, r.L.judge, r, key, true, rec.state, rec.exp, now, cost, mode, token)
-        rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
-        if retry then
-          j[6], j[7] = i, key
-          return rec
-        end
-      else
-        gates_only = false
-      end
-    end
-  end
-  local deny, deny_retry, over, over_retry, least, least_left, full = nil, 0, nil, 0, nil, 0, 0
-  local named = shape ~= 'one'
-  for i = 1, n do
-    local r, rec = rules[i], records[i]
-    local L = r.L
-    local j = rec.j
-    if not j then
-      local retry, allow, denial, forced
-      if all then
-        j, retry, allow, denial, forced =
-          rule_step(i, r, L.judge, r, keys[positions[i]], true, rec.state, rec.exp, now, cost, mode, token)
-      else
-        j, retry, allow, denial, forced = L.judge(r, keys[i], named, rec.state, rec.exp, now, cost, mode, token)
-      end
-      rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, allow, denial, forced
-    end
-    if not L.gate or gates_only then
-      local retry = rec.retry
-      if rec.over then
-        if not over or retry > over_retry then over, over_retry = i, retry end
-      elseif retry then
-        if not deny or retry > deny_retry then deny, deny_retry = i, retry end
-      else
-        if j[3] <= 0 and j[5] * 1000 > full then full = j[5] * 1000 end
-        if not least or j[3] < least_left then least, least_left = i, j[3] end
-      end
-    end
-  end
-  return nil, deny, over, least, over_retry, full, gates_only
-end
-
 -- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
 -- RL.SLIDING: rule i on key i) or 'all' (RL.ALL: rule i on key positions[i]); `rules`
 -- the rules in the order given. Open every key, judge every rule (gates first), decide
@@ -606,6 +548,7 @@ local function run_call(shape, keys, rules, positions, cost, at, mode)
     else
       rec.state, rec.exp = open_key(L, keys[i])
     end
+    rec.j = nil
     if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
       wanting = wanting or {}
       wanting[#wanting + 1] = keys[all and positions[i] or i]
@@ -614,36 +557,84 @@ local function run_call(shape, keys, rules, positions, cost, at, mode)
   end
   -- One name for the rules that record one they were not given, unused on their keys.
   if wanting then token = token(now, wanting) end
-  local upto = mode == 'upto'
-  if upto then
-    local k = 1
-    if cost > 1 then
-      local gated, deny, _, least, _, _, gates_only =
-        judge_call(shape, keys, rules, positions, records, 0, now, 'take', token)
-      if gated or deny then
-        k = 0
-      elseif gates_only then
-        k = cost
-      else
-        k = math.min(math.max(records[least].j[3], 0), cost)
+  -- UPTO (mode 'upto'): a peek first (COST 0) when the cost is above 1, whose
+  -- remaining is the cost taken, k; then the call of that cost, or of cost 1 denied.
+  local upto, peeking = mode == 'upto', false
+  if upto then mode, peeking = 'take', cost > 1 end
+  local named = shape ~= 'one'
+  local deny, deny_retry, over, over_retry, least, least_left, full, gates_only
+  repeat
+    local judged = peeking and 0 or cost
+    local gated = false
+    gates_only = all
+    if all then
+      for i = 1, n do
+        local r, rec = rules[i], records[i]
+        if r.L.gate then
+          -- A gate (the BAN rule) is judged first: one that denies ends the call, the
+          -- other rules not judged and nothing written; it binds.
+          local key = keys[positions[i]]
+          local j, retry = rule_step(i, r, r.L.judge, r, key, true, rec.state, rec.exp, now, judged, mode, token)
+          rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
+          if retry and peeking then
+            gated = true
+            break
+          elseif retry then
+            j[6], j[7] = i, key
+            -- The other rules, not judged, give their own field as in any denial (nil).
+            for k = 1, n do
+              if rules[k].L.reply_field then
+                j[8] = false
+                break
+              end
+            end
+            if upto then j[#j + 1] = 0 end
+            return j
+          end
+        else
+          gates_only = false
+        end
       end
     end
-    cost, mode = math.max(k, 1), 'take'
-  end
-  local gated, deny, over, least, over_retry, full =
-    judge_call(shape, keys, rules, positions, records, cost, now, mode, token)
-  if gated then
-    local reply = gated.j
-    -- The other rules, not judged, give their own field as in any denial (nil).
-    for k = 1, n do
-      if rules[k].L.reply_field then
-        reply[8] = false
-        break
+    -- The binding rule: the denying one with the largest retry (ties: the first), else
+    -- the one forced over its limit with the largest retry, else the one with the least
+    -- remaining (ties: the first). A gate that allows binds only a call of gates.
+    deny, deny_retry, over, over_retry, least, least_left, full = nil, 0, nil, 0, nil, 0, 0
+    for i = 1, gated and 0 or n do
+      local r, rec = rules[i], records[i]
+      local L = r.L
+      local j = rec.j
+      if not j then
+        local retry, allow, denial, forced
+        if all then
+          j, retry, allow, denial, forced =
+            rule_step(i, r, L.judge, r, keys[positions[i]], true, rec.state, rec.exp, now, judged, mode, token)
+        else
+          j, retry, allow, denial, forced = L.judge(r, keys[i], named, rec.state, rec.exp, now, judged, mode, token)
+        end
+        rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, allow, denial, forced
+      end
+      if not L.gate or gates_only then
+        local retry = rec.retry
+        if rec.over then
+          if not over or retry > over_retry then over, over_retry = i, retry end
+        elseif retry then
+          if not deny or retry > deny_retry then deny, deny_retry = i, retry end
+        else
+          if j[3] <= 0 and j[5] * 1000 > full then full = j[5] * 1000 end
+          if not least or j[3] < least_left then least, least_left = i, j[3] end
+        end
       end
     end
-    if upto then reply[#reply + 1] = 0 end
-    return reply
-  end
+    local again = peeking
+    if peeking then
+      -- What the peek says remains (nothing when it is denied; all of it for gates).
+      local k = 0
+      if not (gated or deny) then k = gates_only and cost or math.min(math.max(least_left, 0), cost) end
+      cost, peeking = math.max(k, 1), false
+      for i = 1, n do records[i].j = nil end
+    end
+  until not again
   local allowed = not deny
   local bind = deny or over or least
   local reply = records[bind].j

@@ -1,6 +1,6 @@
-//! CONTRIBUTING.md promises that a limiter is one file, one table entry, one twin
-//! function and its tests: every limiter the core lists is checked in each of those
-//! places, and every path the page names exists. A limiter that is only a rule of
+//! CONTRIBUTING.md promises that a limiter is one file in the core, one file of twin,
+//! its tests, its page and the packages' typed calls: every limiter the core finds is
+//! checked in each of those places, and every path the page names exists. A limiter that is only a rule of
 //! RL.ALL (its state named after RL.ALL, as the BAN rule) has no command of its own:
 //! its tests are in `tests/all.rs`, its documentation a section of `docs/all.md`, and
 //! RL.ALL's table entry and row are its. Every file of `tests/` is a module of the one
@@ -86,6 +86,32 @@ fn missing(kind: &str, command: &str) -> Vec<String> {
         read("docs/all.md").contains(&format!("`{kind} i")),
         "its rule in the rule table of docs/all.md".to_string(),
     );
+    // Each package's typed call: its command in the package's client, or a rule of
+    // RL.ALL alone among the package's policies.
+    let packages = if rule_only {
+        [
+            "clients/python/src/redis_native_ratelimit/policies.py",
+            "clients/node/src/policies.ts",
+            "clients/go/policies.go",
+        ]
+    } else {
+        [
+            "clients/python/src/redis_native_ratelimit/client.py",
+            "clients/node/src/client.ts",
+            "clients/go/limiter.go",
+        ]
+    };
+    for file in packages {
+        let named = if rule_only {
+            format!("\"{kind}\"")
+        } else {
+            command.to_string()
+        };
+        need(
+            read(file).contains(&named),
+            format!("its typed call in {file} ({named})"),
+        );
+    }
     missing
 }
 
@@ -131,7 +157,12 @@ fn every_limiter_is_in_every_place_a_limiter_takes() {
 #[test]
 fn a_missing_limiter_is_found() {
     let gaps = missing("NOSUCH", "RL.NOSUCH");
-    assert!(gaps.len() >= 8, "{gaps:#?}");
+    assert!(gaps.len() >= 11, "{gaps:#?}");
+    let rule = missing("NOSUCH", "RL.ALL");
+    assert!(
+        rule.iter().any(|m| m.contains("clients/go/policies.go")),
+        "{rule:#?}"
+    );
 }
 
 #[test]
