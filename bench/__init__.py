@@ -19,6 +19,7 @@
 | `report.py`, `chart.py` | the tables, the CSV and the SVG chart |
 | `failover.py` | `make bench-failover`: grants given again when a primary is killed, and what WAIT and `appendfsync always` cost |
 | `longest.py` | `make bench-longest`: the longest single calls at the bounds, from the slow log |
+| `local_budget.py` | `make bench-budget`: the Python package's local budgets on one hot key, 2, 4 and 8 processes, against plain calls (needs the package: it runs in the virtualenv) |
 
 Standard library only (the peer rows run in the virtualenv, in their own process).
 """
