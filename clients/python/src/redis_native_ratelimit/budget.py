@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, Generator, List, Optional, Tuple
 import redis
 
 from ._args import key_list
-from ._middleware import CircuitBreaker, breaker_of, is_outage
+from ._middleware import CircuitBreaker, bounded_client, breaker_of, is_outage
 from ._slots import cluster_slots, settled, upto_call
 from .lease import Lease
 from .policies import All, Ban, Call, Fixed, Gcra, Log, Multi, Policy, Sliding
@@ -750,8 +750,6 @@ def _bounded(limiter: Any, timeout_ms: Optional[float]) -> Any:
     if timeout_ms is None:
         return limiter
     _check_timeout(timeout_ms)
-    from .wsgi import bounded_client
-
     client = bounded_client(limiter.client, timeout_ms / 1000)
     if client is limiter.client:
         return limiter

@@ -41,37 +41,14 @@ import time
 from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-from ._middleware import Decision, Limiting, PolicyChoice, ip_key, status_line, unavailable, with_headers
+from ._middleware import Decision, Limiting, PolicyChoice, bounded_client, ip_key, status_line, unavailable, with_headers
 from ._slots import drive
 from .client import RateLimiter
 from .policies import Policy
 
 #: Where the result of a request is put in its WSGI environ.
 RESULT = "redis_native_ratelimit.result"
-
-
-def bounded_client(client: Any, timeout: float) -> Any:
-    """A client that gives up after ``timeout`` seconds without retrying: a URL makes
-    one; a ``redis.Redis`` is copied onto a new pool with those settings (the caller's
-    pool is left as it is); other clients are used as they are."""
-    no_retry = Retry(NoBackoff(), 0)
-    if isinstance(client, str):
-        return redis.Redis.from_url(client, socket_timeout=timeout, socket_connect_timeout=timeout, retry=no_retry)
-    if isinstance(client, redis.Redis):
-        pool = client.connection_pool
-        kwargs = dict(pool.connection_kwargs)
-        for name in ("socket_timeout", "socket_connect_timeout"):
-            current = kwargs.get(name)
-            kwargs[name] = timeout if current is None else min(current, timeout)
-        kwargs["retry"] = no_retry
-        kwargs["retry_on_error"] = []
-        kwargs.pop("retry_on_timeout", None)
-        new_pool = type(pool)(connection_class=pool.connection_class, max_connections=pool.max_connections, **kwargs)
-        return redis.Redis(connection_pool=new_pool)
-    return client
 
 
 class RateLimitMiddleware(Limiting):
