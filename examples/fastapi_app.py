@@ -34,7 +34,12 @@ def client_address(scope):
     return client[0] if client else "unknown"
 
 
-def create_app(r, prefix="rl:", per_second=Gcra(19, 10, "1s", name="api"), timeout_ms=250):
+# The expensive route's own limit: sliding windows on a second key, all or nothing, one
+# call (RL.SLIDING).
+SEARCH = Sliding([("1s", 10), ("1m", 100)], names=["search"], name="search")
+
+
+def create_app(r, prefix="rl:", per_second=Gcra(19, 10, "1s", name="api"), search_policy=SEARCH, timeout_ms=250):
     app = FastAPI()
 
     @app.get("/")
@@ -56,8 +61,7 @@ def create_app(r, prefix="rl:", per_second=Gcra(19, 10, "1s", name="api"), timeo
         policy=per_second,
         routes={
             "/health": None,
-            # Sliding windows on a second key: all or nothing, one call (RL.SLIDING).
-            "GET /search": Sliding([("1s", 10), ("1m", 100)], names=["search"], name="search"),
+            "GET /search": search_policy,
         },
         key=client_address,
         prefix=prefix,
@@ -74,9 +78,11 @@ def self_check(prefix):
     from fastapi.testclient import TestClient
 
     r = redis.asyncio.Redis.from_url(REDIS_URL)
-    # 5 per hour (no burst beyond), and a generous timeout: the self-check must never
-    # take the outage path on a busy machine.
-    app = create_app(r, prefix=prefix, per_second=Gcra(4, 5, "1h", name="api"), timeout_ms=30_000)
+    # 5 per hour (no burst beyond), /search 10 per hour and 100 a day (its eleventh
+    # request is refused however long the first ten took), and a generous timeout: the
+    # self-check must never take the outage path on a busy machine.
+    hourly = Sliding([("1h", 10), ("1d", 100)], names=["search"], name="search")
+    app = create_app(r, prefix=prefix, per_second=Gcra(4, 5, "1h", name="api"), search_policy=hourly, timeout_ms=30_000)
     with TestClient(app) as client:
         for n in range(1, 6):
             ok = client.get("/")
@@ -88,10 +94,10 @@ def self_check(prefix):
         assert denied.status_code == 429, denied.status_code
         assert 1 <= int(denied.headers["Retry-After"]) <= 720, denied.headers
         assert denied.headers["RateLimit"].startswith('"api";r=0;t='), denied.headers
-        # /search has its own policy and key: 10 in any second.
+        # /search has its own policy and key: 10 in any hour.
         codes = [client.get("/search", params={"q": "x"}).status_code for _ in range(11)]
         assert codes == [200] * 10 + [429], codes
-        assert client.get("/search").headers["RateLimit-Policy"] == '"search-1s";q=10;w=1, "search-1m";q=100;w=60'
+        assert client.get("/search").headers["RateLimit-Policy"] == '"search-1h";q=10;w=3600, "search-1d";q=100;w=86400'
         # /health is not limited.
         assert all(client.get("/health").status_code == 200 for _ in range(10))
 

@@ -598,7 +598,8 @@ def test_policies_a_budget_refuses(server, cluster, tag):
     on_cluster = RateLimiter(redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.port))
     with pytest.raises(ValueError, match="share a Cluster slot"):
         on_cluster.local_budget(All([Gcra(9, 10, "1s"), Fixed(5, "1m")]), ["user:1", "acct:1"])
-    one_slot = on_cluster.local_budget(All([Gcra(9, 10, "1s"), Fixed(50, "1m")]), [f"{tag}user", f"{tag}acct"], batch=3)
+    keys = [f"{tag}user", f"{tag}acct"]
+    one_slot = on_cluster.local_budget(All([Gcra(9, 10, "1s"), Fixed(50, "1m")]), keys, batch=3, timeout_ms=None)
     assert one_slot.take().allowed and one_slot.stats()["held"] == 2
     one_slot.close()
     on_cluster.client.close()

@@ -303,7 +303,9 @@ def test_a_per_route_decorator_for_flask(plain, tag):
 
     app = Flask(__name__)
     # The middleware limits every route with POLICY, but /export, which has its own.
-    limiter = WsgiRateLimit(app.wsgi_app, plain, POLICY, routes={"/export": None}, prefix=tag, key=wsgi_key)
+    limiter = WsgiRateLimit(
+        app.wsgi_app, plain, POLICY, routes={"/export": None}, prefix=tag, key=wsgi_key, timeout_ms=PATIENT
+    )
     app.wsgi_app = limiter
 
     @app.get("/export")
@@ -333,7 +335,7 @@ def test_a_per_route_decorator_for_fastapi(server, plain, tag):
 
     from redis_native_ratelimit.asgi import RouteLimiter
 
-    routes = RouteLimiter(redis.asyncio.Redis(port=server.port), prefix=tag, key=asgi_key)
+    routes = RouteLimiter(redis.asyncio.Redis(port=server.port), prefix=tag, key=asgi_key, timeout_ms=PATIENT)
     app = FastAPI()
     app.add_middleware(AsgiRateLimit, limiter=routes)  # shares the client and the breaker
 

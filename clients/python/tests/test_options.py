@@ -319,7 +319,8 @@ def test_the_route_decorators_take_skip_and_handler_too(server, tag):
 
     skip = lambda request: address_of(request) == "10.9.9.9"  # noqa: E731
     app = Flask(__name__)
-    flask_limiter = WsgiRateLimit(app.wsgi_app, redis.Redis(port=server.port), None, prefix=tag + "w:", skip=skip, handler=answer)
+    settings = dict(skip=skip, handler=answer, timeout_ms=PATIENT)
+    flask_limiter = WsgiRateLimit(app.wsgi_app, redis.Redis(port=server.port), None, prefix=tag + "w:", **settings)
     app.add_url_rule("/", "index", flask_limiter.limit(Fixed(1, "1h"))(lambda: jsonify(ok=True)))
     test = app.test_client()
     seen = [test.get("/", environ_base={"REMOTE_ADDR": a}) for a in ("10.9.9.9", "10.9.9.9", "10.0.0.1", "10.0.0.1")]
@@ -327,7 +328,7 @@ def test_the_route_decorators_take_skip_and_handler_too(server, tag):
     assert seen[3].get_data() == b"no" and seen[3].headers["Retry-After"] and seen[3].headers["RateLimit-Limit"] == "1"
 
     api = FastAPI()
-    routes = RouteLimiter(redis.asyncio.Redis(port=server.port), prefix=tag + "a:", skip=skip, handler=answer)
+    routes = RouteLimiter(redis.asyncio.Redis(port=server.port), prefix=tag + "a:", **settings)
 
     async def index():
         return {"ok": True}
