@@ -117,7 +117,8 @@ def self_check(r, key):
     clock). A booking that found the queue empty (delay 0) is at its booker's own time,
     which says nothing of the gap to the previous slot: a worker stalled between reading
     its clock and booking can find the queue gone by the server's clock. The exact
-    schedule is checked with the time pinned, below."""
+    schedule is checked with the time pinned, below (how many bookings of the live run
+    found a queue depends on the machine's speed: it is printed, not asserted)."""
     interval_ms = 1000 // RATE
     workers, jobs = 6, 5
     calls, received = run_pool(workers, jobs, key)
@@ -126,7 +127,6 @@ def self_check(r, key):
         gap = next_slot - slot
         if next_delay > 0:
             assert gap == interval_ms, f"a queued slot {gap} ms after the previous one"
-    assert any(delay > 0 for _, delay, _ in calls), "no booking was queued"
     for slot, _, acted in calls:
         assert acted >= slot, f"a worker acted {slot - acted} ms before its slot"
 
@@ -140,7 +140,8 @@ def self_check(r, key):
     refused = rl.gcra(other, 0, RATE, "1s", delay="100ms", at=t)
     assert not refused.allowed and refused.delay_ms == -1, refused
     assert rl.gcra(other, 0, RATE, "1s", delay="2s", at=t).delay_ms == 1100
-    print(f"{len(calls)} calls from {workers} workers, booked {interval_ms} ms apart")
+    queued = sum(1 for _, delay, _ in calls if delay > 0)
+    print(f"{len(calls)} calls from {workers} workers, {queued} queued {interval_ms} ms apart")
 
 
 if __name__ == "__main__":
