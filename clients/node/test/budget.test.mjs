@@ -94,6 +94,17 @@ function budgetOf(rl, policy, key, o = {}) {
   return rl.localBudget(policy, key, { timeoutMs: PATIENT, clock: fakeClock(), timers: fakeTimers(), ...o });
 }
 
+/** A budget of a Fixed window of 1000 on a key of its own, on a clock and timers of the
+ * test's, that took `cost` at T. */
+async function fixedTookOnce(rl, window, batch, cost = 1) {
+  const key = tag() + "fixed";
+  const clock = fakeClock();
+  const timers = fakeTimers();
+  const budget = budgetOf(rl, new Fixed({ limit: 1000, window }), key, { batch, clock, timers });
+  assert.ok((await budget.take(cost)).allowed);
+  return { key, clock, timers, budget };
+}
+
 /** A RateLimiter on an ioredis connection that records each command it sends (as
  * strings), after running `before(argv)` when given. */
 function counting(conn, before) {
@@ -291,12 +302,8 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
     }
 
     test("the deadline: no unit is spent past it; given back while half the margin is left, else dropped", async () => {
-      const k = tag() + "deadline";
       const primaries = await v.primaries();
-      const clock = fakeClock();
-      const timers = fakeTimers();
-      const budget = budgetOf(rl, new Fixed({ limit: 1000, window: "10s" }), k, { batch: 100, clock, timers });
-      assert.ok((await budget.take()).allowed);
+      const { key: k, clock, timers, budget } = await fixedTookOnce(rl, "10s", 100);
       // The window ends in 10 s: its deadline 1 s before (the smaller of 1 s and a tenth),
       // and its give-back may be sent until half a second before.
       assert.deepEqual(timers.live().map((h) => h.ms), [9000]);
@@ -324,26 +331,19 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
       assert.equal(s.granted, s.spent + s.givenBack + s.dropped);
 
       // One millisecond earlier, it is sent.
-      const early = tag() + "early";
-      const clockE = fakeClock();
-      const e = budgetOf(rl, new Fixed({ limit: 1000, window: "10s" }), early, { batch: 100, clock: clockE });
-      assert.ok((await e.take()).allowed);
-      clockE.t = T + 9_499;
-      assert.equal(await e.giveBack(), 99);
-      assert.equal(await v.raw.get(early), "1");
-      await e.close();
+      const early = await fixedTookOnce(rl, "10s", 100);
+      early.clock.t = T + 9_499;
+      assert.equal(await early.budget.giveBack(), 99);
+      assert.equal(await v.raw.get(early.key), "1");
+      await early.budget.close();
 
       // The timer gives back at the deadline by itself.
-      const t = tag() + "timer";
-      const clockT = fakeClock();
-      const timersT = fakeTimers();
-      const timed = budgetOf(rl, new Fixed({ limit: 1000, window: "1m" }), t, { batch: 10, clock: clockT, timers: timersT });
-      assert.ok((await timed.take(3)).allowed);
-      assert.deepEqual(timersT.live().map((h) => h.ms), [59_000]);
-      clockT.t = T + 59_000;
-      assert.equal(await timersT.fire(), 7);
-      assert.equal(await v.raw.get(t), "3");
-      await timed.close();
+      const timed = await fixedTookOnce(rl, "1m", 10, 3);
+      assert.deepEqual(timed.timers.live().map((h) => h.ms), [59_000]);
+      timed.clock.t = T + 59_000;
+      assert.equal(await timed.timers.fire(), 7);
+      assert.equal(await v.raw.get(timed.key), "3");
+      await timed.budget.close();
 
       // GCRA: the grant's reset is when the server forgets it.
       const g = tag() + "gcra";
