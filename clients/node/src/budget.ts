@@ -19,7 +19,7 @@
  *   call was sent. No unit is spent past it. What is held then (or on `giveBack()`, or
  *   `close()`) goes back with REFUND while at least half the margin is left, for a
  *   policy whose give-back lands in the window it came from (Fixed, Gcra, Multi of one
- *   window, All of one rate rule); otherwise, and for Sliding, Log and policies of
+ *   window, All of one rate rule); later, and always for Sliding, Log and policies of
  *   several windows, it is dropped: its units stay counted until their window passes.
  */
 import { type Key, keyList } from "./args.js";
@@ -30,9 +30,9 @@ import type { RateLimit } from "./results.js";
 import { keySlot } from "./slot.js";
 import { certainlyNotRun, errorText, withPrefix } from "./transport.js";
 
-/** The timers a budget schedules its give-back with (default: Node's, unref'd, so that
- * they do not hold the process open). Tests pass their own: `fn` returns the give-back's
- * promise (the units given back). */
+/** The timers a budget schedules a batch's deadline with (default: Node's, unref'd, so
+ * that they do not hold the process open). Tests pass their own: `fn` returns the
+ * promise of the give-back it starts (the units given back; 0 when they were dropped). */
 export interface BudgetTimers {
   setTimeout(fn: () => Promise<number>, ms: number): unknown;
   clearTimeout(handle: unknown): void;
@@ -47,9 +47,9 @@ export interface LocalBudgetOptions extends GuardOptions {
    * closed) to share; default: a guard of this budget's own, made from the options. */
   guard?: Guard;
   /** A clock in Unix ms. When given, every call the budget makes is judged at its time
-   * (`AT`), and the budget's own times (local refusals, the give-back) read it. */
+   * (`AT`), and the budget's own times (local refusals, the deadline) read it. */
   clock?: () => number;
-  /** The timers of the give-back (default: Node's). */
+  /** The timers of the deadline (default: Node's). */
   timers?: BudgetTimers;
 }
 
