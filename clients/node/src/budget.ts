@@ -485,8 +485,8 @@ export class LocalBudget {
   private async refund(units: number, sendBy: number): Promise<number> {
     for (let attempt = 1; ; attempt++) {
       this.counts.serverCalls++;
-      const call = this.policy.call([...this.keys], { cost: units, refund: true, at: this.clock ? this.now() : undefined });
-      const sent = (async () => this.limiter.run(call))();
+      const at = this.clock ? this.now() : undefined;
+      const sent = (async () => this.limiter.run(this.policy.call([...this.keys], { cost: units, refund: true, at })))();
       try {
         await withTimeout(sent, this.guard.timeoutMs);
         this.counts.givenBack += units;
