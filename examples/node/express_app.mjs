@@ -14,8 +14,9 @@ import { rateLimit } from "redis-native-ratelimit/express";
 /**
  * @param {Redis} redis
  * @param {string} prefix
+ * @param {number} timeoutMs
  */
-export function createApp(redis, prefix = "rl:") {
+export function createApp(redis, prefix = "rl:", timeoutMs = 250) {
   const app = express();
   app.use(express.urlencoded({ extended: false }));
   app.use(
@@ -31,7 +32,7 @@ export function createApp(redis, prefix = "rl:") {
       // account too.
       key: (req) => (req.path === "/login" ? [ipKey(req.ip), String(req.body?.user ?? "")] : ipKey(req.ip)),
       prefix, // keys are <prefix><policy name>:<key>
-      timeoutMs: 250, // then fail open (failOpen: false refuses with 503)
+      timeoutMs, // 250 ms, then fail open (failOpen: false refuses with 503)
       message: (result) => ({ error: "slow down", retry_in_ms: result.retryAfterMs }),
     }),
   );
@@ -44,7 +45,8 @@ export function createApp(redis, prefix = "rl:") {
 const redis = new Redis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
 if (process.argv.includes("--check")) {
   const prefix = `rl:example:${process.pid}:`;
-  const server = createApp(redis, prefix).listen(0, "127.0.0.1");
+  // The check counts every answer: it waits for Redis as long as a busy machine may need.
+  const server = createApp(redis, prefix, 30_000).listen(0, "127.0.0.1");
   await once(server, "listening");
   const address = server.address();
   const url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;

@@ -13,8 +13,9 @@ import { RateLimitStore } from "redis-native-ratelimit/express-rate-limit"; // w
 /**
  * @param {(...args: string[]) => Promise<unknown>} sendCommand rate-limit-redis's: the client's raw call
  * @param {string} prefix
+ * @param {number} [timeoutMs] how long a hit waits for Redis (default 250 ms, then fail open)
  */
-export function createApp(sendCommand, prefix = "rl:") {
+export function createApp(sendCommand, prefix = "rl:", timeoutMs = undefined) {
   const app = express();
   app.use(
     rateLimit({
@@ -23,7 +24,7 @@ export function createApp(sendCommand, prefix = "rl:") {
       standardHeaders: "draft-8",
       legacyHeaders: false,
       // was: new RedisStore({ sendCommand: ... })
-      store: new RateLimitStore({ sendCommand, prefix }),
+      store: new RateLimitStore({ sendCommand, prefix, timeoutMs }),
     }),
   );
   app.get("/", (req, res) => res.send("hello"));
@@ -35,7 +36,8 @@ const client = await createClient({ url: process.env.REDIS_URL ?? "redis://127.0
 const sendCommand = (...args) => client.sendCommand(args); // ioredis: (command, ...args) => redis.call(command, ...args)
 if (process.argv.includes("--check")) {
   const prefix = `rl:example:${process.pid}:`;
-  const server = createApp(sendCommand, prefix).listen(0, "127.0.0.1");
+  // The check counts every answer: it waits for Redis as long as a busy machine may need.
+  const server = createApp(sendCommand, prefix, 30_000).listen(0, "127.0.0.1");
   await once(server, "listening");
   const address = server.address();
   const url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}/`;

@@ -14,21 +14,25 @@
  *   process never exceed what the server granted.
  * - A grant of 0 is a refusal with the server's numbers (limit, remaining, retry after,
  *   reset); later takes are refused here, without a call, until its retry after.
- * - What the budget holds goes back with REFUND before the window of its grant ends (at
- *   the grant's reset after, less the smaller of 1 s and a tenth of it), on `giveBack()`
- *   and on `close()`.
+ * - A batch has a deadline: the grant's reset after, at most the policy's shortest
+ *   window, less a margin (the smaller of 1 s and a tenth of it), counted from when its
+ *   call was sent. No unit is spent past it. What is held then (or on `giveBack()`, or
+ *   `close()`) goes back with REFUND while at least half the margin is left, for a
+ *   policy whose give-back lands in the window it came from (Fixed, Gcra, Multi of one
+ *   window, All of one rate rule); later, and always for Sliding, Log and policies of
+ *   several windows, it is dropped: its units stay counted until their window passes.
  */
 import { type Key, keyList } from "./args.js";
 import type { Logger, RateLimiter } from "./client.js";
-import { Guard, type GuardOptions, LimiterUnavailableError } from "./guard.js";
-import { All, Ban, Gcra, Lease, Multi, Policy } from "./policies.js";
-import type { Quota, RateLimit } from "./results.js";
+import { Guard, type GuardOptions, LimiterTimeout, LimiterUnavailableError, withTimeout } from "./guard.js";
+import { All, Ban, Fixed, Gcra, Lease, Multi, Policy } from "./policies.js";
+import type { RateLimit } from "./results.js";
 import { keySlot } from "./slot.js";
-import { errorText, isReplyError, withPrefix } from "./transport.js";
+import { certainlyNotRun, errorText, withPrefix } from "./transport.js";
 
-/** The timers a budget schedules its give-back with (default: Node's, unref'd, so that
- * they do not hold the process open). Tests pass their own: `fn` returns the give-back's
- * promise (the units given back). */
+/** The timers a budget schedules a batch's deadline with (default: Node's, unref'd, so
+ * that they do not hold the process open). Tests pass their own: `fn` returns the
+ * promise of the give-back it starts (the units given back; 0 when they were dropped). */
 export interface BudgetTimers {
   setTimeout(fn: () => Promise<number>, ms: number): unknown;
   clearTimeout(handle: unknown): void;
@@ -43,14 +47,14 @@ export interface LocalBudgetOptions extends GuardOptions {
    * closed) to share; default: a guard of this budget's own, made from the options. */
   guard?: Guard;
   /** A clock in Unix ms. When given, every call the budget makes is judged at its time
-   * (`AT`), and the budget's own times (local refusals, the give-back) read it. */
+   * (`AT`), and the budget's own times (local refusals, the deadline) read it. */
   clock?: () => number;
-  /** The timers of the give-back (default: Node's). */
+  /** The timers of the deadline (default: Node's). */
   timers?: BudgetTimers;
 }
 
-/** What a budget did so far. `granted` = `spent` + `givenBack` + `dropped` + `held`,
- * once no give-back is on its way. */
+/** What a budget did so far (the Python package's `stats()`, its names in camelCase).
+ * `granted` = `spent` + `givenBack` + `dropped` + `held`, once no give-back is on its way. */
 export interface LocalBudgetStats {
   /** Takes answered. */
   takes: number;
@@ -60,27 +64,37 @@ export interface LocalBudgetStats {
   /** Takes refused: by the server, or here within a refusal's retry after, or for a
    * cost that the held and granted units did not cover. */
   denials: number;
-  /** Commands sent: refills (UPTO) and give-backs (REFUND), a retry included. */
+  /** Of the denials, those decided here within a refusal's retry after, without a call. */
+  localDenials: number;
+  /** Units spent by allowed takes. */
+  spent: number;
+  /** Commands sent: refills (UPTO) and give-backs (REFUND), a give-back sent again
+   * included. */
   serverCalls: number;
-  /** Refills asked (each one server call). */
+  /** Refills sent (batches asked for). */
   refills: number;
   /** Units the server granted. */
   granted: number;
-  /** Units spent by allowed takes. */
-  spent: number;
-  /** Units given back (REFUND applied). */
+  /** Units given back (REFUND answered). */
   givenBack: number;
-  /** Units neither spent nor given back: a give-back failed, or came too late to be
-   * safe. They return to the limit when their window ends. */
+  /** Units neither spent nor given back: held at a deadline or on close by a policy that
+   * does not give back, too late to give back, or a give-back that failed. They return
+   * to the limit when their window ends. */
   dropped: number;
-  /** Units held now. */
-  held: number;
   /** Takes decided without the server (an outage: allowed unspent when failing open,
    * refused when failing closed). */
   unavailable: number;
+  /** Units held now. */
+  held: number;
+  /** Takes waiting now for the refill in flight. */
+  waiting: number;
 }
 
 type Refill = { kind: "granted"; result: RateLimit } | { kind: "denied"; result: RateLimit } | { kind: "outage"; error: unknown };
+
+/** A batch is spent and given back before its window ends, by this margin: a tenth of
+ * the batch's life, at most this many ms. */
+const MARGIN_MS = 1000;
 
 /** The longest delay Node's setTimeout takes (a longer one fires at once). */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -101,17 +115,32 @@ const NODE_TIMERS: BudgetTimers = {
   },
 };
 
+/** The rules that count units: the policy, or an All's rules but its Ban. */
+function rateRules(policy: Policy): Policy[] {
+  return policy instanceof All ? policy.rules.filter((r) => !(r instanceof Ban)) : [policy];
+}
+
 /** The largest cost a policy can ever allow at once. */
 function capacityOf(policy: Policy): number {
-  if (policy instanceof All) return Math.min(...policy.rules.filter((r) => !(r instanceof Ban)).map(capacityOf));
-  return Math.min(...policy.quotas(1).map((q) => q.limit));
+  return Math.min(...rateRules(policy).flatMap((r) => r.quotas(1).map((q) => q.limit)));
 }
 
 /** The shortest window of a policy's limits (a GCRA's burst window), Infinity when none. */
 function shortestWindowOf(policy: Policy): number {
-  const rules = policy instanceof All ? policy.rules.filter((r) => !(r instanceof Ban)) : [policy];
-  const windows = rules.flatMap((r) => r.quotas(1)).map((q: Quota) => q.windowMs ?? Infinity);
-  return Math.min(Infinity, ...windows);
+  return Math.min(Infinity, ...rateRules(policy).flatMap((r) => r.quotas(1).map((q) => q.windowMs ?? Infinity)));
+}
+
+/** Whether what a budget holds can be given back (REFUND) into the window it came from:
+ * one window (Fixed, Gcra, Multi of one limit, an All of one such rule beside a Ban),
+ * whose end the grant's reply tells. A Sliding or Log window gives back from its newest
+ * entries, which may be another process's (the units would come back into later windows
+ * than theirs), and with several windows the reply tells when the binding one ends
+ * only. */
+function givesBack(policy: Policy): boolean {
+  const rules = rateRules(policy);
+  if (rules.length !== 1) return false;
+  const [rule] = rules;
+  return rule instanceof Fixed || rule instanceof Gcra || (rule instanceof Multi && rule.limits.length === 1);
 }
 
 /** A policy and keys a budget can take: a rate policy, its keys in one Cluster slot. */
@@ -127,6 +156,7 @@ function checkBudget(limiter: RateLimiter, policy: Policy, keys: Key[]): void {
     );
   }
   if (policy instanceof Ban) throw new TypeError("a Ban is a rule of All, not a policy of its own");
+  if (rateRules(policy).length === 0) throw new TypeError("a local budget takes a rate rule: this All has only a Ban, which counts no units");
   if (rules.some((r) => r instanceof Gcra && r.delay !== undefined)) {
     throw new TypeError("a local budget takes no Gcra with delay: a booking (DELAY) cannot be taken in batches (UPTO)");
   }
@@ -158,6 +188,10 @@ export class LocalBudget {
   readonly guard: Guard;
   /** The largest cost one take can have: the policy's capacity. */
   readonly capacity: number;
+  /** Whether what is held goes back (REFUND) at a deadline and on close (Fixed, Gcra,
+   * Multi of one window, All of one rate rule), or is dropped (Sliding, Log, policies of
+   * several windows). */
+  readonly givesBack: boolean;
   private readonly limiter: RateLimiter;
   private readonly logger: Logger;
   private readonly clock: (() => number) | undefined;
@@ -168,21 +202,23 @@ export class LocalBudget {
     takes: 0,
     allowed: 0,
     denials: 0,
+    localDenials: 0,
+    spent: 0,
     serverCalls: 0,
     refills: 0,
     granted: 0,
-    spent: 0,
     givenBack: 0,
     dropped: 0,
     unavailable: 0,
   };
   private held = 0;
-  /** When the held units are to be given back (the earliest grant's), and the earliest
-   * time their window can end (after it a give-back could land in a new window). */
-  private due: number | undefined;
-  private end: number | undefined;
+  private waiting = 0;
+  /** From when no held unit is spent, and until when they may still be given back (half
+   * the margin later): the earliest of the held batches'. */
+  private deadline: number | undefined;
+  private sendBy: number | undefined;
   private timer: unknown;
-  /** The last grant's reply and when it was asked. */
+  /** The last grant's reply and when its call was sent. */
   private last: { result: RateLimit; at: number } | undefined;
   /** The last refusal, and until when takes are refused without a call. */
   private denial: { result: RateLimit; until: number; resetAt: number } | undefined;
@@ -205,6 +241,7 @@ export class LocalBudget {
     this.clock = o.clock;
     this.timers = o.timers ?? NODE_TIMERS;
     this.capacity = capacityOf(policy);
+    this.givesBack = givesBack(policy);
     this.shortestWindowMs = shortestWindowOf(policy);
     this.label = keys.map((k) => (Buffer.isBuffer(k) ? k.toString("utf8") : k)).join(", ");
   }
@@ -230,22 +267,31 @@ export class LocalBudget {
     if (cost > this.capacity) {
       throw new RangeError(`a take of ${cost} can never be allowed: the policy's capacity is ${this.capacity}`);
     }
-    if (this.closed) throw new Error(`the local budget of ${this.label} is closed`);
+    if (this.closed) throw this.closedError();
     this.counts.takes++;
     let asked = false;
     for (;;) {
       const now = this.now();
       this.expire(now);
       if (this.held >= cost) return this.spend(cost, now);
-      if (this.denial && now < this.denial.until) return this.refuse(this.localDenial(now));
+      if (this.denial && now < this.denial.until) {
+        this.counts.localDenials++;
+        return this.refuse(this.localDenial(now));
+      }
       if (this.refilling) {
-        const shared = await this.refilling;
+        this.waiting++;
+        let shared: Refill;
+        try {
+          shared = await this.refilling;
+        } finally {
+          this.waiting--;
+        }
         if (shared.kind === "outage") return this.outage(shared.error);
         continue;
       }
+      if (this.closed) throw this.closedError(); // closed while it waited: what came went back
       // This take's own refill did not cover it: refused; the units stay for smaller takes.
       if (asked) return this.refuse(this.shortDenial(now));
-      if (this.closed) throw new Error(`the local budget of ${this.label} is closed`);
       asked = true;
       this.refilling = this.refill(cost - this.held).finally(() => {
         this.refilling = undefined;
@@ -256,69 +302,97 @@ export class LocalBudget {
     }
   }
 
-  /** Ask the server for a batch. */
+  private closedError(): Error {
+    return new Error(`the local budget of ${this.label} is closed`);
+  }
+
+  /** Ask the server for a batch; its times count from when the call is sent. */
   private async refill(need: number): Promise<Refill> {
     const cost = Math.max(this.batch, need);
-    const at = this.now();
-    const call = this.policy.call([...this.keys], { cost, upto: true, at: this.clock ? at : undefined });
-    this.counts.refills++;
+    let at = this.now();
     const outcome = await this.guard.call(
       `a take of the local budget of ${this.label}`,
       () => {
+        at = this.now();
+        this.counts.refills++;
         this.counts.serverCalls++;
-        return this.limiter.run(call);
+        return this.limiter.run(this.policy.call([...this.keys], { cost, upto: true, at: this.clock ? at : undefined }));
       },
       (late) => this.grant(late, at), // granted after the take stopped waiting: still ours
     );
     if (outcome.kind === "outage") return { kind: "outage", error: outcome.error };
     const result = outcome.value;
     if (result.allowed && (result.granted ?? 0) > 0) {
-      this.grant(result, at);
+      void this.grant(result, at);
       return { kind: "granted", result };
     }
     this.denial = { result, until: at + Math.max(1, result.retryAfterMs), resetAt: at + Math.max(0, result.resetAfterMs) };
     return { kind: "denied", result };
   }
 
-  /** Units the server granted, asked at `at`, join the held ones. */
-  private grant(result: RateLimit, at: number): void {
+  /** Units the server granted to a call sent at `at` join the held ones. A batch's life
+   * is the grant's reset after (a GCRA's: until the server forgets the grant), at most
+   * the policy's shortest window, from when its call was sent (never later than the
+   * server counted it); it is spent until its deadline, a margin before the end (the
+   * smaller of 1 s and a tenth of the life), and may be given back until half the margin
+   * before it. Held units keep the earliest deadline of their batches. Returns the
+   * give-back of a grant that came too late to be spent. */
+  private grant(result: RateLimit, at: number): Promise<number> | undefined {
     const k = result.granted ?? 0;
-    if (!result.allowed || k <= 0) return;
+    if (!result.allowed || k <= 0) return undefined;
     this.counts.granted += k;
     this.last = { result, at };
     this.denial = undefined;
-    // The grant's window ends at its reset after (a GCRA's: when the grant is forgotten),
-    // at the latest after the policy's shortest window; counted from when it was asked,
-    // so never later than the server's end.
     const life = Math.min(Math.max(0, result.resetAfterMs), this.shortestWindowMs);
-    const end = at + life;
-    const now = this.now();
-    if (this.closed || now >= end) {
-      // Closed meanwhile (a late answer), or too late to spend: given back at once, or
-      // left to the window's end.
-      if (now >= end) this.counts.dropped += k;
-      else this.track(this.refund(k));
-      return;
+    const margin = Math.min(MARGIN_MS, life / 10);
+    const deadline = at + life - margin;
+    if (this.held === 0 || this.deadline === undefined || deadline < this.deadline) {
+      this.deadline = deadline;
+      this.sendBy = at + life - margin / 2;
+      this.arm(deadline);
     }
     this.held += k;
-    const due = end - Math.min(1000, life / 10);
-    if (this.end === undefined || end < this.end) this.end = end;
-    if (this.due === undefined || due < this.due) {
-      this.due = due;
-      if (this.timer !== undefined) this.timers.clearTimeout(this.timer);
-      this.timer = this.timers.setTimeout(
-        () => {
-          this.timer = undefined;
-          return this.giveBack();
-        },
-        Math.max(0, Math.ceil(due - now)),
-      );
-    }
+    const now = this.now();
+    // Closed meanwhile (a late answer), or its deadline passed on the way.
+    if (this.closed || now >= deadline) return this.release(now);
+    return undefined;
   }
 
-  /** Held units past their give-back time go back before anything is spent. */
+  /** The timer of the deadline: what is held then is released. */
+  private arm(deadline: number): void {
+    if (this.timer !== undefined) this.timers.clearTimeout(this.timer);
+    this.timer = this.timers.setTimeout(
+      () => {
+        this.timer = undefined;
+        return this.release(this.now());
+      },
+      Math.max(0, Math.ceil(deadline - this.now())),
+    );
+  }
+
+  /** Held units past their deadline are released before anything is spent (a take that
+   * finds it passed: an event loop too busy for the timer). */
   private expire(now: number): void {
-    if (this.due !== undefined && now >= this.due) void this.giveBack();
+    if (this.deadline !== undefined && now >= this.deadline) void this.release(now);
+  }
+
+  /** The held units stop being spent: given back while at least half the margin is
+   * left and the policy gives back, else dropped (they return with their window).
+   * Resolves to the units given back. */
+  private release(now: number): Promise<number> {
+    const units = this.held;
+    const sendBy = this.sendBy;
+    this.held = 0;
+    this.deadline = undefined;
+    this.sendBy = undefined;
+    if (this.timer !== undefined) {
+      this.timers.clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    if (units === 0) return Promise.resolve(0);
+    if (this.givesBack && sendBy !== undefined && now < sendBy) return this.track(this.refund(units, sendBy));
+    this.counts.dropped += units;
+    return Promise.resolve(0);
   }
 
   private spend(cost: number, now: number): RateLimit {
@@ -382,64 +456,75 @@ export class LocalBudget {
   }
 
   /**
-   * Give back what the budget holds now (`REFUND`), as it does by itself before the
-   * window of its grant ends and on `close()`; resolves to the units given back. Units
-   * whose window may have ended already are not sent (a refund could land in the next
-   * window) but dropped: they return to the limit with their window.
+   * Give back now what the budget holds (`REFUND`), as it does by itself at a batch's
+   * deadline and on `close()`; resolves to the units given back. Units whose deadline is
+   * less than half the margin away are dropped instead (a refund could land in the next
+   * window). A budget that does not give back (`givesBack` false: Sliding, Log, several
+   * windows) keeps them until their deadline.
    */
   giveBack(): Promise<number> {
-    const units = this.held;
-    const end = this.end;
-    this.held = 0;
-    this.due = undefined;
-    this.end = undefined;
-    if (this.timer !== undefined) {
-      this.timers.clearTimeout(this.timer);
-      this.timer = undefined;
-    }
-    if (units === 0) return Promise.resolve(0);
-    if (end !== undefined && this.now() >= end) {
-      this.counts.dropped += units;
-      return Promise.resolve(0);
-    }
-    return this.track(this.refund(units));
+    const now = this.now();
+    if (this.givesBack) return this.release(now);
+    this.expire(now);
+    return Promise.resolve(0);
   }
 
+  /** A give-back on its way: `close()` waits for it, as does `guard.settled()`. */
   private track(p: Promise<number>): Promise<number> {
     this.pending.add(p);
+    this.guard.track(p);
     void p.finally(() => this.pending.delete(p));
     return p;
   }
 
-  /** REFUND of `units`. A refusal by the server (a reply error: nothing was written) is
-   * retried once; a call whose fate is unknown (the connection lost) is not, as a refund
-   * applied twice would hand out units that were spent. */
-  private async refund(units: number): Promise<number> {
+  /** REFUND of `units`, waiting at most the guard's `timeoutMs` for its answer. One that
+   * certainly did not run (an error reply, a connection that could not be opened) is
+   * sent again once, while there is time; one whose fate is unknown (a timeout, a
+   * connection lost during the call) never is, as a refund applied twice would hand out
+   * units that were spent: a timed-out one is counted when its answer comes. */
+  private async refund(units: number, sendBy: number): Promise<number> {
     for (let attempt = 1; ; attempt++) {
+      this.counts.serverCalls++;
+      const at = this.clock ? this.now() : undefined;
+      const sent = (async () => this.limiter.run(this.policy.call([...this.keys], { cost: units, refund: true, at })))();
       try {
-        this.counts.serverCalls++;
-        await this.limiter.run(this.policy.call([...this.keys], { cost: units, refund: true, at: this.clock ? this.now() : undefined }));
+        await withTimeout(sent, this.guard.timeoutMs);
         this.counts.givenBack += units;
         return units;
       } catch (err) {
-        if (attempt === 1 && isReplyError(err)) continue;
-        this.counts.dropped += units;
-        this.logger.warn(
-          `redis-ratelimit: the local budget of ${this.label} could not give back ${units} units (${errorText(err)}); they return to the limit when its window ends`,
-        );
+        if (err instanceof LimiterTimeout) {
+          this.guard.track(
+            sent.then(
+              () => (this.counts.givenBack += units),
+              (late) => this.dropped(units, late),
+            ),
+          );
+          return 0;
+        }
+        if (attempt === 1 && certainlyNotRun(err) && this.now() < sendBy) continue;
+        this.dropped(units, err);
         return 0;
       }
     }
   }
 
-  /** Stop: wait for a refill on its way, give back what is held, wait for the
-   * give-backs. Takes after it throw. */
+  private dropped(units: number, err: unknown): void {
+    this.counts.dropped += units;
+    this.logger.warn(
+      `redis-ratelimit: the local budget of ${this.label} could not give back ${units} units (${errorText(err)}); they return to the limit when its window ends`,
+    );
+  }
+
+  /** Stop: wait for a refill on its way, release what is held (given back, or dropped
+   * by a budget that does not give back), wait for the give-backs (each at most the
+   * guard's `timeoutMs`: one still unanswered then is counted when its answer comes;
+   * `guard.settled()` waits for it). Takes after it throw. */
   close(): Promise<void> {
     if (!this.closing) {
       this.closed = true;
       this.closing = (async () => {
         while (this.refilling) await this.refilling.catch(() => undefined);
-        await this.giveBack();
+        await this.release(this.now());
         while (this.pending.size > 0) await Promise.all([...this.pending]);
       })();
     }
@@ -448,6 +533,6 @@ export class LocalBudget {
 
   /** What the budget did so far. */
   stats(): LocalBudgetStats {
-    return { ...this.counts, held: this.held };
+    return { ...this.counts, held: this.held, waiting: this.waiting };
   }
 }

@@ -315,8 +315,9 @@ export class RateLimiter {
   }
 
   /** A local budget of a policy on its key (or keys): takes answered in this process
-   * from batches the server grants with UPTO, what is left given back with REFUND
-   * before the batch's window ends and on `close()`. */
+   * from batches the server grants with UPTO, none spent past a batch's deadline; what
+   * is left then and on `close()` given back with REFUND (Fixed, Gcra, Multi of one
+   * window, All of one rate rule) or dropped (Sliding, Log, several windows). */
   localBudget(policy: Policy, key: Key | readonly Key[], o: LocalBudgetOptions = {}): LocalBudget {
     return new LocalBudget(this, policy, key, { ...o, logger: o.logger ?? this.logger });
   }

@@ -46,14 +46,33 @@ export function isOutage(err: unknown): boolean {
   return true;
 }
 
+/** `p`, or a `LimiterTimeout` rejection once `ms` have passed without its answer (then
+ * `onTimeout` runs first). The timer does not hold the process open. */
+export function withTimeout<T>(p: Promise<T>, ms: number, onTimeout?: () => void): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      onTimeout?.();
+      reject(new LimiterTimeout(`no answer within ${ms} ms`));
+    }, ms);
+    timer.unref?.();
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** The `breaker` setting: a breaker to share, its settings, or false for none. */
+export type BreakerSetting = BreakerOptions | CircuitBreaker | false;
+
 export interface GuardOptions {
   /** Serve requests unlimited when the limiter cannot answer (default true); false
    * refuses them (503 with `Retry-After: 1`). */
   failOpen?: boolean;
   /** How long to wait for the limiter, in ms (default 250). */
   timeoutMs?: number;
-  /** The circuit breaker's settings (default: open on one outage for 1 s); false: none. */
-  breaker?: BreakerOptions | false;
+  /** The circuit breaker: its settings (default: open on one outage for 1 s), a
+   * `CircuitBreaker` to share with other middlewares, stores or budgets, or false for
+   * none. */
+  breaker?: BreakerSetting;
   /** Where outages and the missing module are said (default `console`). */
   logger?: Logger;
 }
@@ -76,7 +95,7 @@ export class Guard {
     if (!(this.timeoutMs > 0)) throw new TypeError("timeoutMs must be a positive number of milliseconds");
     this.failOpen = o.failOpen !== false;
     this.logger = o.logger ?? console;
-    this.breaker = o.breaker === false ? undefined : new CircuitBreaker(o.breaker ?? {});
+    this.breaker = o.breaker === false ? undefined : o.breaker instanceof CircuitBreaker ? o.breaker : new CircuitBreaker(o.breaker ?? {});
   }
 
   /**
@@ -90,15 +109,7 @@ export class Guard {
       return { kind: "outage", error: new LimiterTimeout("the circuit breaker is open"), called: false };
     }
     let timedOut = false;
-    let timer: NodeJS.Timeout | undefined;
     const call = (async () => run())(); // a call that throws at once rejects, as a late failure does
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        timedOut = true;
-        reject(new LimiterTimeout(`no answer within ${this.timeoutMs} ms`));
-      }, this.timeoutMs);
-      timer.unref?.();
-    });
     this.track(
       call.then(
         (value) => (timedOut && late ? late(value) : undefined),
@@ -106,7 +117,7 @@ export class Guard {
       ),
     );
     try {
-      const value = await Promise.race([call, timeout]);
+      const value = await withTimeout(call, this.timeoutMs, () => (timedOut = true));
       this.breaker?.success();
       this.moduleMissing = undefined;
       return { kind: "answer", value };
@@ -118,8 +129,6 @@ export class Guard {
       this.breaker?.failure();
       this.tell(err, what);
       return { kind: "outage", error: err, called: true };
-    } finally {
-      clearTimeout(timer);
     }
   }
 

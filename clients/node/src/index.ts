@@ -14,6 +14,7 @@ export { type AllOptions, type Logger, ModuleMissingError, RateLimiter, type Rat
 export {
   DEFAULT_TIMEOUT_MS,
   Guard,
+  type BreakerSetting,
   type GuardOptions,
   LimiterTimeout,
   LimiterUnavailableError,

@@ -4,9 +4,8 @@
  * the request's duration, shadow mode, and the responses.
  */
 import type { Key } from "./args.js";
-import type { BreakerOptions } from "./breaker.js";
 import { type Logger, RateLimiter } from "./client.js";
-import { DEFAULT_TIMEOUT_MS, Guard, LimiterTimeout, OncePerKey, isOutage } from "./guard.js";
+import { type BreakerSetting, DEFAULT_TIMEOUT_MS, Guard, LimiterTimeout, OncePerKey, isOutage } from "./guard.js";
 import { type StandardHeaders, ratelimitHeaders, standardDrafts } from "./headers.js";
 import { DEFAULT_IPV6_SUBNET } from "./ip.js";
 import { All, Ban, Lease, Policy, newLeaseId } from "./policies.js";
@@ -57,9 +56,9 @@ export interface MiddlewareOptions<Req> {
   failOpen?: boolean;
   /** How long to wait for the limiter, in ms (default 250). */
   timeoutMs?: number;
-  /** The circuit breaker's settings (default: open after one outage, for 1000 ms);
-   * false: none. */
-  breaker?: BreakerOptions | false;
+  /** The circuit breaker's settings (default: open after one outage, for 1000 ms), a
+   * `CircuitBreaker` to share, or false: none. */
+  breaker?: BreakerSetting;
   /** As RateLimiter's: true runs the Lua twins, "fallback" the twins where the server
    * has no command. */
   twins?: boolean | "fallback";

@@ -140,6 +140,20 @@ export function isReplyError(err: unknown): err is Error {
   return ["ReplyError", "ErrorReply", "SimpleError", "BlobError"].includes(name) || err.name === "ReplyError";
 }
 
+/** The clients' errors for a command they never wrote: ioredis's with its offline queue
+ * turned off, node-redis's closed or offline client. */
+const NEVER_SENT = [/enableOfflineQueue options is false/, /^The client is (closed|offline)$/];
+
+/** Whether a failed command certainly did not run: the server answered it with an error,
+ * or it was never sent (the connection could not be opened, or the client was closed). A
+ * timeout, or a connection lost once the command was sent, leaves its fate unknown. */
+export function certainlyNotRun(err: unknown): boolean {
+  if (isReplyError(err)) return true;
+  if (!(err instanceof Error)) return false;
+  if ((err as NodeJS.ErrnoException).code === "ECONNREFUSED") return true;
+  return NEVER_SENT.some((p) => p.test(err.message));
+}
+
 export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }

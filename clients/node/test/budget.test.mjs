@@ -1,9 +1,17 @@
 // Local budgets (UPTO) against real servers with the module, on ioredis and node-redis,
 // standalone and Cluster (keys of one slot): concurrent takers and several processes on
 // one key never take more than the limit, and the server holds exactly what was spent
-// once the leftovers are given back; a refill in flight is shared (server calls counted
-// by INFO commandstats); the give-back's schedule, driven by an injected clock and
-// timers; refusals with the server's numbers and headers; outages; what is refused.
+// and dropped once the leftovers are given back; which policies give back (REFUND) and
+// which drop what they hold (server calls counted by INFO commandstats or a counting
+// client); a refill in flight is shared; the deadline, counted from when the refill was
+// sent, and the half margin within which a give-back is still sent, driven by an
+// injected clock and timers; refusals with the server's numbers and headers; outages,
+// late answers, and give-backs sent again only when they certainly did not run.
+//
+// No assertion depends on how fast the machine is: calls that must be answered wait up
+// to PATIENT; a call that must fail ends by a stall only its timeout can end (CLIENT
+// PAUSE), an error reply, or a connection that is gone; a background answer is waited
+// for (guard.settled()), never slept on.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -23,9 +31,12 @@ import {
   Sliding,
   ratelimitHeaders,
 } from "redis-native-ratelimit";
+import { once } from "node:events";
 import { PKG, Server, clientVariants, memoryLogger, serversOfFile, stallableServer, tag } from "./helpers.mjs";
 
 const T = 1_900_000_000_000; // AT: every call judged at a time of the test's choosing
+// The timeout of calls that must be answered: far above any stall of a loaded machine.
+const PATIENT = 30_000;
 
 const servers = serversOfFile();
 const VARIANTS = clientVariants(servers);
@@ -78,6 +89,35 @@ function fakeClock(start = T) {
   return clock;
 }
 
+/** A budget whose calls wait for their answer, on a clock and timers of the test's. */
+function budgetOf(rl, policy, key, o = {}) {
+  return rl.localBudget(policy, key, { timeoutMs: PATIENT, clock: fakeClock(), timers: fakeTimers(), ...o });
+}
+
+/** A budget of a Fixed window of 1000 on a key of its own, on a clock and timers of the
+ * test's, that took `cost` at T. */
+async function fixedTookOnce(rl, window, batch, cost = 1) {
+  const key = tag() + "fixed";
+  const clock = fakeClock();
+  const timers = fakeTimers();
+  const budget = budgetOf(rl, new Fixed({ limit: 1000, window }), key, { batch, clock, timers });
+  assert.ok((await budget.take(cost)).allowed);
+  return { key, clock, timers, budget };
+}
+
+/** A RateLimiter on an ioredis connection that records each command it sends (as
+ * strings), after running `before(argv)` when given. */
+function counting(conn, before) {
+  const sent = [];
+  const rl = new RateLimiter(async (argv) => {
+    const args = argv.map(String);
+    sent.push(args);
+    await before?.(args);
+    return conn.call(args[0], ...args.slice(1));
+  });
+  return { rl, sent, refunds: () => sent.filter((a) => a.includes("REFUND")).length };
+}
+
 /** `n` takes at once; the results in order. */
 function takeAll(budget, n, cost = 1) {
   return Promise.all(Array.from({ length: n }, () => budget.take(cost)));
@@ -107,6 +147,24 @@ const POLICIES = {
       return fixed;
     },
   },
+};
+
+const HOUR = "1h";
+const MONTH = "30d"; // a GCRA period so long that no unit comes back while a test runs
+
+/** Every policy a budget takes: how many keys, and whether it gives back (REFUND) what it
+ * holds, or drops it (a Sliding or Log window gives back from its newest entries, which
+ * may be another process's; with several windows the reply tells when one ends only). */
+const GIVING_BACK = {
+  fixed: [new Fixed({ limit: 20, window: HOUR }), 1, true],
+  gcra: [new Gcra({ maxBurst: 19, count: 20, period: MONTH }), 1, true],
+  "multi of one window": [new Multi({ limits: [[HOUR, 20]] }), 1, true],
+  "multi of two windows": [new Multi({ limits: [[HOUR, 20], ["1d", 50]] }), 1, false],
+  sliding: [new Sliding({ limits: [[HOUR, 20]] }), 1, false],
+  log: [new Log({ limit: 20, window: HOUR }), 1, false],
+  "all of one rule": [new All([new Fixed({ limit: 20, window: HOUR })]), 1, true],
+  "all of a rule and a ban": [new All([new Fixed({ limit: 20, window: HOUR }), new Ban({ strikes: 3, window: "1m", duration: "1h" })]), 2, true],
+  "all of two rules": [new All([new Gcra({ maxBurst: 19, count: 20, period: MONTH }), new Fixed({ limit: 30, window: "1d" })]), 2, false],
 };
 
 for (const [name, connect] of Object.entries(VARIANTS)) {
@@ -146,13 +204,15 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
 
     test("a refill in flight is shared: concurrent takers wait for it, one server call a batch", async () => {
       const k = tag() + "shared";
-      const budget = rl.localBudget(new Fixed({ limit: 1000, window: "1h" }), k, { batch: 100, clock: fakeClock(), timers: fakeTimers() });
+      const budget = budgetOf(rl, new Fixed({ limit: 1000, window: "1h" }), k, { batch: 100 });
       const primaries = await v.primaries();
       await resetStats(primaries);
-      const first = await takeAll(budget, 60);
+      const taking = takeAll(budget, 60);
+      assert.equal(budget.stats().waiting, 59); // the first asked; the others wait for its batch
+      const first = await taking;
       assert.ok(first.every((r) => r.allowed));
       assert.equal(await commandCalls(primaries, "RL.FIXED"), 1); // 60 takes, one refill
-      assert.deepEqual([budget.stats().serverCalls, budget.stats().refills, budget.stats().held], [1, 1, 40]);
+      assert.deepEqual([budget.stats().serverCalls, budget.stats().refills, budget.stats().held, budget.stats().waiting], [1, 1, 40, 0]);
       assert.equal(await v.raw.get(k), "100");
       // 40 held; the other 210 need three refills of 100, one after the other.
       const second = await takeAll(budget, 250);
@@ -166,22 +226,60 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
       await budget.close();
       assert.equal(await v.raw.get(k), "310"); // the 90 left given back: the server holds what was spent
       assert.equal(await commandCalls(primaries, "RL.FIXED"), 5);
-      assert.deepEqual(
-        { ...budget.stats() },
-        { takes: 310, allowed: 310, denials: 0, serverCalls: 5, refills: 4, granted: 400, spent: 310, givenBack: 90, dropped: 0, held: 0, unavailable: 0 },
-      );
+      assert.deepEqual(budget.stats(), {
+        takes: 310,
+        allowed: 310,
+        denials: 0,
+        localDenials: 0,
+        spent: 310,
+        serverCalls: 5,
+        refills: 4,
+        granted: 400,
+        givenBack: 90,
+        dropped: 0,
+        unavailable: 0,
+        held: 0,
+        waiting: 0,
+      });
       await assert.rejects(budget.take(), /closed/);
       await budget.close(); // again: nothing to do
     });
+
+    for (const [policyName, [policy, nkeys, gives]] of Object.entries(GIVING_BACK)) {
+      test(`${policyName}: takes come from batches; close ${gives ? "gives back what is left (REFUND)" : "sends nothing and drops what is left"}`, async () => {
+        const k = tag();
+        const keys = Array.from({ length: nkeys }, (_, i) => `${k}:${i}`);
+        const key = nkeys === 1 ? keys[0] : keys;
+        const command = `RL.${policy.kind.toUpperCase()}`;
+        const primaries = await v.primaries();
+        const peek = async () => (await rl.check(policy, key, { cost: 0, at: T })).remaining;
+        const budget = budgetOf(rl, policy, key, { batch: 6 });
+        assert.equal(budget.givesBack, gives);
+        const taken = [];
+        for (let i = 0; i < 10; i++) taken.push(await budget.take());
+        assert.ok(taken.every((t) => t.allowed));
+        // Two batches of 6: the server counts 12, the budget holds 2; remaining is what the
+        // server had left at the last batch plus what the budget holds.
+        assert.equal(await peek(), 8);
+        assert.deepEqual([taken.at(-1).remaining, taken[0].remaining, budget.stats().held], [8 + 2, 14 + 5, 2]);
+        const calls = await commandCalls(primaries, command);
+        await budget.close();
+        assert.equal((await commandCalls(primaries, command)) - calls, gives ? 1 : 0); // the REFUND, or none
+        // Given back: the server counts what was spent. Dropped: the 2 stay counted until
+        // their window passes.
+        assert.equal(await peek(), gives ? 10 : 8);
+        const s = budget.stats();
+        assert.deepEqual([s.givenBack, s.dropped], gives ? [2, 0] : [0, 2]);
+        assert.deepEqual([s.takes, s.spent, s.granted, s.held, s.refills, s.serverCalls], [10, 10, 12, 0, 2, gives ? 3 : 2]);
+      });
+    }
 
     for (const [policyName, p] of Object.entries(POLICIES)) {
       test(`${policyName}: concurrent takers of several budgets on one key never take more than the limit`, async () => {
         const { policy, keys } = p.make(tag());
         // Five budgets, as five processes would hold them, 100 takes each at once: 500
         // wanted of 300.
-        const budgets = Array.from({ length: 5 }, () =>
-          rl.localBudget(policy, policy instanceof All ? keys : keys[0], { batch: 40, clock: fakeClock(), timers: fakeTimers() }),
-        );
+        const budgets = Array.from({ length: 5 }, () => budgetOf(rl, policy, policy instanceof All ? keys : keys[0], { batch: 40 }));
         const results = await Promise.all(budgets.map((b) => takeAll(b, 100)));
         const stats = () => budgets.map((b) => b.stats());
         const sum = (field) => stats().reduce((n, s) => n + s[field], 0);
@@ -195,78 +293,62 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
         assert.equal(await p.taken(v.raw, keys, rl), sum("granted") - sum("givenBack"));
         assert.equal(sum("spent") + sum("held"), sum("granted") - sum("givenBack"));
         for (const b of budgets) await b.close();
-        for (const s of stats()) assert.equal(s.granted, s.spent + s.givenBack, JSON.stringify(s));
-        // Every leftover given back: the server holds exactly what was spent.
-        assert.equal(sum("dropped"), 0);
-        assert.equal(await p.taken(v.raw, keys, rl), allowed);
+        for (const s of stats()) assert.equal(s.granted, s.spent + s.givenBack + s.dropped, JSON.stringify(s));
+        // Every leftover given back, or (an All of two rate rules) dropped: the server holds
+        // exactly what was spent, and what was dropped until its window passes.
+        assert.equal(sum(budgets[0].givesBack ? "dropped" : "givenBack"), 0);
+        assert.equal(await p.taken(v.raw, keys, rl), allowed + sum("dropped"));
       });
     }
 
-    test("multi, sliding and log: the server holds what the takes spent", async () => {
-      const k = tag();
-      const cases = [
-        [new Multi({ limits: [["1m", 50], ["1h", 80]] }), k + "m", async () => Number((await rl.multi(k + "m", [["1m", 50], ["1h", 80]], { cost: 0, at: T })).remaining)],
-        [new Sliding({ limits: [["1m", 50]] }), k + "s", async () => (await rl.sliding(k + "s", [["1m", 50]], { cost: 0, at: T })).remaining],
-        [new Log({ limit: 50, window: "1m" }), k + "l", async () => (await rl.log(k + "l", 50, "1m", { cost: 0, at: T })).remaining],
-      ];
-      for (const [policy, key, remaining] of cases) {
-        const budget = rl.localBudget(policy, key, { batch: 8, clock: fakeClock(), timers: fakeTimers() });
-        const got = await takeAll(budget, 60);
-        assert.equal(got.filter((r) => r.allowed).length, 50, policy.kind);
-        assert.equal(await remaining(), 0);
-        assert.deepEqual(numbers(got.at(-1)).slice(0, 4), [false, true, 50, 0]);
-        await budget.close();
-        assert.equal(await remaining(), 0);
-        const partly = rl.localBudget(policy, key + ":2", { batch: 8, clock: fakeClock(), timers: fakeTimers() });
-        for (let i = 0; i < 3; i++) assert.ok((await partly.take(2)).allowed);
-        await partly.close(); // 6 spent, 2 of the batch given back
-        const other = key + ":2";
-        const left =
-          policy instanceof Multi
-            ? (await rl.multi(other, [["1m", 50], ["1h", 80]], { cost: 0, at: T })).remaining
-            : policy instanceof Sliding
-              ? (await rl.sliding(other, [["1m", 50]], { cost: 0, at: T })).remaining
-              : (await rl.log(other, 50, "1m", { cost: 0, at: T })).remaining;
-        assert.equal(left, 44, policy.kind);
-      }
-    });
-
-    test("the give-back: a timer at the grant's reset less a margin, the clock past it, a window that ended", async () => {
-      const k = tag() + "timer";
-      const clock = fakeClock();
-      const timers = fakeTimers();
-      const budget = rl.localBudget(new Fixed({ limit: 1000, window: "10s" }), k, { batch: 100, clock, timers });
-      assert.ok((await budget.take()).allowed);
-      // The window ends in 10 s: given back 1 s before (the smaller of 1 s and a tenth).
+    test("the deadline: no unit is spent past it; given back while half the margin is left, else dropped", async () => {
+      const primaries = await v.primaries();
+      const { key: k, clock, timers, budget } = await fixedTookOnce(rl, "10s", 100);
+      // The window ends in 10 s: its deadline 1 s before (the smaller of 1 s and a tenth),
+      // and its give-back may be sent until half a second before.
       assert.deepEqual(timers.live().map((h) => h.ms), [9000]);
       assert.equal(await v.raw.get(k), "100");
-      assert.equal(await timers.fire(), 99);
-      assert.equal(await v.raw.get(k), "1");
-      assert.deepEqual([budget.stats().givenBack, budget.stats().held], [99, 0]);
-      // Taken again; the clock moves past the give-back time and the timer has not run
-      // (a busy event loop): the next take gives back first, then takes a new batch.
-      assert.ok((await budget.take()).allowed); // the window's count: 1 + 100
-      clock.t = T + 9_500;
+      clock.t = T + 8_999;
       assert.ok((await budget.take()).allowed);
-      assert.equal(await v.raw.get(k), "102"); // 2 spent, 100 held
-      assert.deepEqual([budget.stats().givenBack, budget.stats().held, budget.stats().spent], [198, 99, 3]);
-      // The new batch's window ends in 500 ms: given back 50 ms before.
-      assert.deepEqual(timers.live().map((h) => h.ms), [450]);
-      // The window has ended when the next take comes: the held units are dropped, not
-      // sent (a refund now could land in the next window), and a new window begins.
-      clock.t = T + 10_001;
+      assert.deepEqual([budget.stats().refills, budget.stats().held], [1, 98]);
+      // At the deadline the held units are not spent: given back (REFUND), then a new batch.
+      clock.t = T + 9_000;
       assert.ok((await budget.take()).allowed);
-      assert.equal(await v.raw.get(k), "100");
-      assert.deepEqual([budget.stats().dropped, budget.stats().held], [99, 99]);
+      await budget.guard.settled(); // the give-back, sent beside the refill
+      assert.deepEqual([budget.stats().refills, budget.stats().givenBack, budget.stats().held, budget.stats().spent], [2, 98, 99, 3]);
+      assert.equal(await v.raw.get(k), "102"); // 2 spent, 98 given back, a new batch of 100
+      // A batch sent at 9 s lives until the window ends, at 10 s: 1 s, less a tenth.
+      assert.deepEqual(timers.live().map((h) => h.ms), [900]);
+      // Half its margin (50 ms) before the end, a give-back is no longer sent: dropped.
+      clock.t = T + 9_950;
+      const calls = await commandCalls(primaries, "RL.FIXED");
+      assert.equal(await budget.giveBack(), 0);
+      assert.equal(await commandCalls(primaries, "RL.FIXED"), calls);
+      assert.deepEqual([budget.stats().dropped, budget.stats().held], [99, 0]);
+      assert.equal(await v.raw.get(k), "102"); // the dropped 99 stay counted until the window ends
       await budget.close();
-      assert.equal(await v.raw.get(k), "1");
       const s = budget.stats();
       assert.equal(s.granted, s.spent + s.givenBack + s.dropped);
+
+      // One millisecond earlier, it is sent.
+      const early = await fixedTookOnce(rl, "10s", 100);
+      early.clock.t = T + 9_499;
+      assert.equal(await early.budget.giveBack(), 99);
+      assert.equal(await v.raw.get(early.key), "1");
+      await early.budget.close();
+
+      // The timer gives back at the deadline by itself.
+      const timed = await fixedTookOnce(rl, "1m", 10, 3);
+      assert.deepEqual(timed.timers.live().map((h) => h.ms), [59_000]);
+      timed.clock.t = T + 59_000;
+      assert.equal(await timed.timers.fire(), 7);
+      assert.equal(await v.raw.get(timed.key), "3");
+      await timed.budget.close();
 
       // GCRA: the grant's reset is when the server forgets it.
       const g = tag() + "gcra";
       const timersG = fakeTimers();
-      const gcra = rl.localBudget(new Gcra({ maxBurst: 99, count: 100, period: "1s" }), g, { batch: 10, clock: fakeClock(), timers: timersG });
+      const gcra = budgetOf(rl, new Gcra({ maxBurst: 99, count: 100, period: "1s" }), g, { batch: 10, timers: timersG });
       assert.ok((await gcra.take(3)).allowed);
       assert.deepEqual(timersG.live().map((h) => h.ms), [90]); // 10 units of 10 ms, less a tenth
       assert.equal((await rl.gcra(g, 99, 100, "1s", { cost: 0, at: T })).remaining, 90);
@@ -275,11 +357,34 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
       await gcra.close();
     });
 
+    test("a budget that does not give back holds its units to the deadline, then drops them", async () => {
+      const k = tag() + "sliding";
+      const primaries = await v.primaries();
+      const clock = fakeClock();
+      const timers = fakeTimers();
+      const budget = budgetOf(rl, new Sliding({ limits: [["10s", 50]] }), k, { batch: 10, clock, timers });
+      assert.ok((await budget.take()).allowed);
+      const remaining = async () => (await rl.sliding(k, [["10s", 50]], { cost: 0, at: clock.t })).remaining;
+      assert.equal(await remaining(), 40);
+      assert.equal(await budget.giveBack(), 0); // kept: a REFUND could take another process's units
+      assert.equal(budget.stats().held, 9);
+      assert.deepEqual(timers.live().map((h) => h.ms), [9000]);
+      const calls = await commandCalls(primaries, "RL.SLIDING");
+      clock.t = T + 9_000;
+      assert.equal(await timers.fire(), 0);
+      assert.equal(await commandCalls(primaries, "RL.SLIDING"), calls); // nothing sent
+      assert.deepEqual([budget.stats().dropped, budget.stats().held, budget.stats().givenBack], [9, 0, 0]);
+      assert.equal(await remaining(), 40); // counted until the window passes
+      await budget.close();
+    });
+
     test("Node's own timers: a window longer than a timer can wait is not given back at once", async () => {
       const k = tag() + "month";
-      const budget = rl.localBudget(new Fixed({ limit: 1000, window: "30d" }), k, { batch: 10 });
+      const budget = rl.localBudget(new Fixed({ limit: 1000, window: "30d" }), k, { batch: 10, timeoutMs: PATIENT });
       assert.ok((await budget.take()).allowed);
-      await new Promise((resolve) => setTimeout(resolve, 50)); // a timer of 30 days less a second, overflowing, would have fired
+      // Node fires timers in the order they fall due: a timer of 30 days less a second,
+      // overflowing to 1 ms, would have fired before this one.
+      await new Promise((resolve) => setTimeout(resolve, 50));
       assert.deepEqual([budget.stats().held, budget.stats().givenBack], [9, 0]);
       await budget.close();
       assert.equal(await v.raw.get(k), "1");
@@ -288,7 +393,7 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
     test("refusals carry the server's numbers and headers; within their retry after, no call", async () => {
       const k = tag() + "denied";
       const clock = fakeClock();
-      const budget = rl.localBudget(new Fixed({ limit: 5, window: "10s", name: "api" }), k, { batch: 3, clock, timers: fakeTimers() });
+      const budget = budgetOf(rl, new Fixed({ limit: 5, window: "10s", name: "api" }), k, { batch: 3, clock });
       const got = [];
       for (let i = 0; i < 6; i++) got.push(await budget.take());
       assert.deepEqual(got.map((r) => r.allowed), [true, true, true, true, true, false]);
@@ -305,7 +410,7 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
       const later = await rl.fixed(k, 5, "10s", { at: T + 4_000, name: "api" });
       assert.deepEqual(numbers(local), numbers(later));
       assert.deepEqual(ratelimitHeaders(local), ratelimitHeaders(later));
-      assert.deepEqual([budget.stats().denials, budget.stats().takes], [2, 7]);
+      assert.deepEqual([budget.stats().denials, budget.stats().localDenials, budget.stats().takes], [2, 1, 7]);
       // After the retry after, the server is asked again: a new window.
       clock.t = T + 10_000;
       assert.ok((await budget.take()).allowed);
@@ -315,14 +420,14 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
       // A take larger than what the server can grant now: refused, the units kept for
       // smaller takes.
       const g = tag() + "short";
-      const small = rl.localBudget(new Gcra({ maxBurst: 9, count: 1, period: "1h" }), g, { batch: 4, clock: fakeClock(), timers: fakeTimers() });
+      const small = budgetOf(rl, new Gcra({ maxBurst: 9, count: 1, period: "1h" }), g, { batch: 4 });
       assert.ok((await small.take(4)).allowed); // 6 left on the server
       assert.ok((await small.take(4)).allowed); // 2 left
       const short = await small.take(3); // a batch of 4 asked, 2 granted: not 3
       assert.deepEqual([short.allowed, short.limit, short.remaining], [false, 10, 2]);
       assert.equal(short.retryAfterMs, short.resetAfterMs); // when the whole burst is back: never early
       assert.ok(short.retryAfterMs > 0);
-      assert.deepEqual([small.stats().held, small.stats().denials], [2, 1]);
+      assert.deepEqual([small.stats().held, small.stats().denials, small.stats().localDenials], [2, 1, 0]);
       assert.ok((await small.take(2)).allowed); // from the held units, no call
       assert.equal(small.stats().refills, 3);
       await small.close();
@@ -337,6 +442,7 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
       assert.throws(() => rl.localBudget(new Fixed({ limit: 5, window: "1m" }), [k + "a", k + "b"]), /takes one key/);
       assert.throws(() => rl.localBudget(new All([new Fixed({ limit: 5, window: "1m" })]), [k + "a", k + "b"]), /one key per rule/);
       assert.throws(() => rl.localBudget(new Ban({ strikes: 1, window: "1m", duration: "1m" }), k), /Ban/);
+      assert.throws(() => rl.localBudget(new All([new Ban({ strikes: 1, window: "1m", duration: "1m" })]), k), /only a Ban/);
       assert.throws(() => rl.localBudget(new Fixed({ limit: 5, window: "1m" }), k, { batch: 0 }), /batch/);
       if (v.cluster) {
         assert.throws(
@@ -344,7 +450,7 @@ for (const [name, connect] of Object.entries(VARIANTS)) {
           /share a Cluster slot/,
         );
       }
-      const budget = rl.localBudget(new Gcra({ maxBurst: 4, count: 1, period: "1m" }), k, { timers: fakeTimers() });
+      const budget = budgetOf(rl, new Gcra({ maxBurst: 4, count: 1, period: "1m" }), k);
       await assert.rejects(budget.take(0), TypeError);
       await assert.rejects(budget.take(1.5), TypeError);
       await assert.rejects(budget.take(6), /can never be allowed: the policy's capacity is 5/);
@@ -367,7 +473,7 @@ describe("several Node processes on one key", () => {
       o.kind === "ioredis" ? new Redis(url)
       : o.kind === "node-redis Cluster" ? await createCluster({ rootNodes: [{ url }] }).connect()
       : null;
-    const budget = new RateLimiter(client).localBudget(new Fixed({ limit: o.limit, window: "1h" }), o.key, { batch: o.batch, clock: () => o.at });
+    const budget = new RateLimiter(client).localBudget(new Fixed({ limit: o.limit, window: "1h" }), o.key, { batch: o.batch, clock: () => o.at, timeoutMs: o.timeoutMs });
     let allowed = 0;
     await Promise.all(Array.from({ length: 10 }, async () => {
       for (let i = 0; i < o.takes / 10; i++) if ((await budget.take()).allowed) allowed++;
@@ -407,7 +513,7 @@ describe("several Node processes on one key", () => {
         const port = onCluster ? servers.cluster.port : servers.server.port;
         const raw = onCluster ? new IoCluster([{ host: "127.0.0.1", port }]) : new Redis({ port, host: "127.0.0.1" });
         try {
-          const done = await Promise.all([0, 1, 2, 3].map(() => runWorker({ kind, port, key, limit: 300, batch: 25, takes, at: T })));
+          const done = await Promise.all([0, 1, 2, 3].map(() => runWorker({ kind, port, key, limit: 300, batch: 25, takes, at: T, timeoutMs: PATIENT })));
           const sum = (f) => done.reduce((n, d) => n + d.stats[f], 0);
           const allowed = done.reduce((n, d) => n + d.allowed, 0);
           assert.ok(allowed <= 300, `${allowed} taken of 300`);
@@ -463,21 +569,16 @@ describe("outages", () => {
     }
   });
 
-  test("a grant that comes after the take stopped waiting joins the held units, and goes back on close", async () => {
+  test("a grant that comes after the take stopped waiting joins the held units; a give-back that times out is not sent again, and counts once answered", async () => {
     const s = await stallableServer();
     try {
-      const rl = new RateLimiter(s.client);
+      const { rl, refunds } = counting(s.client);
       const key = tag() + "late";
-      const budget = rl.localBudget(new Fixed({ limit: 100, window: "1h" }), key, {
-        batch: 10,
-        timeoutMs: 50,
-        breaker: false,
-        clock: () => T,
-        timers: fakeTimers(),
-        logger: memoryLogger(),
-      });
+      const short = { batch: 10, timeoutMs: 50, breaker: false, timers: fakeTimers(), logger: memoryLogger() };
+      const budget = rl.localBudget(new Fixed({ limit: 100, window: "1h" }), key, { ...short, clock: () => T });
+      // Every write waits until resume(): the refill can only end by its timeout.
       await s.stall();
-      const r = await budget.take(); // no answer in 50 ms: served unlimited (fail open)
+      const r = await budget.take(); // served unlimited (fail open)
       assert.deepEqual([r.allowed, budget.stats().unavailable, budget.stats().spent], [true, 1, 0]);
       await s.resume();
       await budget.guard.settled(); // the late answer: 10 granted
@@ -485,31 +586,137 @@ describe("outages", () => {
       assert.equal(await s.admin.get(key), "10");
       assert.ok((await budget.take()).allowed);
       assert.equal(budget.stats().refills, 1);
+      // Stalled again: close()'s give-back can only end by its timeout. Whether it ran is
+      // unknown then: it is not sent again, and counts as given back once its answer comes.
+      await s.stall();
       await budget.close();
+      assert.deepEqual([refunds(), budget.stats().givenBack, budget.stats().dropped, budget.stats().held], [1, 0, 0, 0]);
+      await s.resume();
+      await budget.guard.settled();
+      assert.deepEqual([refunds(), budget.stats().givenBack, budget.stats().dropped], [1, 9, 0]);
       assert.equal(await s.admin.get(key), "1");
 
-      // A grant that comes after its window may have ended: neither spent nor given back
-      // (a refund could land in the next window), dropped.
-      const other = tag() + "later";
-      const clock = fakeClock();
-      const late = rl.localBudget(new Fixed({ limit: 100, window: "1m" }), other, {
-        batch: 10,
-        timeoutMs: 50,
-        breaker: false,
-        clock,
-        timers: fakeTimers(),
-        logger: memoryLogger(),
-      });
-      await s.stall();
-      assert.ok((await late.take()).allowed);
-      clock.t = T + 60_000;
-      await s.resume();
-      await late.guard.settled();
-      assert.deepEqual([late.stats().granted, late.stats().held, late.stats().dropped, late.stats().givenBack], [10, 0, 10, 0]);
-      await late.close();
-      assert.equal(await s.admin.get(other), "10");
+      // A grant that comes after its deadline: not spent; given back at once while half
+      // the margin is left (a minute's window: until 59.5 s), else dropped.
+      for (const [arrives, given, dropped] of [
+        [59_499, 10, 0],
+        [59_500, 0, 10],
+      ]) {
+        const other = `${tag()}later${arrives}`;
+        const clock = fakeClock();
+        const late = rl.localBudget(new Fixed({ limit: 100, window: "1m" }), other, { ...short, clock });
+        await s.stall();
+        assert.ok((await late.take()).allowed);
+        clock.t = T + arrives;
+        await s.resume();
+        await late.guard.settled();
+        const st = late.stats();
+        assert.deepEqual([st.granted, st.held, st.givenBack, st.dropped], [10, 0, given, dropped], String(arrives));
+        assert.equal(Number((await s.admin.get(other)) ?? 0), 10 - given);
+        await late.close();
+      }
     } finally {
       await s.remove();
+    }
+  });
+
+  test("a give-back the server refuses (an error reply: it did not run) is sent again once, while half the margin is left", async () => {
+    const own = await Server.start();
+    const conn = new Redis({ port: own.port, host: "127.0.0.1" });
+    const admin = new Redis({ port: own.port, host: "127.0.0.1" });
+    try {
+      // The server refuses the next `refuse` REFUNDs as out of memory (maxmemory 1 while
+      // each is sent); `during` runs while the first is on its way.
+      let refuse = 0;
+      let during;
+      const { rl, refunds } = counting(conn, async (argv) => {
+        if (!argv.includes("REFUND")) return;
+        await admin.config("SET", "maxmemory", refuse-- > 0 ? "1" : "0");
+        during?.();
+        during = undefined;
+      });
+      const cases = [
+        // [refusals, the clock moves past the half margin meanwhile, REFUNDs sent, given back]
+        [1, false, 2, 9],
+        [2, false, 2, 0],
+        [1, true, 1, 0],
+      ];
+      for (const [refusals, late, sent, given] of cases) {
+        const key = tag() + "refused";
+        const clock = fakeClock();
+        const log = memoryLogger();
+        const budget = budgetOf(rl, new Fixed({ limit: 100, window: "10s" }), key, { batch: 10, clock, logger: log });
+        assert.ok((await budget.take()).allowed);
+        const before = refunds();
+        refuse = refusals;
+        if (late) during = () => (clock.t = T + 9_500);
+        await budget.close();
+        await admin.config("SET", "maxmemory", "0");
+        const what = JSON.stringify({ refusals, late });
+        assert.equal(refunds() - before, sent, what);
+        const st = budget.stats();
+        assert.deepEqual([st.givenBack, st.dropped, st.serverCalls], [given, 9 - given, 1 + sent], what);
+        assert.equal(await conn.get(key), String(10 - given), what);
+        assert.equal(log.lines.warn.length, given ? 0 : 1, what);
+      }
+    } finally {
+      await admin.config("SET", "maxmemory", "0").catch(() => {});
+      conn.disconnect();
+      admin.disconnect();
+      await own.remove();
+    }
+  });
+
+  test("a give-back the client could not send (its connection gone, no offline queue) is sent again once, then dropped", async () => {
+    const own = await Server.start();
+    const conn = new Redis({ port: own.port, host: "127.0.0.1", enableOfflineQueue: false, retryStrategy: () => 60_000 });
+    conn.on("error", () => {});
+    try {
+      await once(conn, "ready");
+      const { rl, refunds } = counting(conn);
+      const log = memoryLogger();
+      const budget = budgetOf(rl, new Fixed({ limit: 100, window: "1h" }), tag() + "gone", { batch: 10, logger: log });
+      assert.ok((await budget.take()).allowed);
+      const closed = once(conn, "close");
+      await own.stop();
+      await closed;
+      await budget.close();
+      assert.equal(refunds(), 2);
+      assert.deepEqual([budget.stats().givenBack, budget.stats().dropped, budget.stats().serverCalls], [0, 9, 3]);
+      assert.equal(log.lines.warn.length, 1);
+      assert.match(log.lines.warn[0], /could not give back 9 units .*enableOfflineQueue/);
+    } finally {
+      conn.disconnect();
+      await own.remove();
+    }
+  });
+
+  test("a batch's deadline counts from when its call was sent", async () => {
+    const c = new Redis({ port: servers.server.port, host: "127.0.0.1" });
+    try {
+      const clock = fakeClock();
+      // Each refill's answer comes 700 ms (of the budget's clock) after it was sent.
+      const { rl } = counting(c, async (argv) => {
+        if (argv.includes("UPTO")) clock.t += 700;
+      });
+      const timers = fakeTimers();
+      const key = tag() + "sent";
+      const budget = rl.localBudget(new Fixed({ limit: 1000, window: "10s" }), key, { batch: 100, timeoutMs: PATIENT, clock, timers });
+      assert.ok((await budget.take()).allowed);
+      // Sent at T: its window ends at T + 10 s, its deadline 1 s earlier, 8.3 s after the
+      // answer came (9 s from the answer would be past it).
+      assert.equal(clock.t, T + 700);
+      assert.deepEqual(timers.live().map((h) => h.ms), [8300]);
+      clock.t = T + 8_999;
+      assert.ok((await budget.take()).allowed);
+      assert.deepEqual([budget.stats().refills, budget.stats().held], [1, 98]);
+      clock.t = T + 9_000;
+      assert.ok((await budget.take()).allowed);
+      await budget.guard.settled();
+      assert.deepEqual([budget.stats().refills, budget.stats().givenBack], [2, 98]);
+      await budget.close();
+    } finally {
+      c.disconnect();
     }
   });
 
@@ -529,7 +736,7 @@ describe("outages", () => {
     });
     try {
       const key = tag() + "counted";
-      const budget = rl.localBudget(new Gcra({ maxBurst: 999, count: 1000, period: "1h" }), key, { batch: 7, clock: () => T, timers: fakeTimers() });
+      const budget = budgetOf(rl, new Gcra({ maxBurst: 999, count: 1000, period: "1h" }), key, { batch: 7 });
       const got = await takeAll(budget, 100);
       assert.ok(got.every((r) => r.allowed));
       assert.deepEqual([sent, most, budget.stats().refills], [15, 1, 15]); // ceil(100 / 7)

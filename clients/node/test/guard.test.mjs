@@ -3,7 +3,7 @@
 // call failing at once (bad arguments) leaves closed rather than stuck half-open.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { Guard, LimiterTimeout, ModuleMissingError } from "redis-native-ratelimit";
+import { CircuitBreaker, Guard, LimiterTimeout, ModuleMissingError } from "redis-native-ratelimit";
 import { memoryLogger } from "./helpers.mjs";
 
 // The guard's timer does not hold the process open (an app's server does): this does,
@@ -68,4 +68,22 @@ test("a probe that fails at once with a bug closes the breaker: it is not left h
   assert.equal(guard.breaker.state, "closed");
   const next = await guard.call("a request", async () => "answered");
   assert.deepEqual([next.kind, next.value], ["answer", "answered"]);
+});
+
+test("a breaker given is shared: an outage in one guard opens it for the other", async () => {
+  let clock = 0;
+  const breaker = new CircuitBreaker({ now: () => clock });
+  const one = new Guard({ breaker, logger: memoryLogger() });
+  const other = new Guard({ breaker, logger: memoryLogger() });
+  assert.equal(one.breaker, breaker);
+  const down = await one.call("a request", async () => {
+    throw new Error("connection refused");
+  });
+  assert.equal(down.kind, "outage");
+  assert.equal((await other.call("a request", async () => "skipped")).called, false);
+  clock += 1000;
+  const probe = await other.call("a request", async () => "answered");
+  assert.deepEqual([probe.kind, breaker.state], ["answer", "closed"]);
+  assert.ok(new Guard({ breaker: { failures: 2 } }).breaker instanceof CircuitBreaker);
+  assert.equal(new Guard({ breaker: false }).breaker, undefined);
 });

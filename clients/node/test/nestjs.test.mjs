@@ -10,6 +10,15 @@ import { createClient } from "redis";
 import { RateLimitThrottlerStorage } from "redis-native-ratelimit/nestjs";
 import { Server, tag, memoryLogger } from "./helpers.mjs";
 
+// The timeout of calls that must be answered: far above any stall of a loaded machine
+// (with the default 250 ms, a slow answer is served unlimited and the count is off).
+const PATIENT = 30_000;
+
+/** Our storage, waiting for its answers. */
+function patientStorage(client, options = {}) {
+  return new RateLimitThrottlerStorage(client, { timeoutMs: PATIENT, ...options });
+}
+
 // Nest is CommonJS, and its decorators are applied by hand here (plain JavaScript).
 const require = createRequire(import.meta.url);
 require("reflect-metadata");
@@ -79,7 +88,7 @@ async function counter(prefix) {
 describe("a Nest app with the throttler on the module's commands", () => {
   test("the throttler's limit, then 429 with Retry-After; a refused hit counts nowhere", async () => {
     const prefix = `${tag()}:`;
-    const app = await nestApp(new RateLimitThrottlerStorage(redis, { prefix }));
+    const app = await nestApp(patientStorage(redis, { prefix }));
     try {
       const got = [];
       for (let i = 0; i < 5; i++) got.push(await get(app.url));
@@ -95,7 +104,7 @@ describe("a Nest app with the throttler on the module's commands", () => {
   test("blockDuration: the first refusal blocks the caller for it", async () => {
     const prefix = `${tag()}:`;
     const nr = await createClient({ url: server.url() }).connect();
-    const app = await nestApp(new RateLimitThrottlerStorage(nr, { prefix }));
+    const app = await nestApp(patientStorage(nr, { prefix }));
     try {
       const got = [];
       for (let i = 0; i < 3; i++) got.push(await get(app.url, "/strict"));
@@ -110,7 +119,7 @@ describe("a Nest app with the throttler on the module's commands", () => {
 
   test("algorithm: gcra and sliding count the same limit", async () => {
     for (const algorithm of ["gcra", "sliding"]) {
-      const app = await nestApp(new RateLimitThrottlerStorage(redis, { prefix: `${tag()}:`, algorithm }));
+      const app = await nestApp(patientStorage(redis, { prefix: `${tag()}:`, algorithm }));
       try {
         const got = [];
         for (let i = 0; i < 4; i++) got.push((await get(app.url)).status);
@@ -125,11 +134,13 @@ describe("a Nest app with the throttler on the module's commands", () => {
 describe("when the limiter cannot answer", () => {
   test("a stopped server: requests served (fail open), said once, then the breaker skips the calls", async () => {
     const own = await Server.start();
+    // Reconnecting every 20 ms: a call to the stopped server fails once ioredis gave up on
+    // its reconnections (maxRetriesPerRequest), with the patient timeout unspent.
     const client = new Redis({ port: own.port, host: "127.0.0.1", retryStrategy: () => 20 });
     client.on("error", () => {});
     const log = memoryLogger();
     let clock = 1_000_000;
-    const storage = new RateLimitThrottlerStorage(client, { prefix: `${tag()}:`, logger: log, timeoutMs: 500, breaker: { now: () => clock } });
+    const storage = patientStorage(client, { prefix: `${tag()}:`, logger: log, breaker: { now: () => clock } });
     const app = await nestApp(storage);
     try {
       assert.equal((await get(app.url)).status, 200);
@@ -149,7 +160,7 @@ describe("when the limiter cannot answer", () => {
     const own = await Server.start();
     const client = new Redis({ port: own.port, host: "127.0.0.1", retryStrategy: () => 20 });
     client.on("error", () => {});
-    const app = await nestApp(new RateLimitThrottlerStorage(client, { prefix: `${tag()}:`, failOpen: false, logger: memoryLogger(), timeoutMs: 500 }));
+    const app = await nestApp(patientStorage(client, { prefix: `${tag()}:`, failOpen: false, logger: memoryLogger() }));
     try {
       assert.equal((await get(app.url)).status, 200);
       await own.stop();
@@ -165,7 +176,7 @@ describe("when the limiter cannot answer", () => {
   test("a server without the module: said once; twins: true limits with the Lua twins", async () => {
     const client = new Redis({ port: bare.port, host: "127.0.0.1" });
     const log = memoryLogger();
-    const missing = await nestApp(new RateLimitThrottlerStorage(client, { prefix: `${tag()}:`, logger: log, breaker: false }));
+    const missing = await nestApp(patientStorage(client, { prefix: `${tag()}:`, logger: log, breaker: false }));
     try {
       for (let i = 0; i < 4; i++) assert.equal((await get(missing.url)).status, 200);
       assert.equal(log.lines.error.length, 1);
@@ -173,7 +184,7 @@ describe("when the limiter cannot answer", () => {
     } finally {
       await missing.close();
     }
-    const twins = await nestApp(new RateLimitThrottlerStorage(client, { prefix: `${tag()}:`, twins: true }));
+    const twins = await nestApp(patientStorage(client, { prefix: `${tag()}:`, twins: true }));
     try {
       const got = [];
       for (let i = 0; i < 4; i++) got.push((await get(twins.url)).status);
