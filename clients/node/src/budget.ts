@@ -23,12 +23,18 @@
  *   several windows, it is dropped: its units stay counted until their window passes.
  */
 import { type Key, keyList } from "./args.js";
-import type { Logger, RateLimiter } from "./client.js";
 import { Guard, type GuardOptions, LimiterTimeout, LimiterUnavailableError, withTimeout } from "./guard.js";
-import { All, Ban, Fixed, Gcra, Lease, Multi, Policy } from "./policies.js";
+import { All, Ban, type Call, Fixed, Gcra, Lease, Multi, Policy } from "./policies.js";
 import type { RateLimit } from "./results.js";
 import { keySlot } from "./slot.js";
-import { certainlyNotRun, errorText, withPrefix } from "./transport.js";
+import { type Logger, type Transport, certainlyNotRun, errorText, withPrefix } from "./transport.js";
+
+/** What a budget needs of the limiter that makes it (a `RateLimiter`): its calls, and
+ * the client they go through. */
+export interface BudgetLimiter {
+  readonly transport: Transport;
+  run<T>(call: Call<T>): Promise<T>;
+}
 
 /** The timers a budget schedules a batch's deadline with (default: Node's, unref'd, so
  * that they do not hold the process open). Tests pass their own: `fn` returns the
@@ -144,7 +150,7 @@ function givesBack(policy: Policy): boolean {
 }
 
 /** A policy and keys a budget can take: a rate policy, its keys in one Cluster slot. */
-function checkBudget(limiter: RateLimiter, policy: Policy, keys: Key[]): void {
+function checkBudget(limiter: BudgetLimiter, policy: Policy, keys: Key[]): void {
   if (!(policy instanceof Policy)) {
     throw new TypeError(`a local budget takes a policy (Fixed, Gcra, Multi, Sliding, Log, All), not ${String(policy)}`);
   }
@@ -192,7 +198,7 @@ export class LocalBudget {
    * Multi of one window, All of one rate rule), or is dropped (Sliding, Log, policies of
    * several windows). */
   readonly givesBack: boolean;
-  private readonly limiter: RateLimiter;
+  private readonly limiter: BudgetLimiter;
   private readonly logger: Logger;
   private readonly clock: (() => number) | undefined;
   private readonly timers: BudgetTimers;
@@ -227,7 +233,7 @@ export class LocalBudget {
   private closed = false;
   private closing: Promise<void> | undefined;
 
-  constructor(limiter: RateLimiter, policy: Policy, key: Key | readonly Key[], o: LocalBudgetOptions = {}) {
+  constructor(limiter: BudgetLimiter, policy: Policy, key: Key | readonly Key[], o: LocalBudgetOptions = {}) {
     const keys = keyList(key);
     checkBudget(limiter, policy, keys);
     const batch = o.batch ?? 100;

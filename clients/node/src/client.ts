@@ -25,16 +25,20 @@ import {
 import { All, Ban, type Call, Fixed, Gcra, Lease, Log, Multi, type Policy, Sliding, type WindowLimit, nativeArgv, newLeaseId } from "./policies.js";
 import type { RateLimit, Sweep, Throttle } from "./results.js";
 import { keySlot } from "./slot.js";
-import { type Client, type SendCommand, type Transport, errorText, isReplyError, transportOf, withPrefix } from "./transport.js";
+import {
+  type Client,
+  type Logger,
+  ModuleMissingError,
+  type SendCommand,
+  type Transport,
+  errorText,
+  isReplyError,
+  isUnknownCommand,
+  transportOf,
+  withPrefix,
+} from "./transport.js";
 import { type LuaSources, TwinRunner, TwinUnavailable, luaSources } from "./twins.js";
 import { LocalBudget, type LocalBudgetOptions } from "./budget.js";
-
-/** Where the package says what it did about the server (the module missing, the twins
- * in use): `console` by default. */
-export interface Logger {
-  warn(message: string): void;
-  error(message: string): void;
-}
 
 export interface RateLimiterOptions {
   /** false (default): the module's commands; true: the Lua twins; "fallback": the
@@ -53,26 +57,6 @@ export interface AllOptions extends CallOptions {
   /** The `id` you pass names no lease held now: on a Cluster across slots, a lease it
    * takes is released when a later slot denies (as one the package made always is). */
   newLease?: boolean;
-}
-
-/** The server has no such command: the module is not loaded (or is older). */
-export class ModuleMissingError extends Error {
-  override name = "ModuleMissingError";
-  constructor(
-    readonly command: string,
-    readonly reply: string,
-  ) {
-    super(
-      `the Redis server has no ${command} (${reply}): the redis-ratelimit module is not loaded ` +
-        "(MODULE LOAD /path/to/libredis_ratelimit.so, or loadmodule in redis.conf), or is older than this command; " +
-        'pass twins: "fallback" (or true) to run the Lua twins instead',
-    );
-  }
-}
-
-/** "unknown command" replies: the module (or one of its commands) is missing. */
-export function isUnknownCommand(err: unknown): boolean {
-  return isReplyError(err) && /unknown command/i.test(errorText(err));
 }
 
 function throttleParse(reply: unknown): Throttle {

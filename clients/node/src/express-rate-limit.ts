@@ -15,11 +15,11 @@
  * the limit while a client keeps retrying, where an INCR-based store climbs past it.
  */
 import type { Key } from "./args.js";
-import { type Logger, RateLimiter } from "./client.js";
+import { RateLimiter } from "./client.js";
 import { Guard, type GuardOptions, LimiterUnavailableError, OncePerKey } from "./guard.js";
 import { Fixed, Gcra, type Policy, Sliding } from "./policies.js";
 import type { RateLimit } from "./results.js";
-import { type Client, type Transport, errorText, isReplyError, transportOf } from "./transport.js";
+import { type Client, type Logger, type Transport, errorText, isReplyError, transportOf } from "./transport.js";
 
 /** rate-limit-redis's `sendCommand`: `(...args) => client.sendCommand(args)` (node-redis)
  * or `(command, ...args) => client.call(command, ...args)` (ioredis). */

@@ -5,8 +5,7 @@
  * said once, and what to do with an answer that comes after the request stopped waiting.
  */
 import { type BreakerOptions, CircuitBreaker } from "./breaker.js";
-import { type Logger, ModuleMissingError } from "./client.js";
-import { errorText, isReplyError } from "./transport.js";
+import { type Logger, ModuleMissingError, errorText, isReplyError } from "./transport.js";
 import { TwinUnavailable } from "./twins.js";
 
 /** How long a request waits for the limiter by default, in ms, before it is served

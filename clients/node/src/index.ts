@@ -10,7 +10,7 @@
 export { type Arg, type CallOptions, type Duration, type Instant, type Key, durationMs } from "./args.js";
 export { type BudgetTimers, LocalBudget, type LocalBudgetOptions, type LocalBudgetStats } from "./budget.js";
 export { type BreakerOptions, type BreakerState, CircuitBreaker } from "./breaker.js";
-export { type AllOptions, type Logger, ModuleMissingError, RateLimiter, type RateLimiterOptions, isUnknownCommand } from "./client.js";
+export { type AllOptions, RateLimiter, type RateLimiterOptions } from "./client.js";
 export {
   DEFAULT_TIMEOUT_MS,
   Guard,
@@ -55,5 +55,5 @@ export {
 } from "./policies.js";
 export type { Quota, RateLimit, Sweep, Throttle } from "./results.js";
 export { keySlot } from "./slot.js";
-export { type Client, type SendCommand, type Transport, isReplyError } from "./transport.js";
+export { type Client, type Logger, ModuleMissingError, type SendCommand, type Transport, isReplyError, isUnknownCommand } from "./transport.js";
 export { type LuaSources, TwinRunner, TwinUnavailable, luaSources, readLuaDir } from "./twins.js";

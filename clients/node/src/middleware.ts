@@ -4,13 +4,13 @@
  * the request's duration, shadow mode, and the responses.
  */
 import type { Key } from "./args.js";
-import { type Logger, RateLimiter } from "./client.js";
+import { RateLimiter } from "./client.js";
 import { type BreakerSetting, DEFAULT_TIMEOUT_MS, Guard, LimiterTimeout, OncePerKey, isOutage } from "./guard.js";
 import { type StandardHeaders, ratelimitHeaders, standardDrafts } from "./headers.js";
 import { DEFAULT_IPV6_SUBNET } from "./ip.js";
 import { All, Ban, Lease, Policy, newLeaseId } from "./policies.js";
 import type { RateLimit } from "./results.js";
-import { type Client, errorText } from "./transport.js";
+import { type Client, type Logger, errorText } from "./transport.js";
 
 export { DEFAULT_TIMEOUT_MS, LimiterTimeout, isOutage };
 

@@ -157,3 +157,30 @@ export function certainlyNotRun(err: unknown): boolean {
 export function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
+
+/** Where the package says what it did about the server (the module missing, the twins
+ * in use): `console` by default. */
+export interface Logger {
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+/** The server has no such command: the module is not loaded (or is older). */
+export class ModuleMissingError extends Error {
+  override name = "ModuleMissingError";
+  constructor(
+    readonly command: string,
+    readonly reply: string,
+  ) {
+    super(
+      `the Redis server has no ${command} (${reply}): the redis-ratelimit module is not loaded ` +
+        "(MODULE LOAD /path/to/libredis_ratelimit.so, or loadmodule in redis.conf), or is older than this command; " +
+        'pass twins: "fallback" (or true) to run the Lua twins instead',
+    );
+  }
+}
+
+/** "unknown command" replies: the module (or one of its commands) is missing. */
+export function isUnknownCommand(err: unknown): boolean {
+  return isReplyError(err) && /unknown command/i.test(errorText(err));
+}
