@@ -210,10 +210,7 @@ impl<R: Limiter> Call<R> {
         req: &Request,
         keys: &K,
     ) -> Result<Resolution<R::State>> {
-        let j = keys
-            .read(0)
-            .and_then(|key| rule.judge(key, req))
-            .map_err(|e| self.rule_error(0, keys.name(0), e))?;
+        let j = self.judge(0, rule, req, keys)?;
         let outcome = if j.verdict.is_denied() {
             Outcome::Denied {
                 repair: self.shape != Shape::All,
@@ -221,13 +218,7 @@ impl<R: Limiter> Call<R> {
         } else {
             Outcome::Allowed
         };
-        let effect = rule.write(j.pending, outcome, req).map_err(|_| {
-            let full = Error::KeyFull {
-                key: keys.name(0).to_vec(),
-                command: rule.kind().state.command,
-            };
-            self.rule_error(0, keys.name(0), full)
-        })?;
+        let effect = self.write(0, rule, j.pending, outcome, req, keys)?;
         let first_set = matches!(effect, Effect::Set { .. }).then_some(0);
         let mut writes = SmallVec::new();
         if !effect.is_none() {
@@ -270,11 +261,7 @@ impl<R: Limiter> Call<R> {
 
     /// [`Call::resolve`] of a call of any rules.
     fn resolve_all<K: Keys>(&self, req: &Request, keys: &K) -> Result<Resolution<R::State>> {
-        let judge = |i: usize, rule: &R| {
-            keys.read(i)
-                .and_then(|key| rule.judge(key, req))
-                .map_err(|e| self.rule_error(i, keys.name(i), e))
-        };
+        let judge = |i: usize, rule: &R| self.judge(i, rule, req, keys);
         let mut judged: SmallVec<[Option<Judgement<R::Pending>>; 4]> =
             self.rules.iter().map(|_| None).collect();
         // Gates first (RL.ALL's BAN rule): one that denies ends the call, the other
@@ -350,13 +337,7 @@ impl<R: Limiter> Call<R> {
         let rules = self.rules.iter().zip(judged.drain(..)).enumerate();
         let rules = rules.filter_map(|(i, ((_, rule), j))| j.map(|j| (i, rule, j)));
         for (i, rule, j) in rules {
-            let effect = rule.write(j.pending, outcome, req).map_err(|_| {
-                let full = Error::KeyFull {
-                    key: keys.name(i).to_vec(),
-                    command: rule.kind().state.command,
-                };
-                self.rule_error(i, keys.name(i), full)
-            })?;
+            let effect = self.write(i, rule, j.pending, outcome, req, keys)?;
             if effect.is_none() {
                 continue;
             }
@@ -385,6 +366,42 @@ impl<R: Limiter> Call<R> {
             gated: false,
             penalized,
             granted: None,
+        })
+    }
+
+    /// Rule `i`'s judgement of its key for `req`; an error is the rule's, as the call
+    /// reports it.
+    #[inline]
+    fn judge<K: Keys>(
+        &self,
+        i: usize,
+        rule: &R,
+        req: &Request,
+        keys: &K,
+    ) -> Result<Judgement<R::Pending>> {
+        keys.read(i)
+            .and_then(|key| rule.judge(key, req))
+            .map_err(|e| self.rule_error(i, keys.name(i), e))
+    }
+
+    /// Rule `i`'s write once the call is decided; a write that would leave its key
+    /// too full is the rule's error (`KeyFull`), as the call reports it.
+    #[inline]
+    fn write<K: Keys>(
+        &self,
+        i: usize,
+        rule: &R,
+        pending: R::Pending,
+        outcome: Outcome,
+        req: &Request,
+        keys: &K,
+    ) -> Result<Effect<R::State>> {
+        rule.write(pending, outcome, req).map_err(|_| {
+            let full = Error::KeyFull {
+                key: keys.name(i).to_vec(),
+                command: rule.kind().state.command,
+            };
+            self.rule_error(i, keys.name(i), full)
         })
     }
 
