@@ -94,31 +94,31 @@ fn keep_longest<T>(
     }
 }
 
-/// The decision on a call: whether every rule allowed, and the binding rule (an index
-/// into the judgements).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Picked {
-    /// Whether every rule allowed.
-    pub allowed: bool,
-    pub binding: usize,
-}
-
-/// Decide a call from the verdicts of its rules, in the order the call gives them.
-/// `None` for a call without rules (never made: every call names a key).
-pub fn decide(verdicts: impl IntoIterator<Item = Verdict>) -> Option<Picked> {
-    let mut chooser = Binding::default();
-    for (i, v) in verdicts.into_iter().enumerate() {
-        chooser.offer(v, i);
-    }
-    let allowed = !chooser.is_denied();
-    chooser
-        .finish()
-        .map(|(_, binding)| Picked { allowed, binding })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The decision on a call: whether every rule allowed, and the binding rule (an index
+    /// into the judgements).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    struct Picked {
+        /// Whether every rule allowed.
+        allowed: bool,
+        binding: usize,
+    }
+
+    /// Decide a call from the verdicts of its rules, in the order the call gives them.
+    /// `None` for a call without rules (never made: every call names a key).
+    fn decide(verdicts: impl IntoIterator<Item = Verdict>) -> Option<Picked> {
+        let mut chooser = Binding::default();
+        for (i, v) in verdicts.into_iter().enumerate() {
+            chooser.offer(v, i);
+        }
+        let allowed = !chooser.is_denied();
+        chooser
+            .finish()
+            .map(|(_, binding)| Picked { allowed, binding })
+    }
 
     fn allowed(remaining: i64) -> Verdict {
         Verdict {
