@@ -161,11 +161,13 @@ impl<'a> SortedSetKey<'a> {
     }
 
     /// `ZREMRANGEBYSCORE key -inf through` (every member of a set of at most `at_most`:
-    /// a lease key's expired leases), replicated and announced (a key it empties is
-    /// deleted, and announced so).
+    /// a lease key's expired leases; more is an internal error, nothing removed),
+    /// replicated and announced (a key it empties is deleted, and announced so).
     fn remove_expired(&self, through: u64, at_most: usize) -> Result<(), Error> {
-        if self.remove_range(through, at_most)? {
-            propagate::members_removed_through(self.ctx, self.name, Micros(through), true);
+        let replicate = |_: &mut [_]| {
+            propagate::members_removed_through(self.ctx, self.name, Micros(through), true)
+        };
+        if self.remove_lowest(through, at_most, Past::Refused, replicate)? {
             self.announce_if_deleted()?;
         }
         Ok(())
@@ -257,11 +259,29 @@ impl<'a> SortedSetKey<'a> {
         Ok(())
     }
 
-    /// Remove every member with a score at or below `through` through the key API;
-    /// whether any was removed. The set holds at most `at_most` of them (its limiter
-    /// refuses a larger one before any write): more is an internal error, nothing
-    /// removed.
-    fn remove_range(&self, through: u64, at_most: usize) -> Result<bool, Error> {
+    /// Remove the members with a score at or below `through`, lowest first, at most
+    /// `at_most` of them, through the key API, replicated as one `ZREM key member...` and
+    /// announced with its `zrem` event. The members left over are outside a log's window
+    /// (no call counts them); later writes remove them, up to as many each, or the key's
+    /// expiry does.
+    fn remove_oldest(&self, through: u64, at_most: usize) -> Result<(), Error> {
+        self.remove_lowest(through, at_most, Past::Left, |leaving| {
+            propagate::members_removed(self.ctx, self.name, leaving)
+        })
+        .map(|_| ())
+    }
+
+    /// Remove the members with a score at or below `through`, lowest first, through the
+    /// key API, at most `at_most` of them (`past` says what more is); `removed` is given
+    /// the removed members (live until it returns) when the removals succeed and there
+    /// are any; whether any was removed.
+    fn remove_lowest(
+        &self,
+        through: u64,
+        at_most: usize,
+        past: Past,
+        removed: impl FnOnce(&mut [*mut raw::RedisModuleString]),
+    ) -> Result<bool, Error> {
         let (create, rem, free) = (
             api!(RedisModule_CreateString)?,
             api!(RedisModule_ZsetRem)?,
@@ -274,7 +294,10 @@ impl<'a> SortedSetKey<'a> {
             false,
             &mut |ele, _| {
                 if leaving.len() >= at_most {
-                    return Err(Error::Internal("more members than the set may hold"));
+                    return match past {
+                        Past::Left => Ok(false),
+                        Past::Refused => Err(Error::Internal("more members than the set may hold")),
+                    };
                 }
                 let member = bytes(ele);
                 // SAFETY: ctx is live; the bytes are copied into a new string, freed below.
@@ -283,7 +306,8 @@ impl<'a> SortedSetKey<'a> {
                     return Err(Error::Internal("member"));
                 }
                 leaving.push(copy);
-                Ok(true)
+                // Members left past the bound need not be visited; refused ones must.
+                Ok(past == Past::Refused || leaving.len() < at_most)
             },
         );
         let mut result = walked;
@@ -298,65 +322,26 @@ impl<'a> SortedSetKey<'a> {
                 }
             }
         }
-        let removed = !leaving.is_empty();
+        let any = !leaving.is_empty();
+        if result.is_ok() && any {
+            removed(&mut leaving);
+        }
         for &member in &leaving {
             // SAFETY: created above, not used after this.
             unsafe { free(self.ctx.ctx, member) };
         }
-        result.map(|()| removed)
+        result.map(|()| any)
     }
+}
 
-    /// Remove the members with a score at or below `through`, lowest first, at most
-    /// `at_most` of them, through the key API, replicated as one `ZREM key member...` and
-    /// announced with its `zrem` event. The members left over are outside a log's window
-    /// (no call counts them); later writes remove them, up to as many each, or the key's
-    /// expiry does.
-    fn remove_oldest(&self, through: u64, at_most: usize) -> Result<(), Error> {
-        let (create, rem, free) = (
-            api!(RedisModule_CreateString)?,
-            api!(RedisModule_ZsetRem)?,
-            api!(RedisModule_FreeString)?,
-        );
-        let mut leaving: SmallVec<[*mut raw::RedisModuleString; 8]> = SmallVec::new();
-        let walked = self.range(
-            (raw::REDISMODULE_NEGATIVE_INFINITE, false),
-            through as f64,
-            false,
-            &mut |ele, _| {
-                if leaving.len() >= at_most {
-                    return Ok(false);
-                }
-                let member = bytes(ele);
-                // SAFETY: ctx is live; the bytes are copied into a new string, freed below.
-                let copy = unsafe { create(self.ctx.ctx, member.as_ptr().cast(), member.len()) };
-                if copy.is_null() {
-                    return Err(Error::Internal("member"));
-                }
-                leaving.push(copy);
-                Ok(leaving.len() < at_most)
-            },
-        );
-        let mut result = walked;
-        if result.is_ok() {
-            for &member in &leaving {
-                let mut deleted: c_int = 0;
-                // SAFETY: the key is an open sorted set (it holds the entry just added,
-                // scored after `through`, so it is never emptied here).
-                if unsafe { rem(self.key.ptr(), member, &mut deleted) } != OK {
-                    result = Err(Error::Internal("sorted set remove"));
-                    break;
-                }
-            }
-        }
-        if result.is_ok() && !leaving.is_empty() {
-            propagate::members_removed(self.ctx, self.name, &mut leaving);
-        }
-        for &member in &leaving {
-            // SAFETY: created above, not used after this.
-            unsafe { free(self.ctx.ctx, member) };
-        }
-        result
-    }
+/// What a removal of the lowest members does with those past its bound.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Past {
+    /// They stay (a log's oldest entries, removed a few at a time).
+    Left,
+    /// They cannot be there: an internal error, nothing removed (a lease key's
+    /// expired leases, bounded by its limit).
+    Refused,
 }
 
 /// The bytes of a live module string.
