@@ -3,9 +3,11 @@ package ratelimit_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha1"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -504,7 +506,7 @@ func sha(t *testing.T, fn string) string {
 	if src == "" {
 		t.Fatalf("no script %s", fn)
 	}
-	return fmt.Sprintf("%x", sha1sum(src))
+	return fmt.Sprintf("%x", sha1.Sum([]byte(src)))
 }
 
 func TestSweepOnEachPrimary(t *testing.T) {
@@ -609,7 +611,7 @@ func TestConcurrentCallersGetExactlyTheLimit(t *testing.T) {
 }
 
 func TestEmbeddedTwinsAreTheRepositorys(t *testing.T) {
-	repo, err := ratelimit.ReadLua(osDirFS(testserver.Repo()), "lua")
+	repo, err := ratelimit.ReadLua(os.DirFS(testserver.Repo()), "lua")
 	if err != nil {
 		t.Skipf("not in a checkout of the repository: %v", err)
 	}

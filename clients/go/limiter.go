@@ -72,8 +72,10 @@ func (l *Limiter) twinRunner() *twins {
 
 // run sends a call as the command, or as its twin.
 func (l *Limiter) run(ctx context.Context, c *call) (any, error) {
-	_, missing := l.missing.Load(c.command)
-	useTwin := l.twinsWhen == TwinsAlways || (l.twinsWhen == TwinsFallback && missing)
+	useTwin := l.twinsWhen == TwinsAlways
+	if l.twinsWhen == TwinsFallback {
+		_, useTwin = l.missing.Load(c.command)
+	}
 	if !useTwin {
 		reply, err := l.conn.Do(ctx, c.native())
 		if err == nil {
@@ -101,15 +103,21 @@ func (l *Limiter) run(ctx context.Context, c *call) (any, error) {
 	return c.parse(reply)
 }
 
+// runAs runs a call whose reader gives a T.
+func runAs[T any](ctx context.Context, l *Limiter, c *call) (T, error) {
+	v, err := l.run(ctx, c)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return v.(T), nil
+}
+
 func (l *Limiter) result(ctx context.Context, c *call, err error) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	v, err := l.run(ctx, c)
-	if err != nil {
-		return Result{}, err
-	}
-	return v.(Result), nil
+	return runAs[Result](ctx, l, c)
 }
 
 // Check applies a policy to its keys (one key, or one per rule for All, any number for
@@ -223,44 +231,30 @@ func (l *Limiter) Release(ctx context.Context, key, id string, opts ...Option) (
 		return false, err
 	}
 	tail, _ := o.tail("RL.RELEASE", false)
-	v, err := l.run(ctx, &call{
+	return runAs[bool](ctx, l, &call{
 		command: "RL.RELEASE", keys: []string{key}, args: append([]string{id}, tail...), twin: "rl_release",
 		parse: func(reply any) (any, error) {
 			n, err := toInt(reply)
 			return n == 1, err
 		},
 	})
-	if err != nil {
-		return false, err
-	}
-	return v.(bool), nil
 }
 
 // Throttle is CL.THROTTLE key max_burst count period [quantity], redis-cell's command:
 // period in whole seconds, and the reply's times in whole seconds, rounded up.
 func (l *Limiter) Throttle(ctx context.Context, key string, maxBurst, count, periodSeconds, quantity int64) (Throttle, error) {
-	v, err := l.run(ctx, &call{
+	return runAs[Throttle](ctx, l, &call{
 		command: "CL.THROTTLE", keys: []string{key}, twin: "cl_throttle",
 		args: []string{itoa(maxBurst), itoa(count), itoa(periodSeconds), itoa(quantity)},
 		parse: func(reply any) (any, error) {
-			a, err := toArray(reply, 5)
+			n, _, err := fiveInts(reply)
 			if err != nil {
 				return nil, err
-			}
-			var n [5]int64
-			for i := range n {
-				if n[i], err = toInt(a[i]); err != nil {
-					return nil, err
-				}
 			}
 			return Throttle{Allowed: n[0] == 0, Limit: n[1], Remaining: n[2],
 				RetryAfter: time.Duration(n[3]) * time.Second, ResetAfter: time.Duration(n[4]) * time.Second}, nil
 		},
 	})
-	if err != nil {
-		return Throttle{}, err
-	}
-	return v.(Throttle), nil
 }
 
 // BulkExpire is RL.BULKEXPIRE seconds key...: the keys that got a TTL (those that
@@ -270,7 +264,7 @@ func (l *Limiter) BulkExpire(ctx context.Context, ttl time.Duration, keys ...str
 	if err != nil {
 		return nil, err
 	}
-	v, err := l.run(ctx, &call{
+	return runAs[[]string](ctx, l, &call{
 		command: "RL.BULKEXPIRE", pre: []string{d}, keys: keys, twin: "rl_bulkexpire",
 		parse: func(reply any) (any, error) {
 			a, err := toArray(reply, 0)
@@ -288,10 +282,6 @@ func (l *Limiter) BulkExpire(ctx context.Context, ttl time.Duration, keys ...str
 			return out, nil
 		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v.([]string), nil
 }
 
 // SweepOptions are RL.SWEEP's options: MATCH, COUNT (0: the command's default), TYPE
@@ -332,7 +322,7 @@ func (l *Limiter) Sweep(ctx context.Context, cursor string, ttl time.Duration, o
 	if o.DryRun {
 		args = append(args, "DRYRUN")
 	}
-	v, err := (&Limiter{conn: nodes[0], twinsWhen: l.twinsWhen, logger: l.logger}).run(ctx, &call{
+	return runAs[Sweep](ctx, l.on(nodes[0]), &call{
 		command: "RL.SWEEP", args: args,
 		parse: func(reply any) (any, error) {
 			a, err := toArray(reply, 3)
@@ -355,10 +345,6 @@ func (l *Limiter) Sweep(ctx context.Context, cursor string, ttl time.Duration, o
 			return Sweep{Cursor: cursor, Scanned: scanned, Expired: expired}, err
 		},
 	})
-	if err != nil {
-		return Sweep{}, err
-	}
-	return v.(Sweep), nil
 }
 
 // Primaries is one Limiter per primary (this one's settings; one Limiter outside a
@@ -370,9 +356,14 @@ func (l *Limiter) Primaries(ctx context.Context) ([]*Limiter, error) {
 	}
 	out := make([]*Limiter, len(nodes))
 	for i, n := range nodes {
-		out[i] = &Limiter{conn: n, twinsWhen: l.twinsWhen, lua: l.lua, logger: l.logger}
+		out[i] = l.on(n)
 	}
 	return out, nil
+}
+
+// on is a Limiter with this one's settings on another connection (one primary).
+func (l *Limiter) on(c Conn) *Limiter {
+	return &Limiter{conn: c, twinsWhen: l.twinsWhen, lua: l.lua, logger: l.logger}
 }
 
 // HasCommand tells whether the server has a command (COMMAND INFO).

@@ -58,8 +58,9 @@ func orName(name, algorithm string) string {
 
 var rateOptions = []string{"COST", "AT", "REFUND", "FORCE", "UPTO"}
 
-// single makes the call of a one-key limiter whose reply is the five fields.
-func single(command, twin string, keys []string, args []string, o *callOptions, quotas []Quota) (*call, error) {
+// single makes the call of a one-key limiter whose reply is the five fields, then what
+// rest reads (nil: UPTO's field, when the call has UPTO).
+func single(command, twin string, keys []string, args []string, o *callOptions, quotas []Quota, rest func(r *Result, a []any) error) (*call, error) {
 	key, err := oneKey(command, keys)
 	if err != nil {
 		return nil, err
@@ -68,6 +69,9 @@ func single(command, twin string, keys []string, args []string, o *callOptions, 
 	if err != nil {
 		return nil, err
 	}
+	if rest == nil {
+		rest = func(r *Result, a []any) error { return o.granted(command, r, a, 5) }
+	}
 	return &call{
 		command: command, keys: []string{key}, args: append(args, tail...), twin: twin, upto: o.mode == upto,
 		parse: func(reply any) (any, error) {
@@ -75,7 +79,7 @@ func single(command, twin string, keys []string, args []string, o *callOptions, 
 			if err != nil {
 				return nil, err
 			}
-			return r, o.granted(command, &r, a, 5)
+			return r, rest(&r, a)
 		},
 	}, nil
 }
@@ -113,7 +117,7 @@ func (p Fixed) call(keys []string, o *callOptions) (*call, error) {
 	if err != nil {
 		return nil, err
 	}
-	return single("RL.FIXED", "rl_fixed", keys, args, o, p.Quotas(1))
+	return single("RL.FIXED", "rl_fixed", keys, args, o, p.Quotas(1), nil)
 }
 
 func (p Fixed) rule(i int) ([]string, error) {
@@ -163,7 +167,7 @@ func (p GCRA) call(keys []string, o *callOptions) (*call, error) {
 		return nil, err
 	}
 	if p.Delay == 0 {
-		return single("RL.GCRA", "rl_gcra", keys, args, o, p.Quotas(1))
+		return single("RL.GCRA", "rl_gcra", keys, args, o, p.Quotas(1), nil)
 	}
 	if o.mode != take {
 		return nil, invalid("RL.GCRA takes no %s with DELAY", o.mode.flag())
@@ -172,21 +176,15 @@ func (p GCRA) call(keys []string, o *callOptions) (*call, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := single("RL.GCRA", "rl_gcra", keys, append(args, "DELAY", delay), o, p.Quotas(1))
-	if err != nil {
-		return nil, err
-	}
-	quotas := p.Quotas(1)
-	c.parse = func(reply any) (any, error) {
-		r, a, err := five(reply, quotas, 0)
-		if err == nil && len(a) > 5 {
-			var d int64
-			d, err = toInt(a[5])
-			r.Delay = ms(d)
+	// The reply's sixth field, when there, is the delay.
+	return single("RL.GCRA", "rl_gcra", keys, append(args, "DELAY", delay), o, p.Quotas(1), func(r *Result, a []any) error {
+		if len(a) <= 5 {
+			return nil
 		}
-		return r, err
-	}
-	return c, nil
+		d, err := toInt(a[5])
+		r.Delay = ms(d)
+		return err
+	})
 }
 
 func (p GCRA) rule(i int) ([]string, error) {
@@ -234,7 +232,7 @@ func (p Log) call(keys []string, o *callOptions) (*call, error) {
 	if err != nil {
 		return nil, err
 	}
-	return single("RL.LOG", "rl_log", keys, args, o, p.Quotas(1))
+	return single("RL.LOG", "rl_log", keys, args, o, p.Quotas(1), nil)
 }
 
 func (p Log) rule(i int) ([]string, error) {
@@ -516,18 +514,21 @@ func (p All) call(keys []string, o *callOptions) (*call, error) {
 	if len(keys) != len(p.Rules) {
 		return nil, invalid("RL.ALL takes one key per rule: %d rules, %d keys", len(p.Rules), len(keys))
 	}
+	// quotas are the rules' quotas one after the other: rule i's are
+	// quotas[starts[i]:starts[i+1]].
 	var args []string
-	starts := make([]int, len(p.Rules))
-	n := 0
+	var quotas []Quota
+	starts := make([]int, len(p.Rules)+1)
 	for i, r := range p.Rules {
 		rule, err := r.rule(i + 1)
 		if err != nil {
 			return nil, err
 		}
 		args = append(args, rule...)
-		starts[i] = n
-		n += len(r.Quotas(1))
+		starts[i] = len(quotas)
+		quotas = append(quotas, r.Quotas(1)...)
 	}
+	starts[len(p.Rules)] = len(quotas)
 	if o.id != nil {
 		args = append(args, "ID", *o.id)
 	}
@@ -535,7 +536,6 @@ func (p All) call(keys []string, o *callOptions) (*call, error) {
 	if err != nil {
 		return nil, err
 	}
-	quotas := p.Quotas(1)
 	own := append([]string{}, keys...)
 	withLease := p.HoldsLease()
 	return &call{
@@ -556,7 +556,7 @@ func (p All) call(keys []string, o *callOptions) (*call, error) {
 			r.Key, _ = toText(a[6])
 			if place >= 1 && int(place) <= len(p.Rules) {
 				j := 0
-				for k, q := range p.Rules[place-1].Quotas(1) {
+				for k, q := range quotas[starts[place-1]:starts[place]] {
 					if q.Limit == r.Limit {
 						j = k
 						break

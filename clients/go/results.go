@@ -115,17 +115,27 @@ func ms(n int64) time.Duration {
 	return time.Duration(n) * time.Millisecond
 }
 
-// five reads the five fields every limiter replies.
-func five(reply any, quotas []Quota, binding int) (Result, []any, error) {
+// fiveInts reads the five integers a limiter's reply (and CL.THROTTLE's) starts with,
+// and gives the reply's fields for what follows them.
+func fiveInts(reply any) ([5]int64, []any, error) {
+	var n [5]int64
 	a, err := toArray(reply, 5)
 	if err != nil {
-		return Result{}, nil, err
+		return n, nil, err
 	}
-	var n [5]int64
 	for i := range n {
 		if n[i], err = toInt(a[i]); err != nil {
-			return Result{}, nil, err
+			return n, nil, err
 		}
+	}
+	return n, a, nil
+}
+
+// five reads the five fields every limiter replies.
+func five(reply any, quotas []Quota, binding int) (Result, []any, error) {
+	n, a, err := fiveInts(reply)
+	if err != nil {
+		return Result{}, nil, err
 	}
 	r := Result{
 		Allowed:    n[0] == 0,

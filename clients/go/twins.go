@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 )
 
@@ -74,32 +73,33 @@ func replyMatches(err error, re *regexp.Regexp) bool {
 	return ok && re.MatchString(text)
 }
 
-const (
-	modeUnknown int32 = iota
-	modeFunctions
-	modeScripts
-)
+// twinFunctions are the functions the calls run (a call's twin): the library's
+// functions, and the scripts' names.
+var twinFunctions = []string{"rl_fixed", "rl_gcra", "cl_throttle", "rl_lease", "rl_release", "rl_log",
+	"rl_multi", "rl_sliding", "rl_all", "rl_bulkexpire"}
 
 // twins runs the twins on one server or Cluster: FCALL of the library's function
 // (FUNCTION LOAD REPLACE on every primary when it is missing), and where FUNCTION is
 // refused (an ACL, a renamed command, a managed service) the scripts, with EVALSHA and
 // EVAL the first time.
 type twins struct {
-	src  LuaSources
-	mode atomic.Int32
-	shas sync.Map // function name -> sha1 of its script
+	src       LuaSources
+	inLibrary map[string]bool   // function name -> the library has it
+	shas      map[string]string // function name -> sha1 of its script
+	scripts   atomic.Bool       // run the scripts: there is no library, or FUNCTION was refused
 }
 
 func newTwins(src LuaSources) *twins {
-	t := &twins{src: src}
-	if src.Library == "" {
-		t.mode.Store(modeScripts)
+	t := &twins{src: src, inLibrary: map[string]bool{}, shas: map[string]string{}}
+	for _, fn := range twinFunctions {
+		t.inLibrary[fn] = strings.Contains(src.Library, "'"+fn+"'") || strings.Contains(src.Library, `"`+fn+`"`)
 	}
+	for fn, source := range src.Scripts {
+		sum := sha1.Sum([]byte(source))
+		t.shas[fn] = hex.EncodeToString(sum[:])
+	}
+	t.scripts.Store(src.Library == "")
 	return t
-}
-
-func (t *twins) inLibrary(fn string) bool {
-	return strings.Contains(t.src.Library, "'"+fn+"'") || strings.Contains(t.src.Library, `"`+fn+`"`)
 }
 
 func fcall(kind, fn string, keys, args []string) Command {
@@ -107,14 +107,13 @@ func fcall(kind, fn string, keys, args []string) Command {
 }
 
 func (t *twins) run(ctx context.Context, conn Conn, fn string, keys, args []string) (any, error) {
-	if t.mode.Load() != modeScripts && t.inLibrary(fn) {
+	if !t.scripts.Load() && t.inLibrary[fn] {
 		reply, err := conn.Do(ctx, fcall("FCALL", fn, keys, args))
 		switch {
 		case err == nil:
-			t.mode.Store(modeFunctions)
 			return reply, nil
 		case replyMatches(err, noFunctions):
-			t.mode.Store(modeScripts)
+			t.scripts.Store(true)
 		case !replyMatches(err, functionNotFound):
 			return nil, err
 		default:
@@ -125,7 +124,6 @@ func (t *twins) run(ctx context.Context, conn Conn, fn string, keys, args []stri
 			if loaded {
 				reply, err := conn.Do(ctx, fcall("FCALL", fn, keys, args))
 				if err == nil {
-					t.mode.Store(modeFunctions)
 					return reply, nil
 				}
 				if !replyMatches(err, functionNotFound) {
@@ -147,7 +145,7 @@ func (t *twins) load(ctx context.Context, conn Conn) (bool, error) {
 	for _, node := range nodes {
 		_, err := node.Do(ctx, Command{Name: "FUNCTION", Head: []string{"LOAD", "REPLACE", t.src.Library}})
 		if replyMatches(err, noFunctions) {
-			t.mode.Store(modeScripts)
+			t.scripts.Store(true)
 			return false, nil
 		}
 		if err != nil {
@@ -162,13 +160,7 @@ func (t *twins) script(ctx context.Context, conn Conn, fn string, keys, args []s
 	if !ok {
 		return nil, errors.Join(ErrTwinUnavailable, errors.New("no script "+fn+".lua"))
 	}
-	sha, ok := t.shas.Load(fn)
-	if !ok {
-		sum := sha1.Sum([]byte(source))
-		sha = hex.EncodeToString(sum[:])
-		t.shas.Store(fn, sha)
-	}
-	reply, err := conn.Do(ctx, fcall("EVALSHA", sha.(string), keys, args))
+	reply, err := conn.Do(ctx, fcall("EVALSHA", t.shas[fn], keys, args))
 	text, _ := replyText(err)
 	if !strings.HasPrefix(text, "NOSCRIPT") {
 		return reply, err

@@ -32,8 +32,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
 	"github.com/redis-ratelimit/redis-ratelimit/clients/go/goredisrl"
 )
@@ -46,9 +44,7 @@ const redisRatePrefix = "rate:"
 
 // rediser is what NewLimiter takes: any go-redis v9 client (*redis.Client,
 // *redis.ClusterClient, *redis.Ring, redis.UniversalClient).
-type rediser interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-}
+type rediser = goredisrl.Client
 
 // Limit is Rate events per Period, with bursts of Burst.
 type Limit struct {
@@ -177,9 +173,6 @@ func (l Limiter) AllowN(ctx context.Context, key string, limit Limit, n int) (*R
 	r, err := l.check(ctx, key, p, n)
 	if err != nil {
 		return nil, err
-	}
-	if n == 0 {
-		return result(limit, r, 0), nil
 	}
 	return result(limit, r, n), nil
 }

@@ -61,8 +61,11 @@ func NewBreaker(o BreakerOptions) *Breaker {
 }
 
 // Allow tells whether this request may call the limiter (false: decide it as an
-// outage now, without a call).
+// outage now, without a call). A nil *Breaker (NoBreaker) always allows.
 func (b *Breaker) Allow() bool {
+	if b == nil {
+		return true
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch b.state {
@@ -81,16 +84,23 @@ func (b *Breaker) Allow() bool {
 	return false
 }
 
-// Success records an answer of the limiter: the breaker closes.
+// Success records an answer of the limiter: the breaker closes (nothing on a nil
+// *Breaker).
 func (b *Breaker) Success() {
+	if b == nil {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failed = 0
 	b.state = Closed
 }
 
-// Failure records an outage.
+// Failure records an outage (nothing on a nil *Breaker).
 func (b *Breaker) Failure() {
+	if b == nil {
+		return
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.stats.Outages++

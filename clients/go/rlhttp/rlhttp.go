@@ -127,12 +127,13 @@ func New(o Options) (*Middleware, error) {
 	if o.Prefix == "" {
 		o.Prefix = "rl:"
 	}
-	m := &Middleware{o: o, breaker: o.Breaker, logger: o.Logger, now: o.Now, shadowSaid: map[string]time.Time{}}
-	if m.breaker == nil && !o.NoBreaker {
+	m := &Middleware{o: o, logger: o.Logger, now: o.Now, shadowSaid: map[string]time.Time{}}
+	switch {
+	case o.NoBreaker:
+	case o.Breaker != nil:
+		m.breaker = o.Breaker
+	default:
 		m.breaker = NewBreaker(BreakerOptions{})
-	}
-	if o.NoBreaker {
-		m.breaker = nil
 	}
 	if m.logger == nil {
 		m.logger = slog.Default()
@@ -223,11 +224,7 @@ func (m *Middleware) check(r *http.Request, p ratelimit.Policy, keys []string, c
 	}
 	done := make(chan answer, 1)
 	go func() {
-		opts := []ratelimit.Option{ratelimit.Cost(cost)}
-		if m.o.Now != nil {
-			opts = append(opts, ratelimit.At(m.o.Now()))
-		}
-		res, err := m.o.Limiter.Check(ctx, p, keys, opts...)
+		res, err := m.o.Limiter.Check(ctx, p, keys, append([]ratelimit.Option{ratelimit.Cost(cost)}, m.at()...)...)
 		done <- answer{res, err}
 	}()
 	select {
@@ -258,7 +255,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		if m.o.Cost != nil {
 			cost = m.o.Cost(r)
 		}
-		if m.breaker != nil && !m.breaker.Allow() {
+		if !m.breaker.Allow() {
 			m.unavailableResponse(w, r, next)
 			return
 		}
@@ -266,24 +263,18 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		if err != nil {
 			if !IsOutage(err) {
 				// The limiter answered: a bug in the call, not an outage.
-				if m.breaker != nil {
-					m.breaker.Success()
-				}
+				m.breaker.Success()
 				m.errs.Add(1)
 				m.logger.Error("redis-ratelimit: the limiter refused the call of "+policy.PolicyName(), "keys", keys, "error", err)
 				http.Error(w, "rate limiter misconfigured", http.StatusInternalServerError)
 				return
 			}
-			if m.breaker != nil {
-				m.breaker.Failure()
-			}
+			m.breaker.Failure()
 			m.sayOutage(err, r)
 			m.unavailableResponse(w, r, next)
 			return
 		}
-		if m.breaker != nil {
-			m.breaker.Success()
-		}
+		m.breaker.Success()
 		m.missingSaid.Store(false)
 		m.decided(w, r, next, policy, keys, result)
 	})
@@ -296,12 +287,9 @@ func (m *Middleware) decided(w http.ResponseWriter, r *http.Request, next http.H
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resultKey{}, result)))
 		return
 	}
-	headers := ratelimit.Headers(result, m.o.Headers)
 	if !result.Allowed {
 		m.limited.Add(1)
-		for k, v := range headers {
-			w.Header().Set(k, v)
-		}
+		m.setHeaders(w, result)
 		if m.o.OnLimited != nil {
 			m.o.OnLimited(w, r, result)
 			return
@@ -313,14 +301,27 @@ func (m *Middleware) decided(w http.ResponseWriter, r *http.Request, next http.H
 	}
 	m.allowed.Add(1)
 	if !m.o.Shadow && !m.o.NoHeadersWhenAllowed {
-		for k, v := range headers {
-			w.Header().Set(k, v)
-		}
+		m.setHeaders(w, result)
 	}
 	if policy.HoldsLease() && result.LeaseID != "" {
 		defer m.release(r, policy, keys, result.LeaseID)
 	}
 	next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), resultKey{}, result)))
+}
+
+// setHeaders sets the rate limit headers of a result on the response.
+func (m *Middleware) setHeaders(w http.ResponseWriter, result ratelimit.Result) {
+	for k, v := range ratelimit.Headers(result, m.o.Headers) {
+		w.Header().Set(k, v)
+	}
+}
+
+// at is the option that judges a call at Options.Now, when it is set.
+func (m *Middleware) at() []ratelimit.Option {
+	if m.o.Now == nil {
+		return nil
+	}
+	return []ratelimit.Option{ratelimit.At(m.o.Now())}
 }
 
 // release gives back the leases a request held (deferred: also when the handler
@@ -337,11 +338,7 @@ func (m *Middleware) release(r *http.Request, policy ratelimit.Policy, keys []st
 	}
 	for _, key := range leaseKeys {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), m.o.Timeout)
-		var opts []ratelimit.Option
-		if m.o.Now != nil {
-			opts = append(opts, ratelimit.At(m.o.Now()))
-		}
-		_, err := m.o.Limiter.Release(ctx, key, id, opts...)
+		_, err := m.o.Limiter.Release(ctx, key, id, m.at()...)
 		cancel()
 		if err != nil {
 			m.logger.Warn("redis-ratelimit: lease not released; it ends at its TTL", "lease", id, "key", key, "error", err)

@@ -45,7 +45,7 @@ func (c conn) Do(ctx context.Context, cmd ratelimit.Command) (any, error) {
 	if rueidis.IsRedisNil(err) {
 		return nil, nil
 	}
-	if re, ok := rueidis.IsRedisErr(err); ok && !re.IsNil() {
+	if _, ok := rueidis.IsRedisErr(err); ok {
 		// The reply's own text: rueidis's error has lost its "ERR ", which a message
 		// that starts with a word in capitals ("ERR UPTO takes ...") cannot be told
 		// from a code ("NOSCRIPT ...") without.
@@ -61,7 +61,7 @@ func (c conn) Do(ctx context.Context, cmd ratelimit.Command) (any, error) {
 // Wrap makes a reply error of rueidis a *ratelimit.ReplyError (the package tells an
 // error reply from a connection error by it); other errors are returned as they are.
 func Wrap(err error) error {
-	if re, ok := rueidis.IsRedisErr(err); ok && !re.IsNil() {
+	if re, ok := rueidis.IsRedisErr(err); ok {
 		return &ratelimit.ReplyError{Message: withCode(re.Error()), Err: err}
 	}
 	return err

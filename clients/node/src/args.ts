@@ -108,7 +108,7 @@ export function findKey(reply: unknown, keys: readonly Key[], prefix?: Buffer): 
     const bytes = prefix && prefix.length ? Buffer.concat([prefix, keyBytes(key)]) : keyBytes(key);
     if (bytes.equals(wanted)) return key;
   }
-  return Buffer.isBuffer(reply) ? reply.toString("utf8") : String(reply);
+  return asText(reply);
 }
 
 export function toInt(value: unknown): number {
@@ -119,8 +119,12 @@ export function toInt(value: unknown): number {
   throw new TypeError(`not an integer in the reply: ${String(value)}`);
 }
 
+/** A value as text: a Buffer decoded as UTF-8, anything else as `String` writes it. */
+export function asText(value: unknown): string {
+  return Buffer.isBuffer(value) ? value.toString("utf8") : String(value);
+}
+
+/** A reply's value as text; undefined for none (nil). */
 export function toText(value: unknown): string | undefined {
-  if (value === null || value === undefined) return undefined;
-  if (Buffer.isBuffer(value)) return value.toString("utf8");
-  return String(value);
+  return value === null || value === undefined ? undefined : asText(value);
 }

@@ -22,7 +22,7 @@
  *   window, All of one rate rule); later, and always for Sliding, Log and policies of
  *   several windows, it is dropped: its units stay counted until their window passes.
  */
-import { type Key, keyList } from "./args.js";
+import { type Key, keyList, toText } from "./args.js";
 import { Guard, type GuardOptions, LimiterTimeout, LimiterUnavailableError, withTimeout } from "./guard.js";
 import { All, Ban, type Call, Fixed, Gcra, Lease, Multi, Policy } from "./policies.js";
 import type { RateLimit } from "./results.js";
@@ -120,6 +120,12 @@ const NODE_TIMERS: BudgetTimers = {
     clearTimeout((handle as { timer?: NodeJS.Timeout }).timer);
   },
 };
+
+/** A reply of the server without the units it granted: what a take's result is made of. */
+function withoutGranted(result: RateLimit): RateLimit {
+  const { granted: _, ...rest } = result;
+  return rest;
+}
 
 /** The rules that count units: the policy, or an All's rules but its Ban. */
 function rateRules(policy: Policy): Policy[] {
@@ -224,9 +230,11 @@ export class LocalBudget {
   private deadline: number | undefined;
   private sendBy: number | undefined;
   private timer: unknown;
-  /** The last grant's reply and when its call was sent. */
+  /** The last grant's reply (without its `granted`: a take's result is its own) and when
+   * its call was sent. */
   private last: { result: RateLimit; at: number } | undefined;
-  /** The last refusal, and until when takes are refused without a call. */
+  /** The last refusal (without its `granted`), and until when takes are refused without
+   * a call. */
   private denial: { result: RateLimit; until: number; resetAt: number } | undefined;
   private refilling: Promise<Refill> | undefined;
   private readonly pending = new Set<Promise<number>>();
@@ -249,7 +257,7 @@ export class LocalBudget {
     this.capacity = capacityOf(policy);
     this.givesBack = givesBack(policy);
     this.shortestWindowMs = shortestWindowOf(policy);
-    this.label = keys.map((k) => (Buffer.isBuffer(k) ? k.toString("utf8") : k)).join(", ");
+    this.label = keys.map(toText).join(", ");
   }
 
   private now(): number {
@@ -332,8 +340,9 @@ export class LocalBudget {
       void this.grant(result, at);
       return { kind: "granted", result };
     }
-    this.denial = { result, until: at + Math.max(1, result.retryAfterMs), resetAt: at + Math.max(0, result.resetAfterMs) };
-    return { kind: "denied", result };
+    const denied = withoutGranted(result);
+    this.denial = { result: denied, until: at + Math.max(1, result.retryAfterMs), resetAt: at + Math.max(0, result.resetAfterMs) };
+    return { kind: "denied", result: denied };
   }
 
   /** Units the server granted to a call sent at `at` join the held ones. A batch's life
@@ -347,7 +356,7 @@ export class LocalBudget {
     const k = result.granted ?? 0;
     if (!result.allowed || k <= 0) return undefined;
     this.counts.granted += k;
-    this.last = { result, at };
+    this.last = { result: withoutGranted(result), at };
     this.denial = undefined;
     const life = Math.min(Math.max(0, result.resetAfterMs), this.shortestWindowMs);
     const margin = Math.min(MARGIN_MS, life / 10);
@@ -406,9 +415,8 @@ export class LocalBudget {
     this.counts.spent += cost;
     this.counts.allowed++;
     const last = this.last as { result: RateLimit; at: number };
-    const { granted: _, ...base } = last.result;
     return {
-      ...base,
+      ...last.result,
       allowed: true,
       limited: false,
       remaining: this.held + last.result.remaining,
@@ -419,8 +427,7 @@ export class LocalBudget {
 
   /** A refusal's numbers, with what the budget still holds counted as remaining. */
   private withHeld(result: RateLimit): RateLimit {
-    const { granted: _, ...base } = result;
-    return { ...base, remaining: base.remaining + this.held };
+    return { ...result, remaining: result.remaining + this.held };
   }
 
   /** A take refused here within the server's refusal: its numbers, at this time. */
@@ -449,7 +456,7 @@ export class LocalBudget {
       throw new LimiterUnavailableError(error);
     }
     this.counts.allowed++;
-    const quotas = this.last?.result.quotas ?? (this.policy instanceof All ? this.policy.quotas() : this.policy.quotas(this.keys.length));
+    const quotas = this.last?.result.quotas ?? this.policy.quotas(this.keys.length);
     return {
       allowed: true,
       limited: false,

@@ -377,3 +377,9 @@ export class RateLimiter {
     return Array.isArray(reply) && reply.some((x) => x !== null && x !== undefined);
   }
 }
+
+/** The limiter an integration is given (`client`: a RateLimiter, used as it is), or one
+ * made on the client it is given, with `opts`. */
+export function limiterOf(client: Client | RateLimiter, opts: RateLimiterOptions): RateLimiter {
+  return client instanceof RateLimiter ? client : new RateLimiter(client, opts);
+}

@@ -14,10 +14,11 @@
  * commands or their Lua twins (`twins`). A refused hit counts nowhere: the count stays at
  * the limit while a client keeps retrying, where an INCR-based store climbs past it.
  */
-import type { Key } from "./args.js";
+import { type Key, asText } from "./args.js";
 import { RateLimiter } from "./client.js";
-import { Guard, type GuardOptions, LimiterUnavailableError, OncePerKey } from "./guard.js";
-import { Fixed, Gcra, type Policy, Sliding } from "./policies.js";
+import { type Algorithm, type CounterOptions, checkAlgorithm, counterPolicy } from "./counter.js";
+import { Guard, LimiterUnavailableError, OncePerKey } from "./guard.js";
+import { Fixed, type Policy } from "./policies.js";
 import type { RateLimit } from "./results.js";
 import { type Client, type Logger, type Transport, errorText, isReplyError, transportOf } from "./transport.js";
 
@@ -29,23 +30,13 @@ export type SendCommandFn = (...args: string[]) => Promise<unknown>;
  * command)`. */
 export type SendCommandClusterFn = (details: { key?: string; isReadOnly: boolean; command: string[] }) => Promise<unknown>;
 
-export interface RateLimitStoreOptions extends GuardOptions {
+export interface RateLimitStoreOptions extends CounterOptions {
   sendCommand?: SendCommandFn;
   sendCommandCluster?: SendCommandClusterFn;
   /** Or an ioredis or node-redis client (or Cluster client) itself. */
   client?: Client;
   /** The text put before each key (default `"rl:"`, as rate-limit-redis). */
   prefix?: string;
-  /** The command that decides: `"fixed"` (RL.FIXED, default), `"sliding"` (RL.SLIDING,
-   * `buckets` buckets) or `"gcra"` (RL.GCRA: `limit` at once, refilled evenly over the
-   * window). */
-  algorithm?: "fixed" | "sliding" | "gcra";
-  /** RL.SLIDING's buckets per window (default 10). */
-  buckets?: number;
-  /** false (default): the module's commands; true: the Lua twins; "fallback": the
-   * commands, and the twins for any the server does not have. */
-  twins?: boolean | "fallback";
-  luaDir?: string;
   /** Judge and count as usual, but let would-be refusals through (counted in
    * `stats.shadowDenials`, logged once per key and window). */
   shadow?: boolean;
@@ -90,7 +81,7 @@ function sendTransport(options: RateLimitStoreOptions): Transport {
   if (!cluster && !plain) {
     throw new TypeError("RateLimitStore needs sendCommand (or sendCommandCluster, or client), as rate-limit-redis's RedisStore");
   }
-  const text = (argv: readonly unknown[]) => argv.map((a) => (Buffer.isBuffer(a) ? a.toString("utf8") : String(a)));
+  const text = (argv: readonly unknown[]) => argv.map(asText);
   const self: Transport = {
     kind: "function",
     prefix: undefined,
@@ -105,7 +96,7 @@ function sendTransport(options: RateLimitStoreOptions): Transport {
 
 export class RateLimitStore {
   readonly prefix: string;
-  readonly algorithm: "fixed" | "sliding" | "gcra";
+  readonly algorithm: Algorithm;
   readonly buckets: number | undefined;
   /** Not local: hits counted here count in every process that shares the server. */
   readonly localKeys = false;
@@ -131,10 +122,7 @@ export class RateLimitStore {
     this.guard = new Guard(options);
     this.limiter = new RateLimiter(transport, { twins: options.twins, luaDir: options.luaDir, logger: this.guard.logger });
     this.prefix = options.prefix ?? "rl:";
-    this.algorithm = options.algorithm ?? "fixed";
-    if (!["fixed", "sliding", "gcra"].includes(this.algorithm)) {
-      throw new TypeError(`algorithm: "fixed", "sliding" or "gcra", not ${JSON.stringify(options.algorithm)}`);
-    }
+    this.algorithm = checkAlgorithm(options.algorithm);
     this.buckets = options.buckets;
     this.shadow = options.shadow === true;
     this.policy = this.policyFor(this.windowMs, ANY_LIMIT);
@@ -145,12 +133,10 @@ export class RateLimitStore {
   }
 
   private policyFor(windowMs: number, limit: number): Policy {
-    const window = `${Math.max(1, Math.ceil(windowMs))}ms`;
     // GCRA spreads a known limit over the window; an unknown one (a function) cannot be
     // spread: its hits are counted in a sliding window instead.
-    if (this.algorithm === "gcra" && limit !== ANY_LIMIT) return new Gcra({ maxBurst: limit - 1, count: limit, period: window });
-    if (this.algorithm === "fixed") return new Fixed({ limit, window });
-    return new Sliding({ limits: [[window, limit]], buckets: this.buckets });
+    const algorithm = this.algorithm === "gcra" && limit === ANY_LIMIT ? "sliding" : this.algorithm;
+    return counterPolicy({ algorithm, limit, windowMs, buckets: this.buckets });
   }
 
   /** Called by express-rate-limit with its options: the window, and the limit when it is

@@ -10,7 +10,7 @@
 import type { NextFunction, Request, RequestHandler, Response } from "express";
 import type { CircuitBreaker } from "./breaker.js";
 import type { RateLimiter } from "./client.js";
-import { ipKey } from "./ip.js";
+import { checkedIpKey } from "./ip.js";
 import { type Decision, LimiterCore, type MiddlewareOptions, type MiddlewareStats, encodeBody } from "./middleware.js";
 import type { Policy } from "./policies.js";
 import type { RateLimit } from "./results.js";
@@ -50,7 +50,7 @@ function setHeaders(res: Response, headers: Record<string, string>): void {
 export function rateLimit(options: ExpressOptions): ExpressMiddleware {
   // The default key: the client's address (`req.ip` honours Express's "trust proxy"),
   // an IPv6 one as its network.
-  const core: LimiterCore<Request> = new LimiterCore<Request>(options, (req) => ipKey(req.ip ?? req.socket?.remoteAddress, core.ipv6Subnet));
+  const core: LimiterCore<Request> = new LimiterCore<Request>(options, (req) => checkedIpKey(req.ip ?? req.socket?.remoteAddress, core.ipv6Subnet));
   const middleware = async (req: Request, res: Response, next: NextFunction) => {
     let decision: Decision;
     try {

@@ -13,7 +13,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { CircuitBreaker } from "./breaker.js";
 import type { RateLimiter } from "./client.js";
-import { ipKey } from "./ip.js";
+import { checkedIpKey } from "./ip.js";
 import { type Decision, LimiterCore, type MiddlewareOptions, type MiddlewareStats, encodeBody } from "./middleware.js";
 import type { Policy } from "./policies.js";
 import type { RateLimit } from "./results.js";
@@ -61,7 +61,7 @@ function reject(reply: FastifyReply, d: Extract<Decision, { kind: "limited" | "u
 export async function fastifyRateLimit(fastify: FastifyInstance, options: FastifyOptions): Promise<void> {
   // The default key: the client's address (Fastify's `trustProxy` decides
   // `request.ip`), an IPv6 one as its network.
-  const core: LimiterCore<FastifyRequest> = new LimiterCore<FastifyRequest>(options, (request) => ipKey(request.ip, core.ipv6Subnet));
+  const core: LimiterCore<FastifyRequest> = new LimiterCore<FastifyRequest>(options, (request) => checkedIpKey(request.ip, core.ipv6Subnet));
   fastify.decorateRequest("rateLimit", null);
   const state: FastifyRateLimitState = { limiter: core.limiter, breaker: core.breaker, core, stats: core.stats };
   fastify.decorate("rateLimit", state);

@@ -107,16 +107,12 @@ export class Guard {
     if (this.breaker && !this.breaker.allow()) {
       return { kind: "outage", error: new LimiterTimeout("the circuit breaker is open"), called: false };
     }
-    let timedOut = false;
     const call = (async () => run())(); // a call that throws at once rejects, as a late failure does
-    this.track(
-      call.then(
-        (value) => (timedOut && late ? late(value) : undefined),
-        () => undefined, // a failure after the timeout is not unhandled
-      ),
-    );
+    // Only a call given up on can answer late: tracked from its timeout (a failure then is
+    // not unhandled).
+    const onTimeout = () => this.track(call.then((value) => late?.(value)));
     try {
-      const value = await withTimeout(call, this.timeoutMs, () => (timedOut = true));
+      const value = await withTimeout(call, this.timeoutMs, onTimeout);
       this.breaker?.success();
       this.moduleMissing = undefined;
       return { kind: "answer", value };

@@ -45,9 +45,6 @@ export interface HeaderOptions {
   legacyHeaders?: boolean;
   /** `Retry-After` when refused (default true). */
   retryAfter?: boolean;
-  /** The `Retry-After` of a refusal instead of the result's own wait (a lease's
-   * `retryAfter`). */
-  retryAfterMs?: number;
 }
 
 /** `standardHeaders` as a list of drafts (empty: none); a TypeError names the values it
@@ -91,6 +88,16 @@ function isThrottle(r: RateLimit | Throttle): r is Throttle {
 
 /** The HTTP headers of a result. */
 export function ratelimitHeaders(result: RateLimit | Throttle, opts: HeaderOptions = {}): Record<string, string> {
+  return draftHeaders(result, standardDrafts(opts.standardHeaders), opts);
+}
+
+/** The HTTP headers of a result, with the drafts `standardDrafts` gave (a middleware's,
+ * resolved once when it is made). */
+export function draftHeaders(
+  result: RateLimit | Throttle,
+  drafts: readonly Draft[],
+  opts: Omit<HeaderOptions, "standardHeaders"> = {},
+): Record<string, string> {
   const { legacyHeaders = false, retryAfter = true } = opts;
   let resetS: number;
   let retryS: number;
@@ -105,11 +112,10 @@ export function ratelimitHeaders(result: RateLimit | Throttle, opts: HeaderOptio
     quotas = result.quotas ?? [];
     binding = result.quota;
   }
-  if (opts.retryAfterMs !== undefined) retryS = ceilSeconds(opts.retryAfterMs);
   if (quotas.length === 0) quotas = [{ name: "default", limit: result.limit, windowMs: undefined }];
   const decided = binding ?? quotas[0];
   const headers: Record<string, string> = {};
-  for (const draft of standardDrafts(opts.standardHeaders)) {
+  for (const draft of drafts) {
     if (draft === "draft-8") {
       headers["RateLimit-Policy"] = quotas.map((q) => `${sfString(q.name)};q=${q.limit}${windowParam(q)}`).join(", ");
       headers["RateLimit"] = `${sfString(decided.name)};r=${result.remaining};t=${resetS}`;

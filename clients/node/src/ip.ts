@@ -51,6 +51,15 @@ function format(g: number[]): string {
   return `${hex.slice(0, best).join(":")}::${hex.slice(best + bestLen).join(":")}`;
 }
 
+/** The `ipv6Subnet` setting: a prefix length from 1 to 128, or false; a TypeError says
+ * what it takes. */
+export function checkIpv6Subnet(subnet: number | false): number | false {
+  if (subnet !== false && !(Number.isInteger(subnet) && subnet >= 1 && subnet <= 128)) {
+    throw new TypeError(`ipv6Subnet must be an integer from 1 to 128 (or false), not ${String(subnet)}`);
+  }
+  return subnet;
+}
+
 /**
  * The key of a client address: an IPv6 address as its `/subnet` network
  * (`2001:db8:1:1ff::2` with 56: `2001:db8:1:100::/56`; `false`: the address itself),
@@ -58,6 +67,16 @@ function format(g: number[]): string {
  * `"unknown"` for no address (a request whose connection is gone).
  */
 export function ipKey(ip: string | undefined, subnet: number | false = DEFAULT_IPV6_SUBNET): string {
+  return addressKey(ip, subnet, true);
+}
+
+/** `ipKey` with a subnet `checkIpv6Subnet` has passed already (the middleware's, when it
+ * is made), not checked again for each request. */
+export function checkedIpKey(ip: string | undefined, subnet: number | false): string {
+  return addressKey(ip, subnet, false);
+}
+
+function addressKey(ip: string | undefined, subnet: number | false, check: boolean): string {
   if (!ip) return "unknown";
   const address = ip.split("%", 1)[0]; // a zone (fe80::1%eth0) is not part of the address
   if (!isIPv6(address)) return ip;
@@ -66,9 +85,7 @@ export function ipKey(ip: string | undefined, subnet: number | false = DEFAULT_I
   const compatible = g.slice(0, 6).every((x) => x === 0) && isIPv4(address.slice(address.lastIndexOf(":") + 1));
   if (mapped || compatible) return `${g[6] >> 8}.${g[6] & 0xff}.${g[7] >> 8}.${g[7] & 0xff}`;
   if (subnet === false) return format(g);
-  if (!Number.isInteger(subnet) || subnet < 1 || subnet > 128) {
-    throw new TypeError(`ipv6Subnet must be an integer from 1 to 128 (or false), not ${String(subnet)}`);
-  }
+  if (check) checkIpv6Subnet(subnet);
   const masked = g.map((x, i) => {
     const bits = Math.min(16, Math.max(0, subnet - i * 16));
     return bits === 0 ? 0 : x & ((0xffff << (16 - bits)) & 0xffff);

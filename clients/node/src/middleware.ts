@@ -3,16 +3,14 @@
  * keys, one bounded call (the guard: timeout, circuit breaker, outages), leases held for
  * the request's duration, shadow mode, and the responses.
  */
-import type { Key } from "./args.js";
-import { RateLimiter } from "./client.js";
-import { type BreakerSetting, DEFAULT_TIMEOUT_MS, Guard, LimiterTimeout, OncePerKey, isOutage } from "./guard.js";
-import { type StandardHeaders, ratelimitHeaders, standardDrafts } from "./headers.js";
-import { DEFAULT_IPV6_SUBNET } from "./ip.js";
+import { type Key, asText } from "./args.js";
+import { type RateLimiter, limiterOf } from "./client.js";
+import { type BreakerSetting, Guard, OncePerKey } from "./guard.js";
+import { type Draft, type StandardHeaders, draftHeaders, standardDrafts } from "./headers.js";
+import { DEFAULT_IPV6_SUBNET, checkIpv6Subnet } from "./ip.js";
 import { All, Ban, Lease, Policy, newLeaseId } from "./policies.js";
 import type { RateLimit } from "./results.js";
 import { type Client, type Logger, errorText } from "./transport.js";
-
-export { DEFAULT_TIMEOUT_MS, LimiterTimeout, isOutage };
 
 export type PolicyChoice<Req> = Policy | ((req: Req) => Policy | null | undefined) | null | undefined;
 
@@ -140,6 +138,8 @@ export class LimiterCore<Req> {
   readonly ipv6Subnet: number | false;
   private readonly o: MiddlewareOptions<Req>;
   private readonly prefix: string;
+  /** The drafts of `standardHeaders`. */
+  private readonly drafts: Draft[];
   private readonly shadowSaid = new OncePerKey();
 
   /** `defaultKey`: the framework's key of a request when `key` is not given (the client's
@@ -151,8 +151,7 @@ export class LimiterCore<Req> {
     this.o = o;
     this.prefix = o.prefix ?? "rl:";
     this.guard = new Guard(o);
-    this.limiter =
-      o.client instanceof RateLimiter ? o.client : new RateLimiter(o.client, { twins: o.twins, luaDir: o.luaDir, logger: this.guard.logger });
+    this.limiter = limiterOf(o.client, { twins: o.twins, luaDir: o.luaDir, logger: this.guard.logger });
     // Settings that can be checked before the first request are checked here.
     checkPolicy("policy", o.policy);
     for (const [route, p] of Object.entries(o.routes ?? {})) checkPolicy(`routes["${route}"]`, p);
@@ -177,11 +176,8 @@ export class LimiterCore<Req> {
       }
     }
     if (o.ban !== undefined && !(o.ban instanceof Ban)) throw new TypeError("ban takes a Ban (strikes, window, duration)");
-    standardDrafts(o.standardHeaders);
-    this.ipv6Subnet = o.ipv6Subnet ?? DEFAULT_IPV6_SUBNET;
-    if (this.ipv6Subnet !== false && !(Number.isInteger(this.ipv6Subnet) && this.ipv6Subnet >= 1 && this.ipv6Subnet <= 128)) {
-      throw new TypeError(`ipv6Subnet must be an integer from 1 to 128 (or false), not ${String(o.ipv6Subnet)}`);
-    }
+    this.drafts = standardDrafts(o.standardHeaders);
+    this.ipv6Subnet = checkIpv6Subnet(o.ipv6Subnet ?? DEFAULT_IPV6_SUBNET);
   }
 
   get breaker() {
@@ -215,7 +211,7 @@ export class LimiterCore<Req> {
    * result that does not fit the policy is a PolicyKeyError that says why. */
   keysFor(policy: Policy, identity: Key | readonly Key[]): { policy: Policy; keys: string[] } {
     const bare = typeof identity === "string" || Buffer.isBuffer(identity);
-    const ids = (bare ? [identity] : [...(identity as readonly Key[])]).map((i) => (Buffer.isBuffer(i) ? i.toString("utf8") : String(i)));
+    const ids = (bare ? [identity] : [...(identity as readonly Key[])]).map(asText);
     const base = `${this.prefix}${policy.name}:`;
     let keys: string[];
     if (policy instanceof All) {
@@ -276,12 +272,10 @@ export class LimiterCore<Req> {
       return this.unavailable();
     }
     const result = outcome.value;
+    // What the headers and the default body say: a lease's refusal waits its own retryAfter.
     const retryAfterMs = this.leaseRetryAfter(policy, result);
-    const headers = ratelimitHeaders(result, {
-      standardHeaders: this.o.standardHeaders,
-      legacyHeaders: this.o.legacyHeaders,
-      retryAfterMs,
-    });
+    const shown = retryAfterMs === undefined ? result : { ...result, retryAfterMs };
+    const headers = draftHeaders(shown, this.drafts, { legacyHeaders: this.o.legacyHeaders });
     if (!result.allowed) {
       if (this.o.shadow) {
         this.shadowDenial(policy, keys, result);
@@ -291,7 +285,7 @@ export class LimiterCore<Req> {
       this.stats.limited++;
       const m = this.o.message;
       const body =
-        m === undefined ? { error: "too many requests", retry_after_ms: retryAfterMs ?? result.retryAfterMs } : typeof m === "function" ? m(result, req) : m;
+        m === undefined ? { error: "too many requests", retry_after_ms: shown.retryAfterMs } : typeof m === "function" ? m(result, req) : m;
       return { kind: "limited", result, headers, status: this.o.statusCode ?? 429, body };
     }
     this.stats.allowed++;

@@ -16,31 +16,24 @@
  * behind the same circuit breaker as the middleware; fail open by default.
  */
 import type { ThrottlerStorage } from "@nestjs/throttler";
-import { RateLimiter } from "./client.js";
-import { Guard, type GuardOptions, LimiterUnavailableError } from "./guard.js";
+import { type RateLimiter, limiterOf } from "./client.js";
+import { type Algorithm, type CounterOptions, checkAlgorithm, counterPolicy } from "./counter.js";
+import { Guard, LimiterUnavailableError } from "./guard.js";
 import { ceilSeconds } from "./headers.js";
-import { All, Ban, Fixed, Gcra, type Policy, Sliding } from "./policies.js";
+import { All, Ban, type Policy } from "./policies.js";
 import type { Client } from "./transport.js";
 
 /** What `increment` answers (the throttler's `ThrottlerStorageRecord`: times in
  * seconds). */
 export type ThrottlerStorageRecord = Awaited<ReturnType<ThrottlerStorage["increment"]>>;
 
-export interface ThrottlerStorageOptions extends GuardOptions {
+/** `algorithm`'s window is the throttler's `ttl`; `"fixed"` (the default) counts from the
+ * first hit, as the throttler's Redis storages count. */
+export interface ThrottlerStorageOptions extends CounterOptions {
   /** The text put before each key (default `"rl:throttler:"`); a tracker's keys are
    * `<prefix>{<throttler key>}` and, with a block duration, `<prefix>{<throttler key>}:block`
    * (one hash tag: the same Cluster slot). */
   prefix?: string;
-  /** The command that counts: `"fixed"` (RL.FIXED, default: a window from the first
-   * hit, as the throttler's Redis storages count), `"sliding"` (RL.SLIDING, `buckets`
-   * buckets) or `"gcra"` (RL.GCRA: `limit` at once, refilled evenly over `ttl`). */
-  algorithm?: "fixed" | "sliding" | "gcra";
-  /** RL.SLIDING's buckets per window (default 10). */
-  buckets?: number;
-  /** false (default): the module's commands; true: the Lua twins; "fallback": the
-   * commands, and the twins for any the server does not have. */
-  twins?: boolean | "fallback";
-  luaDir?: string;
 }
 
 export class RateLimitThrottlerStorage implements ThrottlerStorage {
@@ -48,19 +41,15 @@ export class RateLimitThrottlerStorage implements ThrottlerStorage {
   /** The timeout, the circuit breaker (`guard.breaker`) and outages. */
   readonly guard: Guard;
   readonly prefix: string;
-  readonly algorithm: "fixed" | "sliding" | "gcra";
+  readonly algorithm: Algorithm;
   private readonly buckets: number | undefined;
   private readonly policies = new Map<string, Policy>();
 
   constructor(client: Client | RateLimiter, options: ThrottlerStorageOptions = {}) {
     this.guard = new Guard(options);
-    this.limiter =
-      client instanceof RateLimiter ? client : new RateLimiter(client, { twins: options.twins, luaDir: options.luaDir, logger: this.guard.logger });
+    this.limiter = limiterOf(client, { twins: options.twins, luaDir: options.luaDir, logger: this.guard.logger });
     this.prefix = options.prefix ?? "rl:throttler:";
-    this.algorithm = options.algorithm ?? "fixed";
-    if (!["fixed", "sliding", "gcra"].includes(this.algorithm)) {
-      throw new TypeError(`algorithm: "fixed", "sliding" or "gcra", not ${JSON.stringify(options.algorithm)}`);
-    }
+    this.algorithm = checkAlgorithm(options.algorithm);
     this.buckets = options.buckets;
   }
 
@@ -69,13 +58,7 @@ export class RateLimitThrottlerStorage implements ThrottlerStorage {
     const id = `${limit}:${ttl}:${blockDuration}`;
     let policy = this.policies.get(id);
     if (!policy) {
-      const window = `${Math.max(1, Math.ceil(ttl))}ms`;
-      const rate =
-        this.algorithm === "gcra"
-          ? new Gcra({ maxBurst: limit - 1, count: limit, period: window, name: "throttler" })
-          : this.algorithm === "sliding"
-            ? new Sliding({ limits: [[window, limit]], buckets: this.buckets, name: "throttler" })
-            : new Fixed({ limit, window, name: "throttler" });
+      const rate = counterPolicy({ algorithm: this.algorithm, limit, windowMs: ttl, buckets: this.buckets, name: "throttler" });
       const block = `${Math.max(1, Math.ceil(blockDuration))}ms`;
       policy = blockDuration > 0 ? new All([rate, new Ban({ strikes: 1, window: block, duration: block, name: "block" })]) : rate;
       this.policies.set(id, policy);

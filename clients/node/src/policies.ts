@@ -532,13 +532,12 @@ export class All extends Policy {
   /** A result whose binding rule is the rule at `index` (0-based) of this policy, on
    * `keys`: its place, its key, the quotas of every rule and the binding one. */
   bind(result: RateLimit, index: number, keys: readonly Key[]): RateLimit {
-    const quotas = this.quotas();
+    const perRule = this.rules.map((r) => r.quotas(1));
+    const quotas = perRule.flat();
     let binding: number | undefined;
-    if (index >= 0 && index < this.rules.length) {
-      let start = 0;
-      for (const rule of this.rules.slice(0, index)) start += rule.quotas(1).length;
-      const own = this.rules[index].quotas(1);
-      binding = start + Math.max(0, own.findIndex((q) => q.limit === result.limit));
+    if (index >= 0 && index < perRule.length) {
+      const start = perRule.slice(0, index).reduce((n, q) => n + q.length, 0);
+      binding = start + Math.max(0, perRule[index].findIndex((q) => q.limit === result.limit));
     }
     const bound: RateLimit = { ...result, quotas, rule: index + 1, key: keys[index] };
     delete bound.quota;

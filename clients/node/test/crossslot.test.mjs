@@ -8,32 +8,23 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import express from "express";
 import { Cluster as IoCluster } from "ioredis";
-import { createCluster } from "redis";
 import { All, Ban, Fixed, Gcra, Lease, RateLimiter, keySlot } from "redis-native-ratelimit";
 import { rateLimit } from "redis-native-ratelimit/express";
-import { Cluster, tag, listen } from "./helpers.mjs";
+import { Cluster, clientVariants, tag, listen } from "./helpers.mjs";
 
-let cluster;
+const servers = { cluster: undefined };
 let raw; // an ioredis Cluster client that reads the keys
 before(async () => {
-  cluster = await Cluster.start();
-  raw = new IoCluster([{ host: "127.0.0.1", port: cluster.port }]);
+  servers.cluster = await Cluster.start();
+  raw = new IoCluster([{ host: "127.0.0.1", port: servers.cluster.port }]);
 });
 after(async () => {
   raw?.disconnect();
-  await cluster?.remove();
+  await servers.cluster?.remove();
 });
 
-const CLIENTS = {
-  "ioredis Cluster": async () => {
-    const c = new IoCluster([{ host: "127.0.0.1", port: cluster.port }]);
-    return { client: c, close: async () => c.disconnect() };
-  },
-  "node-redis createCluster": async () => {
-    const c = await createCluster({ rootNodes: [{ url: `redis://127.0.0.1:${cluster.port}` }] }).connect();
-    return { client: c, close: () => c.close() };
-  },
-};
+// The Cluster clients: ioredis's and node-redis's.
+const CLIENTS = Object.fromEntries(Object.entries(clientVariants(servers)).filter(([name]) => name.endsWith("Cluster")));
 
 /** `n` keys, each in a slot of its own, in ascending slot order (one per node's range
  * when n is 3: 0-5460, 5461-10922, 10923-16383). */

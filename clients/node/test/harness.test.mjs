@@ -3,17 +3,7 @@
 // that attempt fails, and the next free port is tried.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Redis } from "ioredis";
-import { Server } from "./helpers.mjs";
-
-async function pidOn(port) {
-  const c = new Redis({ port, host: "127.0.0.1" });
-  try {
-    return Number(/^process_id:(\d+)/m.exec(await c.info("server"))[1]);
-  } finally {
-    c.disconnect();
-  }
-}
+import { Server, processId } from "./helpers.mjs";
 
 test("a port another server answers on is not taken for ours: the next free port is tried", async () => {
   const other = await Server.start({ module: false });
@@ -21,8 +11,8 @@ test("a port another server answers on is not taken for ours: the next free port
   try {
     ours = await Server.start({ tryPorts: [other.port] });
     assert.notEqual(ours.port, other.port);
-    assert.equal(await pidOn(ours.port), ours.proc.pid);
-    assert.equal(await pidOn(other.port), other.proc.pid); // the other one is untouched
+    assert.equal(await processId(ours.port), ours.proc.pid);
+    assert.equal(await processId(other.port), other.proc.pid); // the other one is untouched
     // On that port only (a restart), the start fails and names the stranger.
     await assert.rejects(Server.start({ port: other.port, module: false }), new RegExp(`another server \\(process ${other.proc.pid}\\) answers there`));
   } finally {

@@ -43,7 +43,7 @@ export function freePort() {
 
 /** The process id of the server answering on a port (INFO server's process_id), or
  * undefined when none answers. */
-async function processId(port) {
+export async function processId(port) {
   const c = new Redis({ port, host: "127.0.0.1", lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000 });
   c.on("error", () => {});
   try {

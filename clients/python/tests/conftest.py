@@ -287,6 +287,24 @@ def limiter(request, variant):
 
 
 @pytest.fixture
+def plain(server):
+    """A plain blocking client to the server with the module, to read state."""
+    c = redis.Redis(port=server.port)
+    yield c
+    c.close()
+
+
+class Clock:
+    """Monotonic milliseconds that move only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
 def raw(request, variant):
     """A plain blocking client to the limiter's server (or Cluster), to read state."""
     target = request.getfixturevalue("cluster" if variant[0] == "cluster" else "server")

@@ -15,7 +15,7 @@ import redis
 import redis.asyncio
 from test_middleware import Flavour, body, paused
 
-from conftest import Server
+from conftest import Clock, Server
 from redis_native_ratelimit import CircuitBreaker, Gcra, ModuleMissing
 
 # The timeout in ms of the calls that must fail: under CLIENT PAUSE (the pause outlasts
@@ -24,16 +24,6 @@ from redis_native_ratelimit import CircuitBreaker, Gcra, ModuleMissing
 SHORT = 200
 COOLDOWN = 5_000  # ms
 POLICY = Gcra(max_burst=4, count=5, period="1h")
-
-
-class Clock:
-    """Milliseconds that move only when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Tries:

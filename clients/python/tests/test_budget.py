@@ -26,6 +26,7 @@ import redis
 import redis.asyncio
 import redis.cluster
 
+from conftest import Clock
 from redis_native_ratelimit import (
     All,
     Ban,
@@ -54,16 +55,6 @@ async def await_for(check, what):
     while not check():
         assert time.monotonic() < deadline, f"never happened: {what}"
         await asyncio.sleep(0.01)
-
-
-class Clock:
-    """Monotonic milliseconds that move only when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 5_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _text(value: Any) -> str:
@@ -115,13 +106,6 @@ class ARecording(redis.asyncio.Redis):
         reply = await super().execute_command(*args, **options)
         self.calls.replies.append((argv, reply))
         return reply
-
-
-@pytest.fixture
-def plain(server):
-    c = redis.Redis(port=server.port)
-    yield c
-    c.close()
 
 
 @pytest.fixture

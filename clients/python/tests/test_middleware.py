@@ -136,13 +136,6 @@ def flavour(request, server):
     return Flavour(request.param, server.port)
 
 
-@pytest.fixture
-def plain(server):
-    c = redis.Redis(port=server.port)
-    yield c
-    c.close()
-
-
 def test_n_allowed_then_429_with_headers(flavour, plain, tag):
     with flavour.app(flavour.client(), tag) as send:
         for n in range(1, 6):

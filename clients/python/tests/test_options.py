@@ -77,13 +77,6 @@ def kind(request):
     return request.param
 
 
-@pytest.fixture
-def plain(server):
-    c = redis.Redis(port=server.port)
-    yield c
-    c.close()
-
-
 def codes(send, n, **kwargs):
     return [send(**kwargs).status_code for _ in range(n)]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import inspect
 
 import pytest
-import redis
 
 from redis_native_ratelimit import All, Ban, Fixed, Gcra, Log, RateLimit, Reservation
 
@@ -87,13 +86,6 @@ def test_a_ban_policy_in_rl_all(limiter, raw, tag):
 @pytest.fixture(params=["flask", "fastapi"])
 def flavour(request, server):
     return Flavour(request.param, server.port)
-
-
-@pytest.fixture
-def plain(server):
-    c = redis.Redis(port=server.port)
-    yield c
-    c.close()
 
 
 def test_the_middleware_bans_a_caller_refused_too_often(flavour, plain, tag):

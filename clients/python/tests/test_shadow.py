@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from flask import Flask, jsonify
 
+from conftest import Clock
 from redis_native_ratelimit import Fixed
 from redis_native_ratelimit.asgi import RateLimitMiddleware as AsgiRateLimit
 from redis_native_ratelimit.asgi import RouteLimiter
@@ -22,16 +23,6 @@ from redis_native_ratelimit.wsgi import RateLimitMiddleware as WsgiRateLimit
 
 POLICY = Fixed(2, "1h", name="api")
 HOUR_MS = 3_600_000
-
-
-class Clock:
-    """Milliseconds that move only when the test says so."""
-
-    def __init__(self) -> None:
-        self.now = 5_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def address_key(request):

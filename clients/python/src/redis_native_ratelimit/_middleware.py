@@ -24,7 +24,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ._args import ONE_KEY
-from ._slots import holds_leases, new_lease_id
+from ._slots import new_lease_id
 from .headers import DEFAULT_STANDARD_HEADERS, StandardHeaders, ratelimit_headers, standard_drafts
 from .lease import Lease
 from .policies import All, Ban, Policy
@@ -147,9 +147,15 @@ class CircuitBreaker:
             return opened
 
 
+#: The ``breaker`` setting's default: a CircuitBreaker of its own, with its defaults.
+_DEFAULT_BREAKER: Any = object()
+
+
 def breaker_of(value: Any) -> Optional[CircuitBreaker]:
     """The ``breaker`` setting: a CircuitBreaker, its options as a dict (``failures``,
-    ``cooldown_ms``), or None/False for none."""
+    ``cooldown_ms``), None/False for none, or the default (a CircuitBreaker of its own)."""
+    if value is _DEFAULT_BREAKER:
+        return CircuitBreaker()
     if value is None or value is False:
         return None
     if isinstance(value, CircuitBreaker):
@@ -157,9 +163,6 @@ def breaker_of(value: Any) -> Optional[CircuitBreaker]:
     if isinstance(value, Mapping):
         return CircuitBreaker(**value)
     raise TypeError("breaker: a CircuitBreaker, its options as a dict, or None to call the limiter on every request")
-
-
-_DEFAULT_BREAKER: Any = object()
 
 
 def ip_key(address: Optional[str], ipv6_subnet: Union[int, bool, None] = DEFAULT_IPV6_SUBNET) -> str:
@@ -210,6 +213,14 @@ def check_default_key(policy: Optional[Policy], key: Any, where: str) -> None:
         )
 
 
+def _identities(identity: Any) -> List[str]:
+    """What a key function returned, one identity or a list of them, as a list of str."""
+    idents = [identity] if isinstance(identity, ONE_KEY) else identity
+    if isinstance(idents, (dict, set, frozenset)) or not hasattr(idents, "__iter__"):
+        raise TypeError(f"the key function returned {identity!r}: an identity (str) or a list of them")
+    return [i.decode() if isinstance(i, (bytes, bytearray)) else str(i) for i in idents]
+
+
 class Settings:
     """The middleware's settings (the keyword arguments of both middleware)."""
 
@@ -247,7 +258,7 @@ class Settings:
                 raise TypeError(f"{name}: a function of the request, not {value!r}")
         if ban is not None and not isinstance(ban, Ban):
             raise TypeError(f"ban takes a Ban policy (strikes, window, duration), not {ban!r}")
-        self.breaker = breaker_of(CircuitBreaker() if breaker is _DEFAULT_BREAKER else breaker)
+        self.breaker = breaker_of(breaker)
         self.policy = policy
         self.key = key
         self.routes = dict(routes or {})
@@ -292,10 +303,7 @@ class Settings:
         policy one identity per rule, each key naming its rule
         (``<prefix><policy name>:<kind><place>:<identity>``). An identity list that does
         not fit the policy is a ValueError that says what it needs."""
-        idents = [identity] if isinstance(identity, ONE_KEY) else identity
-        if isinstance(idents, (dict, set, frozenset)) or not hasattr(idents, "__iter__"):
-            raise TypeError(f"the key function returned {identity!r}: an identity (str) or a list of them")
-        idents = [i.decode() if isinstance(i, (bytes, bytearray)) else str(i) for i in idents]
+        idents = _identities(identity)
         base = f"{self.prefix}{policy.name}:"
         if isinstance(policy, All):
             n = len(policy.rules)
@@ -322,8 +330,7 @@ class Settings:
         duration)."""
         if self.ban is None:
             return policy, keys
-        first = identity if isinstance(identity, ONE_KEY) else list(identity)[0]
-        first = first.decode() if isinstance(first, (bytes, bytearray)) else str(first)
+        first = _identities(identity)[0]
         rules = list(policy.rules) if isinstance(policy, All) else [policy] * len(keys)
         return All(rules + [self.ban], name=policy.name), keys + [f"{self.prefix}{self.ban.name}:{first}"]
 
@@ -391,10 +398,6 @@ class Shadow:
         )
 
 
-#: What the guard says of a failed call.
-OUTAGE, MISSING = "outage", "missing"
-
-
 class Guard:
     """What a middleware knows of its limiter, shared by its requests: the circuit
     breaker, and whether the server lacks the module (found out on the first call that
@@ -415,9 +418,10 @@ class Guard:
             self.settings.log.warning("rate limiter available again: requests are limited")
         self.module_missing = False
 
-    def failed(self, exc: BaseException, where: str) -> str:
-        """OUTAGE (the request fails open or closed) or MISSING (the same, the module is
-        not loaded); raises what is neither."""
+    def failed(self, exc: BaseException, where: str) -> None:
+        """A call that failed: an outage, or a server without the module (logged, and
+        counted by the breaker); the request then fails open or closed. Raises what is
+        neither."""
         s = self.settings
         if command_missing(exc):
             with self._lock:
@@ -433,7 +437,7 @@ class Guard:
                 )
             if s.breaker is not None:
                 s.breaker.failure()
-            return MISSING
+            return
         if not is_outage(exc):
             self.succeeded()  # the server answered: the error is the call's own (a bug)
             raise exc
@@ -459,7 +463,6 @@ class Guard:
             )
         else:
             s.log.warning("rate limiter unavailable (%s: %s): request %s", type(exc).__name__, exc, how, extra={"path": where})
-        return OUTAGE
 
 
 @dataclass
@@ -573,14 +576,14 @@ class Limiting:
         checked, keys = s.with_ban(policy, s.keys_for(policy, identity), identity)
         if not self.guard.allow():
             return self._down()
-        lease_id = new_lease_id() if holds_leases(checked) else None
+        leases = _leases_of(checked, keys)
+        lease_id = new_lease_id() if leases else None
         try:
             result = yield (checked, keys, cost, lease_id)
         except Exception as exc:
             self.guard.failed(exc, where)
             down = self._down()
-            leases = _leases_of(checked, keys)
-            if lease_id is not None and leases:
+            if leases:
                 down.orphans = [(k, lease_id) for k, _ in leases]
                 down.orphan_ttl_ms = max(rule.ttl_ms or 0 for _, rule in leases)
             return down
@@ -593,7 +596,7 @@ class Limiting:
                 return self._count(Decision("limited", result, headers, retry_after_ms=retry_ms))
             self.shadow.denied(checked, keys, result)
         headers = s.headers(result, retry_after=False) if s.headers_when_allowed else {}
-        held = [(k, lease_id) for k, _ in _leases_of(checked, keys)] if result.allowed else []
+        held = [(k, lease_id) for k, _ in leases] if result.allowed else []
         return self._count(Decision("allowed", result, headers, leases=held))
 
     def _down(self) -> Decision:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from ._middleware import Decision, Limiting, PolicyChoice, ip_key, unavailable, with_headers
 from ._slots import adrive
@@ -80,8 +80,15 @@ class RouteLimiter(Limiting):
             return asyncio.sleep(a)
         return asyncio.wait_for(self.limiter.release(a, b), self.settings.timeout)
 
-    async def _release(self, leases: List[Tuple[Any, Any]]) -> None:
-        await adrive(self.releasing(leases), self._chore)
+    async def _serving(self, decision: Decision, serve: Awaitable[Any]) -> Any:
+        """An allowed request served (``serve`` awaited); with a Lease policy, the
+        request holds its slot until then (also when it raises), then it is released."""
+        if not decision.leases:
+            return await serve
+        try:
+            return await serve
+        finally:
+            await adrive(self.releasing(decision.leases), self._chore)
 
     def _release_later(self, leases: List[Tuple[Any, Any]], ttl_ms: int) -> None:
         """:meth:`releasing_later` in a task of its own."""
@@ -164,10 +171,7 @@ class RouteLimiter(Limiting):
                     if answer is not None:
                         return with_headers(answer, decision.headers)
                     return _response(*s.too_many(decision, scope))
-                try:
-                    out = await run()
-                finally:
-                    await self._release(decision.leases)
+                out = await self._serving(decision, run())
                 with_headers(out if isinstance(out, Response) else response, decision.headers)
                 return out
 
@@ -245,12 +249,7 @@ class RateLimitMiddleware:
             else:
                 await answer(scope, receive, self._with(decision.headers, send))
         else:
-            # A Lease policy: the request holds its slot until its response is sent
-            # (also when the application raises).
-            try:
-                await self.app(scope, receive, self._with(decision.headers, send))
-            finally:
-                await self.route_limiter._release(decision.leases)
+            await self.route_limiter._serving(decision, self.app(scope, receive, self._with(decision.headers, send)))
 
     @staticmethod
     def _with(headers: Dict[str, str], send: Callable) -> Callable:

@@ -25,7 +25,6 @@ import atexit
 import logging
 import os
 import threading
-import time
 import weakref
 from contextlib import closing
 from dataclasses import replace
@@ -34,9 +33,8 @@ from typing import Any, Callable, Dict, Generator, List, Optional, Tuple
 import redis
 
 from ._args import key_list
-from ._middleware import CircuitBreaker, bounded_client, breaker_of, is_outage
-from ._slots import cluster_slots, settled, upto_call
-from .lease import Lease
+from ._middleware import _DEFAULT_BREAKER, CircuitBreaker, _monotonic_ms, bounded_client, breaker_of, is_outage
+from ._slots import cluster_slots, holds_leases, settled, upto_call
 from .policies import All, Ban, Call, Fixed, Gcra, Log, Multi, Policy, Sliding
 from .results import RateLimit
 
@@ -49,15 +47,9 @@ TICK_S = 0.5
 #: a tenth of the time left, at most this many milliseconds.
 MARGIN_MS = 1000
 
-_DEFAULT_BREAKER: Any = object()
-
 # A result made from a template of its fields (a take answered from what is held costs
 # a fraction of a frozen dataclass's __init__, which checks nothing here anyway).
 _new_result = object.__new__
-
-
-def _monotonic_ms() -> float:
-    return time.monotonic() * 1000
 
 
 def _rate_rules(policy: Policy) -> List[Policy]:
@@ -73,7 +65,7 @@ def check_policy(policy: Policy) -> None:
         "a local budget takes a rate policy (Fixed, Gcra, Multi, Sliding, Log, or All of "
         "them): it takes units in advance with COST n UPTO"
     )
-    if isinstance(policy, Lease) or (isinstance(policy, All) and any(isinstance(r, Lease) for r in policy.rules)):
+    if holds_leases(policy):
         raise ValueError(
             f"{what}, and a Lease counts requests in flight, which cannot be taken in advance "
             "(RL.LEASE does not take UPTO): use limiter.lease() for it"
@@ -135,6 +127,7 @@ class _Budget:
         self.horizon = horizon_ms(policy)
         self.capacity = capacity(policy)
         self._batch_call: Optional[Call] = None
+        self.closed = False
         self.reset()
         self.denied: Optional[RateLimit] = None
         self.denied_at = 0.0
@@ -142,14 +135,13 @@ class _Budget:
 
     def reset(self) -> None:
         """Afresh: nothing held, nothing counted (a new budget, or a forked child, which
-        must not spend what its parent holds)."""
+        must not spend what its parent holds); a closed budget stays closed."""
         self.held = 0
         self.deadline: Optional[float] = None  # no unit is spent from then on
         self.send_by = 0.0  # nor given back after this
         self.pending: List[Tuple[int, float]] = []  # (units, send_by) to give back
         self.refilling = False
         self.waiting = 0
-        self.closed = False
         # The last grant: the fields of the allowed results, its remaining and reset.
         self.template: Optional[Dict[str, Any]] = None
         self.server_remaining = 0
@@ -433,7 +425,7 @@ class _Common:
         self.keys = _budget_keys(limiter, policy, key)
         self.batch = _check_batch(batch)
         self.fail_open = bool(fail_open)
-        self.breaker: Optional[CircuitBreaker] = CircuitBreaker() if breaker is _DEFAULT_BREAKER else breaker_of(breaker)
+        self.breaker: Optional[CircuitBreaker] = breaker_of(breaker)
         self.clock = clock or _monotonic_ms
         self.timer = timer
         self.log = logger or log
@@ -448,20 +440,15 @@ class _Common:
     def key(self) -> Any:
         return self.keys[0] if len(self.keys) == 1 else list(self.keys)
 
-    def _held_or_check(self, cost: int) -> Optional[RateLimit]:
-        """A take's first step: the cost checked, the budget open, and the result when
-        what is held pays for it (None: the take's plan goes on)."""
+    def _start_take(self, cost: int) -> None:
+        """A take's checks before its first step: the cost, the budget open; the take
+        counted."""
         b = self._b
         if cost.__class__ is not int or cost < 1 or cost > b.capacity:
             _check_cost(cost, b.capacity)
         if b.closed:
             raise BudgetClosed("this local budget is closed")
         b.takes += 1
-        if b.held >= cost:
-            now = self.clock()
-            if b.deadline is None or now < b.deadline:
-                return b.spend(cost, now)
-        return None
 
     def _taking(self, cost: int, first: Tuple[str, Any]) -> Plan:
         """The rest of a take whose first step (``b.step``) was ``first``: the batch
@@ -631,9 +618,7 @@ class LocalBudget(_Common):
 
     def _after_fork(self) -> None:
         self._locks()
-        closed = self._b.closed
         self._b.reset()
-        self._b.closed = closed
 
     def take(self, cost: int = 1) -> RateLimit:
         """Take ``cost`` units: from what the budget holds, else from a new batch (one
@@ -647,10 +632,8 @@ class LocalBudget(_Common):
                 if b.deadline is None or now < b.deadline:
                     b.takes += 1
                     return b.spend(cost, now)
-            result = self._held_or_check(cost)
-            if result is not None:
-                return result
-            first = b.step(cost)  # a refusal within the server's wait needs no plan
+            self._start_take(cost)
+            first = b.step(cost)  # what is held, or a refusal within the server's wait, needs no plan
             if first[0] == "result":
                 return first[1]
             return self._drive(self._taking(cost, first), self._cond)
@@ -779,16 +762,12 @@ class AsyncLocalBudget(_Common):
     def _after_fork(self) -> None:
         """Afresh in a forked child, which must not spend what its parent holds."""
         self._refill_done = self._timer_task = self._wake = None
-        closed = self._b.closed
         self._b.reset()
-        self._b.closed = closed
 
     async def take(self, cost: int = 1) -> RateLimit:
         """As :meth:`LocalBudget.take`, awaited."""
-        result = self._held_or_check(cost)
-        if result is not None:
-            return result
-        first = self._b.step(cost)
+        self._start_take(cost)
+        first = self._b.step(cost)  # what is held, or a refusal within the server's wait, needs no plan
         if first[0] == "result":
             return first[1]
         return await self._drive(self._taking(cost, first), take=True)

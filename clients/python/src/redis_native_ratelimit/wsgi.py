@@ -40,8 +40,6 @@ import threading
 import time
 from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 
-import redis
-
 from ._middleware import Decision, Limiting, PolicyChoice, bounded_client, ip_key, status_line, unavailable, with_headers
 from ._slots import drive
 from .client import RateLimiter
