@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io/fs"
+	"path"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -73,10 +74,16 @@ func replyMatches(err error, re *regexp.Regexp) bool {
 	return ok && re.MatchString(text)
 }
 
-// twinFunctions are the functions the calls run (a call's twin): the library's
-// functions, and the scripts' names.
-var twinFunctions = []string{"rl_fixed", "rl_gcra", "cl_throttle", "rl_lease", "rl_release", "rl_log",
-	"rl_multi", "rl_sliding", "rl_all", "rl_bulkexpire"}
+// twinFunctions are the functions the calls run (a call's twin): one embedded script
+// each, named after its function in the library.
+func twinFunctions() []string {
+	paths, _ := fs.Glob(embedded, "lua/scripts/*.lua")
+	names := make([]string, 0, len(paths))
+	for _, p := range paths {
+		names = append(names, strings.TrimSuffix(path.Base(p), ".lua"))
+	}
+	return names
+}
 
 // twins runs the twins on one server or Cluster: FCALL of the library's function
 // (FUNCTION LOAD REPLACE on every primary when it is missing), and where FUNCTION is
@@ -91,7 +98,7 @@ type twins struct {
 
 func newTwins(src LuaSources) *twins {
 	t := &twins{src: src, inLibrary: map[string]bool{}, shas: map[string]string{}}
-	for _, fn := range twinFunctions {
+	for _, fn := range twinFunctions() {
 		t.inLibrary[fn] = strings.Contains(src.Library, "'"+fn+"'") || strings.Contains(src.Library, `"`+fn+`"`)
 	}
 	for fn, source := range src.Scripts {
