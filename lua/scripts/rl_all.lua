@@ -1001,10 +1001,8 @@ GCRA = (function()
       period = parse_duration('period', args[i + 2]) * 1000,
       interval = 0, capacity = 0, window = 0, max_delay = false }
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.capacity then COLD.cost_over(cost, 'burst capacity', r.capacity) end
-  end
-  -- Checked in the order of the errors: rate, burst window, cost, delay.
+  -- Checked in the order of the errors: rate and burst window here, then cost and delay
+  -- (check_cost).
   function L.build(r, o)
     -- The emission interval T: period / count rounded up to a whole µs.
     if r.count > r.period then
@@ -1018,12 +1016,15 @@ GCRA = (function()
     if r.window > 1576800000000000 then
       COLD.fail('ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)')
     end
-    L.check_cost(r, o.cost, 'take')
-    if o.delay and r.window + o.delay > 1576800000000000 then
-      COLD.fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
-    end
     r.max_delay = o.delay or false
     return r
+  end
+  -- A refund, a forced request or UPTO of any cost can be settled: no capacity check.
+  function L.check_cost(r, cost, mode)
+    if mode == 'take' and cost > r.capacity then COLD.cost_over(cost, 'burst capacity', r.capacity) end
+    if r.max_delay and r.window + r.max_delay > 1576800000000000 then
+      COLD.fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
+    end
   end
   function L.judge(r, key, named, raw, _, now, cost, mode)
     -- Only the value counts: the expiry always follows the TAT.
@@ -1787,7 +1788,6 @@ function all_parse(keys, args, name)
       end
       local p = L.parse_args(args, i + 2)
       local ro, next_i = parse_options(args, i + 2 + L.nargs, L.options, true)
-      ro.cost = 1
       return { r = L.build(p, ro), next = next_i }
     end)
     if not ok2 then in_rule(index, L.kind, res) end

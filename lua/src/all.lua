@@ -69,7 +69,6 @@ local function all_parse(keys, args, name)
       end
       local p = L.parse_args(args, i + 2)
       local ro, next_i = parse_options(args, i + 2 + L.nargs, L.options, true)
-      ro.cost = 1
       return { r = L.build(p, ro), next = next_i }
     end)
     if not ok2 then in_rule(index, L.kind, res) end

@@ -14,7 +14,8 @@
 --                                  table whose field L is the limiter
 --   build(r, o)                    the rule, completed from the options
 --   check_cost(r, cost, mode)      a cost the rule can never settle: an error (above the
---                                  capacity when taking; a lease's other than 0 or 1)
+--                                  capacity when taking; a lease's other than 0 or 1);
+--                                  then what is checked after the cost (GCRA's DELAY)
 --   judge(r, key, named, state, exp, now, cost, mode, token)
 --                                  the rule at `now` (µs) on its key, opened by open_key
 --                                  (state, exp); mode is 'take', 'refund' (REFUND) or

@@ -475,7 +475,8 @@ end
 --                                  table whose field L is the limiter
 --   build(r, o)                    the rule, completed from the options
 --   check_cost(r, cost, mode)      a cost the rule can never settle: an error (above the
---                                  capacity when taking; a lease's other than 0 or 1)
+--                                  capacity when taking; a lease's other than 0 or 1);
+--                                  then what is checked after the cost (GCRA's DELAY)
 --   judge(r, key, named, state, exp, now, cost, mode, token)
 --                                  the rule at `now` (µs) on its key, opened by open_key
 --                                  (state, exp); mode is 'take', 'refund' (REFUND) or
@@ -751,17 +752,9 @@ local function single_parse(args, L)
   end
   local mode = 'take'
   if o ~= NO_OPTIONS then mode = settle_mode(o) end
-  local cost = o.cost
-  if mode == 'take' then
-    r = L.build(r, o)
-  else
-    -- A refund or a forced request of any cost can be settled: no capacity check.
-    o.cost = 0
-    r = L.build(r, o)
-    o.cost = cost
-  end
-  L.check_cost(r, cost, mode)
-  return { r }, cost, o.at, mode, not (o.AT or o.COST)
+  r = L.build(r, o)
+  L.check_cost(r, o.cost, mode)
+  return { r }, o.cost, o.at, mode, not (o.AT or o.COST)
 end
 
 -- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
@@ -1213,10 +1206,8 @@ local GCRA = (function()
       period = parse_duration('period', args[i + 2]) * 1000,
       interval = 0, capacity = 0, window = 0, max_delay = false }
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
-  end
-  -- Checked in the order of the errors: rate, burst window, cost, delay.
+  -- Checked in the order of the errors: rate and burst window here, then cost and delay
+  -- (check_cost).
   function L.build(r, o)
     -- The emission interval T: period / count rounded up to a whole µs.
     if r.count > r.period then
@@ -1230,12 +1221,15 @@ local GCRA = (function()
     if r.window > MAX_BURST_WINDOW_US then
       fail('ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)')
     end
-    L.check_cost(r, o.cost, 'take')
-    if o.delay and r.window + o.delay > MAX_BURST_WINDOW_US then
-      fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
-    end
     r.max_delay = o.delay or false
     return r
+  end
+  -- A refund, a forced request or UPTO of any cost can be settled: no capacity check.
+  function L.check_cost(r, cost, mode)
+    if mode == 'take' and cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
+    if r.max_delay and r.window + r.max_delay > MAX_BURST_WINDOW_US then
+      fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
+    end
   end
   function L.judge(r, key, named, raw, _, now, cost, mode)
     -- Only the value counts: the expiry always follows the TAT.
@@ -1330,7 +1324,7 @@ local function throttle_command(keys, args, name)
   local quantity = 1
   if args[4] then quantity = parse_int('quantity', args[4], 0) end
   local r = GCRA.build({ L = GCRA, max_burst = max_burst, count = count, period = period * 1000000,
-    interval = 0, capacity = 0, window = 0, max_delay = false }, { cost = 0 })
+    interval = 0, capacity = 0, window = 0, max_delay = false }, NO_OPTIONS)
   local over = quantity > r.capacity
   local reply = run_call('one', keys, { r }, nil, over and 0 or quantity, nil, 'take')
   if over then
@@ -2106,7 +2100,6 @@ local function all_parse(keys, args, name)
       end
       local p = L.parse_args(args, i + 2)
       local ro, next_i = parse_options(args, i + 2 + L.nargs, L.options, true)
-      ro.cost = 1
       return { r = L.build(p, ro), next = next_i }
     end)
     if not ok2 then in_rule(index, L.kind, res) end

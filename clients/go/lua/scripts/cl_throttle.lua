@@ -8,7 +8,7 @@
 
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
-local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, NO_RULE_OPTIONS, clock_us, ceil_ms, open_key, run_call, read_tat, GCRA, throttle_command, cl_throttle
+local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, NO_OPTIONS, NO_RULE_OPTIONS, clock_us, ceil_ms, open_key, run_call, read_tat, GCRA, throttle_command, cl_throttle
 COLD = {
   __index = function(cold, name)
     local value
@@ -230,6 +230,9 @@ function count_in_order(what, v, min, order)
   if type(msg) == 'string' and COLD.looks_like_a_duration(v) then COLD.fail(msg .. ' (' .. order .. ')') end
   error(res, 0)
 end
+
+-- The options of a call that gives none (read, never written).
+NO_OPTIONS = { cost = 1 }
 
 -- The options of a rule that takes none of its own (read, never written).
 NO_RULE_OPTIONS = {}
@@ -482,10 +485,8 @@ GCRA = (function()
       period = parse_duration('period', args[i + 2]) * 1000,
       interval = 0, capacity = 0, window = 0, max_delay = false }
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.capacity then COLD.cost_over(cost, 'burst capacity', r.capacity) end
-  end
-  -- Checked in the order of the errors: rate, burst window, cost, delay.
+  -- Checked in the order of the errors: rate and burst window here, then cost and delay
+  -- (check_cost).
   function L.build(r, o)
     -- The emission interval T: period / count rounded up to a whole µs.
     if r.count > r.period then
@@ -499,12 +500,15 @@ GCRA = (function()
     if r.window > 1576800000000000 then
       COLD.fail('ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)')
     end
-    L.check_cost(r, o.cost, 'take')
-    if o.delay and r.window + o.delay > 1576800000000000 then
-      COLD.fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
-    end
     r.max_delay = o.delay or false
     return r
+  end
+  -- A refund, a forced request or UPTO of any cost can be settled: no capacity check.
+  function L.check_cost(r, cost, mode)
+    if mode == 'take' and cost > r.capacity then COLD.cost_over(cost, 'burst capacity', r.capacity) end
+    if r.max_delay and r.window + r.max_delay > 1576800000000000 then
+      COLD.fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
+    end
   end
   function L.judge(r, key, named, raw, _, now, cost, mode)
     -- Only the value counts: the expiry always follows the TAT.
@@ -590,7 +594,7 @@ function throttle_command(keys, args, name)
   local quantity = 1
   if args[4] then quantity = COLD.parse_int('quantity', args[4], 0) end
   local r = GCRA.build({ L = GCRA, max_burst = max_burst, count = count, period = period * 1000000,
-    interval = 0, capacity = 0, window = 0, max_delay = false }, { cost = 0 })
+    interval = 0, capacity = 0, window = 0, max_delay = false }, NO_OPTIONS)
   local over = quantity > r.capacity
   local reply = run_call('one', keys, { r }, nil, over and 0 or quantity, nil, 'take')
   if over then

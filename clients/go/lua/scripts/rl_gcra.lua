@@ -609,17 +609,9 @@ function single_parse(args, L)
   end
   local mode = 'take'
   if o ~= NO_OPTIONS then mode = settle_mode(o) end
-  local cost = o.cost
-  if mode == 'take' then
-    r = L.build(r, o)
-  else
-    -- A refund or a forced request of any cost can be settled: no capacity check.
-    o.cost = 0
-    r = L.build(r, o)
-    o.cost = cost
-  end
-  L.check_cost(r, cost, mode)
-  return { r }, cost, o.at, mode, not (o.AT or o.COST)
+  r = L.build(r, o)
+  L.check_cost(r, o.cost, mode)
+  return { r }, o.cost, o.at, mode, not (o.AT or o.COST)
 end
 
 -- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
@@ -666,10 +658,8 @@ GCRA = (function()
       period = parse_duration('period', args[i + 2]) * 1000,
       interval = 0, capacity = 0, window = 0, max_delay = false }
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.capacity then COLD.cost_over(cost, 'burst capacity', r.capacity) end
-  end
-  -- Checked in the order of the errors: rate, burst window, cost, delay.
+  -- Checked in the order of the errors: rate and burst window here, then cost and delay
+  -- (check_cost).
   function L.build(r, o)
     -- The emission interval T: period / count rounded up to a whole µs.
     if r.count > r.period then
@@ -683,12 +673,15 @@ GCRA = (function()
     if r.window > 1576800000000000 then
       COLD.fail('ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)')
     end
-    L.check_cost(r, o.cost, 'take')
-    if o.delay and r.window + o.delay > 1576800000000000 then
-      COLD.fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
-    end
     r.max_delay = o.delay or false
     return r
+  end
+  -- A refund, a forced request or UPTO of any cost can be settled: no capacity check.
+  function L.check_cost(r, cost, mode)
+    if mode == 'take' and cost > r.capacity then COLD.cost_over(cost, 'burst capacity', r.capacity) end
+    if r.max_delay and r.window + r.max_delay > 1576800000000000 then
+      COLD.fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
+    end
   end
   function L.judge(r, key, named, raw, _, now, cost, mode)
     -- Only the value counts: the expiry always follows the TAT.

@@ -603,17 +603,9 @@ function single_parse(args, L)
   end
   local mode = 'take'
   if o ~= NO_OPTIONS then mode = settle_mode(o) end
-  local cost = o.cost
-  if mode == 'take' then
-    r = L.build(r, o)
-  else
-    -- A refund or a forced request of any cost can be settled: no capacity check.
-    o.cost = 0
-    r = L.build(r, o)
-    o.cost = cost
-  end
-  L.check_cost(r, cost, mode)
-  return { r }, cost, o.at, mode, not (o.AT or o.COST)
+  r = L.build(r, o)
+  L.check_cost(r, o.cost, mode)
+  return { r }, o.cost, o.at, mode, not (o.AT or o.COST)
 end
 
 -- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
