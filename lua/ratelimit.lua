@@ -142,6 +142,12 @@ local function cost_over(cost, what, capacity)
     .. ': the request can never be allowed')
 end
 
+-- The check_cost of a rule whose capacity is its limit (RL.FIXED, RL.LOG): a cost above
+-- it can never be taken.
+local function check_limit_cost(r, cost, mode)
+  if mode == 'take' and cost > r.limit then cost_over(cost, 'limit', r.limit) end
+end
+
 -- Cold: the error of a FORCE that would store `what` past the bounds every reader accepts.
 local function force_out_of_bounds(what)
   fail('ERR FORCE would store ' .. what .. ': nothing was written')
@@ -272,6 +278,15 @@ end
 -- the sign of two arguments given in the wrong order.
 local function looks_like_a_duration(v)
   return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
+end
+
+-- Cold: the error of a limit `v` that is not an integer from 1 to `max` (RL.LOG,
+-- RL.LEASE): `what` follows the bounds, and `order` (the command's arguments) when `v` is
+-- written as a duration.
+local function limit_error(v, max, what, order)
+  local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(max) .. what
+  if looks_like_a_duration(v) then msg = msg .. ' (' .. order .. ')' end
+  fail(msg)
 end
 
 -- A count (parse_int) in a place where it is easily swapped with a duration: when `v`
@@ -508,6 +523,12 @@ end
 --                                  without ID): one name per call, unused on its keys
 -- and the file defines its command's function (rl_<command>), which the build registers.
 
+-- Cold: the error `err` (an error, or its text) of rule i of RL.ALL, a rule of `kind`:
+-- its text, naming the rule.
+local function rule_error(i, kind, err)
+  fail('ERR rule ' .. int(i) .. ' (' .. kind .. '): ' .. string.gsub(message(err), '^ERR ', '', 1))
+end
+
 -- Cold: rule i's step f(...) in RL.ALL: the error names the rule (not WRONGTYPE or OOM, which
 -- are the server's).
 local function rule_step(i, r, f, ...)
@@ -517,7 +538,7 @@ local function rule_step(i, r, f, ...)
   if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
     error(a, 0)
   end
-  fail('ERR rule ' .. int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+  rule_error(i, r.L.kind, msg)
 end
 
 -- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
@@ -864,17 +885,15 @@ local function check_limits_cost(limits, cost)
   for _, lw in ipairs(limits) do
     if lw[2] < smallest then smallest = lw[2] end
   end
-  if cost > smallest then
-    fail('ERR cost ' .. int(cost) .. ' exceeds the limit ' .. int(smallest)
-      .. ': the request can never be allowed')
-  end
+  if cost > smallest then cost_over(cost, 'limit', smallest) end
 end
 
 -- The parts of limiter L that follow from its windows: L.parse_state(key, named, raw)
 -- (a key's entries, and the same by window), L.judge_window(r, entry, w, limit, now,
 -- cost, mode) (a window's five fields, µs to wait when denied, and the window after
 -- the request, nil when it keeps none), L.ends(e) (µs, or nil: counts nothing) and
--- L.encode(entries).
+-- L.encode(entries); and L.buckets_per_key, true when a key's windows also keep at most
+-- MAX_BUCKETS_PER_KEY buckets between them (e.n each: RL.SLIDING).
 -- A key without state: no entries (read, never written).
 local NONE = {}
 
@@ -958,7 +977,7 @@ local function limits_rule(L)
         if ends > latest then latest = ends end
       end
     end
-    if L.command == 'RL.SLIDING' and (#merged > MAX_WINDOWS_PER_KEY or buckets > MAX_BUCKETS_PER_KEY) then
+    if L.buckets_per_key and (#merged > MAX_WINDOWS_PER_KEY or buckets > MAX_BUCKETS_PER_KEY) then
       fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
         .. ' windows or ' .. int(MAX_BUCKETS_PER_KEY) .. ' buckets: ' .. L.command .. ' keeps at most '
         .. int(MAX_WINDOWS_PER_KEY) .. ' windows per key, their BUCKETS adding up to at most '
@@ -1123,9 +1142,7 @@ local FIXED = (function()
     r.align = o.align or false
     return r
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.limit then cost_over(cost, 'limit', r.limit) end
-  end
+  L.check_cost = check_limit_cost
   function L.judge(r, key, named, raw, exp, now, cost, mode)
     local count
     if raw then
@@ -1366,10 +1383,7 @@ local LEASE = (function()
     local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > MAX_LEASE_LIMIT then
-      local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_LEASE_LIMIT)
-        .. ' (leases held at once)'
-      if looks_like_a_duration(v) then msg = msg .. ' (RL.LEASE key limit ttl: the limit comes first)' end
-      fail(msg)
+      limit_error(v, MAX_LEASE_LIMIT, ' (leases held at once)', 'RL.LEASE key limit ttl: the limit comes first')
     end
     return { L = L, limit = limit, ttl_ms = parse_duration('ttl', args[i + 1]), id = false }
   end
@@ -1541,9 +1555,7 @@ local LOG = (function()
     local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > MAX_LOG_LIMIT then
-      local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_LOG_LIMIT)
-      if looks_like_a_duration(v) then msg = msg .. ' (RL.LOG key limit window: the limit comes first)' end
-      fail(msg)
+      limit_error(v, MAX_LOG_LIMIT, '', 'RL.LOG key limit window: the limit comes first')
     end
     return { L = L, limit = limit, window_ms = parse_duration('window', args[i + 1]), window = 0, meta = '' }
   end
@@ -1552,9 +1564,7 @@ local LOG = (function()
     r.meta = o.meta or ''
     return r
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.limit then cost_over(cost, 'limit', r.limit) end
-  end
+  L.check_cost = check_limit_cost
   function L.judge(r, key, named, exists, _, now, cost, mode)
     local bad = function() state_error(L, key, named) end
     -- The entry a ZRANGE ... WITHSCORES reply starts with, or nil: seq (16 digits), its
@@ -1804,6 +1814,7 @@ end
 -- dots, from bucket number `first`).
 local SLIDING = (function()
   local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', expiry = true, nargs = 0,
+    buckets_per_key = true,
     expected = 'window_ms:buckets:first:counts entries separated by commas',
     options = { LIMIT = true, BUCKETS = true },
     accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true, REFUND = true, FORCE = true, UPTO = true },
@@ -2051,9 +2062,6 @@ local function all_parse(keys, args, name)
   check_keys(keys, MAX_ALL_KEYS, name)
   local rules, positions, taken = {}, {}, {}
   local o = { cost = 1 }
-  local function in_rule(index, kind, res)
-    fail('ERR rule ' .. int(index) .. ' (' .. kind .. '): ' .. string.gsub(message(res), '^ERR ', '', 1))
-  end
   local i = 1
   while i <= #args do
     local w = string.upper(args[i])
@@ -2076,7 +2084,7 @@ local function all_parse(keys, args, name)
       local last = rules[#rules]
       local why = (w == 'DELAY') and 'DELAY is not accepted inside RL.ALL (book with RL.GCRA ... DELAY on its own)'
         or ('option ' .. w .. ' does not belong to this rule')
-      in_rule(last and #rules or 1, last and last.L.kind or 'RL.ALL', why)
+      rule_error(last and #rules or 1, last and last.L.kind or 'RL.ALL', why)
     end
     local L = RULES[w]
     if not L then
@@ -2087,11 +2095,11 @@ local function all_parse(keys, args, name)
     local raw = args[i + 1] or ''
     local ok, position = pcall(parse_int, 'position', raw, 1)
     if not ok or position > #keys then
-      in_rule(index, L.kind, "invalid key position '" .. echo(raw) .. "': must be an integer from 1 to "
+      rule_error(index, L.kind, "invalid key position '" .. echo(raw) .. "': must be an integer from 1 to "
         .. int(#keys) .. " (the keys' places after numkeys)")
     end
     if taken[position] then
-      in_rule(index, L.kind, 'key ' .. int(position) .. ' is already named by rule ' .. int(taken[position])
+      rule_error(index, L.kind, 'key ' .. int(position) .. ' is already named by rule ' .. int(taken[position])
         .. ': one rule per key')
     end
     local ok2, res = pcall(function()
@@ -2102,7 +2110,7 @@ local function all_parse(keys, args, name)
       local ro, next_i = parse_options(args, i + 2 + L.nargs, L.options, true)
       return { r = L.build(p, ro), next = next_i }
     end)
-    if not ok2 then in_rule(index, L.kind, res) end
+    if not ok2 then rule_error(index, L.kind, res) end
     taken[position] = index
     rules[index], positions[index] = res.r, position
     i = res.next
@@ -2116,7 +2124,7 @@ local function all_parse(keys, args, name)
   local gate
   for index, r in ipairs(rules) do
     if r.L.gate then
-      if gate then in_rule(index, r.L.kind, 'at most one BAN rule per call') end
+      if gate then rule_error(index, r.L.kind, 'at most one BAN rule per call') end
       gate = index
     end
   end
@@ -2124,10 +2132,10 @@ local function all_parse(keys, args, name)
   for index, r in ipairs(rules) do
     if r.L.call_opts then
       local ok, res = pcall(r.L.call_opts, r, o)
-      if not ok then in_rule(index, r.L.kind, res) end
+      if not ok then rule_error(index, r.L.kind, res) end
     end
     local ok, res = pcall(r.L.check_cost, r, o.cost, mode)
-    if not ok then in_rule(index, r.L.kind, res) end
+    if not ok then rule_error(index, r.L.kind, res) end
   end
   return { rules, positions, o.cost, o.at, mode }, not (o.AT or o.COST)
 end

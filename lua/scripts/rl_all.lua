@@ -8,7 +8,7 @@
 
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
-local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_RULE_OPTIONS, settle_mode, clock_us, floor_ms, ceil_ms, stored_number, stored_digits, open_key, run_call, check_keys, with_numkeys_hint, check_limits_cost, NONE, by_window, limits_rule, BAN, fixed_window, FIXED, read_tat, GCRA, check_id, LEASE, LOG, MULTI, SLIDING, RULES, RULE_KINDS, ALL_OPTIONS, CALL_OPTIONS, all_parse, all_command, rl_all
+local COLD, run, check_limit_cost, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_RULE_OPTIONS, settle_mode, clock_us, floor_ms, ceil_ms, stored_number, stored_digits, open_key, run_call, check_keys, with_numkeys_hint, check_limits_cost, NONE, by_window, limits_rule, BAN, fixed_window, FIXED, read_tat, GCRA, check_id, LEASE, LOG, MULTI, SLIDING, RULES, RULE_KINDS, ALL_OPTIONS, CALL_OPTIONS, all_parse, all_command, rl_all
 COLD = {
   __index = function(cold, name)
     local value
@@ -126,6 +126,21 @@ COLD = {
       value = function(v)
         return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
       end
+    elseif name == 'limit_error' then
+      -- Cold: the error of a limit `v` that is not an integer from 1 to `max` (RL.LOG,
+      -- RL.LEASE): `what` follows the bounds, and `order` (the command's arguments) when `v` is
+      -- written as a duration.
+      value = function(v, max, what, order)
+        local msg = "ERR invalid limit '" .. COLD.echo(v) .. "': must be an integer from 1 to " .. COLD.int(max) .. what
+        if COLD.looks_like_a_duration(v) then msg = msg .. ' (' .. order .. ')' end
+        COLD.fail(msg)
+      end
+    elseif name == 'rule_error' then
+      -- Cold: the error `err` (an error, or its text) of rule i of RL.ALL, a rule of `kind`:
+      -- its text, naming the rule.
+      value = function(i, kind, err)
+        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. kind .. '): ' .. string.gsub(COLD.message(err), '^ERR ', '', 1))
+      end
     elseif name == 'rule_step' then
       -- Cold: rule i's step f(...) in RL.ALL: the error names the rule (not WRONGTYPE or OOM, which
       -- are the server's).
@@ -136,7 +151,7 @@ COLD = {
         if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
           error(a, 0)
         end
-        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+        COLD.rule_error(i, r.L.kind, msg)
       end
     elseif name == 'recalled' then
       -- Cold (the library only): the parsed call of `what` (a limiter, or 'all') remembered
@@ -216,6 +231,12 @@ function run(f, ...)
     return redis.error_reply(res)
   end
   error(res, 0)
+end
+
+-- The check_cost of a rule whose capacity is its limit (RL.FIXED, RL.LOG): a cost above
+-- it can never be taken.
+function check_limit_cost(r, cost, mode)
+  if mode == 'take' and cost > r.limit then COLD.cost_over(cost, 'limit', r.limit) end
 end
 
 -- What the library, which lives as long as the server, remembers from call to call: the
@@ -704,17 +725,15 @@ function check_limits_cost(limits, cost)
   for _, lw in ipairs(limits) do
     if lw[2] < smallest then smallest = lw[2] end
   end
-  if cost > smallest then
-    COLD.fail('ERR cost ' .. COLD.int(cost) .. ' exceeds the limit ' .. COLD.int(smallest)
-      .. ': the request can never be allowed')
-  end
+  if cost > smallest then COLD.cost_over(cost, 'limit', smallest) end
 end
 
 -- The parts of limiter L that follow from its windows: L.parse_state(key, named, raw)
 -- (a key's entries, and the same by window), L.judge_window(r, entry, w, limit, now,
 -- cost, mode) (a window's five fields, µs to wait when denied, and the window after
 -- the request, nil when it keeps none), L.ends(e) (µs, or nil: counts nothing) and
--- L.encode(entries).
+-- L.encode(entries); and L.buckets_per_key, true when a key's windows also keep at most
+-- MAX_BUCKETS_PER_KEY buckets between them (e.n each: RL.SLIDING).
 -- A key without state: no entries (read, never written).
 NONE = {}
 
@@ -798,7 +817,7 @@ function limits_rule(L)
         if ends > latest then latest = ends end
       end
     end
-    if L.command == 'RL.SLIDING' and (#merged > 32 or buckets > 1000) then
+    if L.buckets_per_key and (#merged > 32 or buckets > 1000) then
       COLD.fail("ERR the key '" .. COLD.echo(key) .. "' would hold more than " .. COLD.int(32)
         .. ' windows or ' .. COLD.int(1000) .. ' buckets: ' .. L.command .. ' keeps at most '
         .. COLD.int(32) .. ' windows per key, their BUCKETS adding up to at most '
@@ -927,9 +946,7 @@ FIXED = (function()
     r.align = o.align or false
     return r
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.limit then COLD.cost_over(cost, 'limit', r.limit) end
-  end
+  L.check_cost = check_limit_cost
   function L.judge(r, key, named, raw, exp, now, cost, mode)
     local count
     if raw then
@@ -1116,10 +1133,7 @@ LEASE = (function()
     local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > 10000 then
-      local msg = "ERR invalid limit '" .. COLD.echo(v) .. "': must be an integer from 1 to " .. COLD.int(10000)
-        .. ' (leases held at once)'
-      if COLD.looks_like_a_duration(v) then msg = msg .. ' (RL.LEASE key limit ttl: the limit comes first)' end
-      COLD.fail(msg)
+      COLD.limit_error(v, 10000, ' (leases held at once)', 'RL.LEASE key limit ttl: the limit comes first')
     end
     return { L = L, limit = limit, ttl_ms = parse_duration('ttl', args[i + 1]), id = false }
   end
@@ -1254,9 +1268,7 @@ LOG = (function()
     local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > 10000 then
-      local msg = "ERR invalid limit '" .. COLD.echo(v) .. "': must be an integer from 1 to " .. COLD.int(10000)
-      if COLD.looks_like_a_duration(v) then msg = msg .. ' (RL.LOG key limit window: the limit comes first)' end
-      COLD.fail(msg)
+      COLD.limit_error(v, 10000, '', 'RL.LOG key limit window: the limit comes first')
     end
     return { L = L, limit = limit, window_ms = parse_duration('window', args[i + 1]), window = 0, meta = '' }
   end
@@ -1265,9 +1277,7 @@ LOG = (function()
     r.meta = o.meta or ''
     return r
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.limit then COLD.cost_over(cost, 'limit', r.limit) end
-  end
+  L.check_cost = check_limit_cost
   function L.judge(r, key, named, exists, _, now, cost, mode)
     local bad = function() COLD.state_error(L, key, named) end
     -- The entry a ZRANGE ... WITHSCORES reply starts with, or nil: seq (16 digits), its
@@ -1505,6 +1515,7 @@ end)()
 -- dots, from bucket number `first`).
 SLIDING = (function()
   local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', expiry = true, nargs = 0,
+    buckets_per_key = true,
     expected = 'window_ms:buckets:first:counts entries separated by commas',
     options = { LIMIT = true, BUCKETS = true },
     accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true, REFUND = true, FORCE = true, UPTO = true },
@@ -1739,9 +1750,6 @@ function all_parse(keys, args, name)
   check_keys(keys, 16, name)
   local rules, positions, taken = {}, {}, {}
   local o = { cost = 1 }
-  local function in_rule(index, kind, res)
-    COLD.fail('ERR rule ' .. COLD.int(index) .. ' (' .. kind .. '): ' .. string.gsub(COLD.message(res), '^ERR ', '', 1))
-  end
   local i = 1
   while i <= #args do
     local w = string.upper(args[i])
@@ -1764,7 +1772,7 @@ function all_parse(keys, args, name)
       local last = rules[#rules]
       local why = (w == 'DELAY') and 'DELAY is not accepted inside RL.ALL (book with RL.GCRA ... DELAY on its own)'
         or ('option ' .. w .. ' does not belong to this rule')
-      in_rule(last and #rules or 1, last and last.L.kind or 'RL.ALL', why)
+      COLD.rule_error(last and #rules or 1, last and last.L.kind or 'RL.ALL', why)
     end
     local L = RULES[w]
     if not L then
@@ -1775,11 +1783,11 @@ function all_parse(keys, args, name)
     local raw = args[i + 1] or ''
     local ok, position = pcall(COLD.parse_int, 'position', raw, 1)
     if not ok or position > #keys then
-      in_rule(index, L.kind, "invalid key position '" .. COLD.echo(raw) .. "': must be an integer from 1 to "
+      COLD.rule_error(index, L.kind, "invalid key position '" .. COLD.echo(raw) .. "': must be an integer from 1 to "
         .. COLD.int(#keys) .. " (the keys' places after numkeys)")
     end
     if taken[position] then
-      in_rule(index, L.kind, 'key ' .. COLD.int(position) .. ' is already named by rule ' .. COLD.int(taken[position])
+      COLD.rule_error(index, L.kind, 'key ' .. COLD.int(position) .. ' is already named by rule ' .. COLD.int(taken[position])
         .. ': one rule per key')
     end
     local ok2, res = pcall(function()
@@ -1790,7 +1798,7 @@ function all_parse(keys, args, name)
       local ro, next_i = parse_options(args, i + 2 + L.nargs, L.options, true)
       return { r = L.build(p, ro), next = next_i }
     end)
-    if not ok2 then in_rule(index, L.kind, res) end
+    if not ok2 then COLD.rule_error(index, L.kind, res) end
     taken[position] = index
     rules[index], positions[index] = res.r, position
     i = res.next
@@ -1804,7 +1812,7 @@ function all_parse(keys, args, name)
   local gate
   for index, r in ipairs(rules) do
     if r.L.gate then
-      if gate then in_rule(index, r.L.kind, 'at most one BAN rule per call') end
+      if gate then COLD.rule_error(index, r.L.kind, 'at most one BAN rule per call') end
       gate = index
     end
   end
@@ -1812,10 +1820,10 @@ function all_parse(keys, args, name)
   for index, r in ipairs(rules) do
     if r.L.call_opts then
       local ok, res = pcall(r.L.call_opts, r, o)
-      if not ok then in_rule(index, r.L.kind, res) end
+      if not ok then COLD.rule_error(index, r.L.kind, res) end
     end
     local ok, res = pcall(r.L.check_cost, r, o.cost, mode)
-    if not ok then in_rule(index, r.L.kind, res) end
+    if not ok then COLD.rule_error(index, r.L.kind, res) end
   end
   return { rules, positions, o.cost, o.at, mode }, not (o.AT or o.COST)
 end

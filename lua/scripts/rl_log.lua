@@ -8,7 +8,7 @@
 
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
-local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, settle_mode, clock_us, ceil_ms, stored_number, open_key, run_call, single_parse, single_command, LOG, rl_log
+local COLD, run, check_limit_cost, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, settle_mode, clock_us, ceil_ms, stored_number, open_key, run_call, single_parse, single_command, LOG, rl_log
 COLD = {
   __index = function(cold, name)
     local value
@@ -113,6 +113,21 @@ COLD = {
       value = function(v)
         return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
       end
+    elseif name == 'limit_error' then
+      -- Cold: the error of a limit `v` that is not an integer from 1 to `max` (RL.LOG,
+      -- RL.LEASE): `what` follows the bounds, and `order` (the command's arguments) when `v` is
+      -- written as a duration.
+      value = function(v, max, what, order)
+        local msg = "ERR invalid limit '" .. COLD.echo(v) .. "': must be an integer from 1 to " .. COLD.int(max) .. what
+        if COLD.looks_like_a_duration(v) then msg = msg .. ' (' .. order .. ')' end
+        COLD.fail(msg)
+      end
+    elseif name == 'rule_error' then
+      -- Cold: the error `err` (an error, or its text) of rule i of RL.ALL, a rule of `kind`:
+      -- its text, naming the rule.
+      value = function(i, kind, err)
+        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. kind .. '): ' .. string.gsub(COLD.message(err), '^ERR ', '', 1))
+      end
     elseif name == 'rule_step' then
       -- Cold: rule i's step f(...) in RL.ALL: the error names the rule (not WRONGTYPE or OOM, which
       -- are the server's).
@@ -123,7 +138,7 @@ COLD = {
         if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
           error(a, 0)
         end
-        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+        COLD.rule_error(i, r.L.kind, msg)
       end
     elseif name == 'recalled' then
       -- Cold (the library only): the parsed call of `what` (a limiter, or 'all') remembered
@@ -168,6 +183,12 @@ function run(f, ...)
     return redis.error_reply(res)
   end
   error(res, 0)
+end
+
+-- The check_cost of a rule whose capacity is its limit (RL.FIXED, RL.LOG): a cost above
+-- it can never be taken.
+function check_limit_cost(r, cost, mode)
+  if mode == 'take' and cost > r.limit then COLD.cost_over(cost, 'limit', r.limit) end
 end
 
 -- What the library, which lives as long as the server, remembers from call to call: the
@@ -633,9 +654,7 @@ LOG = (function()
     local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > 10000 then
-      local msg = "ERR invalid limit '" .. COLD.echo(v) .. "': must be an integer from 1 to " .. COLD.int(10000)
-      if COLD.looks_like_a_duration(v) then msg = msg .. ' (RL.LOG key limit window: the limit comes first)' end
-      COLD.fail(msg)
+      COLD.limit_error(v, 10000, '', 'RL.LOG key limit window: the limit comes first')
     end
     return { L = L, limit = limit, window_ms = parse_duration('window', args[i + 1]), window = 0, meta = '' }
   end
@@ -644,9 +663,7 @@ LOG = (function()
     r.meta = o.meta or ''
     return r
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.limit then COLD.cost_over(cost, 'limit', r.limit) end
-  end
+  L.check_cost = check_limit_cost
   function L.judge(r, key, named, exists, _, now, cost, mode)
     local bad = function() COLD.state_error(L, key, named) end
     -- The entry a ZRANGE ... WITHSCORES reply starts with, or nil: seq (16 digits), its

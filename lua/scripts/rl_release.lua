@@ -107,6 +107,15 @@ COLD = {
       value = function(v)
         return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
       end
+    elseif name == 'limit_error' then
+      -- Cold: the error of a limit `v` that is not an integer from 1 to `max` (RL.LOG,
+      -- RL.LEASE): `what` follows the bounds, and `order` (the command's arguments) when `v` is
+      -- written as a duration.
+      value = function(v, max, what, order)
+        local msg = "ERR invalid limit '" .. COLD.echo(v) .. "': must be an integer from 1 to " .. COLD.int(max) .. what
+        if COLD.looks_like_a_duration(v) then msg = msg .. ' (' .. order .. ')' end
+        COLD.fail(msg)
+      end
     end
     rawset(cold, name, value)
     return value
@@ -366,10 +375,7 @@ LEASE = (function()
     local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > 10000 then
-      local msg = "ERR invalid limit '" .. COLD.echo(v) .. "': must be an integer from 1 to " .. COLD.int(10000)
-        .. ' (leases held at once)'
-      if COLD.looks_like_a_duration(v) then msg = msg .. ' (RL.LEASE key limit ttl: the limit comes first)' end
-      COLD.fail(msg)
+      COLD.limit_error(v, 10000, ' (leases held at once)', 'RL.LEASE key limit ttl: the limit comes first')
     end
     return { L = L, limit = limit, ttl_ms = parse_duration('ttl', args[i + 1]), id = false }
   end

@@ -20,9 +20,6 @@ local function all_parse(keys, args, name)
   check_keys(keys, MAX_ALL_KEYS, name)
   local rules, positions, taken = {}, {}, {}
   local o = { cost = 1 }
-  local function in_rule(index, kind, res)
-    fail('ERR rule ' .. int(index) .. ' (' .. kind .. '): ' .. string.gsub(message(res), '^ERR ', '', 1))
-  end
   local i = 1
   while i <= #args do
     local w = string.upper(args[i])
@@ -45,7 +42,7 @@ local function all_parse(keys, args, name)
       local last = rules[#rules]
       local why = (w == 'DELAY') and 'DELAY is not accepted inside RL.ALL (book with RL.GCRA ... DELAY on its own)'
         or ('option ' .. w .. ' does not belong to this rule')
-      in_rule(last and #rules or 1, last and last.L.kind or 'RL.ALL', why)
+      rule_error(last and #rules or 1, last and last.L.kind or 'RL.ALL', why)
     end
     local L = RULES[w]
     if not L then
@@ -56,11 +53,11 @@ local function all_parse(keys, args, name)
     local raw = args[i + 1] or ''
     local ok, position = pcall(parse_int, 'position', raw, 1)
     if not ok or position > #keys then
-      in_rule(index, L.kind, "invalid key position '" .. echo(raw) .. "': must be an integer from 1 to "
+      rule_error(index, L.kind, "invalid key position '" .. echo(raw) .. "': must be an integer from 1 to "
         .. int(#keys) .. " (the keys' places after numkeys)")
     end
     if taken[position] then
-      in_rule(index, L.kind, 'key ' .. int(position) .. ' is already named by rule ' .. int(taken[position])
+      rule_error(index, L.kind, 'key ' .. int(position) .. ' is already named by rule ' .. int(taken[position])
         .. ': one rule per key')
     end
     local ok2, res = pcall(function()
@@ -71,7 +68,7 @@ local function all_parse(keys, args, name)
       local ro, next_i = parse_options(args, i + 2 + L.nargs, L.options, true)
       return { r = L.build(p, ro), next = next_i }
     end)
-    if not ok2 then in_rule(index, L.kind, res) end
+    if not ok2 then rule_error(index, L.kind, res) end
     taken[position] = index
     rules[index], positions[index] = res.r, position
     i = res.next
@@ -85,7 +82,7 @@ local function all_parse(keys, args, name)
   local gate
   for index, r in ipairs(rules) do
     if r.L.gate then
-      if gate then in_rule(index, r.L.kind, 'at most one BAN rule per call') end
+      if gate then rule_error(index, r.L.kind, 'at most one BAN rule per call') end
       gate = index
     end
   end
@@ -93,10 +90,10 @@ local function all_parse(keys, args, name)
   for index, r in ipairs(rules) do
     if r.L.call_opts then
       local ok, res = pcall(r.L.call_opts, r, o)
-      if not ok then in_rule(index, r.L.kind, res) end
+      if not ok then rule_error(index, r.L.kind, res) end
     end
     local ok, res = pcall(r.L.check_cost, r, o.cost, mode)
-    if not ok then in_rule(index, r.L.kind, res) end
+    if not ok then rule_error(index, r.L.kind, res) end
   end
   return { rules, positions, o.cost, o.at, mode }, not (o.AT or o.COST)
 end

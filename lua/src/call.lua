@@ -47,6 +47,12 @@
 --                                  without ID): one name per call, unused on its keys
 -- and the file defines its command's function (rl_<command>), which the build registers.
 
+-- Cold: the error `err` (an error, or its text) of rule i of RL.ALL, a rule of `kind`:
+-- its text, naming the rule.
+local function rule_error(i, kind, err)
+  fail('ERR rule ' .. int(i) .. ' (' .. kind .. '): ' .. string.gsub(message(err), '^ERR ', '', 1))
+end
+
 -- Cold: rule i's step f(...) in RL.ALL: the error names the rule (not WRONGTYPE or OOM, which
 -- are the server's).
 local function rule_step(i, r, f, ...)
@@ -56,7 +62,7 @@ local function rule_step(i, r, f, ...)
   if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
     error(a, 0)
   end
-  fail('ERR rule ' .. int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+  rule_error(i, r.L.kind, msg)
 end
 
 -- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,

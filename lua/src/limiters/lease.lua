@@ -22,10 +22,7 @@ local LEASE = (function()
     local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > MAX_LEASE_LIMIT then
-      local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_LEASE_LIMIT)
-        .. ' (leases held at once)'
-      if looks_like_a_duration(v) then msg = msg .. ' (RL.LEASE key limit ttl: the limit comes first)' end
-      fail(msg)
+      limit_error(v, MAX_LEASE_LIMIT, ' (leases held at once)', 'RL.LEASE key limit ttl: the limit comes first')
     end
     return { L = L, limit = limit, ttl_ms = parse_duration('ttl', args[i + 1]), id = false }
   end

@@ -13,9 +13,7 @@ local LOG = (function()
     local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > MAX_LOG_LIMIT then
-      local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_LOG_LIMIT)
-      if looks_like_a_duration(v) then msg = msg .. ' (RL.LOG key limit window: the limit comes first)' end
-      fail(msg)
+      limit_error(v, MAX_LOG_LIMIT, '', 'RL.LOG key limit window: the limit comes first')
     end
     return { L = L, limit = limit, window_ms = parse_duration('window', args[i + 1]), window = 0, meta = '' }
   end
@@ -24,9 +22,7 @@ local LOG = (function()
     r.meta = o.meta or ''
     return r
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.limit then cost_over(cost, 'limit', r.limit) end
-  end
+  L.check_cost = check_limit_cost
   function L.judge(r, key, named, exists, _, now, cost, mode)
     local bad = function() state_error(L, key, named) end
     -- The entry a ZRANGE ... WITHSCORES reply starts with, or nil: seq (16 digits), its

@@ -110,6 +110,12 @@ COLD = {
       value = function(v)
         return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
       end
+    elseif name == 'rule_error' then
+      -- Cold: the error `err` (an error, or its text) of rule i of RL.ALL, a rule of `kind`:
+      -- its text, naming the rule.
+      value = function(i, kind, err)
+        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. kind .. '): ' .. string.gsub(COLD.message(err), '^ERR ', '', 1))
+      end
     elseif name == 'rule_step' then
       -- Cold: rule i's step f(...) in RL.ALL: the error names the rule (not WRONGTYPE or OOM, which
       -- are the server's).
@@ -120,7 +126,7 @@ COLD = {
         if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
           error(a, 0)
         end
-        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+        COLD.rule_error(i, r.L.kind, msg)
       end
     end
     rawset(cold, name, value)

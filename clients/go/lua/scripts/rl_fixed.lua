@@ -8,7 +8,7 @@
 
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
-local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, settle_mode, clock_us, ceil_ms, open_key, run_call, single_parse, single_command, fixed_window, FIXED, rl_fixed
+local COLD, run, check_limit_cost, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, settle_mode, clock_us, ceil_ms, open_key, run_call, single_parse, single_command, fixed_window, FIXED, rl_fixed
 COLD = {
   __index = function(cold, name)
     local value
@@ -126,6 +126,12 @@ COLD = {
       value = function(v)
         return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
       end
+    elseif name == 'rule_error' then
+      -- Cold: the error `err` (an error, or its text) of rule i of RL.ALL, a rule of `kind`:
+      -- its text, naming the rule.
+      value = function(i, kind, err)
+        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. kind .. '): ' .. string.gsub(COLD.message(err), '^ERR ', '', 1))
+      end
     elseif name == 'rule_step' then
       -- Cold: rule i's step f(...) in RL.ALL: the error names the rule (not WRONGTYPE or OOM, which
       -- are the server's).
@@ -136,7 +142,7 @@ COLD = {
         if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
           error(a, 0)
         end
-        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+        COLD.rule_error(i, r.L.kind, msg)
       end
     elseif name == 'recalled' then
       -- Cold (the library only): the parsed call of `what` (a limiter, or 'all') remembered
@@ -210,6 +216,12 @@ function run(f, ...)
     return redis.error_reply(res)
   end
   error(res, 0)
+end
+
+-- The check_cost of a rule whose capacity is its limit (RL.FIXED, RL.LOG): a cost above
+-- it can never be taken.
+function check_limit_cost(r, cost, mode)
+  if mode == 'take' and cost > r.limit then COLD.cost_over(cost, 'limit', r.limit) end
 end
 
 -- What the library, which lives as long as the server, remembers from call to call: the
@@ -695,9 +707,7 @@ FIXED = (function()
     r.align = o.align or false
     return r
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.limit then COLD.cost_over(cost, 'limit', r.limit) end
-  end
+  L.check_cost = check_limit_cost
   function L.judge(r, key, named, raw, exp, now, cost, mode)
     local count
     if raw then

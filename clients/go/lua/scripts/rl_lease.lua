@@ -107,6 +107,21 @@ COLD = {
       value = function(v)
         return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
       end
+    elseif name == 'limit_error' then
+      -- Cold: the error of a limit `v` that is not an integer from 1 to `max` (RL.LOG,
+      -- RL.LEASE): `what` follows the bounds, and `order` (the command's arguments) when `v` is
+      -- written as a duration.
+      value = function(v, max, what, order)
+        local msg = "ERR invalid limit '" .. COLD.echo(v) .. "': must be an integer from 1 to " .. COLD.int(max) .. what
+        if COLD.looks_like_a_duration(v) then msg = msg .. ' (' .. order .. ')' end
+        COLD.fail(msg)
+      end
+    elseif name == 'rule_error' then
+      -- Cold: the error `err` (an error, or its text) of rule i of RL.ALL, a rule of `kind`:
+      -- its text, naming the rule.
+      value = function(i, kind, err)
+        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. kind .. '): ' .. string.gsub(COLD.message(err), '^ERR ', '', 1))
+      end
     elseif name == 'rule_step' then
       -- Cold: rule i's step f(...) in RL.ALL: the error names the rule (not WRONGTYPE or OOM, which
       -- are the server's).
@@ -117,7 +132,7 @@ COLD = {
         if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
           error(a, 0)
         end
-        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+        COLD.rule_error(i, r.L.kind, msg)
       end
     elseif name == 'recalled' then
       -- Cold (the library only): the parsed call of `what` (a limiter, or 'all') remembered
@@ -640,10 +655,7 @@ LEASE = (function()
     local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > 10000 then
-      local msg = "ERR invalid limit '" .. COLD.echo(v) .. "': must be an integer from 1 to " .. COLD.int(10000)
-        .. ' (leases held at once)'
-      if COLD.looks_like_a_duration(v) then msg = msg .. ' (RL.LEASE key limit ttl: the limit comes first)' end
-      COLD.fail(msg)
+      COLD.limit_error(v, 10000, ' (leases held at once)', 'RL.LEASE key limit ttl: the limit comes first')
     end
     return { L = L, limit = limit, ttl_ms = parse_duration('ttl', args[i + 1]), id = false }
   end

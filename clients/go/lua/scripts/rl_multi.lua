@@ -65,6 +65,12 @@ COLD = {
         local which = named and ("the key '" .. COLD.echo(key) .. "'") or 'the key'
         COLD.fail('ERR ' .. which .. ' does not hold ' .. L.command .. ' state (expected ' .. L.expected .. ')')
       end
+    elseif name == 'cost_over' then
+      -- Cold: a cost a rule can never allow: above its `what` (limit, burst capacity).
+      value = function(cost, what, capacity)
+        COLD.fail('ERR cost ' .. COLD.int(cost) .. ' exceeds the ' .. what .. ' ' .. COLD.int(capacity)
+          .. ': the request can never be allowed')
+      end
     elseif name == 'force_out_of_bounds' then
       -- Cold: the error of a FORCE that would store `what` past the bounds every reader accepts.
       value = function(what)
@@ -112,6 +118,12 @@ COLD = {
       value = function(v)
         return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
       end
+    elseif name == 'rule_error' then
+      -- Cold: the error `err` (an error, or its text) of rule i of RL.ALL, a rule of `kind`:
+      -- its text, naming the rule.
+      value = function(i, kind, err)
+        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. kind .. '): ' .. string.gsub(COLD.message(err), '^ERR ', '', 1))
+      end
     elseif name == 'rule_step' then
       -- Cold: rule i's step f(...) in RL.ALL: the error names the rule (not WRONGTYPE or OOM, which
       -- are the server's).
@@ -122,7 +134,7 @@ COLD = {
         if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
           error(a, 0)
         end
-        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+        COLD.rule_error(i, r.L.kind, msg)
       end
     elseif name == 'recalled' then
       -- Cold (the library only): the parsed call of `what` (a limiter, or 'all') remembered
@@ -710,17 +722,15 @@ function check_limits_cost(limits, cost)
   for _, lw in ipairs(limits) do
     if lw[2] < smallest then smallest = lw[2] end
   end
-  if cost > smallest then
-    COLD.fail('ERR cost ' .. COLD.int(cost) .. ' exceeds the limit ' .. COLD.int(smallest)
-      .. ': the request can never be allowed')
-  end
+  if cost > smallest then COLD.cost_over(cost, 'limit', smallest) end
 end
 
 -- The parts of limiter L that follow from its windows: L.parse_state(key, named, raw)
 -- (a key's entries, and the same by window), L.judge_window(r, entry, w, limit, now,
 -- cost, mode) (a window's five fields, µs to wait when denied, and the window after
 -- the request, nil when it keeps none), L.ends(e) (µs, or nil: counts nothing) and
--- L.encode(entries).
+-- L.encode(entries); and L.buckets_per_key, true when a key's windows also keep at most
+-- MAX_BUCKETS_PER_KEY buckets between them (e.n each: RL.SLIDING).
 -- A key without state: no entries (read, never written).
 NONE = {}
 
@@ -804,7 +814,7 @@ function limits_rule(L)
         if ends > latest then latest = ends end
       end
     end
-    if L.command == 'RL.SLIDING' and (#merged > 32 or buckets > 1000) then
+    if L.buckets_per_key and (#merged > 32 or buckets > 1000) then
       COLD.fail("ERR the key '" .. COLD.echo(key) .. "' would hold more than " .. COLD.int(32)
         .. ' windows or ' .. COLD.int(1000) .. ' buckets: ' .. L.command .. ' keeps at most '
         .. COLD.int(32) .. ' windows per key, their BUCKETS adding up to at most '
