@@ -429,13 +429,15 @@ end
 
 -- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
 -- RL.SLIDING: rule i on key i) or 'all' (RL.ALL: rule i on key positions[i]); `rules`
--- the rules in the order given. Open every key, judge every rule (gates first), decide
--- all or nothing and the binding rule, write every key (RL.ALL's denial writes nothing
--- but a penalty), reply with the binding rule's numbers. With UPTO (mode 'upto') the
--- call is the call of cost k, the largest up to `cost` that a peek says remains (1
--- without a peek for a cost of 1, all of it for a call of gates alone), or of cost 1
--- denied; its reply ends with k (0 when denied), as the module's Call::resolve_up_to.
-function run_call(shape, keys, rules, positions, cost, at, mode)
+-- the rules in the order given; in RL.ALL, `gate` the index of its gate (nil: none) and
+-- `field` that of the first rule with a reply_field (nil: none). Open every key, judge
+-- every rule (the gate first), decide all or nothing and the binding rule, write every
+-- key (RL.ALL's denial writes nothing but a penalty), reply with the binding rule's
+-- numbers. With UPTO (mode 'upto') the call is the call of cost k, the largest up to
+-- `cost` that a peek says remains (1 without a peek for a cost of 1, all of it for a
+-- call of its gate alone), or of cost 1 denied; its reply ends with k (0 when denied),
+-- as the module's Call::resolve_up_to.
+function run_call(shape, keys, rules, positions, cost, at, mode, gate, field)
   local now = at and at * 1000 or clock_us()
   local n, all = #rules, shape == 'all'
   -- What the call keeps of each rule (its key's state and expiry, its judgement, its
@@ -470,38 +472,26 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
   local upto, peeking = mode == 'upto', false
   if upto then mode, peeking = 'take', cost > 1 end
   local named = shape ~= 'one'
-  local deny, deny_retry, over, over_retry, least, least_left, full, gates_only
+  -- A call of its gate alone: the gate binds.
+  local gate_alone = gate and n == 1
+  local deny, deny_retry, over, over_retry, least, least_left, full
   repeat
     local judged = peeking and 0 or cost
     local gated = false
-    gates_only = all
-    if all then
-      for i = 1, n do
-        local r, rec = rules[i], records[i]
-        if r.L.gate then
-          -- A gate (the BAN rule) is judged first: one that denies ends the call, the
-          -- other rules not judged and nothing written; it binds.
-          local key = keys[positions[i]]
-          local j, retry = COLD.rule_step(i, r, r.L.judge, r, key, true, rec.state, rec.exp, now, judged, mode, token)
-          rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
-          if retry and peeking then
-            gated = true
-            break
-          elseif retry then
-            j[6], j[7] = i, key
-            -- The other rules, not judged, give their own field as in any denial (nil).
-            for k = 1, n do
-              if rules[k].L.reply_field then
-                j[8] = false
-                break
-              end
-            end
-            if upto then j[#j + 1] = 0 end
-            return j
-          end
-        else
-          gates_only = false
-        end
+    if gate then
+      -- The gate (the BAN rule) is judged first: when it denies, it ends the call, the
+      -- other rules not judged and nothing written; it binds.
+      local r, rec, key = rules[gate], records[gate], keys[positions[gate]]
+      local j, retry = COLD.rule_step(gate, r, r.L.judge, r, key, true, rec.state, rec.exp, now, judged, mode, token)
+      rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
+      if retry and peeking then
+        gated = true
+      elseif retry then
+        j[6], j[7] = gate, key
+        -- The other rules, not judged, give their own field as in any denial (nil).
+        if field then j[8] = false end
+        if upto then j[#j + 1] = 0 end
+        return j
       end
     end
     -- The binding rule: the denying one with the largest retry (ties: the first), else
@@ -522,7 +512,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
         end
         rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, allow, denial, forced
       end
-      if not L.gate or gates_only then
+      if i ~= gate or gate_alone then
         local retry = rec.retry
         if rec.over then
           if not over or retry > over_retry then over, over_retry = i, retry end
@@ -538,7 +528,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
     if peeking then
       -- What the peek says remains (nothing when it is denied; all of it for gates).
       local k = 0
-      if not (gated or deny) then k = gates_only and cost or math.min(math.max(least_left, 0), cost) end
+      if not (gated or deny) then k = gate_alone and cost or math.min(math.max(least_left, 0), cost) end
       cost, peeking = math.max(k, 1), false
       for i = 1, n do records[i].j = nil end
     end
@@ -591,12 +581,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
     reply[6] = bind
     reply[7] = keys[positions[bind]]
     -- A rule's own field (a LEASE rule's id or nil), whatever the binding rule.
-    for i = 1, n do
-      if rules[i].L.reply_field then
-        reply[8] = allowed and records[i].j.extra or false
-        break
-      end
-    end
+    if field then reply[8] = allowed and records[field].j.extra or false end
   end
   if upto then reply[#reply + 1] = allowed and cost or 0 end
   return reply

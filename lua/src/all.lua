@@ -11,8 +11,9 @@ local ALL_OPTIONS = {
 }
 local CALL_OPTIONS = { COST = true, AT = true, REFUND = true, FORCE = true, UPTO = true }
 
--- The arguments of RL.ALL, parsed: the call (its rules, their keys' positions, and the
--- call's cost, AT and mode), and whether to remember it.
+-- The arguments of RL.ALL, parsed: the call (its rules, their keys' positions, the
+-- call's cost, AT and mode, the index of its gate and that of its first rule with a
+-- reply_field), and whether to remember it.
 local function all_parse(keys, args, name)
   if 1 + #keys + #args < 4 then
     arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE|UPTO]')
@@ -79,12 +80,13 @@ local function all_parse(keys, args, name)
     end
   end
   -- At most one penalty box per call.
-  local gate
+  local gate, field
   for index, r in ipairs(rules) do
     if r.L.gate then
       if gate then rule_error(index, r.L.kind, 'at most one BAN rule per call') end
       gate = index
     end
+    if r.L.reply_field and not field then field = index end
   end
   local mode = settle_mode(o)
   for index, r in ipairs(rules) do
@@ -95,21 +97,9 @@ local function all_parse(keys, args, name)
     local ok, res = pcall(r.L.check_cost, r, o.cost, mode)
     if not ok then rule_error(index, r.L.kind, res) end
   end
-  return { rules, positions, o.cost, o.at, mode }, not (o.AT or o.COST)
-end
-
-local function all_command(keys, args, name)
-  local call = MEMO and recalled('all', #keys, args)
-  if call then
-    check_keys(keys, MAX_ALL_KEYS, name)
-  else
-    local again
-    call, again = with_numkeys_hint(all_parse, keys, args, MAX_ALL_KEYS, name)
-    if MEMO and again then remember('all', #keys, args, call) end
-  end
-  return run_call('all', keys, call[1], call[2], call[3], call[4], call[5])
+  return { rules, positions, o.cost, o.at, mode, gate, field }, not (o.AT or o.COST)
 end
 
 local function rl_all(keys, args)
-  return run(all_command, keys, args, 'rl_all')
+  return run(numkeys_command, keys, args, 'all', all_parse, MAX_ALL_KEYS, 'all', 'rl_all')
 end

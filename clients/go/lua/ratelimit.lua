@@ -516,8 +516,10 @@ end
 --   write(r, key, j, allowed, now, cost)
 --                                  optional: the write, made once the call is settled
 --                                  (raising before any write when the key would be full)
---   gate                           judged first: its denial ends the call (BAN)
---   reply_field                    RL.ALL's eighth field is this rule's extra (LEASE)
+--   gate                           judged first: its denial ends the call (BAN); at
+--                                  most one per call
+--   reply_field                    RL.ALL's eighth field is this rule's extra (LEASE;
+--                                  the first such rule's)
 --   wants_token(r), make_token(now, keys)
 --                                  a rule that records a name it was not given (a lease
 --                                  without ID): one name per call, unused on its keys
@@ -543,13 +545,15 @@ end
 
 -- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
 -- RL.SLIDING: rule i on key i) or 'all' (RL.ALL: rule i on key positions[i]); `rules`
--- the rules in the order given. Open every key, judge every rule (gates first), decide
--- all or nothing and the binding rule, write every key (RL.ALL's denial writes nothing
--- but a penalty), reply with the binding rule's numbers. With UPTO (mode 'upto') the
--- call is the call of cost k, the largest up to `cost` that a peek says remains (1
--- without a peek for a cost of 1, all of it for a call of gates alone), or of cost 1
--- denied; its reply ends with k (0 when denied), as the module's Call::resolve_up_to.
-local function run_call(shape, keys, rules, positions, cost, at, mode)
+-- the rules in the order given; in RL.ALL, `gate` the index of its gate (nil: none) and
+-- `field` that of the first rule with a reply_field (nil: none). Open every key, judge
+-- every rule (the gate first), decide all or nothing and the binding rule, write every
+-- key (RL.ALL's denial writes nothing but a penalty), reply with the binding rule's
+-- numbers. With UPTO (mode 'upto') the call is the call of cost k, the largest up to
+-- `cost` that a peek says remains (1 without a peek for a cost of 1, all of it for a
+-- call of its gate alone), or of cost 1 denied; its reply ends with k (0 when denied),
+-- as the module's Call::resolve_up_to.
+local function run_call(shape, keys, rules, positions, cost, at, mode, gate, field)
   local now = at and at * 1000 or clock_us()
   local n, all = #rules, shape == 'all'
   -- What the call keeps of each rule (its key's state and expiry, its judgement, its
@@ -584,38 +588,26 @@ local function run_call(shape, keys, rules, positions, cost, at, mode)
   local upto, peeking = mode == 'upto', false
   if upto then mode, peeking = 'take', cost > 1 end
   local named = shape ~= 'one'
-  local deny, deny_retry, over, over_retry, least, least_left, full, gates_only
+  -- A call of its gate alone: the gate binds.
+  local gate_alone = gate and n == 1
+  local deny, deny_retry, over, over_retry, least, least_left, full
   repeat
     local judged = peeking and 0 or cost
     local gated = false
-    gates_only = all
-    if all then
-      for i = 1, n do
-        local r, rec = rules[i], records[i]
-        if r.L.gate then
-          -- A gate (the BAN rule) is judged first: one that denies ends the call, the
-          -- other rules not judged and nothing written; it binds.
-          local key = keys[positions[i]]
-          local j, retry = rule_step(i, r, r.L.judge, r, key, true, rec.state, rec.exp, now, judged, mode, token)
-          rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
-          if retry and peeking then
-            gated = true
-            break
-          elseif retry then
-            j[6], j[7] = i, key
-            -- The other rules, not judged, give their own field as in any denial (nil).
-            for k = 1, n do
-              if rules[k].L.reply_field then
-                j[8] = false
-                break
-              end
-            end
-            if upto then j[#j + 1] = 0 end
-            return j
-          end
-        else
-          gates_only = false
-        end
+    if gate then
+      -- The gate (the BAN rule) is judged first: when it denies, it ends the call, the
+      -- other rules not judged and nothing written; it binds.
+      local r, rec, key = rules[gate], records[gate], keys[positions[gate]]
+      local j, retry = rule_step(gate, r, r.L.judge, r, key, true, rec.state, rec.exp, now, judged, mode, token)
+      rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
+      if retry and peeking then
+        gated = true
+      elseif retry then
+        j[6], j[7] = gate, key
+        -- The other rules, not judged, give their own field as in any denial (nil).
+        if field then j[8] = false end
+        if upto then j[#j + 1] = 0 end
+        return j
       end
     end
     -- The binding rule: the denying one with the largest retry (ties: the first), else
@@ -636,7 +628,7 @@ local function run_call(shape, keys, rules, positions, cost, at, mode)
         end
         rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, allow, denial, forced
       end
-      if not L.gate or gates_only then
+      if i ~= gate or gate_alone then
         local retry = rec.retry
         if rec.over then
           if not over or retry > over_retry then over, over_retry = i, retry end
@@ -652,7 +644,7 @@ local function run_call(shape, keys, rules, positions, cost, at, mode)
     if peeking then
       -- What the peek says remains (nothing when it is denied; all of it for gates).
       local k = 0
-      if not (gated or deny) then k = gates_only and cost or math.min(math.max(least_left, 0), cost) end
+      if not (gated or deny) then k = gate_alone and cost or math.min(math.max(least_left, 0), cost) end
       cost, peeking = math.max(k, 1), false
       for i = 1, n do records[i].j = nil end
     end
@@ -705,12 +697,7 @@ local function run_call(shape, keys, rules, positions, cost, at, mode)
     reply[6] = bind
     reply[7] = keys[positions[bind]]
     -- A rule's own field (a LEASE rule's id or nil), whatever the binding rule.
-    for i = 1, n do
-      if rules[i].L.reply_field then
-        reply[8] = allowed and records[i].j.extra or false
-        break
-      end
-    end
+    if field then reply[8] = allowed and records[field].j.extra or false end
   end
   if upto then reply[#reply + 1] = allowed and cost or 0 end
   return reply
@@ -719,7 +706,8 @@ end
 -- lua/src/commands.lua
 
 -- The shapes of the limiter commands: one key (RL.FIXED ...), numkeys keys under one
--- rule (RL.MULTI, RL.SLIDING); each parses its call and hands it to run_call. A
+-- rule (RL.MULTI, RL.SLIDING) or each under its own (RL.ALL, all.lua); each parses its
+-- call and hands it to run_call. A
 -- limiter's file names its shape in its function:
 --   local function rl_fixed(keys, args)
 --     return run(single_command, keys, args, FIXED, 'rl_fixed')
@@ -728,7 +716,7 @@ end
 -- The library remembers the calls it has parsed that give neither AT nor COST (at most
 -- 256, in MEMO.calls), by command, number of keys and arguments: such a call is not
 -- parsed again (its keys are still checked). A parsed call: { rules, positions, cost,
--- at, mode }.
+-- at, mode, gate, field } (run_call's arguments of those names).
 
 -- Cold (the library only): the parsed call of `what` (a limiter, or 'all') remembered
 -- for these arguments, or nil.
@@ -846,7 +834,7 @@ local function with_numkeys_hint(parse, keys, args, max, ...)
 end
 
 -- The arguments of RL.MULTI and RL.SLIDING, parsed: the call, and whether to remember it.
-local function each_key_parse(ks, as, L, name)
+local function each_key_parse(ks, as, name, L)
   if 2 + #ks + #as < 6 then arity_error(L.command, L.syntax) end
   check_keys(ks, MAX_KEYS, name)
   local o = parse_options(as, 1, L.accepts, false)
@@ -858,19 +846,26 @@ local function each_key_parse(ks, as, L, name)
   return { rules, nil, o.cost, o.at, mode }, not (o.AT or o.COST)
 end
 
--- The call shape of RL.MULTI and RL.SLIDING: numkeys (FCALL's) from 1 to MAX_KEYS
--- distinct keys, then LIMIT window limit triples among the options, the same rule on
--- every key.
-local function each_key_command(keys, args, L, name)
-  local call = MEMO and recalled(L, #keys, args)
+-- A command with numkeys (FCALL's): from 1 to `max` distinct keys, run as `shape`
+-- ('each' or 'all', see run_call); its arguments parsed by parse(keys, args, name,
+-- what) (which with_numkeys_hint explains), the call remembered under `what` (the
+-- limiter, or 'all').
+local function numkeys_command(keys, args, shape, parse, max, what, name)
+  local call = MEMO and recalled(what, #keys, args)
   if call then
-    check_keys(keys, MAX_KEYS, name)
+    check_keys(keys, max, name)
   else
     local again
-    call, again = with_numkeys_hint(each_key_parse, keys, args, MAX_KEYS, L, name)
-    if MEMO and again then remember(L, #keys, args, call) end
+    call, again = with_numkeys_hint(parse, keys, args, max, name, what)
+    if MEMO and again then remember(what, #keys, args, call) end
   end
-  return run_call('each', keys, call[1], nil, call[3], call[4], call[5])
+  return run_call(shape, keys, call[1], call[2], call[3], call[4], call[5], call[6], call[7])
+end
+
+-- The call shape of RL.MULTI and RL.SLIDING: numkeys from 1 to MAX_KEYS distinct keys,
+-- then LIMIT window limit triples among the options, the same rule on every key.
+local function each_key_command(keys, args, L, name)
+  return numkeys_command(keys, args, 'each', each_key_parse, MAX_KEYS, L, name)
 end
 
 -- lua/src/windows.lua
@@ -2053,8 +2048,9 @@ local ALL_OPTIONS = {
 }
 local CALL_OPTIONS = { COST = true, AT = true, REFUND = true, FORCE = true, UPTO = true }
 
--- The arguments of RL.ALL, parsed: the call (its rules, their keys' positions, and the
--- call's cost, AT and mode), and whether to remember it.
+-- The arguments of RL.ALL, parsed: the call (its rules, their keys' positions, the
+-- call's cost, AT and mode, the index of its gate and that of its first rule with a
+-- reply_field), and whether to remember it.
 local function all_parse(keys, args, name)
   if 1 + #keys + #args < 4 then
     arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE|UPTO]')
@@ -2121,12 +2117,13 @@ local function all_parse(keys, args, name)
     end
   end
   -- At most one penalty box per call.
-  local gate
+  local gate, field
   for index, r in ipairs(rules) do
     if r.L.gate then
       if gate then rule_error(index, r.L.kind, 'at most one BAN rule per call') end
       gate = index
     end
+    if r.L.reply_field and not field then field = index end
   end
   local mode = settle_mode(o)
   for index, r in ipairs(rules) do
@@ -2137,23 +2134,11 @@ local function all_parse(keys, args, name)
     local ok, res = pcall(r.L.check_cost, r, o.cost, mode)
     if not ok then rule_error(index, r.L.kind, res) end
   end
-  return { rules, positions, o.cost, o.at, mode }, not (o.AT or o.COST)
-end
-
-local function all_command(keys, args, name)
-  local call = MEMO and recalled('all', #keys, args)
-  if call then
-    check_keys(keys, MAX_ALL_KEYS, name)
-  else
-    local again
-    call, again = with_numkeys_hint(all_parse, keys, args, MAX_ALL_KEYS, name)
-    if MEMO and again then remember('all', #keys, args, call) end
-  end
-  return run_call('all', keys, call[1], call[2], call[3], call[4], call[5])
+  return { rules, positions, o.cost, o.at, mode, gate, field }, not (o.AT or o.COST)
 end
 
 local function rl_all(keys, args)
-  return run(all_command, keys, args, 'rl_all')
+  return run(numkeys_command, keys, args, 'all', all_parse, MAX_ALL_KEYS, 'all', 'rl_all')
 end
 
 -- lua/src/bulkexpire.lua
