@@ -434,8 +434,8 @@ function ceil_ms(us)
 end
 
 -- Open a key as limiter L keeps it: a string's value (nil when missing) and, when
--- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: whether it exists.
--- Another type: WRONGTYPE.
+-- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: its number of
+-- members (false when missing). Another type: WRONGTYPE.
 function open_key(L, key)
   if L.storage == 'string' then
     -- A value is a string or false; an error, a table (a string's `err` is nil).
@@ -447,11 +447,11 @@ function open_key(L, key)
     if exp < 0 then return v, nil end
     return v, exp
   end
-  local kind = redis.call('TYPE', key)
-  kind = type(kind) == 'table' and kind.ok or kind
-  if kind == 'none' then return false end
-  if kind ~= 'zset' then COLD.fail(COLD.WRONGTYPE) end
-  return true
+  -- A count, or an error (a table).
+  local card = redis.pcall('ZCARD', key)
+  if type(card) ~= 'number' then COLD.fail(COLD.WRONGTYPE) end
+  if card == 0 then return false end
+  return card
 end
 
 -- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
@@ -472,7 +472,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode, gate, field)
   -- call sets every field of the rules it has); a script makes its own.
   local records = MEMO and MEMO.records or {}
   -- Open every key (a key of another type is an error before any rule is judged).
-  local token, wanting = nil, nil
+  local token, wanting, cards = nil, nil, nil
   for i = 1, n do
     local r, rec = rules[i], records[i]
     if not rec then
@@ -487,13 +487,14 @@ function run_call(shape, keys, rules, positions, cost, at, mode, gate, field)
     end
     rec.j = nil
     if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
-      wanting = wanting or {}
+      wanting, cards = wanting or {}, cards or {}
       wanting[#wanting + 1] = keys[all and positions[i] or i]
+      cards[#wanting] = rec.state
       token = L.make_token
     end
   end
   -- One name for the rules that record one they were not given, unused on their keys.
-  if wanting then token = token(now, wanting) end
+  if wanting then token = token(now, wanting, cards) end
   -- UPTO (mode 'upto'): a peek first (COST 0) when the cost is above 1, whose
   -- remaining is the cost taken, k; then the call of that cost, or of cost 1 denied.
   local upto, peeking = mode == 'upto', false

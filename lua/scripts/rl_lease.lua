@@ -407,8 +407,8 @@ function stored_number(s, max)
 end
 
 -- Open a key as limiter L keeps it: a string's value (nil when missing) and, when
--- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: whether it exists.
--- Another type: WRONGTYPE.
+-- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: its number of
+-- members (false when missing). Another type: WRONGTYPE.
 function open_key(L, key)
   if L.storage == 'string' then
     -- A value is a string or false; an error, a table (a string's `err` is nil).
@@ -420,11 +420,11 @@ function open_key(L, key)
     if exp < 0 then return v, nil end
     return v, exp
   end
-  local kind = redis.call('TYPE', key)
-  kind = type(kind) == 'table' and kind.ok or kind
-  if kind == 'none' then return false end
-  if kind ~= 'zset' then COLD.fail(COLD.WRONGTYPE) end
-  return true
+  -- A count, or an error (a table).
+  local card = redis.pcall('ZCARD', key)
+  if type(card) ~= 'number' then COLD.fail(COLD.WRONGTYPE) end
+  if card == 0 then return false end
+  return card
 end
 
 -- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
@@ -445,7 +445,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode, gate, field)
   -- call sets every field of the rules it has); a script makes its own.
   local records = MEMO and MEMO.records or {}
   -- Open every key (a key of another type is an error before any rule is judged).
-  local token, wanting = nil, nil
+  local token, wanting, cards = nil, nil, nil
   for i = 1, n do
     local r, rec = rules[i], records[i]
     if not rec then
@@ -460,13 +460,14 @@ function run_call(shape, keys, rules, positions, cost, at, mode, gate, field)
     end
     rec.j = nil
     if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
-      wanting = wanting or {}
+      wanting, cards = wanting or {}, cards or {}
       wanting[#wanting + 1] = keys[all and positions[i] or i]
+      cards[#wanting] = rec.state
       token = L.make_token
     end
   end
   -- One name for the rules that record one they were not given, unused on their keys.
-  if wanting then token = token(now, wanting) end
+  if wanting then token = token(now, wanting, cards) end
   -- UPTO (mode 'upto'): a peek first (COST 0) when the cost is above 1, whose
   -- remaining is the cost taken, k; then the call of that cost, or of cost 1 denied.
   local upto, peeking = mode == 'upto', false
@@ -663,11 +664,12 @@ LEASE = (function()
     return not r.id
   end
   -- A name for a call that records one it was not given (a lease without ID), the same
-  -- for every rule of the call and unused on each of `keys`: 20 hex digits, the call's
-  -- time in µs and a number from the size of the largest set up (the module's are random).
-  function L.make_token(now, keys)
+  -- for every rule of the call and unused on each of `keys` (opened: `cards`, their
+  -- sizes, false when missing): 20 hex digits, the call's time in µs and a number from
+  -- the size of the largest set up (the module's are random).
+  function L.make_token(now, keys, cards)
     local n = 0
-    for _, key in ipairs(keys) do n = math.max(n, redis.call('ZCARD', key)) end
+    for k = 1, #keys do n = math.max(n, cards[k] or 0) end
     while true do
       local token = string.format('%014x%06x', now, n % 16777216)
       local free = true
@@ -697,13 +699,11 @@ LEASE = (function()
   end
   L.latest_except = latest_except
   L.lease_of = lease_of
-  -- Live and expired leases at now_ms, counted by score range (the expired ones are
-  -- not read), and the latest live expiry; the lowest and the highest members are read
-  -- and checked, so every score lies between two valid expiries.
-  function L.held(key, now_ms, bad)
-    local card = redis.call('ZCARD', key)
+  -- Live and expired leases at now_ms of a key of `card` members, counted by score range
+  -- (the expired ones are not read), and the latest live expiry; the lowest and the
+  -- highest members are read and checked, so every score lies between two valid expiries.
+  function L.held(key, card, now_ms, bad)
     if card > 10000 then bad() end
-    if card == 0 then return 0, 0, nil end
     local low = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     lease_of(low[1], low[2], bad)
     local latest
@@ -713,11 +713,11 @@ LEASE = (function()
     local expired = redis.call('ZCOUNT', key, '-inf', now_ms)
     return card - expired, expired, latest
   end
-  function L.judge(r, key, named, exists, _, now, cost, mode, token)
+  function L.judge(r, key, named, card, _, now, cost, mode, token)
     local bad = function() COLD.state_error(L, key, named) end
     local now_ms = floor_ms(now)
     local live, expired, latest = 0, 0, nil
-    if exists then live, expired, latest = L.held(key, now_ms, bad) end
+    if card then live, expired, latest = L.held(key, card, now_ms, bad) end
     local limit = r.limit
     local free = math.max(limit - live, 0)
     local expiry = now_ms + r.ttl_ms
@@ -734,7 +734,7 @@ LEASE = (function()
     end
     if cost > 0 then
       -- The call's id holds a live lease: a renewal, always allowed.
-      if r.id and exists then
+      if r.id and card then
         local s = redis.call('ZSCORE', key, r.id)
         if s and lease_of(r.id, s, bad) > now_ms then
           local others = latest_except(key, now_ms, r.id, bad)

@@ -44,9 +44,10 @@
 --                                  most one per call
 --   reply_field                    RL.ALL's eighth field is this rule's extra (LEASE;
 --                                  the first such rule's)
---   wants_token(r), make_token(now, keys)
+--   wants_token(r), make_token(now, keys, states)
 --                                  a rule that records a name it was not given (a lease
 --                                  without ID): one name per call, unused on its keys
+--                                  (states: what open_key gave for each)
 -- and the file defines its command's function (rl_<command>), which the build registers.
 
 -- Cold: the error `err` (an error, or its text) of rule i of RL.ALL, a rule of `kind`:
@@ -85,7 +86,7 @@ local function run_call(shape, keys, rules, positions, cost, at, mode, gate, fie
   -- call sets every field of the rules it has); a script makes its own.
   local records = MEMO and MEMO.records or {}
   -- Open every key (a key of another type is an error before any rule is judged).
-  local token, wanting = nil, nil
+  local token, wanting, cards = nil, nil, nil
   for i = 1, n do
     local r, rec = rules[i], records[i]
     if not rec then
@@ -100,13 +101,14 @@ local function run_call(shape, keys, rules, positions, cost, at, mode, gate, fie
     end
     rec.j = nil
     if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
-      wanting = wanting or {}
+      wanting, cards = wanting or {}, cards or {}
       wanting[#wanting + 1] = keys[all and positions[i] or i]
+      cards[#wanting] = rec.state
       token = L.make_token
     end
   end
   -- One name for the rules that record one they were not given, unused on their keys.
-  if wanting then token = token(now, wanting) end
+  if wanting then token = token(now, wanting, cards) end
   -- UPTO (mode 'upto'): a peek first (COST 0) when the cost is above 1, whose
   -- remaining is the cost taken, k; then the call of that cost, or of cost 1 denied.
   local upto, peeking = mode == 'upto', false

@@ -452,8 +452,8 @@ local function stored_digits(s, max)
 end
 
 -- Open a key as limiter L keeps it: a string's value (nil when missing) and, when
--- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: whether it exists.
--- Another type: WRONGTYPE.
+-- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: its number of
+-- members (false when missing). Another type: WRONGTYPE.
 local function open_key(L, key)
   if L.storage == 'string' then
     -- A value is a string or false; an error, a table (a string's `err` is nil).
@@ -465,11 +465,11 @@ local function open_key(L, key)
     if exp < 0 then return v, nil end
     return v, exp
   end
-  local kind = redis.call('TYPE', key)
-  kind = type(kind) == 'table' and kind.ok or kind
-  if kind == 'none' then return false end
-  if kind ~= 'zset' then fail(WRONGTYPE) end
-  return true
+  -- A count, or an error (a table).
+  local card = redis.pcall('ZCARD', key)
+  if type(card) ~= 'number' then fail(WRONGTYPE) end
+  if card == 0 then return false end
+  return card
 end
 
 -- lua/src/call.lua
@@ -520,9 +520,10 @@ end
 --                                  most one per call
 --   reply_field                    RL.ALL's eighth field is this rule's extra (LEASE;
 --                                  the first such rule's)
---   wants_token(r), make_token(now, keys)
+--   wants_token(r), make_token(now, keys, states)
 --                                  a rule that records a name it was not given (a lease
 --                                  without ID): one name per call, unused on its keys
+--                                  (states: what open_key gave for each)
 -- and the file defines its command's function (rl_<command>), which the build registers.
 
 -- Cold: the error `err` (an error, or its text) of rule i of RL.ALL, a rule of `kind`:
@@ -561,7 +562,7 @@ local function run_call(shape, keys, rules, positions, cost, at, mode, gate, fie
   -- call sets every field of the rules it has); a script makes its own.
   local records = MEMO and MEMO.records or {}
   -- Open every key (a key of another type is an error before any rule is judged).
-  local token, wanting = nil, nil
+  local token, wanting, cards = nil, nil, nil
   for i = 1, n do
     local r, rec = rules[i], records[i]
     if not rec then
@@ -576,13 +577,14 @@ local function run_call(shape, keys, rules, positions, cost, at, mode, gate, fie
     end
     rec.j = nil
     if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
-      wanting = wanting or {}
+      wanting, cards = wanting or {}, cards or {}
       wanting[#wanting + 1] = keys[all and positions[i] or i]
+      cards[#wanting] = rec.state
       token = L.make_token
     end
   end
   -- One name for the rules that record one they were not given, unused on their keys.
-  if wanting then token = token(now, wanting) end
+  if wanting then token = token(now, wanting, cards) end
   -- UPTO (mode 'upto'): a peek first (COST 0) when the cost is above 1, whose
   -- remaining is the cost taken, k; then the call of that cost, or of cost 1 denied.
   local upto, peeking = mode == 'upto', false
@@ -1401,11 +1403,12 @@ local LEASE = (function()
     return not r.id
   end
   -- A name for a call that records one it was not given (a lease without ID), the same
-  -- for every rule of the call and unused on each of `keys`: 20 hex digits, the call's
-  -- time in µs and a number from the size of the largest set up (the module's are random).
-  function L.make_token(now, keys)
+  -- for every rule of the call and unused on each of `keys` (opened: `cards`, their
+  -- sizes, false when missing): 20 hex digits, the call's time in µs and a number from
+  -- the size of the largest set up (the module's are random).
+  function L.make_token(now, keys, cards)
     local n = 0
-    for _, key in ipairs(keys) do n = math.max(n, redis.call('ZCARD', key)) end
+    for k = 1, #keys do n = math.max(n, cards[k] or 0) end
     while true do
       local token = string.format('%014x%06x', now, n % 16777216)
       local free = true
@@ -1435,13 +1438,11 @@ local LEASE = (function()
   end
   L.latest_except = latest_except
   L.lease_of = lease_of
-  -- Live and expired leases at now_ms, counted by score range (the expired ones are
-  -- not read), and the latest live expiry; the lowest and the highest members are read
-  -- and checked, so every score lies between two valid expiries.
-  function L.held(key, now_ms, bad)
-    local card = redis.call('ZCARD', key)
+  -- Live and expired leases at now_ms of a key of `card` members, counted by score range
+  -- (the expired ones are not read), and the latest live expiry; the lowest and the
+  -- highest members are read and checked, so every score lies between two valid expiries.
+  function L.held(key, card, now_ms, bad)
     if card > MAX_LEASE_LIMIT then bad() end
-    if card == 0 then return 0, 0, nil end
     local low = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     lease_of(low[1], low[2], bad)
     local latest
@@ -1451,11 +1452,11 @@ local LEASE = (function()
     local expired = redis.call('ZCOUNT', key, '-inf', now_ms)
     return card - expired, expired, latest
   end
-  function L.judge(r, key, named, exists, _, now, cost, mode, token)
+  function L.judge(r, key, named, card, _, now, cost, mode, token)
     local bad = function() state_error(L, key, named) end
     local now_ms = floor_ms(now)
     local live, expired, latest = 0, 0, nil
-    if exists then live, expired, latest = L.held(key, now_ms, bad) end
+    if card then live, expired, latest = L.held(key, card, now_ms, bad) end
     local limit = r.limit
     local free = math.max(limit - live, 0)
     local expiry = now_ms + r.ttl_ms
@@ -1472,7 +1473,7 @@ local LEASE = (function()
     end
     if cost > 0 then
       -- The call's id holds a live lease: a renewal, always allowed.
-      if r.id and exists then
+      if r.id and card then
         local s = redis.call('ZSCORE', key, r.id)
         if s and lease_of(r.id, s, bad) > now_ms then
           local others = latest_except(key, now_ms, r.id, bad)
@@ -1512,9 +1513,10 @@ local function release_command(keys, args, name)
   local o = NO_OPTIONS
   if #args > 1 then o = parse_options(args, 2, { AT = true }, false) end
   local now_ms = floor_ms(o.at and o.at * 1000 or clock_us())
-  if not open_key(LEASE, key) then return 0 end
+  local card = open_key(LEASE, key)
+  if not card then return 0 end
   local bad = function() state_error(LEASE, key, false) end
-  local live, expired = LEASE.held(key, now_ms, bad)
+  local live, expired = LEASE.held(key, card, now_ms, bad)
   local released = false
   local s = redis.call('ZSCORE', key, id)
   if s then released = LEASE.lease_of(id, s, bad) > now_ms end
@@ -1560,7 +1562,7 @@ local LOG = (function()
     return r
   end
   L.check_cost = check_limit_cost
-  function L.judge(r, key, named, exists, _, now, cost, mode)
+  function L.judge(r, key, named, members, _, now, cost, mode)
     local bad = function() state_error(L, key, named) end
     -- The entry a ZRANGE ... WITHSCORES reply starts with, or nil: seq (16 digits), its
     -- cost and its time; anything else is not a log.
@@ -1573,13 +1575,12 @@ local LOG = (function()
       if not (seq and c and t) or c > MAX_LOG_MEMBERS or seq < c or #meta > MAX_META_LEN then bad() end
       return { t = t, seq = seq, cost = c, meta = meta, member = pair[1] }
     end
-    if mode == 'refund' and not exists then
+    if mode == 'refund' and not members then
       return { 0, r.limit, r.limit, -1, 0 }
     end
     local newest, first
     local t = now
-    if exists then
-      local members = redis.call('ZCARD', key)
+    if members then
       if members > MAX_LOG_MEMBERS then bad() end
       local last_two = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
       newest = entry({ last_two[#last_two - 1], last_two[#last_two] })
@@ -1596,7 +1597,7 @@ local LOG = (function()
     end
     local cutoff = math.max(t - r.window, 0)
     local after = '(' .. int(cutoff)
-    if exists then
+    if members then
       local first_two = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 2)
       first = entry(first_two)
       if #first_two == 4 then
@@ -1623,7 +1624,7 @@ local LOG = (function()
       local adds, rems = {}, {}
       if give == 0 then left_newest = newest_counted end
       if give > 0 and counted > 0 then
-        local n = math.min(give + 1, redis.call('ZCARD', key))
+        local n = math.min(give + 1, members)
         local got = redis.call('ZREVRANGEBYSCORE', key, '+inf', after, 'WITHSCORES', 'LIMIT', 0, n)
         for i = 1, #got, 2 do
           local e = entry({ got[i], got[i + 1] })
@@ -1693,7 +1694,7 @@ local LOG = (function()
         }
         -- The members that left the window, oldest first, at most MAX_LOG_TRIM of them
         -- (later writes remove the rest): no call does more than that.
-        if exists then
+        if members then
           local leaving = redis.call('ZRANGEBYSCORE', key, '-inf', int(cutoff), 'LIMIT', 0, MAX_LOG_TRIM)
           if #leaving > 0 then
             local zrem = { 'ZREM', key }

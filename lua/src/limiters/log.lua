@@ -23,7 +23,7 @@ local LOG = (function()
     return r
   end
   L.check_cost = check_limit_cost
-  function L.judge(r, key, named, exists, _, now, cost, mode)
+  function L.judge(r, key, named, members, _, now, cost, mode)
     local bad = function() state_error(L, key, named) end
     -- The entry a ZRANGE ... WITHSCORES reply starts with, or nil: seq (16 digits), its
     -- cost and its time; anything else is not a log.
@@ -36,13 +36,12 @@ local LOG = (function()
       if not (seq and c and t) or c > MAX_LOG_MEMBERS or seq < c or #meta > MAX_META_LEN then bad() end
       return { t = t, seq = seq, cost = c, meta = meta, member = pair[1] }
     end
-    if mode == 'refund' and not exists then
+    if mode == 'refund' and not members then
       return { 0, r.limit, r.limit, -1, 0 }
     end
     local newest, first
     local t = now
-    if exists then
-      local members = redis.call('ZCARD', key)
+    if members then
       if members > MAX_LOG_MEMBERS then bad() end
       local last_two = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
       newest = entry({ last_two[#last_two - 1], last_two[#last_two] })
@@ -59,7 +58,7 @@ local LOG = (function()
     end
     local cutoff = math.max(t - r.window, 0)
     local after = '(' .. int(cutoff)
-    if exists then
+    if members then
       local first_two = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 2)
       first = entry(first_two)
       if #first_two == 4 then
@@ -86,7 +85,7 @@ local LOG = (function()
       local adds, rems = {}, {}
       if give == 0 then left_newest = newest_counted end
       if give > 0 and counted > 0 then
-        local n = math.min(give + 1, redis.call('ZCARD', key))
+        local n = math.min(give + 1, members)
         local got = redis.call('ZREVRANGEBYSCORE', key, '+inf', after, 'WITHSCORES', 'LIMIT', 0, n)
         for i = 1, #got, 2 do
           local e = entry({ got[i], got[i + 1] })
@@ -156,7 +155,7 @@ local LOG = (function()
         }
         -- The members that left the window, oldest first, at most MAX_LOG_TRIM of them
         -- (later writes remove the rest): no call does more than that.
-        if exists then
+        if members then
           local leaving = redis.call('ZRANGEBYSCORE', key, '-inf', int(cutoff), 'LIMIT', 0, MAX_LOG_TRIM)
           if #leaving > 0 then
             local zrem = { 'ZREM', key }

@@ -411,8 +411,8 @@ function stored_number(s, max)
 end
 
 -- Open a key as limiter L keeps it: a string's value (nil when missing) and, when
--- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: whether it exists.
--- Another type: WRONGTYPE.
+-- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: its number of
+-- members (false when missing). Another type: WRONGTYPE.
 function open_key(L, key)
   if L.storage == 'string' then
     -- A value is a string or false; an error, a table (a string's `err` is nil).
@@ -424,11 +424,11 @@ function open_key(L, key)
     if exp < 0 then return v, nil end
     return v, exp
   end
-  local kind = redis.call('TYPE', key)
-  kind = type(kind) == 'table' and kind.ok or kind
-  if kind == 'none' then return false end
-  if kind ~= 'zset' then COLD.fail(COLD.WRONGTYPE) end
-  return true
+  -- A count, or an error (a table).
+  local card = redis.pcall('ZCARD', key)
+  if type(card) ~= 'number' then COLD.fail(COLD.WRONGTYPE) end
+  if card == 0 then return false end
+  return card
 end
 
 -- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
@@ -449,7 +449,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode, gate, field)
   -- call sets every field of the rules it has); a script makes its own.
   local records = MEMO and MEMO.records or {}
   -- Open every key (a key of another type is an error before any rule is judged).
-  local token, wanting = nil, nil
+  local token, wanting, cards = nil, nil, nil
   for i = 1, n do
     local r, rec = rules[i], records[i]
     if not rec then
@@ -464,13 +464,14 @@ function run_call(shape, keys, rules, positions, cost, at, mode, gate, field)
     end
     rec.j = nil
     if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
-      wanting = wanting or {}
+      wanting, cards = wanting or {}, cards or {}
       wanting[#wanting + 1] = keys[all and positions[i] or i]
+      cards[#wanting] = rec.state
       token = L.make_token
     end
   end
   -- One name for the rules that record one they were not given, unused on their keys.
-  if wanting then token = token(now, wanting) end
+  if wanting then token = token(now, wanting, cards) end
   -- UPTO (mode 'upto'): a peek first (COST 0) when the cost is above 1, whose
   -- remaining is the cost taken, k; then the call of that cost, or of cost 1 denied.
   local upto, peeking = mode == 'upto', false
@@ -649,7 +650,7 @@ LOG = (function()
     return r
   end
   L.check_cost = check_limit_cost
-  function L.judge(r, key, named, exists, _, now, cost, mode)
+  function L.judge(r, key, named, members, _, now, cost, mode)
     local bad = function() COLD.state_error(L, key, named) end
     -- The entry a ZRANGE ... WITHSCORES reply starts with, or nil: seq (16 digits), its
     -- cost and its time; anything else is not a log.
@@ -662,13 +663,12 @@ LOG = (function()
       if not (seq and c and t) or c > 20000 or seq < c or #meta > 256 then bad() end
       return { t = t, seq = seq, cost = c, meta = meta, member = pair[1] }
     end
-    if mode == 'refund' and not exists then
+    if mode == 'refund' and not members then
       return { 0, r.limit, r.limit, -1, 0 }
     end
     local newest, first
     local t = now
-    if exists then
-      local members = redis.call('ZCARD', key)
+    if members then
       if members > 20000 then bad() end
       local last_two = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
       newest = entry({ last_two[#last_two - 1], last_two[#last_two] })
@@ -685,7 +685,7 @@ LOG = (function()
     end
     local cutoff = math.max(t - r.window, 0)
     local after = '(' .. COLD.int(cutoff)
-    if exists then
+    if members then
       local first_two = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 2)
       first = entry(first_two)
       if #first_two == 4 then
@@ -712,7 +712,7 @@ LOG = (function()
       local adds, rems = {}, {}
       if give == 0 then left_newest = newest_counted end
       if give > 0 and counted > 0 then
-        local n = math.min(give + 1, redis.call('ZCARD', key))
+        local n = math.min(give + 1, members)
         local got = redis.call('ZREVRANGEBYSCORE', key, '+inf', after, 'WITHSCORES', 'LIMIT', 0, n)
         for i = 1, #got, 2 do
           local e = entry({ got[i], got[i + 1] })
@@ -782,7 +782,7 @@ LOG = (function()
         }
         -- The members that left the window, oldest first, at most MAX_LOG_TRIM of them
         -- (later writes remove the rest): no call does more than that.
-        if exists then
+        if members then
           local leaving = redis.call('ZRANGEBYSCORE', key, '-inf', COLD.int(cutoff), 'LIMIT', 0, 64)
           if #leaving > 0 then
             local zrem = { 'ZREM', key }
