@@ -142,6 +142,12 @@ local function cost_over(cost, what, capacity)
     .. ': the request can never be allowed')
 end
 
+-- The check_cost of a rule whose capacity is its limit (RL.FIXED, RL.LOG): a cost above
+-- it can never be taken.
+local function check_limit_cost(r, cost, mode)
+  if mode == 'take' and cost > r.limit then cost_over(cost, 'limit', r.limit) end
+end
+
 -- Cold: the error of a FORCE that would store `what` past the bounds every reader accepts.
 local function force_out_of_bounds(what)
   fail('ERR FORCE would store ' .. what .. ': nothing was written')
@@ -272,6 +278,15 @@ end
 -- the sign of two arguments given in the wrong order.
 local function looks_like_a_duration(v)
   return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
+end
+
+-- Cold: the error of a limit `v` that is not an integer from 1 to `max` (RL.LOG,
+-- RL.LEASE): `what` follows the bounds, and `order` (the command's arguments) when `v` is
+-- written as a duration.
+local function limit_error(v, max, what, order)
+  local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(max) .. what
+  if looks_like_a_duration(v) then msg = msg .. ' (' .. order .. ')' end
+  fail(msg)
 end
 
 -- A count (parse_int) in a place where it is easily swapped with a duration: when `v`
@@ -437,8 +452,8 @@ local function stored_digits(s, max)
 end
 
 -- Open a key as limiter L keeps it: a string's value (nil when missing) and, when
--- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: whether it exists.
--- Another type: WRONGTYPE.
+-- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: its number of
+-- members (false when missing). Another type: WRONGTYPE.
 local function open_key(L, key)
   if L.storage == 'string' then
     -- A value is a string or false; an error, a table (a string's `err` is nil).
@@ -450,11 +465,11 @@ local function open_key(L, key)
     if exp < 0 then return v, nil end
     return v, exp
   end
-  local kind = redis.call('TYPE', key)
-  kind = type(kind) == 'table' and kind.ok or kind
-  if kind == 'none' then return false end
-  if kind ~= 'zset' then fail(WRONGTYPE) end
-  return true
+  -- A count, or an error (a table).
+  local card = redis.pcall('ZCARD', key)
+  if type(card) ~= 'number' then fail(WRONGTYPE) end
+  if card == 0 then return false end
+  return card
 end
 
 -- lua/src/call.lua
@@ -475,7 +490,8 @@ end
 --                                  table whose field L is the limiter
 --   build(r, o)                    the rule, completed from the options
 --   check_cost(r, cost, mode)      a cost the rule can never settle: an error (above the
---                                  capacity when taking; a lease's other than 0 or 1)
+--                                  capacity when taking; a lease's other than 0 or 1);
+--                                  then what is checked after the cost (GCRA's DELAY)
 --   judge(r, key, named, state, exp, now, cost, mode, token)
 --                                  the rule at `now` (µs) on its key, opened by open_key
 --                                  (state, exp); mode is 'take', 'refund' (REFUND) or
@@ -500,12 +516,21 @@ end
 --   write(r, key, j, allowed, now, cost)
 --                                  optional: the write, made once the call is settled
 --                                  (raising before any write when the key would be full)
---   gate                           judged first: its denial ends the call (BAN)
---   reply_field                    RL.ALL's eighth field is this rule's extra (LEASE)
---   wants_token(r), make_token(now, keys)
+--   gate                           judged first: its denial ends the call (BAN); at
+--                                  most one per call
+--   reply_field                    RL.ALL's eighth field is this rule's extra (LEASE;
+--                                  the first such rule's)
+--   wants_token(r), make_token(now, keys, states)
 --                                  a rule that records a name it was not given (a lease
 --                                  without ID): one name per call, unused on its keys
+--                                  (states: what open_key gave for each)
 -- and the file defines its command's function (rl_<command>), which the build registers.
+
+-- Cold: the error `err` (an error, or its text) of rule i of RL.ALL, a rule of `kind`:
+-- its text, naming the rule.
+local function rule_error(i, kind, err)
+  fail('ERR rule ' .. int(i) .. ' (' .. kind .. '): ' .. string.gsub(message(err), '^ERR ', '', 1))
+end
 
 -- Cold: rule i's step f(...) in RL.ALL: the error names the rule (not WRONGTYPE or OOM, which
 -- are the server's).
@@ -516,18 +541,20 @@ local function rule_step(i, r, f, ...)
   if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
     error(a, 0)
   end
-  fail('ERR rule ' .. int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+  rule_error(i, r.L.kind, msg)
 end
 
 -- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
 -- RL.SLIDING: rule i on key i) or 'all' (RL.ALL: rule i on key positions[i]); `rules`
--- the rules in the order given. Open every key, judge every rule (gates first), decide
--- all or nothing and the binding rule, write every key (RL.ALL's denial writes nothing
--- but a penalty), reply with the binding rule's numbers. With UPTO (mode 'upto') the
--- call is the call of cost k, the largest up to `cost` that a peek says remains (1
--- without a peek for a cost of 1, all of it for a call of gates alone), or of cost 1
--- denied; its reply ends with k (0 when denied), as the module's Call::resolve_up_to.
-local function run_call(shape, keys, rules, positions, cost, at, mode)
+-- the rules in the order given; in RL.ALL, `gate` the index of its gate (nil: none) and
+-- `field` that of the first rule with a reply_field (nil: none). Open every key, judge
+-- every rule (the gate first), decide all or nothing and the binding rule, write every
+-- key (RL.ALL's denial writes nothing but a penalty), reply with the binding rule's
+-- numbers. With UPTO (mode 'upto') the call is the call of cost k, the largest up to
+-- `cost` that a peek says remains (1 without a peek for a cost of 1, all of it for a
+-- call of its gate alone), or of cost 1 denied; its reply ends with k (0 when denied),
+-- as the module's Call::resolve_up_to.
+local function run_call(shape, keys, rules, positions, cost, at, mode, gate, field)
   local now = at and at * 1000 or clock_us()
   local n, all = #rules, shape == 'all'
   -- What the call keeps of each rule (its key's state and expiry, its judgement, its
@@ -535,7 +562,7 @@ local function run_call(shape, keys, rules, positions, cost, at, mode)
   -- call sets every field of the rules it has); a script makes its own.
   local records = MEMO and MEMO.records or {}
   -- Open every key (a key of another type is an error before any rule is judged).
-  local token, wanting = nil, nil
+  local token, wanting, cards = nil, nil, nil
   for i = 1, n do
     local r, rec = rules[i], records[i]
     if not rec then
@@ -550,50 +577,39 @@ local function run_call(shape, keys, rules, positions, cost, at, mode)
     end
     rec.j = nil
     if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
-      wanting = wanting or {}
+      wanting, cards = wanting or {}, cards or {}
       wanting[#wanting + 1] = keys[all and positions[i] or i]
+      cards[#wanting] = rec.state
       token = L.make_token
     end
   end
   -- One name for the rules that record one they were not given, unused on their keys.
-  if wanting then token = token(now, wanting) end
+  if wanting then token = token(now, wanting, cards) end
   -- UPTO (mode 'upto'): a peek first (COST 0) when the cost is above 1, whose
   -- remaining is the cost taken, k; then the call of that cost, or of cost 1 denied.
   local upto, peeking = mode == 'upto', false
   if upto then mode, peeking = 'take', cost > 1 end
   local named = shape ~= 'one'
-  local deny, deny_retry, over, over_retry, least, least_left, full, gates_only
+  -- A call of its gate alone: the gate binds.
+  local gate_alone = gate and n == 1
+  local deny, deny_retry, over, over_retry, least, least_left, full
   repeat
     local judged = peeking and 0 or cost
     local gated = false
-    gates_only = all
-    if all then
-      for i = 1, n do
-        local r, rec = rules[i], records[i]
-        if r.L.gate then
-          -- A gate (the BAN rule) is judged first: one that denies ends the call, the
-          -- other rules not judged and nothing written; it binds.
-          local key = keys[positions[i]]
-          local j, retry = rule_step(i, r, r.L.judge, r, key, true, rec.state, rec.exp, now, judged, mode, token)
-          rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
-          if retry and peeking then
-            gated = true
-            break
-          elseif retry then
-            j[6], j[7] = i, key
-            -- The other rules, not judged, give their own field as in any denial (nil).
-            for k = 1, n do
-              if rules[k].L.reply_field then
-                j[8] = false
-                break
-              end
-            end
-            if upto then j[#j + 1] = 0 end
-            return j
-          end
-        else
-          gates_only = false
-        end
+    if gate then
+      -- The gate (the BAN rule) is judged first: when it denies, it ends the call, the
+      -- other rules not judged and nothing written; it binds.
+      local r, rec, key = rules[gate], records[gate], keys[positions[gate]]
+      local j, retry = rule_step(gate, r, r.L.judge, r, key, true, rec.state, rec.exp, now, judged, mode, token)
+      rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
+      if retry and peeking then
+        gated = true
+      elseif retry then
+        j[6], j[7] = gate, key
+        -- The other rules, not judged, give their own field as in any denial (nil).
+        if field then j[8] = false end
+        if upto then j[#j + 1] = 0 end
+        return j
       end
     end
     -- The binding rule: the denying one with the largest retry (ties: the first), else
@@ -614,7 +630,7 @@ local function run_call(shape, keys, rules, positions, cost, at, mode)
         end
         rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, allow, denial, forced
       end
-      if not L.gate or gates_only then
+      if i ~= gate or gate_alone then
         local retry = rec.retry
         if rec.over then
           if not over or retry > over_retry then over, over_retry = i, retry end
@@ -630,7 +646,7 @@ local function run_call(shape, keys, rules, positions, cost, at, mode)
     if peeking then
       -- What the peek says remains (nothing when it is denied; all of it for gates).
       local k = 0
-      if not (gated or deny) then k = gates_only and cost or math.min(math.max(least_left, 0), cost) end
+      if not (gated or deny) then k = gate_alone and cost or math.min(math.max(least_left, 0), cost) end
       cost, peeking = math.max(k, 1), false
       for i = 1, n do records[i].j = nil end
     end
@@ -683,12 +699,7 @@ local function run_call(shape, keys, rules, positions, cost, at, mode)
     reply[6] = bind
     reply[7] = keys[positions[bind]]
     -- A rule's own field (a LEASE rule's id or nil), whatever the binding rule.
-    for i = 1, n do
-      if rules[i].L.reply_field then
-        reply[8] = allowed and records[i].j.extra or false
-        break
-      end
-    end
+    if field then reply[8] = allowed and records[field].j.extra or false end
   end
   if upto then reply[#reply + 1] = allowed and cost or 0 end
   return reply
@@ -697,7 +708,8 @@ end
 -- lua/src/commands.lua
 
 -- The shapes of the limiter commands: one key (RL.FIXED ...), numkeys keys under one
--- rule (RL.MULTI, RL.SLIDING); each parses its call and hands it to run_call. A
+-- rule (RL.MULTI, RL.SLIDING) or each under its own (RL.ALL, all.lua); each parses its
+-- call and hands it to run_call. A
 -- limiter's file names its shape in its function:
 --   local function rl_fixed(keys, args)
 --     return run(single_command, keys, args, FIXED, 'rl_fixed')
@@ -706,7 +718,7 @@ end
 -- The library remembers the calls it has parsed that give neither AT nor COST (at most
 -- 256, in MEMO.calls), by command, number of keys and arguments: such a call is not
 -- parsed again (its keys are still checked). A parsed call: { rules, positions, cost,
--- at, mode }.
+-- at, mode, gate, field } (run_call's arguments of those names).
 
 -- Cold (the library only): the parsed call of `what` (a limiter, or 'all') remembered
 -- for these arguments, or nil.
@@ -751,17 +763,9 @@ local function single_parse(args, L)
   end
   local mode = 'take'
   if o ~= NO_OPTIONS then mode = settle_mode(o) end
-  local cost = o.cost
-  if mode == 'take' then
-    r = L.build(r, o)
-  else
-    -- A refund or a forced request of any cost can be settled: no capacity check.
-    o.cost = 0
-    r = L.build(r, o)
-    o.cost = cost
-  end
-  L.check_cost(r, cost, mode)
-  return { r }, cost, o.at, mode, not (o.AT or o.COST)
+  r = L.build(r, o)
+  L.check_cost(r, o.cost, mode)
+  return { r }, o.cost, o.at, mode, not (o.AT or o.COST)
 end
 
 -- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
@@ -832,7 +836,7 @@ local function with_numkeys_hint(parse, keys, args, max, ...)
 end
 
 -- The arguments of RL.MULTI and RL.SLIDING, parsed: the call, and whether to remember it.
-local function each_key_parse(ks, as, L, name)
+local function each_key_parse(ks, as, name, L)
   if 2 + #ks + #as < 6 then arity_error(L.command, L.syntax) end
   check_keys(ks, MAX_KEYS, name)
   local o = parse_options(as, 1, L.accepts, false)
@@ -844,19 +848,26 @@ local function each_key_parse(ks, as, L, name)
   return { rules, nil, o.cost, o.at, mode }, not (o.AT or o.COST)
 end
 
--- The call shape of RL.MULTI and RL.SLIDING: numkeys (FCALL's) from 1 to MAX_KEYS
--- distinct keys, then LIMIT window limit triples among the options, the same rule on
--- every key.
-local function each_key_command(keys, args, L, name)
-  local call = MEMO and recalled(L, #keys, args)
+-- A command with numkeys (FCALL's): from 1 to `max` distinct keys, run as `shape`
+-- ('each' or 'all', see run_call); its arguments parsed by parse(keys, args, name,
+-- what) (which with_numkeys_hint explains), the call remembered under `what` (the
+-- limiter, or 'all').
+local function numkeys_command(keys, args, shape, parse, max, what, name)
+  local call = MEMO and recalled(what, #keys, args)
   if call then
-    check_keys(keys, MAX_KEYS, name)
+    check_keys(keys, max, name)
   else
     local again
-    call, again = with_numkeys_hint(each_key_parse, keys, args, MAX_KEYS, L, name)
-    if MEMO and again then remember(L, #keys, args, call) end
+    call, again = with_numkeys_hint(parse, keys, args, max, name, what)
+    if MEMO and again then remember(what, #keys, args, call) end
   end
-  return run_call('each', keys, call[1], nil, call[3], call[4], call[5])
+  return run_call(shape, keys, call[1], call[2], call[3], call[4], call[5], call[6], call[7])
+end
+
+-- The call shape of RL.MULTI and RL.SLIDING: numkeys from 1 to MAX_KEYS distinct keys,
+-- then LIMIT window limit triples among the options, the same rule on every key.
+local function each_key_command(keys, args, L, name)
+  return numkeys_command(keys, args, 'each', each_key_parse, MAX_KEYS, L, name)
 end
 
 -- lua/src/windows.lua
@@ -871,17 +882,15 @@ local function check_limits_cost(limits, cost)
   for _, lw in ipairs(limits) do
     if lw[2] < smallest then smallest = lw[2] end
   end
-  if cost > smallest then
-    fail('ERR cost ' .. int(cost) .. ' exceeds the limit ' .. int(smallest)
-      .. ': the request can never be allowed')
-  end
+  if cost > smallest then cost_over(cost, 'limit', smallest) end
 end
 
 -- The parts of limiter L that follow from its windows: L.parse_state(key, named, raw)
 -- (a key's entries, and the same by window), L.judge_window(r, entry, w, limit, now,
 -- cost, mode) (a window's five fields, µs to wait when denied, and the window after
 -- the request, nil when it keeps none), L.ends(e) (µs, or nil: counts nothing) and
--- L.encode(entries).
+-- L.encode(entries); and L.buckets_per_key, true when a key's windows also keep at most
+-- MAX_BUCKETS_PER_KEY buckets between them (e.n each: RL.SLIDING).
 -- A key without state: no entries (read, never written).
 local NONE = {}
 
@@ -965,7 +974,7 @@ local function limits_rule(L)
         if ends > latest then latest = ends end
       end
     end
-    if L.command == 'RL.SLIDING' and (#merged > MAX_WINDOWS_PER_KEY or buckets > MAX_BUCKETS_PER_KEY) then
+    if L.buckets_per_key and (#merged > MAX_WINDOWS_PER_KEY or buckets > MAX_BUCKETS_PER_KEY) then
       fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
         .. ' windows or ' .. int(MAX_BUCKETS_PER_KEY) .. ' buckets: ' .. L.command .. ' keeps at most '
         .. int(MAX_WINDOWS_PER_KEY) .. ' windows per key, their BUCKETS adding up to at most '
@@ -1130,9 +1139,7 @@ local FIXED = (function()
     r.align = o.align or false
     return r
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.limit then cost_over(cost, 'limit', r.limit) end
-  end
+  L.check_cost = check_limit_cost
   function L.judge(r, key, named, raw, exp, now, cost, mode)
     local count
     if raw then
@@ -1213,10 +1220,8 @@ local GCRA = (function()
       period = parse_duration('period', args[i + 2]) * 1000,
       interval = 0, capacity = 0, window = 0, max_delay = false }
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
-  end
-  -- Checked in the order of the errors: rate, burst window, cost, delay.
+  -- Checked in the order of the errors: rate and burst window here, then cost and delay
+  -- (check_cost).
   function L.build(r, o)
     -- The emission interval T: period / count rounded up to a whole µs.
     if r.count > r.period then
@@ -1230,12 +1235,15 @@ local GCRA = (function()
     if r.window > MAX_BURST_WINDOW_US then
       fail('ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)')
     end
-    L.check_cost(r, o.cost, 'take')
-    if o.delay and r.window + o.delay > MAX_BURST_WINDOW_US then
-      fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
-    end
     r.max_delay = o.delay or false
     return r
+  end
+  -- A refund, a forced request or UPTO of any cost can be settled: no capacity check.
+  function L.check_cost(r, cost, mode)
+    if mode == 'take' and cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
+    if r.max_delay and r.window + r.max_delay > MAX_BURST_WINDOW_US then
+      fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
+    end
   end
   function L.judge(r, key, named, raw, _, now, cost, mode)
     -- Only the value counts: the expiry always follows the TAT.
@@ -1330,7 +1338,7 @@ local function throttle_command(keys, args, name)
   local quantity = 1
   if args[4] then quantity = parse_int('quantity', args[4], 0) end
   local r = GCRA.build({ L = GCRA, max_burst = max_burst, count = count, period = period * 1000000,
-    interval = 0, capacity = 0, window = 0, max_delay = false }, { cost = 0 })
+    interval = 0, capacity = 0, window = 0, max_delay = false }, NO_OPTIONS)
   local over = quantity > r.capacity
   local reply = run_call('one', keys, { r }, nil, over and 0 or quantity, nil, 'take')
   if over then
@@ -1372,10 +1380,7 @@ local LEASE = (function()
     local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > MAX_LEASE_LIMIT then
-      local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_LEASE_LIMIT)
-        .. ' (leases held at once)'
-      if looks_like_a_duration(v) then msg = msg .. ' (RL.LEASE key limit ttl: the limit comes first)' end
-      fail(msg)
+      limit_error(v, MAX_LEASE_LIMIT, ' (leases held at once)', 'RL.LEASE key limit ttl: the limit comes first')
     end
     return { L = L, limit = limit, ttl_ms = parse_duration('ttl', args[i + 1]), id = false }
   end
@@ -1398,11 +1403,12 @@ local LEASE = (function()
     return not r.id
   end
   -- A name for a call that records one it was not given (a lease without ID), the same
-  -- for every rule of the call and unused on each of `keys`: 20 hex digits, the call's
-  -- time in µs and a number from the size of the largest set up (the module's are random).
-  function L.make_token(now, keys)
+  -- for every rule of the call and unused on each of `keys` (opened: `cards`, their
+  -- sizes, false when missing): 20 hex digits, the call's time in µs and a number from
+  -- the size of the largest set up (the module's are random).
+  function L.make_token(now, keys, cards)
     local n = 0
-    for _, key in ipairs(keys) do n = math.max(n, redis.call('ZCARD', key)) end
+    for k = 1, #keys do n = math.max(n, cards[k] or 0) end
     while true do
       local token = string.format('%014x%06x', now, n % 16777216)
       local free = true
@@ -1432,13 +1438,11 @@ local LEASE = (function()
   end
   L.latest_except = latest_except
   L.lease_of = lease_of
-  -- Live and expired leases at now_ms, counted by score range (the expired ones are
-  -- not read), and the latest live expiry; the lowest and the highest members are read
-  -- and checked, so every score lies between two valid expiries.
-  function L.held(key, now_ms, bad)
-    local card = redis.call('ZCARD', key)
+  -- Live and expired leases at now_ms of a key of `card` members, counted by score range
+  -- (the expired ones are not read), and the latest live expiry; the lowest and the
+  -- highest members are read and checked, so every score lies between two valid expiries.
+  function L.held(key, card, now_ms, bad)
     if card > MAX_LEASE_LIMIT then bad() end
-    if card == 0 then return 0, 0, nil end
     local low = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     lease_of(low[1], low[2], bad)
     local latest
@@ -1448,11 +1452,11 @@ local LEASE = (function()
     local expired = redis.call('ZCOUNT', key, '-inf', now_ms)
     return card - expired, expired, latest
   end
-  function L.judge(r, key, named, exists, _, now, cost, mode, token)
+  function L.judge(r, key, named, card, _, now, cost, mode, token)
     local bad = function() state_error(L, key, named) end
     local now_ms = floor_ms(now)
     local live, expired, latest = 0, 0, nil
-    if exists then live, expired, latest = L.held(key, now_ms, bad) end
+    if card then live, expired, latest = L.held(key, card, now_ms, bad) end
     local limit = r.limit
     local free = math.max(limit - live, 0)
     local expiry = now_ms + r.ttl_ms
@@ -1469,7 +1473,7 @@ local LEASE = (function()
     end
     if cost > 0 then
       -- The call's id holds a live lease: a renewal, always allowed.
-      if r.id and exists then
+      if r.id and card then
         local s = redis.call('ZSCORE', key, r.id)
         if s and lease_of(r.id, s, bad) > now_ms then
           local others = latest_except(key, now_ms, r.id, bad)
@@ -1509,9 +1513,10 @@ local function release_command(keys, args, name)
   local o = NO_OPTIONS
   if #args > 1 then o = parse_options(args, 2, { AT = true }, false) end
   local now_ms = floor_ms(o.at and o.at * 1000 or clock_us())
-  if not open_key(LEASE, key) then return 0 end
+  local card = open_key(LEASE, key)
+  if not card then return 0 end
   local bad = function() state_error(LEASE, key, false) end
-  local live, expired = LEASE.held(key, now_ms, bad)
+  local live, expired = LEASE.held(key, card, now_ms, bad)
   local released = false
   local s = redis.call('ZSCORE', key, id)
   if s then released = LEASE.lease_of(id, s, bad) > now_ms end
@@ -1547,9 +1552,7 @@ local LOG = (function()
     local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > MAX_LOG_LIMIT then
-      local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_LOG_LIMIT)
-      if looks_like_a_duration(v) then msg = msg .. ' (RL.LOG key limit window: the limit comes first)' end
-      fail(msg)
+      limit_error(v, MAX_LOG_LIMIT, '', 'RL.LOG key limit window: the limit comes first')
     end
     return { L = L, limit = limit, window_ms = parse_duration('window', args[i + 1]), window = 0, meta = '' }
   end
@@ -1558,10 +1561,8 @@ local LOG = (function()
     r.meta = o.meta or ''
     return r
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.limit then cost_over(cost, 'limit', r.limit) end
-  end
-  function L.judge(r, key, named, exists, _, now, cost, mode)
+  L.check_cost = check_limit_cost
+  function L.judge(r, key, named, members, _, now, cost, mode)
     local bad = function() state_error(L, key, named) end
     -- The entry a ZRANGE ... WITHSCORES reply starts with, or nil: seq (16 digits), its
     -- cost and its time; anything else is not a log.
@@ -1574,13 +1575,12 @@ local LOG = (function()
       if not (seq and c and t) or c > MAX_LOG_MEMBERS or seq < c or #meta > MAX_META_LEN then bad() end
       return { t = t, seq = seq, cost = c, meta = meta, member = pair[1] }
     end
-    if mode == 'refund' and not exists then
+    if mode == 'refund' and not members then
       return { 0, r.limit, r.limit, -1, 0 }
     end
     local newest, first
     local t = now
-    if exists then
-      local members = redis.call('ZCARD', key)
+    if members then
       if members > MAX_LOG_MEMBERS then bad() end
       local last_two = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
       newest = entry({ last_two[#last_two - 1], last_two[#last_two] })
@@ -1597,7 +1597,7 @@ local LOG = (function()
     end
     local cutoff = math.max(t - r.window, 0)
     local after = '(' .. int(cutoff)
-    if exists then
+    if members then
       local first_two = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 2)
       first = entry(first_two)
       if #first_two == 4 then
@@ -1624,7 +1624,7 @@ local LOG = (function()
       local adds, rems = {}, {}
       if give == 0 then left_newest = newest_counted end
       if give > 0 and counted > 0 then
-        local n = math.min(give + 1, redis.call('ZCARD', key))
+        local n = math.min(give + 1, members)
         local got = redis.call('ZREVRANGEBYSCORE', key, '+inf', after, 'WITHSCORES', 'LIMIT', 0, n)
         for i = 1, #got, 2 do
           local e = entry({ got[i], got[i + 1] })
@@ -1694,7 +1694,7 @@ local LOG = (function()
         }
         -- The members that left the window, oldest first, at most MAX_LOG_TRIM of them
         -- (later writes remove the rest): no call does more than that.
-        if exists then
+        if members then
           local leaving = redis.call('ZRANGEBYSCORE', key, '-inf', int(cutoff), 'LIMIT', 0, MAX_LOG_TRIM)
           if #leaving > 0 then
             local zrem = { 'ZREM', key }
@@ -1810,6 +1810,7 @@ end
 -- dots, from bucket number `first`).
 local SLIDING = (function()
   local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', expiry = true, nargs = 0,
+    buckets_per_key = true,
     expected = 'window_ms:buckets:first:counts entries separated by commas',
     options = { LIMIT = true, BUCKETS = true },
     accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true, REFUND = true, FORCE = true, UPTO = true },
@@ -2048,8 +2049,9 @@ local ALL_OPTIONS = {
 }
 local CALL_OPTIONS = { COST = true, AT = true, REFUND = true, FORCE = true, UPTO = true }
 
--- The arguments of RL.ALL, parsed: the call (its rules, their keys' positions, and the
--- call's cost, AT and mode), and whether to remember it.
+-- The arguments of RL.ALL, parsed: the call (its rules, their keys' positions, the
+-- call's cost, AT and mode, the index of its gate and that of its first rule with a
+-- reply_field), and whether to remember it.
 local function all_parse(keys, args, name)
   if 1 + #keys + #args < 4 then
     arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE|UPTO]')
@@ -2057,9 +2059,6 @@ local function all_parse(keys, args, name)
   check_keys(keys, MAX_ALL_KEYS, name)
   local rules, positions, taken = {}, {}, {}
   local o = { cost = 1 }
-  local function in_rule(index, kind, res)
-    fail('ERR rule ' .. int(index) .. ' (' .. kind .. '): ' .. string.gsub(message(res), '^ERR ', '', 1))
-  end
   local i = 1
   while i <= #args do
     local w = string.upper(args[i])
@@ -2082,7 +2081,7 @@ local function all_parse(keys, args, name)
       local last = rules[#rules]
       local why = (w == 'DELAY') and 'DELAY is not accepted inside RL.ALL (book with RL.GCRA ... DELAY on its own)'
         or ('option ' .. w .. ' does not belong to this rule')
-      in_rule(last and #rules or 1, last and last.L.kind or 'RL.ALL', why)
+      rule_error(last and #rules or 1, last and last.L.kind or 'RL.ALL', why)
     end
     local L = RULES[w]
     if not L then
@@ -2093,11 +2092,11 @@ local function all_parse(keys, args, name)
     local raw = args[i + 1] or ''
     local ok, position = pcall(parse_int, 'position', raw, 1)
     if not ok or position > #keys then
-      in_rule(index, L.kind, "invalid key position '" .. echo(raw) .. "': must be an integer from 1 to "
+      rule_error(index, L.kind, "invalid key position '" .. echo(raw) .. "': must be an integer from 1 to "
         .. int(#keys) .. " (the keys' places after numkeys)")
     end
     if taken[position] then
-      in_rule(index, L.kind, 'key ' .. int(position) .. ' is already named by rule ' .. int(taken[position])
+      rule_error(index, L.kind, 'key ' .. int(position) .. ' is already named by rule ' .. int(taken[position])
         .. ': one rule per key')
     end
     local ok2, res = pcall(function()
@@ -2106,10 +2105,9 @@ local function all_parse(keys, args, name)
       end
       local p = L.parse_args(args, i + 2)
       local ro, next_i = parse_options(args, i + 2 + L.nargs, L.options, true)
-      ro.cost = 1
       return { r = L.build(p, ro), next = next_i }
     end)
-    if not ok2 then in_rule(index, L.kind, res) end
+    if not ok2 then rule_error(index, L.kind, res) end
     taken[position] = index
     rules[index], positions[index] = res.r, position
     i = res.next
@@ -2120,39 +2118,28 @@ local function all_parse(keys, args, name)
     end
   end
   -- At most one penalty box per call.
-  local gate
+  local gate, field
   for index, r in ipairs(rules) do
     if r.L.gate then
-      if gate then in_rule(index, r.L.kind, 'at most one BAN rule per call') end
+      if gate then rule_error(index, r.L.kind, 'at most one BAN rule per call') end
       gate = index
     end
+    if r.L.reply_field and not field then field = index end
   end
   local mode = settle_mode(o)
   for index, r in ipairs(rules) do
     if r.L.call_opts then
       local ok, res = pcall(r.L.call_opts, r, o)
-      if not ok then in_rule(index, r.L.kind, res) end
+      if not ok then rule_error(index, r.L.kind, res) end
     end
     local ok, res = pcall(r.L.check_cost, r, o.cost, mode)
-    if not ok then in_rule(index, r.L.kind, res) end
+    if not ok then rule_error(index, r.L.kind, res) end
   end
-  return { rules, positions, o.cost, o.at, mode }, not (o.AT or o.COST)
-end
-
-local function all_command(keys, args, name)
-  local call = MEMO and recalled('all', #keys, args)
-  if call then
-    check_keys(keys, MAX_ALL_KEYS, name)
-  else
-    local again
-    call, again = with_numkeys_hint(all_parse, keys, args, MAX_ALL_KEYS, name)
-    if MEMO and again then remember('all', #keys, args, call) end
-  end
-  return run_call('all', keys, call[1], call[2], call[3], call[4], call[5])
+  return { rules, positions, o.cost, o.at, mode, gate, field }, not (o.AT or o.COST)
 end
 
 local function rl_all(keys, args)
-  return run(all_command, keys, args, 'rl_all')
+  return run(numkeys_command, keys, args, 'all', all_parse, MAX_ALL_KEYS, 'all', 'rl_all')
 end
 
 -- lua/src/bulkexpire.lua

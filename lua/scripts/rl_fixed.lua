@@ -8,7 +8,7 @@
 
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
-local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, settle_mode, clock_us, ceil_ms, open_key, run_call, single_parse, single_command, fixed_window, FIXED, rl_fixed
+local COLD, run, check_limit_cost, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, NO_OPTIONS, settle_mode, clock_us, ceil_ms, open_key, run_call, single_parse, single_command, fixed_window, FIXED, rl_fixed
 COLD = {
   __index = function(cold, name)
     local value
@@ -126,6 +126,12 @@ COLD = {
       value = function(v)
         return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
       end
+    elseif name == 'rule_error' then
+      -- Cold: the error `err` (an error, or its text) of rule i of RL.ALL, a rule of `kind`:
+      -- its text, naming the rule.
+      value = function(i, kind, err)
+        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. kind .. '): ' .. string.gsub(COLD.message(err), '^ERR ', '', 1))
+      end
     elseif name == 'rule_step' then
       -- Cold: rule i's step f(...) in RL.ALL: the error names the rule (not WRONGTYPE or OOM, which
       -- are the server's).
@@ -136,7 +142,7 @@ COLD = {
         if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
           error(a, 0)
         end
-        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+        COLD.rule_error(i, r.L.kind, msg)
       end
     elseif name == 'recalled' then
       -- Cold (the library only): the parsed call of `what` (a limiter, or 'all') remembered
@@ -210,6 +216,12 @@ function run(f, ...)
     return redis.error_reply(res)
   end
   error(res, 0)
+end
+
+-- The check_cost of a rule whose capacity is its limit (RL.FIXED, RL.LOG): a cost above
+-- it can never be taken.
+function check_limit_cost(r, cost, mode)
+  if mode == 'take' and cost > r.limit then COLD.cost_over(cost, 'limit', r.limit) end
 end
 
 -- What the library, which lives as long as the server, remembers from call to call: the
@@ -422,8 +434,8 @@ function ceil_ms(us)
 end
 
 -- Open a key as limiter L keeps it: a string's value (nil when missing) and, when
--- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: whether it exists.
--- Another type: WRONGTYPE.
+-- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: its number of
+-- members (false when missing). Another type: WRONGTYPE.
 function open_key(L, key)
   if L.storage == 'string' then
     -- A value is a string or false; an error, a table (a string's `err` is nil).
@@ -435,22 +447,24 @@ function open_key(L, key)
     if exp < 0 then return v, nil end
     return v, exp
   end
-  local kind = redis.call('TYPE', key)
-  kind = type(kind) == 'table' and kind.ok or kind
-  if kind == 'none' then return false end
-  if kind ~= 'zset' then COLD.fail(COLD.WRONGTYPE) end
-  return true
+  -- A count, or an error (a table).
+  local card = redis.pcall('ZCARD', key)
+  if type(card) ~= 'number' then COLD.fail(COLD.WRONGTYPE) end
+  if card == 0 then return false end
+  return card
 end
 
 -- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
 -- RL.SLIDING: rule i on key i) or 'all' (RL.ALL: rule i on key positions[i]); `rules`
--- the rules in the order given. Open every key, judge every rule (gates first), decide
--- all or nothing and the binding rule, write every key (RL.ALL's denial writes nothing
--- but a penalty), reply with the binding rule's numbers. With UPTO (mode 'upto') the
--- call is the call of cost k, the largest up to `cost` that a peek says remains (1
--- without a peek for a cost of 1, all of it for a call of gates alone), or of cost 1
--- denied; its reply ends with k (0 when denied), as the module's Call::resolve_up_to.
-function run_call(shape, keys, rules, positions, cost, at, mode)
+-- the rules in the order given; in RL.ALL, `gate` the index of its gate (nil: none) and
+-- `field` that of the first rule with a reply_field (nil: none). Open every key, judge
+-- every rule (the gate first), decide all or nothing and the binding rule, write every
+-- key (RL.ALL's denial writes nothing but a penalty), reply with the binding rule's
+-- numbers. With UPTO (mode 'upto') the call is the call of cost k, the largest up to
+-- `cost` that a peek says remains (1 without a peek for a cost of 1, all of it for a
+-- call of its gate alone), or of cost 1 denied; its reply ends with k (0 when denied),
+-- as the module's Call::resolve_up_to.
+function run_call(shape, keys, rules, positions, cost, at, mode, gate, field)
   local now = at and at * 1000 or clock_us()
   local n, all = #rules, shape == 'all'
   -- What the call keeps of each rule (its key's state and expiry, its judgement, its
@@ -458,7 +472,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
   -- call sets every field of the rules it has); a script makes its own.
   local records = MEMO and MEMO.records or {}
   -- Open every key (a key of another type is an error before any rule is judged).
-  local token, wanting = nil, nil
+  local token, wanting, cards = nil, nil, nil
   for i = 1, n do
     local r, rec = rules[i], records[i]
     if not rec then
@@ -473,50 +487,39 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
     end
     rec.j = nil
     if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
-      wanting = wanting or {}
+      wanting, cards = wanting or {}, cards or {}
       wanting[#wanting + 1] = keys[all and positions[i] or i]
+      cards[#wanting] = rec.state
       token = L.make_token
     end
   end
   -- One name for the rules that record one they were not given, unused on their keys.
-  if wanting then token = token(now, wanting) end
+  if wanting then token = token(now, wanting, cards) end
   -- UPTO (mode 'upto'): a peek first (COST 0) when the cost is above 1, whose
   -- remaining is the cost taken, k; then the call of that cost, or of cost 1 denied.
   local upto, peeking = mode == 'upto', false
   if upto then mode, peeking = 'take', cost > 1 end
   local named = shape ~= 'one'
-  local deny, deny_retry, over, over_retry, least, least_left, full, gates_only
+  -- A call of its gate alone: the gate binds.
+  local gate_alone = gate and n == 1
+  local deny, deny_retry, over, over_retry, least, least_left, full
   repeat
     local judged = peeking and 0 or cost
     local gated = false
-    gates_only = all
-    if all then
-      for i = 1, n do
-        local r, rec = rules[i], records[i]
-        if r.L.gate then
-          -- A gate (the BAN rule) is judged first: one that denies ends the call, the
-          -- other rules not judged and nothing written; it binds.
-          local key = keys[positions[i]]
-          local j, retry = COLD.rule_step(i, r, r.L.judge, r, key, true, rec.state, rec.exp, now, judged, mode, token)
-          rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
-          if retry and peeking then
-            gated = true
-            break
-          elseif retry then
-            j[6], j[7] = i, key
-            -- The other rules, not judged, give their own field as in any denial (nil).
-            for k = 1, n do
-              if rules[k].L.reply_field then
-                j[8] = false
-                break
-              end
-            end
-            if upto then j[#j + 1] = 0 end
-            return j
-          end
-        else
-          gates_only = false
-        end
+    if gate then
+      -- The gate (the BAN rule) is judged first: when it denies, it ends the call, the
+      -- other rules not judged and nothing written; it binds.
+      local r, rec, key = rules[gate], records[gate], keys[positions[gate]]
+      local j, retry = COLD.rule_step(gate, r, r.L.judge, r, key, true, rec.state, rec.exp, now, judged, mode, token)
+      rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
+      if retry and peeking then
+        gated = true
+      elseif retry then
+        j[6], j[7] = gate, key
+        -- The other rules, not judged, give their own field as in any denial (nil).
+        if field then j[8] = false end
+        if upto then j[#j + 1] = 0 end
+        return j
       end
     end
     -- The binding rule: the denying one with the largest retry (ties: the first), else
@@ -537,7 +540,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
         end
         rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, allow, denial, forced
       end
-      if not L.gate or gates_only then
+      if i ~= gate or gate_alone then
         local retry = rec.retry
         if rec.over then
           if not over or retry > over_retry then over, over_retry = i, retry end
@@ -553,7 +556,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
     if peeking then
       -- What the peek says remains (nothing when it is denied; all of it for gates).
       local k = 0
-      if not (gated or deny) then k = gates_only and cost or math.min(math.max(least_left, 0), cost) end
+      if not (gated or deny) then k = gate_alone and cost or math.min(math.max(least_left, 0), cost) end
       cost, peeking = math.max(k, 1), false
       for i = 1, n do records[i].j = nil end
     end
@@ -606,12 +609,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
     reply[6] = bind
     reply[7] = keys[positions[bind]]
     -- A rule's own field (a LEASE rule's id or nil), whatever the binding rule.
-    for i = 1, n do
-      if rules[i].L.reply_field then
-        reply[8] = allowed and records[i].j.extra or false
-        break
-      end
-    end
+    if field then reply[8] = allowed and records[field].j.extra or false end
   end
   if upto then reply[#reply + 1] = allowed and cost or 0 end
   return reply
@@ -635,17 +633,9 @@ function single_parse(args, L)
   end
   local mode = 'take'
   if o ~= NO_OPTIONS then mode = settle_mode(o) end
-  local cost = o.cost
-  if mode == 'take' then
-    r = L.build(r, o)
-  else
-    -- A refund or a forced request of any cost can be settled: no capacity check.
-    o.cost = 0
-    r = L.build(r, o)
-    o.cost = cost
-  end
-  L.check_cost(r, cost, mode)
-  return { r }, cost, o.at, mode, not (o.AT or o.COST)
+  r = L.build(r, o)
+  L.check_cost(r, o.cost, mode)
+  return { r }, o.cost, o.at, mode, not (o.AT or o.COST)
 end
 
 -- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
@@ -703,9 +693,7 @@ FIXED = (function()
     r.align = o.align or false
     return r
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.limit then COLD.cost_over(cost, 'limit', r.limit) end
-  end
+  L.check_cost = check_limit_cost
   function L.judge(r, key, named, raw, exp, now, cost, mode)
     local count
     if raw then

@@ -8,7 +8,7 @@
 
 -- The definitions a call uses only on an error or a rare path: each is made on the first
 -- read of COLD.<its name>.
-local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, settle_mode, clock_us, ceil_ms, stored_number, stored_digits, open_key, run_call, check_keys, with_numkeys_hint, each_key_parse, each_key_command, check_limits_cost, NONE, by_window, limits_rule, SLIDING, rl_sliding
+local COLD, run, MEMO, unit_ms, plain_count, parse_duration, count_in_order, parse_options, settle_mode, clock_us, ceil_ms, stored_number, stored_digits, open_key, run_call, check_keys, with_numkeys_hint, each_key_parse, numkeys_command, each_key_command, check_limits_cost, NONE, by_window, limits_rule, SLIDING, rl_sliding
 COLD = {
   __index = function(cold, name)
     local value
@@ -65,6 +65,12 @@ COLD = {
         local which = named and ("the key '" .. COLD.echo(key) .. "'") or 'the key'
         COLD.fail('ERR ' .. which .. ' does not hold ' .. L.command .. ' state (expected ' .. L.expected .. ')')
       end
+    elseif name == 'cost_over' then
+      -- Cold: a cost a rule can never allow: above its `what` (limit, burst capacity).
+      value = function(cost, what, capacity)
+        COLD.fail('ERR cost ' .. COLD.int(cost) .. ' exceeds the ' .. what .. ' ' .. COLD.int(capacity)
+          .. ': the request can never be allowed')
+      end
     elseif name == 'force_out_of_bounds' then
       -- Cold: the error of a FORCE that would store `what` past the bounds every reader accepts.
       value = function(what)
@@ -112,6 +118,12 @@ COLD = {
       value = function(v)
         return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
       end
+    elseif name == 'rule_error' then
+      -- Cold: the error `err` (an error, or its text) of rule i of RL.ALL, a rule of `kind`:
+      -- its text, naming the rule.
+      value = function(i, kind, err)
+        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. kind .. '): ' .. string.gsub(COLD.message(err), '^ERR ', '', 1))
+      end
     elseif name == 'rule_step' then
       -- Cold: rule i's step f(...) in RL.ALL: the error names the rule (not WRONGTYPE or OOM, which
       -- are the server's).
@@ -122,7 +134,7 @@ COLD = {
         if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
           error(a, 0)
         end
-        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+        COLD.rule_error(i, r.L.kind, msg)
       end
     elseif name == 'recalled' then
       -- Cold (the library only): the parsed call of `what` (a limiter, or 'all') remembered
@@ -401,8 +413,8 @@ function stored_digits(s, max)
 end
 
 -- Open a key as limiter L keeps it: a string's value (nil when missing) and, when
--- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: whether it exists.
--- Another type: WRONGTYPE.
+-- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: its number of
+-- members (false when missing). Another type: WRONGTYPE.
 function open_key(L, key)
   if L.storage == 'string' then
     -- A value is a string or false; an error, a table (a string's `err` is nil).
@@ -414,22 +426,24 @@ function open_key(L, key)
     if exp < 0 then return v, nil end
     return v, exp
   end
-  local kind = redis.call('TYPE', key)
-  kind = type(kind) == 'table' and kind.ok or kind
-  if kind == 'none' then return false end
-  if kind ~= 'zset' then COLD.fail(COLD.WRONGTYPE) end
-  return true
+  -- A count, or an error (a table).
+  local card = redis.pcall('ZCARD', key)
+  if type(card) ~= 'number' then COLD.fail(COLD.WRONGTYPE) end
+  if card == 0 then return false end
+  return card
 end
 
 -- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
 -- RL.SLIDING: rule i on key i) or 'all' (RL.ALL: rule i on key positions[i]); `rules`
--- the rules in the order given. Open every key, judge every rule (gates first), decide
--- all or nothing and the binding rule, write every key (RL.ALL's denial writes nothing
--- but a penalty), reply with the binding rule's numbers. With UPTO (mode 'upto') the
--- call is the call of cost k, the largest up to `cost` that a peek says remains (1
--- without a peek for a cost of 1, all of it for a call of gates alone), or of cost 1
--- denied; its reply ends with k (0 when denied), as the module's Call::resolve_up_to.
-function run_call(shape, keys, rules, positions, cost, at, mode)
+-- the rules in the order given; in RL.ALL, `gate` the index of its gate (nil: none) and
+-- `field` that of the first rule with a reply_field (nil: none). Open every key, judge
+-- every rule (the gate first), decide all or nothing and the binding rule, write every
+-- key (RL.ALL's denial writes nothing but a penalty), reply with the binding rule's
+-- numbers. With UPTO (mode 'upto') the call is the call of cost k, the largest up to
+-- `cost` that a peek says remains (1 without a peek for a cost of 1, all of it for a
+-- call of its gate alone), or of cost 1 denied; its reply ends with k (0 when denied),
+-- as the module's Call::resolve_up_to.
+function run_call(shape, keys, rules, positions, cost, at, mode, gate, field)
   local now = at and at * 1000 or clock_us()
   local n, all = #rules, shape == 'all'
   -- What the call keeps of each rule (its key's state and expiry, its judgement, its
@@ -437,7 +451,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
   -- call sets every field of the rules it has); a script makes its own.
   local records = MEMO and MEMO.records or {}
   -- Open every key (a key of another type is an error before any rule is judged).
-  local token, wanting = nil, nil
+  local token, wanting, cards = nil, nil, nil
   for i = 1, n do
     local r, rec = rules[i], records[i]
     if not rec then
@@ -452,50 +466,39 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
     end
     rec.j = nil
     if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
-      wanting = wanting or {}
+      wanting, cards = wanting or {}, cards or {}
       wanting[#wanting + 1] = keys[all and positions[i] or i]
+      cards[#wanting] = rec.state
       token = L.make_token
     end
   end
   -- One name for the rules that record one they were not given, unused on their keys.
-  if wanting then token = token(now, wanting) end
+  if wanting then token = token(now, wanting, cards) end
   -- UPTO (mode 'upto'): a peek first (COST 0) when the cost is above 1, whose
   -- remaining is the cost taken, k; then the call of that cost, or of cost 1 denied.
   local upto, peeking = mode == 'upto', false
   if upto then mode, peeking = 'take', cost > 1 end
   local named = shape ~= 'one'
-  local deny, deny_retry, over, over_retry, least, least_left, full, gates_only
+  -- A call of its gate alone: the gate binds.
+  local gate_alone = gate and n == 1
+  local deny, deny_retry, over, over_retry, least, least_left, full
   repeat
     local judged = peeking and 0 or cost
     local gated = false
-    gates_only = all
-    if all then
-      for i = 1, n do
-        local r, rec = rules[i], records[i]
-        if r.L.gate then
-          -- A gate (the BAN rule) is judged first: one that denies ends the call, the
-          -- other rules not judged and nothing written; it binds.
-          local key = keys[positions[i]]
-          local j, retry = COLD.rule_step(i, r, r.L.judge, r, key, true, rec.state, rec.exp, now, judged, mode, token)
-          rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
-          if retry and peeking then
-            gated = true
-            break
-          elseif retry then
-            j[6], j[7] = i, key
-            -- The other rules, not judged, give their own field as in any denial (nil).
-            for k = 1, n do
-              if rules[k].L.reply_field then
-                j[8] = false
-                break
-              end
-            end
-            if upto then j[#j + 1] = 0 end
-            return j
-          end
-        else
-          gates_only = false
-        end
+    if gate then
+      -- The gate (the BAN rule) is judged first: when it denies, it ends the call, the
+      -- other rules not judged and nothing written; it binds.
+      local r, rec, key = rules[gate], records[gate], keys[positions[gate]]
+      local j, retry = COLD.rule_step(gate, r, r.L.judge, r, key, true, rec.state, rec.exp, now, judged, mode, token)
+      rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
+      if retry and peeking then
+        gated = true
+      elseif retry then
+        j[6], j[7] = gate, key
+        -- The other rules, not judged, give their own field as in any denial (nil).
+        if field then j[8] = false end
+        if upto then j[#j + 1] = 0 end
+        return j
       end
     end
     -- The binding rule: the denying one with the largest retry (ties: the first), else
@@ -516,7 +519,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
         end
         rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, allow, denial, forced
       end
-      if not L.gate or gates_only then
+      if i ~= gate or gate_alone then
         local retry = rec.retry
         if rec.over then
           if not over or retry > over_retry then over, over_retry = i, retry end
@@ -532,7 +535,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
     if peeking then
       -- What the peek says remains (nothing when it is denied; all of it for gates).
       local k = 0
-      if not (gated or deny) then k = gates_only and cost or math.min(math.max(least_left, 0), cost) end
+      if not (gated or deny) then k = gate_alone and cost or math.min(math.max(least_left, 0), cost) end
       cost, peeking = math.max(k, 1), false
       for i = 1, n do records[i].j = nil end
     end
@@ -585,12 +588,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
     reply[6] = bind
     reply[7] = keys[positions[bind]]
     -- A rule's own field (a LEASE rule's id or nil), whatever the binding rule.
-    for i = 1, n do
-      if rules[i].L.reply_field then
-        reply[8] = allowed and records[i].j.extra or false
-        break
-      end
-    end
+    if field then reply[8] = allowed and records[field].j.extra or false end
   end
   if upto then reply[#reply + 1] = allowed and cost or 0 end
   return reply
@@ -648,7 +646,7 @@ function with_numkeys_hint(parse, keys, args, max, ...)
 end
 
 -- The arguments of RL.MULTI and RL.SLIDING, parsed: the call, and whether to remember it.
-function each_key_parse(ks, as, L, name)
+function each_key_parse(ks, as, name, L)
   if 2 + #ks + #as < 6 then COLD.arity_error(L.command, L.syntax) end
   check_keys(ks, 64, name)
   local o = parse_options(as, 1, L.accepts, false)
@@ -660,19 +658,26 @@ function each_key_parse(ks, as, L, name)
   return { rules, nil, o.cost, o.at, mode }, not (o.AT or o.COST)
 end
 
--- The call shape of RL.MULTI and RL.SLIDING: numkeys (FCALL's) from 1 to MAX_KEYS
--- distinct keys, then LIMIT window limit triples among the options, the same rule on
--- every key.
-function each_key_command(keys, args, L, name)
-  local call = MEMO and COLD.recalled(L, #keys, args)
+-- A command with numkeys (FCALL's): from 1 to `max` distinct keys, run as `shape`
+-- ('each' or 'all', see run_call); its arguments parsed by parse(keys, args, name,
+-- what) (which with_numkeys_hint explains), the call remembered under `what` (the
+-- limiter, or 'all').
+function numkeys_command(keys, args, shape, parse, max, what, name)
+  local call = MEMO and COLD.recalled(what, #keys, args)
   if call then
-    check_keys(keys, 64, name)
+    check_keys(keys, max, name)
   else
     local again
-    call, again = with_numkeys_hint(each_key_parse, keys, args, 64, L, name)
-    if MEMO and again then COLD.remember(L, #keys, args, call) end
+    call, again = with_numkeys_hint(parse, keys, args, max, name, what)
+    if MEMO and again then COLD.remember(what, #keys, args, call) end
   end
-  return run_call('each', keys, call[1], nil, call[3], call[4], call[5])
+  return run_call(shape, keys, call[1], call[2], call[3], call[4], call[5], call[6], call[7])
+end
+
+-- The call shape of RL.MULTI and RL.SLIDING: numkeys from 1 to MAX_KEYS distinct keys,
+-- then LIMIT window limit triples among the options, the same rule on every key.
+function each_key_command(keys, args, L, name)
+  return numkeys_command(keys, args, 'each', each_key_parse, 64, L, name)
 end
 
 -- A cost above the smallest LIMIT can never be allowed.
@@ -681,17 +686,15 @@ function check_limits_cost(limits, cost)
   for _, lw in ipairs(limits) do
     if lw[2] < smallest then smallest = lw[2] end
   end
-  if cost > smallest then
-    COLD.fail('ERR cost ' .. COLD.int(cost) .. ' exceeds the limit ' .. COLD.int(smallest)
-      .. ': the request can never be allowed')
-  end
+  if cost > smallest then COLD.cost_over(cost, 'limit', smallest) end
 end
 
 -- The parts of limiter L that follow from its windows: L.parse_state(key, named, raw)
 -- (a key's entries, and the same by window), L.judge_window(r, entry, w, limit, now,
 -- cost, mode) (a window's five fields, µs to wait when denied, and the window after
 -- the request, nil when it keeps none), L.ends(e) (µs, or nil: counts nothing) and
--- L.encode(entries).
+-- L.encode(entries); and L.buckets_per_key, true when a key's windows also keep at most
+-- MAX_BUCKETS_PER_KEY buckets between them (e.n each: RL.SLIDING).
 -- A key without state: no entries (read, never written).
 NONE = {}
 
@@ -775,7 +778,7 @@ function limits_rule(L)
         if ends > latest then latest = ends end
       end
     end
-    if L.command == 'RL.SLIDING' and (#merged > 32 or buckets > 1000) then
+    if L.buckets_per_key and (#merged > 32 or buckets > 1000) then
       COLD.fail("ERR the key '" .. COLD.echo(key) .. "' would hold more than " .. COLD.int(32)
         .. ' windows or ' .. COLD.int(1000) .. ' buckets: ' .. L.command .. ' keeps at most '
         .. COLD.int(32) .. ' windows per key, their BUCKETS adding up to at most '
@@ -801,6 +804,7 @@ end
 -- dots, from bucket number `first`).
 SLIDING = (function()
   local L = { kind = 'SLIDING', command = 'RL.SLIDING', storage = 'string', expiry = true, nargs = 0,
+    buckets_per_key = true,
     expected = 'window_ms:buckets:first:counts entries separated by commas',
     options = { LIMIT = true, BUCKETS = true },
     accepts = { COST = true, AT = true, LIMIT = true, BUCKETS = true, REFUND = true, FORCE = true, UPTO = true },

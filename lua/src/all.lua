@@ -11,8 +11,9 @@ local ALL_OPTIONS = {
 }
 local CALL_OPTIONS = { COST = true, AT = true, REFUND = true, FORCE = true, UPTO = true }
 
--- The arguments of RL.ALL, parsed: the call (its rules, their keys' positions, and the
--- call's cost, AT and mode), and whether to remember it.
+-- The arguments of RL.ALL, parsed: the call (its rules, their keys' positions, the
+-- call's cost, AT and mode, the index of its gate and that of its first rule with a
+-- reply_field), and whether to remember it.
 local function all_parse(keys, args, name)
   if 1 + #keys + #args < 4 then
     arity_error('RL.ALL', 'RL.ALL numkeys key [key ...] rule [rule ...] [COST n] [AT unix_ms] [ID id] [REFUND|FORCE|UPTO]')
@@ -20,9 +21,6 @@ local function all_parse(keys, args, name)
   check_keys(keys, MAX_ALL_KEYS, name)
   local rules, positions, taken = {}, {}, {}
   local o = { cost = 1 }
-  local function in_rule(index, kind, res)
-    fail('ERR rule ' .. int(index) .. ' (' .. kind .. '): ' .. string.gsub(message(res), '^ERR ', '', 1))
-  end
   local i = 1
   while i <= #args do
     local w = string.upper(args[i])
@@ -45,7 +43,7 @@ local function all_parse(keys, args, name)
       local last = rules[#rules]
       local why = (w == 'DELAY') and 'DELAY is not accepted inside RL.ALL (book with RL.GCRA ... DELAY on its own)'
         or ('option ' .. w .. ' does not belong to this rule')
-      in_rule(last and #rules or 1, last and last.L.kind or 'RL.ALL', why)
+      rule_error(last and #rules or 1, last and last.L.kind or 'RL.ALL', why)
     end
     local L = RULES[w]
     if not L then
@@ -56,11 +54,11 @@ local function all_parse(keys, args, name)
     local raw = args[i + 1] or ''
     local ok, position = pcall(parse_int, 'position', raw, 1)
     if not ok or position > #keys then
-      in_rule(index, L.kind, "invalid key position '" .. echo(raw) .. "': must be an integer from 1 to "
+      rule_error(index, L.kind, "invalid key position '" .. echo(raw) .. "': must be an integer from 1 to "
         .. int(#keys) .. " (the keys' places after numkeys)")
     end
     if taken[position] then
-      in_rule(index, L.kind, 'key ' .. int(position) .. ' is already named by rule ' .. int(taken[position])
+      rule_error(index, L.kind, 'key ' .. int(position) .. ' is already named by rule ' .. int(taken[position])
         .. ': one rule per key')
     end
     local ok2, res = pcall(function()
@@ -69,10 +67,9 @@ local function all_parse(keys, args, name)
       end
       local p = L.parse_args(args, i + 2)
       local ro, next_i = parse_options(args, i + 2 + L.nargs, L.options, true)
-      ro.cost = 1
       return { r = L.build(p, ro), next = next_i }
     end)
-    if not ok2 then in_rule(index, L.kind, res) end
+    if not ok2 then rule_error(index, L.kind, res) end
     taken[position] = index
     rules[index], positions[index] = res.r, position
     i = res.next
@@ -83,37 +80,26 @@ local function all_parse(keys, args, name)
     end
   end
   -- At most one penalty box per call.
-  local gate
+  local gate, field
   for index, r in ipairs(rules) do
     if r.L.gate then
-      if gate then in_rule(index, r.L.kind, 'at most one BAN rule per call') end
+      if gate then rule_error(index, r.L.kind, 'at most one BAN rule per call') end
       gate = index
     end
+    if r.L.reply_field and not field then field = index end
   end
   local mode = settle_mode(o)
   for index, r in ipairs(rules) do
     if r.L.call_opts then
       local ok, res = pcall(r.L.call_opts, r, o)
-      if not ok then in_rule(index, r.L.kind, res) end
+      if not ok then rule_error(index, r.L.kind, res) end
     end
     local ok, res = pcall(r.L.check_cost, r, o.cost, mode)
-    if not ok then in_rule(index, r.L.kind, res) end
+    if not ok then rule_error(index, r.L.kind, res) end
   end
-  return { rules, positions, o.cost, o.at, mode }, not (o.AT or o.COST)
-end
-
-local function all_command(keys, args, name)
-  local call = MEMO and recalled('all', #keys, args)
-  if call then
-    check_keys(keys, MAX_ALL_KEYS, name)
-  else
-    local again
-    call, again = with_numkeys_hint(all_parse, keys, args, MAX_ALL_KEYS, name)
-    if MEMO and again then remember('all', #keys, args, call) end
-  end
-  return run_call('all', keys, call[1], call[2], call[3], call[4], call[5])
+  return { rules, positions, o.cost, o.at, mode, gate, field }, not (o.AT or o.COST)
 end
 
 local function rl_all(keys, args)
-  return run(all_command, keys, args, 'rl_all')
+  return run(numkeys_command, keys, args, 'all', all_parse, MAX_ALL_KEYS, 'all', 'rl_all')
 end

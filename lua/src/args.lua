@@ -123,6 +123,15 @@ local function looks_like_a_duration(v)
   return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
 end
 
+-- Cold: the error of a limit `v` that is not an integer from 1 to `max` (RL.LOG,
+-- RL.LEASE): `what` follows the bounds, and `order` (the command's arguments) when `v` is
+-- written as a duration.
+local function limit_error(v, max, what, order)
+  local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(max) .. what
+  if looks_like_a_duration(v) then msg = msg .. ' (' .. order .. ')' end
+  fail(msg)
+end
+
 -- A count (parse_int) in a place where it is easily swapped with a duration: when `v`
 -- is written as a duration, its error names the order of the command's arguments.
 local function count_in_order(what, v, min, order)

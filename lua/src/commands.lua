@@ -1,5 +1,6 @@
 -- The shapes of the limiter commands: one key (RL.FIXED ...), numkeys keys under one
--- rule (RL.MULTI, RL.SLIDING); each parses its call and hands it to run_call. A
+-- rule (RL.MULTI, RL.SLIDING) or each under its own (RL.ALL, all.lua); each parses its
+-- call and hands it to run_call. A
 -- limiter's file names its shape in its function:
 --   local function rl_fixed(keys, args)
 --     return run(single_command, keys, args, FIXED, 'rl_fixed')
@@ -8,7 +9,7 @@
 -- The library remembers the calls it has parsed that give neither AT nor COST (at most
 -- 256, in MEMO.calls), by command, number of keys and arguments: such a call is not
 -- parsed again (its keys are still checked). A parsed call: { rules, positions, cost,
--- at, mode }.
+-- at, mode, gate, field } (run_call's arguments of those names).
 
 -- Cold (the library only): the parsed call of `what` (a limiter, or 'all') remembered
 -- for these arguments, or nil.
@@ -53,17 +54,9 @@ local function single_parse(args, L)
   end
   local mode = 'take'
   if o ~= NO_OPTIONS then mode = settle_mode(o) end
-  local cost = o.cost
-  if mode == 'take' then
-    r = L.build(r, o)
-  else
-    -- A refund or a forced request of any cost can be settled: no capacity check.
-    o.cost = 0
-    r = L.build(r, o)
-    o.cost = cost
-  end
-  L.check_cost(r, cost, mode)
-  return { r }, cost, o.at, mode, not (o.AT or o.COST)
+  r = L.build(r, o)
+  L.check_cost(r, o.cost, mode)
+  return { r }, o.cost, o.at, mode, not (o.AT or o.COST)
 end
 
 -- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
@@ -134,7 +127,7 @@ local function with_numkeys_hint(parse, keys, args, max, ...)
 end
 
 -- The arguments of RL.MULTI and RL.SLIDING, parsed: the call, and whether to remember it.
-local function each_key_parse(ks, as, L, name)
+local function each_key_parse(ks, as, name, L)
   if 2 + #ks + #as < 6 then arity_error(L.command, L.syntax) end
   check_keys(ks, MAX_KEYS, name)
   local o = parse_options(as, 1, L.accepts, false)
@@ -146,17 +139,24 @@ local function each_key_parse(ks, as, L, name)
   return { rules, nil, o.cost, o.at, mode }, not (o.AT or o.COST)
 end
 
--- The call shape of RL.MULTI and RL.SLIDING: numkeys (FCALL's) from 1 to MAX_KEYS
--- distinct keys, then LIMIT window limit triples among the options, the same rule on
--- every key.
-local function each_key_command(keys, args, L, name)
-  local call = MEMO and recalled(L, #keys, args)
+-- A command with numkeys (FCALL's): from 1 to `max` distinct keys, run as `shape`
+-- ('each' or 'all', see run_call); its arguments parsed by parse(keys, args, name,
+-- what) (which with_numkeys_hint explains), the call remembered under `what` (the
+-- limiter, or 'all').
+local function numkeys_command(keys, args, shape, parse, max, what, name)
+  local call = MEMO and recalled(what, #keys, args)
   if call then
-    check_keys(keys, MAX_KEYS, name)
+    check_keys(keys, max, name)
   else
     local again
-    call, again = with_numkeys_hint(each_key_parse, keys, args, MAX_KEYS, L, name)
-    if MEMO and again then remember(L, #keys, args, call) end
+    call, again = with_numkeys_hint(parse, keys, args, max, name, what)
+    if MEMO and again then remember(what, #keys, args, call) end
   end
-  return run_call('each', keys, call[1], nil, call[3], call[4], call[5])
+  return run_call(shape, keys, call[1], call[2], call[3], call[4], call[5], call[6], call[7])
+end
+
+-- The call shape of RL.MULTI and RL.SLIDING: numkeys from 1 to MAX_KEYS distinct keys,
+-- then LIMIT window limit triples among the options, the same rule on every key.
+local function each_key_command(keys, args, L, name)
+  return numkeys_command(keys, args, 'each', each_key_parse, MAX_KEYS, L, name)
 end

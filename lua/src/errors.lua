@@ -84,6 +84,12 @@ local function cost_over(cost, what, capacity)
     .. ': the request can never be allowed')
 end
 
+-- The check_cost of a rule whose capacity is its limit (RL.FIXED, RL.LOG): a cost above
+-- it can never be taken.
+local function check_limit_cost(r, cost, mode)
+  if mode == 'take' and cost > r.limit then cost_over(cost, 'limit', r.limit) end
+end
+
 -- Cold: the error of a FORCE that would store `what` past the bounds every reader accepts.
 local function force_out_of_bounds(what)
   fail('ERR FORCE would store ' .. what .. ': nothing was written')

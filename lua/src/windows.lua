@@ -8,17 +8,15 @@ local function check_limits_cost(limits, cost)
   for _, lw in ipairs(limits) do
     if lw[2] < smallest then smallest = lw[2] end
   end
-  if cost > smallest then
-    fail('ERR cost ' .. int(cost) .. ' exceeds the limit ' .. int(smallest)
-      .. ': the request can never be allowed')
-  end
+  if cost > smallest then cost_over(cost, 'limit', smallest) end
 end
 
 -- The parts of limiter L that follow from its windows: L.parse_state(key, named, raw)
 -- (a key's entries, and the same by window), L.judge_window(r, entry, w, limit, now,
 -- cost, mode) (a window's five fields, µs to wait when denied, and the window after
 -- the request, nil when it keeps none), L.ends(e) (µs, or nil: counts nothing) and
--- L.encode(entries).
+-- L.encode(entries); and L.buckets_per_key, true when a key's windows also keep at most
+-- MAX_BUCKETS_PER_KEY buckets between them (e.n each: RL.SLIDING).
 -- A key without state: no entries (read, never written).
 local NONE = {}
 
@@ -102,7 +100,7 @@ local function limits_rule(L)
         if ends > latest then latest = ends end
       end
     end
-    if L.command == 'RL.SLIDING' and (#merged > MAX_WINDOWS_PER_KEY or buckets > MAX_BUCKETS_PER_KEY) then
+    if L.buckets_per_key and (#merged > MAX_WINDOWS_PER_KEY or buckets > MAX_BUCKETS_PER_KEY) then
       fail("ERR the key '" .. echo(key) .. "' would hold more than " .. int(MAX_WINDOWS_PER_KEY)
         .. ' windows or ' .. int(MAX_BUCKETS_PER_KEY) .. ' buckets: ' .. L.command .. ' keeps at most '
         .. int(MAX_WINDOWS_PER_KEY) .. ' windows per key, their BUCKETS adding up to at most '

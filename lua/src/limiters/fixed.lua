@@ -75,9 +75,7 @@ local FIXED = (function()
     r.align = o.align or false
     return r
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.limit then cost_over(cost, 'limit', r.limit) end
-  end
+  L.check_cost = check_limit_cost
   function L.judge(r, key, named, raw, exp, now, cost, mode)
     local count
     if raw then

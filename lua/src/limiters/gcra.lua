@@ -35,10 +35,8 @@ local GCRA = (function()
       period = parse_duration('period', args[i + 2]) * 1000,
       interval = 0, capacity = 0, window = 0, max_delay = false }
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
-  end
-  -- Checked in the order of the errors: rate, burst window, cost, delay.
+  -- Checked in the order of the errors: rate and burst window here, then cost and delay
+  -- (check_cost).
   function L.build(r, o)
     -- The emission interval T: period / count rounded up to a whole µs.
     if r.count > r.period then
@@ -52,12 +50,15 @@ local GCRA = (function()
     if r.window > MAX_BURST_WINDOW_US then
       fail('ERR invalid burst: (max_burst + 1) * period / count must be at most 50 years (18250d)')
     end
-    L.check_cost(r, o.cost, 'take')
-    if o.delay and r.window + o.delay > MAX_BURST_WINDOW_US then
-      fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
-    end
     r.max_delay = o.delay or false
     return r
+  end
+  -- A refund, a forced request or UPTO of any cost can be settled: no capacity check.
+  function L.check_cost(r, cost, mode)
+    if mode == 'take' and cost > r.capacity then cost_over(cost, 'burst capacity', r.capacity) end
+    if r.max_delay and r.window + r.max_delay > MAX_BURST_WINDOW_US then
+      fail('ERR invalid max_delay: (max_burst + 1) * period / count + max_delay must be at most 50 years (18250d)')
+    end
   end
   function L.judge(r, key, named, raw, _, now, cost, mode)
     -- Only the value counts: the expiry always follows the TAT.
@@ -152,7 +153,7 @@ local function throttle_command(keys, args, name)
   local quantity = 1
   if args[4] then quantity = parse_int('quantity', args[4], 0) end
   local r = GCRA.build({ L = GCRA, max_burst = max_burst, count = count, period = period * 1000000,
-    interval = 0, capacity = 0, window = 0, max_delay = false }, { cost = 0 })
+    interval = 0, capacity = 0, window = 0, max_delay = false }, NO_OPTIONS)
   local over = quantity > r.capacity
   local reply = run_call('one', keys, { r }, nil, over and 0 or quantity, nil, 'take')
   if over then

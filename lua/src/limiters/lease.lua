@@ -22,10 +22,7 @@ local LEASE = (function()
     local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > MAX_LEASE_LIMIT then
-      local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_LEASE_LIMIT)
-        .. ' (leases held at once)'
-      if looks_like_a_duration(v) then msg = msg .. ' (RL.LEASE key limit ttl: the limit comes first)' end
-      fail(msg)
+      limit_error(v, MAX_LEASE_LIMIT, ' (leases held at once)', 'RL.LEASE key limit ttl: the limit comes first')
     end
     return { L = L, limit = limit, ttl_ms = parse_duration('ttl', args[i + 1]), id = false }
   end
@@ -48,11 +45,12 @@ local LEASE = (function()
     return not r.id
   end
   -- A name for a call that records one it was not given (a lease without ID), the same
-  -- for every rule of the call and unused on each of `keys`: 20 hex digits, the call's
-  -- time in µs and a number from the size of the largest set up (the module's are random).
-  function L.make_token(now, keys)
+  -- for every rule of the call and unused on each of `keys` (opened: `cards`, their
+  -- sizes, false when missing): 20 hex digits, the call's time in µs and a number from
+  -- the size of the largest set up (the module's are random).
+  function L.make_token(now, keys, cards)
     local n = 0
-    for _, key in ipairs(keys) do n = math.max(n, redis.call('ZCARD', key)) end
+    for k = 1, #keys do n = math.max(n, cards[k] or 0) end
     while true do
       local token = string.format('%014x%06x', now, n % 16777216)
       local free = true
@@ -82,13 +80,11 @@ local LEASE = (function()
   end
   L.latest_except = latest_except
   L.lease_of = lease_of
-  -- Live and expired leases at now_ms, counted by score range (the expired ones are
-  -- not read), and the latest live expiry; the lowest and the highest members are read
-  -- and checked, so every score lies between two valid expiries.
-  function L.held(key, now_ms, bad)
-    local card = redis.call('ZCARD', key)
+  -- Live and expired leases at now_ms of a key of `card` members, counted by score range
+  -- (the expired ones are not read), and the latest live expiry; the lowest and the
+  -- highest members are read and checked, so every score lies between two valid expiries.
+  function L.held(key, card, now_ms, bad)
     if card > MAX_LEASE_LIMIT then bad() end
-    if card == 0 then return 0, 0, nil end
     local low = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     lease_of(low[1], low[2], bad)
     local latest
@@ -98,11 +94,11 @@ local LEASE = (function()
     local expired = redis.call('ZCOUNT', key, '-inf', now_ms)
     return card - expired, expired, latest
   end
-  function L.judge(r, key, named, exists, _, now, cost, mode, token)
+  function L.judge(r, key, named, card, _, now, cost, mode, token)
     local bad = function() state_error(L, key, named) end
     local now_ms = floor_ms(now)
     local live, expired, latest = 0, 0, nil
-    if exists then live, expired, latest = L.held(key, now_ms, bad) end
+    if card then live, expired, latest = L.held(key, card, now_ms, bad) end
     local limit = r.limit
     local free = math.max(limit - live, 0)
     local expiry = now_ms + r.ttl_ms
@@ -119,7 +115,7 @@ local LEASE = (function()
     end
     if cost > 0 then
       -- The call's id holds a live lease: a renewal, always allowed.
-      if r.id and exists then
+      if r.id and card then
         local s = redis.call('ZSCORE', key, r.id)
         if s and lease_of(r.id, s, bad) > now_ms then
           local others = latest_except(key, now_ms, r.id, bad)
@@ -159,9 +155,10 @@ local function release_command(keys, args, name)
   local o = NO_OPTIONS
   if #args > 1 then o = parse_options(args, 2, { AT = true }, false) end
   local now_ms = floor_ms(o.at and o.at * 1000 or clock_us())
-  if not open_key(LEASE, key) then return 0 end
+  local card = open_key(LEASE, key)
+  if not card then return 0 end
   local bad = function() state_error(LEASE, key, false) end
-  local live, expired = LEASE.held(key, now_ms, bad)
+  local live, expired = LEASE.held(key, card, now_ms, bad)
   local released = false
   local s = redis.call('ZSCORE', key, id)
   if s then released = LEASE.lease_of(id, s, bad) > now_ms end

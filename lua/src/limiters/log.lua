@@ -13,9 +13,7 @@ local LOG = (function()
     local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > MAX_LOG_LIMIT then
-      local msg = "ERR invalid limit '" .. echo(v) .. "': must be an integer from 1 to " .. int(MAX_LOG_LIMIT)
-      if looks_like_a_duration(v) then msg = msg .. ' (RL.LOG key limit window: the limit comes first)' end
-      fail(msg)
+      limit_error(v, MAX_LOG_LIMIT, '', 'RL.LOG key limit window: the limit comes first')
     end
     return { L = L, limit = limit, window_ms = parse_duration('window', args[i + 1]), window = 0, meta = '' }
   end
@@ -24,10 +22,8 @@ local LOG = (function()
     r.meta = o.meta or ''
     return r
   end
-  function L.check_cost(r, cost, mode)
-    if mode == 'take' and cost > r.limit then cost_over(cost, 'limit', r.limit) end
-  end
-  function L.judge(r, key, named, exists, _, now, cost, mode)
+  L.check_cost = check_limit_cost
+  function L.judge(r, key, named, members, _, now, cost, mode)
     local bad = function() state_error(L, key, named) end
     -- The entry a ZRANGE ... WITHSCORES reply starts with, or nil: seq (16 digits), its
     -- cost and its time; anything else is not a log.
@@ -40,13 +36,12 @@ local LOG = (function()
       if not (seq and c and t) or c > MAX_LOG_MEMBERS or seq < c or #meta > MAX_META_LEN then bad() end
       return { t = t, seq = seq, cost = c, meta = meta, member = pair[1] }
     end
-    if mode == 'refund' and not exists then
+    if mode == 'refund' and not members then
       return { 0, r.limit, r.limit, -1, 0 }
     end
     local newest, first
     local t = now
-    if exists then
-      local members = redis.call('ZCARD', key)
+    if members then
       if members > MAX_LOG_MEMBERS then bad() end
       local last_two = redis.call('ZRANGE', key, -2, -1, 'WITHSCORES')
       newest = entry({ last_two[#last_two - 1], last_two[#last_two] })
@@ -63,7 +58,7 @@ local LOG = (function()
     end
     local cutoff = math.max(t - r.window, 0)
     local after = '(' .. int(cutoff)
-    if exists then
+    if members then
       local first_two = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 2)
       first = entry(first_two)
       if #first_two == 4 then
@@ -90,7 +85,7 @@ local LOG = (function()
       local adds, rems = {}, {}
       if give == 0 then left_newest = newest_counted end
       if give > 0 and counted > 0 then
-        local n = math.min(give + 1, redis.call('ZCARD', key))
+        local n = math.min(give + 1, members)
         local got = redis.call('ZREVRANGEBYSCORE', key, '+inf', after, 'WITHSCORES', 'LIMIT', 0, n)
         for i = 1, #got, 2 do
           local e = entry({ got[i], got[i + 1] })
@@ -160,7 +155,7 @@ local LOG = (function()
         }
         -- The members that left the window, oldest first, at most MAX_LOG_TRIM of them
         -- (later writes remove the rest): no call does more than that.
-        if exists then
+        if members then
           local leaving = redis.call('ZRANGEBYSCORE', key, '-inf', int(cutoff), 'LIMIT', 0, MAX_LOG_TRIM)
           if #leaving > 0 then
             local zrem = { 'ZREM', key }

@@ -107,6 +107,21 @@ COLD = {
       value = function(v)
         return string.match(v, '^%d+ms$') ~= nil or string.match(v, '^%d+[smhd]$') ~= nil
       end
+    elseif name == 'limit_error' then
+      -- Cold: the error of a limit `v` that is not an integer from 1 to `max` (RL.LOG,
+      -- RL.LEASE): `what` follows the bounds, and `order` (the command's arguments) when `v` is
+      -- written as a duration.
+      value = function(v, max, what, order)
+        local msg = "ERR invalid limit '" .. COLD.echo(v) .. "': must be an integer from 1 to " .. COLD.int(max) .. what
+        if COLD.looks_like_a_duration(v) then msg = msg .. ' (' .. order .. ')' end
+        COLD.fail(msg)
+      end
+    elseif name == 'rule_error' then
+      -- Cold: the error `err` (an error, or its text) of rule i of RL.ALL, a rule of `kind`:
+      -- its text, naming the rule.
+      value = function(i, kind, err)
+        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. kind .. '): ' .. string.gsub(COLD.message(err), '^ERR ', '', 1))
+      end
     elseif name == 'rule_step' then
       -- Cold: rule i's step f(...) in RL.ALL: the error names the rule (not WRONGTYPE or OOM, which
       -- are the server's).
@@ -117,7 +132,7 @@ COLD = {
         if type(msg) ~= 'string' or string.match(msg, '^WRONGTYPE ') or string.match(msg, '^OOM ') then
           error(a, 0)
         end
-        COLD.fail('ERR rule ' .. COLD.int(i) .. ' (' .. r.L.kind .. '): ' .. string.gsub(msg, '^ERR ', '', 1))
+        COLD.rule_error(i, r.L.kind, msg)
       end
     elseif name == 'recalled' then
       -- Cold (the library only): the parsed call of `what` (a limiter, or 'all') remembered
@@ -392,8 +407,8 @@ function stored_number(s, max)
 end
 
 -- Open a key as limiter L keeps it: a string's value (nil when missing) and, when
--- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: whether it exists.
--- Another type: WRONGTYPE.
+-- L.expiry, its absolute expiry in ms (nil: no TTL); a sorted set: its number of
+-- members (false when missing). Another type: WRONGTYPE.
 function open_key(L, key)
   if L.storage == 'string' then
     -- A value is a string or false; an error, a table (a string's `err` is nil).
@@ -405,22 +420,24 @@ function open_key(L, key)
     if exp < 0 then return v, nil end
     return v, exp
   end
-  local kind = redis.call('TYPE', key)
-  kind = type(kind) == 'table' and kind.ok or kind
-  if kind == 'none' then return false end
-  if kind ~= 'zset' then COLD.fail(COLD.WRONGTYPE) end
-  return true
+  -- A count, or an error (a table).
+  local card = redis.pcall('ZCARD', key)
+  if type(card) ~= 'number' then COLD.fail(COLD.WRONGTYPE) end
+  if card == 0 then return false end
+  return card
 end
 
 -- Run a parsed call: `shape` is 'one' (a command of one key), 'each' (RL.MULTI,
 -- RL.SLIDING: rule i on key i) or 'all' (RL.ALL: rule i on key positions[i]); `rules`
--- the rules in the order given. Open every key, judge every rule (gates first), decide
--- all or nothing and the binding rule, write every key (RL.ALL's denial writes nothing
--- but a penalty), reply with the binding rule's numbers. With UPTO (mode 'upto') the
--- call is the call of cost k, the largest up to `cost` that a peek says remains (1
--- without a peek for a cost of 1, all of it for a call of gates alone), or of cost 1
--- denied; its reply ends with k (0 when denied), as the module's Call::resolve_up_to.
-function run_call(shape, keys, rules, positions, cost, at, mode)
+-- the rules in the order given; in RL.ALL, `gate` the index of its gate (nil: none) and
+-- `field` that of the first rule with a reply_field (nil: none). Open every key, judge
+-- every rule (the gate first), decide all or nothing and the binding rule, write every
+-- key (RL.ALL's denial writes nothing but a penalty), reply with the binding rule's
+-- numbers. With UPTO (mode 'upto') the call is the call of cost k, the largest up to
+-- `cost` that a peek says remains (1 without a peek for a cost of 1, all of it for a
+-- call of its gate alone), or of cost 1 denied; its reply ends with k (0 when denied),
+-- as the module's Call::resolve_up_to.
+function run_call(shape, keys, rules, positions, cost, at, mode, gate, field)
   local now = at and at * 1000 or clock_us()
   local n, all = #rules, shape == 'all'
   -- What the call keeps of each rule (its key's state and expiry, its judgement, its
@@ -428,7 +445,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
   -- call sets every field of the rules it has); a script makes its own.
   local records = MEMO and MEMO.records or {}
   -- Open every key (a key of another type is an error before any rule is judged).
-  local token, wanting = nil, nil
+  local token, wanting, cards = nil, nil, nil
   for i = 1, n do
     local r, rec = rules[i], records[i]
     if not rec then
@@ -443,50 +460,39 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
     end
     rec.j = nil
     if L.wants_token and cost > 0 and mode ~= 'refund' and L.wants_token(r) then
-      wanting = wanting or {}
+      wanting, cards = wanting or {}, cards or {}
       wanting[#wanting + 1] = keys[all and positions[i] or i]
+      cards[#wanting] = rec.state
       token = L.make_token
     end
   end
   -- One name for the rules that record one they were not given, unused on their keys.
-  if wanting then token = token(now, wanting) end
+  if wanting then token = token(now, wanting, cards) end
   -- UPTO (mode 'upto'): a peek first (COST 0) when the cost is above 1, whose
   -- remaining is the cost taken, k; then the call of that cost, or of cost 1 denied.
   local upto, peeking = mode == 'upto', false
   if upto then mode, peeking = 'take', cost > 1 end
   local named = shape ~= 'one'
-  local deny, deny_retry, over, over_retry, least, least_left, full, gates_only
+  -- A call of its gate alone: the gate binds.
+  local gate_alone = gate and n == 1
+  local deny, deny_retry, over, over_retry, least, least_left, full
   repeat
     local judged = peeking and 0 or cost
     local gated = false
-    gates_only = all
-    if all then
-      for i = 1, n do
-        local r, rec = rules[i], records[i]
-        if r.L.gate then
-          -- A gate (the BAN rule) is judged first: one that denies ends the call, the
-          -- other rules not judged and nothing written; it binds.
-          local key = keys[positions[i]]
-          local j, retry = COLD.rule_step(i, r, r.L.judge, r, key, true, rec.state, rec.exp, now, judged, mode, token)
-          rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
-          if retry and peeking then
-            gated = true
-            break
-          elseif retry then
-            j[6], j[7] = i, key
-            -- The other rules, not judged, give their own field as in any denial (nil).
-            for k = 1, n do
-              if rules[k].L.reply_field then
-                j[8] = false
-                break
-              end
-            end
-            if upto then j[#j + 1] = 0 end
-            return j
-          end
-        else
-          gates_only = false
-        end
+    if gate then
+      -- The gate (the BAN rule) is judged first: when it denies, it ends the call, the
+      -- other rules not judged and nothing written; it binds.
+      local r, rec, key = rules[gate], records[gate], keys[positions[gate]]
+      local j, retry = COLD.rule_step(gate, r, r.L.judge, r, key, true, rec.state, rec.exp, now, judged, mode, token)
+      rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, nil, nil, nil
+      if retry and peeking then
+        gated = true
+      elseif retry then
+        j[6], j[7] = gate, key
+        -- The other rules, not judged, give their own field as in any denial (nil).
+        if field then j[8] = false end
+        if upto then j[#j + 1] = 0 end
+        return j
       end
     end
     -- The binding rule: the denying one with the largest retry (ties: the first), else
@@ -507,7 +513,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
         end
         rec.j, rec.retry, rec.allow, rec.deny, rec.over = j, retry, allow, denial, forced
       end
-      if not L.gate or gates_only then
+      if i ~= gate or gate_alone then
         local retry = rec.retry
         if rec.over then
           if not over or retry > over_retry then over, over_retry = i, retry end
@@ -523,7 +529,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
     if peeking then
       -- What the peek says remains (nothing when it is denied; all of it for gates).
       local k = 0
-      if not (gated or deny) then k = gates_only and cost or math.min(math.max(least_left, 0), cost) end
+      if not (gated or deny) then k = gate_alone and cost or math.min(math.max(least_left, 0), cost) end
       cost, peeking = math.max(k, 1), false
       for i = 1, n do records[i].j = nil end
     end
@@ -576,12 +582,7 @@ function run_call(shape, keys, rules, positions, cost, at, mode)
     reply[6] = bind
     reply[7] = keys[positions[bind]]
     -- A rule's own field (a LEASE rule's id or nil), whatever the binding rule.
-    for i = 1, n do
-      if rules[i].L.reply_field then
-        reply[8] = allowed and records[i].j.extra or false
-        break
-      end
-    end
+    if field then reply[8] = allowed and records[field].j.extra or false end
   end
   if upto then reply[#reply + 1] = allowed and cost or 0 end
   return reply
@@ -605,17 +606,9 @@ function single_parse(args, L)
   end
   local mode = 'take'
   if o ~= NO_OPTIONS then mode = settle_mode(o) end
-  local cost = o.cost
-  if mode == 'take' then
-    r = L.build(r, o)
-  else
-    -- A refund or a forced request of any cost can be settled: no capacity check.
-    o.cost = 0
-    r = L.build(r, o)
-    o.cost = cost
-  end
-  L.check_cost(r, cost, mode)
-  return { r }, cost, o.at, mode, not (o.AT or o.COST)
+  r = L.build(r, o)
+  L.check_cost(r, o.cost, mode)
+  return { r }, o.cost, o.at, mode, not (o.AT or o.COST)
 end
 
 -- A single-key command: `FCALL name 1 key <its arguments>` (or EVALSHA of its script).
@@ -648,10 +641,7 @@ LEASE = (function()
     local v = args[i]
     local limit = string.match(v, '^%-?%d+$') and tonumber(v)
     if not limit or limit < 1 or limit > 10000 then
-      local msg = "ERR invalid limit '" .. COLD.echo(v) .. "': must be an integer from 1 to " .. COLD.int(10000)
-        .. ' (leases held at once)'
-      if COLD.looks_like_a_duration(v) then msg = msg .. ' (RL.LEASE key limit ttl: the limit comes first)' end
-      COLD.fail(msg)
+      COLD.limit_error(v, 10000, ' (leases held at once)', 'RL.LEASE key limit ttl: the limit comes first')
     end
     return { L = L, limit = limit, ttl_ms = parse_duration('ttl', args[i + 1]), id = false }
   end
@@ -674,11 +664,12 @@ LEASE = (function()
     return not r.id
   end
   -- A name for a call that records one it was not given (a lease without ID), the same
-  -- for every rule of the call and unused on each of `keys`: 20 hex digits, the call's
-  -- time in µs and a number from the size of the largest set up (the module's are random).
-  function L.make_token(now, keys)
+  -- for every rule of the call and unused on each of `keys` (opened: `cards`, their
+  -- sizes, false when missing): 20 hex digits, the call's time in µs and a number from
+  -- the size of the largest set up (the module's are random).
+  function L.make_token(now, keys, cards)
     local n = 0
-    for _, key in ipairs(keys) do n = math.max(n, redis.call('ZCARD', key)) end
+    for k = 1, #keys do n = math.max(n, cards[k] or 0) end
     while true do
       local token = string.format('%014x%06x', now, n % 16777216)
       local free = true
@@ -708,13 +699,11 @@ LEASE = (function()
   end
   L.latest_except = latest_except
   L.lease_of = lease_of
-  -- Live and expired leases at now_ms, counted by score range (the expired ones are
-  -- not read), and the latest live expiry; the lowest and the highest members are read
-  -- and checked, so every score lies between two valid expiries.
-  function L.held(key, now_ms, bad)
-    local card = redis.call('ZCARD', key)
+  -- Live and expired leases at now_ms of a key of `card` members, counted by score range
+  -- (the expired ones are not read), and the latest live expiry; the lowest and the
+  -- highest members are read and checked, so every score lies between two valid expiries.
+  function L.held(key, card, now_ms, bad)
     if card > 10000 then bad() end
-    if card == 0 then return 0, 0, nil end
     local low = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     lease_of(low[1], low[2], bad)
     local latest
@@ -724,11 +713,11 @@ LEASE = (function()
     local expired = redis.call('ZCOUNT', key, '-inf', now_ms)
     return card - expired, expired, latest
   end
-  function L.judge(r, key, named, exists, _, now, cost, mode, token)
+  function L.judge(r, key, named, card, _, now, cost, mode, token)
     local bad = function() COLD.state_error(L, key, named) end
     local now_ms = floor_ms(now)
     local live, expired, latest = 0, 0, nil
-    if exists then live, expired, latest = L.held(key, now_ms, bad) end
+    if card then live, expired, latest = L.held(key, card, now_ms, bad) end
     local limit = r.limit
     local free = math.max(limit - live, 0)
     local expiry = now_ms + r.ttl_ms
@@ -745,7 +734,7 @@ LEASE = (function()
     end
     if cost > 0 then
       -- The call's id holds a live lease: a renewal, always allowed.
-      if r.id and exists then
+      if r.id and card then
         local s = redis.call('ZSCORE', key, r.id)
         if s and lease_of(r.id, s, bad) > now_ms then
           local others = latest_except(key, now_ms, r.id, bad)
