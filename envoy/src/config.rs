@@ -5,6 +5,7 @@
 //! with the same rules and the same messages, and looked up the way the reference
 //! service looks a descriptor up (the most specific match at the request's depth).
 
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use serde::Deserialize;
 use serde_yaml_ng::Value;
 use std::collections::HashMap;
@@ -136,16 +137,12 @@ struct Node {
     rule: Option<Arc<Rule>>,
     value_to_metric: bool,
     share_threshold: bool,
-    /// `key_value*` when `share_threshold` is set.
-    wildcard_pattern: String,
 }
 
 /// A loaded configuration: every domain of every file.
 #[derive(Debug, Default)]
 pub struct Config {
     domains: HashMap<String, Node>,
-    /// The files it was loaded from, in load order, with their domain.
-    pub files: Vec<(String, String)>,
 }
 
 /// A configuration error: the file's name (as the reference names it: its path under
@@ -353,7 +350,6 @@ impl Config {
                     config.domains.insert(root.domain.clone(), node);
                 }
             }
-            config.files.push((name.clone(), root.domain));
         }
         Ok(config)
     }
@@ -391,19 +387,16 @@ impl Config {
     /// The rule a descriptor (its entries, in order) gets in `domain`, as the reference
     /// finds it: at each level the entry's `key_value` first, then a wildcard value, then
     /// the bare `key`; a rule applies only at the request's depth.
-    pub fn lookup(&self, domain: &str, entries: &[(String, String)]) -> Lookup {
+    pub fn lookup(&self, domain: &str, entries: &[Entry]) -> Lookup {
         let Some(root) = self.domains.get(domain) else {
             return Lookup::UnknownDomain;
         };
         let mut level = root;
-        let mut detailed = String::from(domain);
         let mut by_value = String::from(domain);
         let mut shared: Vec<Option<String>> = vec![None; entries.len()];
         let mut found: Option<Arc<Rule>> = None;
-        for (i, (key, value)) in entries.iter().enumerate() {
+        for (i, Entry { key, value }) in entries.iter().enumerate() {
             let key_value = format!("{key}_{value}");
-            detailed.push('.');
-            detailed.push_str(&key_value);
             let mut next = level.children.get(&key_value);
             let mut wildcard: Option<&str> = None;
             if next.is_none() {
@@ -420,33 +413,29 @@ impl Config {
             if next.is_none() {
                 next = level.children.get(key);
             }
-            let prefix = format!("{key}_");
-            if let (Some(_), Some(n)) = (wildcard, next) {
-                if n.share_threshold && !n.wildcard_pattern.is_empty() {
-                    shared[i] = Some(
-                        n.wildcard_pattern
-                            .strip_prefix(&prefix)
-                            .unwrap_or(&n.wildcard_pattern)
-                            .to_string(),
-                    );
-                }
-            }
             by_value.push('.');
             by_value.push_str(key);
-            if let Some(n) = next {
-                let shown: &str = match (wildcard, &shared[i]) {
-                    (Some(_), Some(pattern)) => pattern,
-                    (Some(_), None) if n.value_to_metric => value,
-                    (Some(w), None) => w.strip_prefix(&prefix).unwrap_or(w),
-                    (None, _) if by_exact_value || n.value_to_metric => value,
-                    (None, _) => "",
-                };
-                if !shown.is_empty() {
-                    by_value.push('_');
-                    by_value.push_str(shown);
-                }
-            }
             let Some(n) = next else { break };
+            let shown: &str = match wildcard {
+                Some(w) => {
+                    // The pattern's value: the child's key without `key_`.
+                    let pattern = w.strip_prefix(&format!("{key}_")).unwrap_or(w);
+                    if n.share_threshold {
+                        shared[i] = Some(pattern.to_string());
+                        pattern
+                    } else if n.value_to_metric {
+                        value
+                    } else {
+                        pattern
+                    }
+                }
+                None if by_exact_value || n.value_to_metric => value,
+                None => "",
+            };
+            if !shown.is_empty() {
+                by_value.push('_');
+                by_value.push_str(shown);
+            }
             if let Some(rule) = &n.rule {
                 if i + 1 == entries.len() {
                     found = Some(rule.clone());
@@ -460,29 +449,28 @@ impl Config {
         let Some(rule) = found else {
             return Lookup::NoRule;
         };
+        // A rule is found only at the last entry: the loop went over every entry.
         let any_shared = shared.iter().any(Option::is_some);
         let stats_key = if rule.detailed_metric {
-            if any_shared {
-                let mut k = String::from(domain);
-                for ((key, value), pattern) in entries.iter().zip(&shared) {
-                    k.push('.');
-                    k.push_str(key);
-                    match pattern {
-                        Some(p) => {
-                            k.push('_');
-                            k.push_str(p);
-                        }
-                        None if !value.is_empty() => {
-                            k.push('_');
-                            k.push_str(value);
-                        }
-                        None => {}
+            // `domain.key_value...`, a shared entry's value as its pattern; an empty
+            // value is written `key_`, or `key` when an entry is shared.
+            let mut k = String::from(domain);
+            for (Entry { key, value }, pattern) in entries.iter().zip(&shared) {
+                k.push('.');
+                k.push_str(key);
+                match pattern {
+                    Some(p) => {
+                        k.push('_');
+                        k.push_str(p);
+                    }
+                    None if any_shared && value.is_empty() => {}
+                    None => {
+                        k.push('_');
+                        k.push_str(value);
                     }
                 }
-                k
-            } else {
-                detailed
             }
+            k
         } else {
             by_value
         };
@@ -495,9 +483,9 @@ impl Config {
 }
 
 /// The stats key of a descriptor that brought its own limit: `domain.key_value.key2`.
-pub fn override_key(domain: &str, entries: &[(String, String)]) -> String {
+pub fn override_key(domain: &str, entries: &[Entry]) -> String {
     let mut k = String::from(domain);
-    for (key, value) in entries {
+    for Entry { key, value } in entries {
         k.push('.');
         k.push_str(key);
         if !value.is_empty() {
@@ -619,11 +607,6 @@ fn load_descriptors(
             rule,
             value_to_metric: d.value_to_metric.unwrap_or(false),
             share_threshold,
-            wildcard_pattern: if share_threshold {
-                final_key.clone()
-            } else {
-                String::new()
-            },
             ..Node::default()
         };
         load_descriptors(
@@ -645,10 +628,13 @@ mod tests {
         Config::load(&[("config.test".into(), yaml.into())], false)
     }
 
-    fn e(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    fn e(pairs: &[(&str, &str)]) -> Vec<Entry> {
         pairs
             .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .map(|(k, v)| Entry {
+                key: k.to_string(),
+                value: v.to_string(),
+            })
             .collect()
     }
 

@@ -7,6 +7,7 @@
 
 use crate::backend::{slot, Backend};
 use crate::config::Unit;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use redis::{Pipeline, RedisError, Value};
 use std::collections::BTreeMap;
 
@@ -57,7 +58,7 @@ pub struct Outcome {
 pub fn cache_key(
     prefix: &str,
     domain: &str,
-    entries: &[(String, String)],
+    entries: &[Entry],
     shared: &[Option<String>],
     unit: Unit,
     now_s: u64,
@@ -66,7 +67,7 @@ pub fn cache_key(
     k.push_str(prefix);
     k.push_str(domain);
     k.push('_');
-    for (i, (key, value)) in entries.iter().enumerate() {
+    for (i, Entry { key, value }) in entries.iter().enumerate() {
         k.push_str(key);
         k.push('_');
         match shared.get(i) {
@@ -128,9 +129,9 @@ pub fn groups(items: &[Item], indices: &[usize], costs: &[u64], clustered: &[boo
         .collect()
 }
 
-/// The RL.ALL of a group, followed by an MGET of its keys when it has several (the
-/// reply names only the binding rule's count).
-fn pipeline(items: &[Item], g: &Group) -> (Pipeline, usize) {
+/// The RL.ALL of a group (with REFUND when `refund`), followed by an MGET of its keys
+/// when it has several (the reply names only the binding rule's count).
+fn pipeline(items: &[Item], g: &Group, refund: bool) -> (Pipeline, usize) {
     let mut p = redis::pipe();
     let cmd = p.cmd("RL.ALL").arg(g.items.len());
     for &i in &g.items {
@@ -145,7 +146,7 @@ fn pipeline(items: &[Item], g: &Group) -> (Pipeline, usize) {
             .arg("ALIGN");
     }
     cmd.arg("COST").arg(g.cost);
-    if g.refund {
+    if refund {
         cmd.arg("REFUND");
     }
     if g.items.len() > 1 {
@@ -190,14 +191,11 @@ fn read(items: &[Item], g: &Group, replies: &[Value]) -> Result<(bool, Vec<Judge
     let limited = field(0)? == 1;
     let remaining = field(2)?.max(0) as u64;
     let binding = (field(5)?.max(1) - 1) as usize;
+    // What this request added to each count: its cost, unless refused or a refund.
+    let added = if limited || g.refund { 0 } else { g.cost };
     let counts: Vec<u64> = if g.items.len() == 1 {
         let it = &items[g.items[0]];
-        let used = it.limit.saturating_sub(remaining);
-        vec![if limited || g.refund {
-            used
-        } else {
-            used.saturating_sub(g.cost)
-        }]
+        vec![it.limit.saturating_sub(remaining).saturating_sub(added)]
     } else {
         let Some(Value::Array(values)) = replies.get(1) else {
             return Err(protocol(&format!("{:?}", replies.get(1))));
@@ -206,11 +204,7 @@ fn read(items: &[Item], g: &Group, replies: &[Value]) -> Result<(bool, Vec<Judge
         for v in values.iter().take(g.items.len()) {
             let now = int(v).ok_or_else(|| protocol(&format!("{v:?}")))?.max(0) as u64;
             // Allowed: the count after this request; refused: the count before it.
-            counts.push(if limited || g.refund {
-                now
-            } else {
-                now.saturating_sub(g.cost)
-            });
+            counts.push(now.saturating_sub(added));
         }
         counts
     };
@@ -220,14 +214,9 @@ fn read(items: &[Item], g: &Group, replies: &[Value]) -> Result<(bool, Vec<Judge
         .zip(&counts)
         .map(|(&i, &before)| {
             let it = &items[i];
-            let after = if limited || g.refund {
-                before
-            } else {
-                before + g.cost
-            };
             Judged {
                 before,
-                remaining: it.limit.saturating_sub(after),
+                remaining: it.limit.saturating_sub(before + added),
                 allowed: before.saturating_add(it.cost) <= it.limit,
                 asked: true,
             }
@@ -263,7 +252,7 @@ pub async fn settle(
     let mut allowed = !denied_locally;
     let mut taken: Vec<Group> = Vec::new();
     for g in groups(items, enforced, &costs, &clustered) {
-        let (p, n) = pipeline(items, &g);
+        let (p, n) = pipeline(items, &g, g.refund);
         let replies = match backends[g.backend].run(g.slot, &p, n).await {
             Ok(r) => r,
             Err(e) => {
@@ -309,7 +298,7 @@ pub async fn settle(
         .flat_map(|&i| groups(items, &[i], &costs, &clustered))
         .collect();
     let calls = singles.iter().map(|g| async move {
-        let (p, n) = pipeline(items, g);
+        let (p, n) = pipeline(items, g, g.refund);
         let r = backends[g.backend].run(g.slot, &p, n).await;
         (g, r)
     });
@@ -329,14 +318,7 @@ pub async fn settle(
 /// Give back what the groups took (REFUND), each group in one call, all at once.
 async fn give_back(backends: &[Backend], items: &[Item], taken: &[Group]) {
     let calls = taken.iter().map(|g| async move {
-        let refund = Group {
-            backend: g.backend,
-            slot: g.slot,
-            cost: g.cost,
-            refund: true,
-            items: g.items.clone(),
-        };
-        let (p, n) = pipeline(items, &refund);
+        let (p, n) = pipeline(items, g, true);
         if let Err(e) = backends[g.backend].run(g.slot, &p, n).await {
             tracing::warn!(
                 "could not give back {} hit(s) of a refused request: {e}",
@@ -365,15 +347,16 @@ mod tests {
 
     #[test]
     fn cache_keys_are_the_references() {
-        let e = vec![("database".to_string(), "users".to_string())];
+        let entry = |k: &str, v: &str| Entry {
+            key: k.into(),
+            value: v.into(),
+        };
+        let e = vec![entry("database", "users")];
         assert_eq!(
             cache_key("", "mongo_cps", &e, &[], Unit::Second, 1_700_000_000),
             "mongo_cps_database_users_1700000000"
         );
-        let e = vec![
-            ("files".to_string(), "files/a.pdf".to_string()),
-            ("k".into(), "".into()),
-        ];
+        let e = vec![entry("files", "files/a.pdf"), entry("k", "")];
         assert_eq!(
             cache_key(
                 "p:",

@@ -83,12 +83,31 @@ enum Part {
     /// No rule (or a replaced one): OK, no limit.
     None,
     Unlimited,
+    /// Its rule, its stats key and its item (which holds its unit).
     Limited {
         rule: Arc<Rule>,
         stats_key: String,
-        unit: Unit,
         item: usize,
     },
+}
+
+impl Part {
+    /// Its status: OK without a limit for no rule or an unlimited one, `limited(rule,
+    /// stats_key, item)` for a limited one.
+    fn status(
+        &self,
+        limited: impl FnOnce(&Rule, &str, usize) -> DescriptorStatus,
+    ) -> DescriptorStatus {
+        match self {
+            Part::None => status(Code::Ok, None, 0, None),
+            Part::Unlimited => status(Code::Ok, None, u64::from(u32::MAX), None),
+            Part::Limited {
+                rule,
+                stats_key,
+                item,
+            } => limited(rule, stats_key, *item),
+        }
+    }
 }
 
 fn unix_now() -> u64 {
@@ -115,9 +134,6 @@ fn status(
         quota: None,
     }
 }
-
-/// A descriptor's rule, if any, and its entries.
-type Found = (Option<Matched>, Vec<(String, String)>);
 
 fn current_limit(rule: &Rule, unit: Unit) -> RateLimit {
     RateLimit {
@@ -185,21 +201,20 @@ impl State {
                 let (statuses, over) = self.statuses(&parts, &items, &outcome, now);
                 Ok(self.respond(statuses, over || !outcome.allowed))
             }
-            Err(why) => self.redis_failure(&why, &parts, now),
+            Err(why) => self.redis_failure(&why, &parts, &items, now),
         }
     }
 
-    /// Each descriptor's rule (a limit sent in the descriptor wins over the files'),
-    /// with its entries.
-    fn lookup(&self, config: &Config, req: &RateLimitRequest) -> Result<Vec<Found>, Status> {
+    /// Each descriptor's rule, if any (a limit sent in the descriptor wins over the
+    /// files').
+    fn lookup(
+        &self,
+        config: &Config,
+        req: &RateLimitRequest,
+    ) -> Result<Vec<Option<Matched>>, Status> {
         let mut found = Vec::with_capacity(req.descriptors.len());
         for d in &req.descriptors {
-            let entries: Vec<(String, String)> = d
-                .entries
-                .iter()
-                .map(|e| (e.key.clone(), e.value.clone()))
-                .collect();
-            let matched = match (config.lookup(&req.domain, &entries), &d.limit) {
+            let matched = match (config.lookup(&req.domain, &d.entries), &d.limit) {
                 (Lookup::UnknownDomain, _) => {
                     self.stats
                         .domain_not_found
@@ -214,7 +229,7 @@ impl State {
                             o.unit
                         )));
                     };
-                    let key = override_key(&req.domain, &entries);
+                    let key = override_key(&req.domain, &d.entries);
                     let rule = Rule {
                         full_key: key.clone(),
                         requests_per_unit: o.requests_per_unit,
@@ -234,22 +249,27 @@ impl State {
                 (Lookup::Found(m), None) => Some(m),
                 (Lookup::NoRule, None) => None,
             };
-            found.push((matched, entries));
+            found.push(matched);
         }
         Ok(found)
     }
 
     /// What each descriptor is (replaced rules dropped), and the limited ones as items
     /// for Redis: their keys, limits and hits.
-    fn plan(&self, req: &RateLimitRequest, found: &[Found], now: u64) -> (Vec<Part>, Vec<Item>) {
+    fn plan(
+        &self,
+        req: &RateLimitRequest,
+        found: &[Option<Matched>],
+        now: u64,
+    ) -> (Vec<Part>, Vec<Item>) {
         let replaced: HashSet<&str> = found
             .iter()
-            .filter_map(|(m, _)| m.as_ref())
+            .flatten()
             .flat_map(|m| m.rule.replaces.iter().map(String::as_str))
             .collect();
         let mut parts = Vec::with_capacity(found.len());
         let mut items: Vec<Item> = Vec::new();
-        for ((matched, entries), d) in found.iter().zip(&req.descriptors) {
+        for (matched, d) in found.iter().zip(&req.descriptors) {
             let part = match matched {
                 None => Part::None,
                 Some(Matched { rule, .. })
@@ -271,7 +291,7 @@ impl State {
                     let per_second = unit == Unit::Second && self.backends.len() > 1;
                     let prefix = &self.settings.cache_key_prefix;
                     items.push(Item {
-                        key: limiter::cache_key(prefix, &req.domain, entries, shared, unit, now),
+                        key: limiter::cache_key(prefix, &req.domain, &d.entries, shared, unit, now),
                         limit: u64::from(rule.requests_per_unit),
                         unit,
                         cost,
@@ -282,7 +302,6 @@ impl State {
                     Part::Limited {
                         rule: rule.clone(),
                         stats_key: stats_key.clone(),
-                        unit,
                         item: items.len() - 1,
                     }
                 }
@@ -341,17 +360,10 @@ impl State {
         let mut over = false;
         let statuses = parts
             .iter()
-            .map(|part| match part {
-                Part::None => status(Code::Ok, None, 0, None),
-                Part::Unlimited => status(Code::Ok, None, u64::from(u32::MAX), None),
-                Part::Limited {
-                    rule,
-                    stats_key,
-                    unit,
-                    item,
-                } => {
-                    let it = &items[*item];
-                    let mut j = outcome.judged[*item];
+            .map(|part| {
+                part.status(|rule, stats_key, item| {
+                    let it = &items[item];
+                    let mut j = outcome.judged[item];
                     if !j.asked {
                         // Judged without Redis: a zero limit, a cost above the limit, or a
                         // shadow rule whose call failed.
@@ -372,11 +384,11 @@ impl State {
                     let code = if refused { Code::OverLimit } else { Code::Ok };
                     status(
                         code,
-                        Some(current_limit(rule, *unit)),
+                        Some(current_limit(rule, it.unit)),
                         j.remaining,
-                        Some(reset(*unit, now)),
+                        Some(reset(it.unit, now)),
                     )
-                }
+                })
             })
             .collect();
         (statuses, over)
@@ -387,6 +399,7 @@ impl State {
         &self,
         why: &str,
         parts: &[Part],
+        items: &[Item],
         now: u64,
     ) -> Result<RateLimitResponse, Status> {
         self.stats
@@ -406,15 +419,16 @@ impl State {
             .inc();
         let statuses = parts
             .iter()
-            .map(|p| match p {
-                Part::None => status(Code::Ok, None, 0, None),
-                Part::Unlimited => status(Code::Ok, None, u64::from(u32::MAX), None),
-                Part::Limited { rule, unit, .. } => status(
-                    code,
-                    Some(current_limit(rule, *unit)),
-                    0,
-                    Some(reset(*unit, now)),
-                ),
+            .map(|p| {
+                p.status(|rule, _, item| {
+                    let unit = items[item].unit;
+                    status(
+                        code,
+                        Some(current_limit(rule, unit)),
+                        0,
+                        Some(reset(unit, now)),
+                    )
+                })
             })
             .collect();
         Ok(RateLimitResponse {

@@ -47,15 +47,16 @@ pub fn labels(stats_key: &str) -> [String; 3] {
 /// The reference's stat name sanitising: `:` and `|` become `_`, and so do the dots
 /// of anything that looks like an IPv4 address.
 pub fn sanitize(name: &str) -> String {
-    let s: Vec<char> = name
+    let mut s: Vec<char> = name
         .chars()
         .map(|c| if c == ':' || c == '|' { '_' } else { c })
         .collect();
-    let mut out = s.clone();
+    // In place: an address's dots are changed after it was found, and the search goes
+    // on from its end.
     let mut i = 0;
     while i < s.len() {
         if let Some(end) = ipv4_at(&s, i) {
-            for c in out.iter_mut().take(end).skip(i) {
+            for c in &mut s[i..end] {
                 if *c == '.' {
                     *c = '_';
                 }
@@ -65,7 +66,7 @@ pub fn sanitize(name: &str) -> String {
             i += 1;
         }
     }
-    out.into_iter().collect()
+    s.into_iter().collect()
 }
 
 /// The end of `\d{1,3}(\.\d{1,3}){3}` starting at `i` (leftmost, greedy, as the

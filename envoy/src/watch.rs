@@ -74,8 +74,9 @@ pub type Read = Result<Vec<(String, String)>, String>;
 pub async fn reload(state: &State, last: &mut Option<Read>) -> Loaded {
     let s = &state.settings;
     let base = s.runtime_root.join(&s.runtime_subdirectory);
-    let read = read_dir(&s.config_dir(), &base, s.runtime_ignore_dotfiles)
-        .map_err(|e| format!("cannot read {}: {e}", s.config_dir().display()));
+    let dir = s.config_dir();
+    let read = read_dir(&dir, &base, s.runtime_ignore_dotfiles)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()));
     if last.as_ref() == Some(&read) {
         return Loaded::Unchanged;
     }
@@ -106,24 +107,27 @@ fn refused(state: &State, why: String) -> Loaded {
     Loaded::Refused(why)
 }
 
-/// The paths to watch: the parent of `RUNTIME_ROOT` (a swap of its symlink) and the
-/// configuration directory itself, recursively (its target after a swap).
+/// The paths to watch: the parent of `RUNTIME_ROOT` (a swap of its symlink), the
+/// directories down to the configuration directory (their targets after a swap), and
+/// the configuration directory itself, recursively; each once.
 fn watch_paths(state: &State) -> Vec<(PathBuf, RecursiveMode)> {
     let s = &state.settings;
     let mut paths = Vec::new();
     if let Some(parent) = s.runtime_root.parent().filter(|p| p.is_dir()) {
         paths.push((parent.to_path_buf(), RecursiveMode::NonRecursive));
     }
+    let config_dir = s.config_dir().canonicalize().ok();
     for dir in [
         s.runtime_root.clone(),
         s.runtime_root.join(&s.runtime_subdirectory),
-        s.config_dir(),
     ] {
         if let Ok(real) = dir.canonicalize() {
-            paths.push((real, RecursiveMode::NonRecursive));
+            if Some(&real) != config_dir.as_ref() && !paths.iter().any(|(p, _)| *p == real) {
+                paths.push((real, RecursiveMode::NonRecursive));
+            }
         }
     }
-    if let Ok(real) = s.config_dir().canonicalize() {
+    if let Some(real) = config_dir {
         paths.push((real, RecursiveMode::Recursive));
     }
     paths

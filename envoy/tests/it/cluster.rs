@@ -21,8 +21,6 @@ descriptors:
       requests_per_unit: 20
 ";
 
-const YEAR: u64 = 365 * 86_400;
-
 fn service(cluster: &Cluster) -> Service {
     Service::builder(&cluster.urls())
         .env("REDIS_TYPE", "cluster")

@@ -66,9 +66,7 @@ async fn the_page_runs() {
     in_one_window(60, || {
         let (svc, redis, body, shown) = (&svc, &redis, body, &shown);
         async move {
-            let _: () = redis::cmd("FLUSHALL")
-                .query(&mut redis.conn())
-                .map_err(|e| e.to_string())?;
+            redis.flushall()?;
             let (status, answer) = svc.http_post("/json", body);
             crate::check_eq!(status, 200);
             let answer: Value = serde_json::from_str(&answer).map_err(|e| e.to_string())?;

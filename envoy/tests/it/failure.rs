@@ -6,11 +6,15 @@ use crate::harness::*;
 
 const CONF: &str = "domain: f\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: year\n      requests_per_unit: 100\n";
 
-fn start(redis: &Redis, mode: &str) -> Service {
+/// `REDIS_TIMEOUT` where Redis is killed: long, as it also bounds the calls that must
+/// be judged (a killed server refuses at once, whatever the timeout).
+const KILLED_TIMEOUT: &str = "5s";
+
+fn start(redis: &Redis, mode: &str, timeout: &str) -> Service {
     Service::builder(&format!("127.0.0.1:{}", redis.port))
         .file("f.yaml", CONF)
         .env("REDIS_FAILURE_MODE", mode)
-        .env("REDIS_TIMEOUT", "300ms")
+        .env("REDIS_TIMEOUT", timeout)
         .env("REDIS_POOL_SIZE", "2")
         .start()
 }
@@ -22,7 +26,7 @@ fn one() -> envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest {
 #[tokio::test]
 async fn redis_down_fail_open() {
     let mut redis = Redis::start();
-    let svc = start(&redis, "allow");
+    let svc = start(&redis, "allow", KILLED_TIMEOUT);
     let mut c = svc.client().await;
     assert_eq!(call(&mut c, one()).await.statuses[0].limit_remaining, 99);
     redis.kill();
@@ -53,7 +57,7 @@ async fn redis_down_fail_open() {
 #[tokio::test]
 async fn redis_down_fail_closed() {
     let mut redis = Redis::start();
-    let svc = start(&redis, "deny");
+    let svc = start(&redis, "deny", KILLED_TIMEOUT);
     let mut c = svc.client().await;
     assert_eq!(call(&mut c, one()).await.overall_code, OK);
     redis.kill();
@@ -68,18 +72,20 @@ async fn redis_down_fail_closed() {
 #[tokio::test]
 async fn redis_down_as_the_reference_answers() {
     let mut redis = Redis::start();
-    let svc = start(&redis, "error");
+    let svc = start(&redis, "error", KILLED_TIMEOUT);
     let mut c = svc.client().await;
     redis.kill();
     let e = c.should_rate_limit(one()).await.expect_err("an error");
     assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
 }
 
-/// A server that accepts and never answers: the timeout decides, then the mode.
+/// A server that accepts and never answers: the timeout decides, then the mode. The
+/// timeout is short, as the stopped server makes a call wait it out, and long enough for
+/// the calls that must be judged.
 #[tokio::test]
 async fn redis_hung_times_out() {
     let redis = Redis::start();
-    let svc = start(&redis, "deny");
+    let svc = start(&redis, "deny", "2s");
     let mut c = svc.client().await;
     assert_eq!(call(&mut c, one()).await.overall_code, OK);
     redis.signal("-STOP");

@@ -38,6 +38,9 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// The window of the unit `year`, in seconds.
+pub const YEAR: u64 = 365 * 86_400;
+
 pub fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -238,6 +241,13 @@ impl Redis {
             .arg(key)
             .query(&mut self.conn())
             .expect("GET")
+    }
+
+    /// Empty it (FLUSHALL), for a run of [`in_one_window`].
+    pub fn flushall(&self) -> Result<(), String> {
+        redis::cmd("FLUSHALL")
+            .query(&mut self.conn())
+            .map_err(|e| e.to_string())
     }
 
     pub fn dbsize(&self) -> u64 {
@@ -580,20 +590,18 @@ pub fn key(domain: &str, pairs: &[(&str, &str)], unit_s: u64) -> String {
 
 /// Run `f` until one run starts and ends in the same window of `unit_s` seconds (at
 /// most 20 runs), and require that run to pass: what `f` checks about counts holds
-/// within one window, and a run that crossed a boundary proves nothing.
-pub async fn in_one_window<F, Fut>(unit_s: u64, mut f: F)
+/// within one window, and a run that crossed a boundary proves nothing. What that run
+/// returns, for checks that need not be in the window.
+pub async fn in_one_window<F, Fut, T>(unit_s: u64, mut f: F) -> T
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
+    Fut: std::future::Future<Output = Result<T, String>>,
 {
     for _ in 0..20 {
         let w = unix_now() / unit_s;
         let result = f().await;
         if unix_now() / unit_s == w {
-            if let Err(e) = result {
-                panic!("{e}");
-            }
-            return;
+            return result.unwrap_or_else(|e| panic!("{e}"));
         }
     }
     panic!("20 runs each crossed a window's boundary");
